@@ -1,0 +1,272 @@
+//! `/contacts`: list, upsert, read, patch and delete a project's contacts.
+
+use std::collections::BTreeMap;
+
+use poem_openapi::param::{Path, Query};
+use poem_openapi::payload::Json;
+use poem_openapi::{ApiResponse, Object, OpenApi};
+use serde::Deserialize;
+use serde_json::{Map, Value};
+
+use super::ApiTags;
+use super::error::{ApiError, FieldError};
+use super::extract::{JsonBody, SecretKeyAuth};
+use crate::app::AppState;
+use crate::domain::contact::{Contact, ContactChange, ContactUpsert};
+use crate::domain::custom_data::DataPatch;
+use crate::domain::email::EmailAddress;
+use crate::domain::ids::ContactId;
+use crate::domain::pagination::PageRequest;
+use crate::domain::time::to_rfc3339;
+use crate::store::StoreError;
+
+/// A contact.
+#[derive(Object)]
+#[oai(rename_all = "camelCase")]
+pub struct ContactBody {
+    /// Assigned by the service (`cnt_…`).
+    pub id: String,
+    /// The address, unique in the project (stored lower-case).
+    pub email: String,
+    /// Whether the contact receives marketing mail.
+    pub subscribed: bool,
+    /// Custom data.
+    pub data: BTreeMap<String, Value>,
+    /// Creation time.
+    pub created_at: String,
+    /// Last change.
+    pub updated_at: String,
+}
+
+impl From<Contact> for ContactBody {
+    fn from(c: Contact) -> ContactBody {
+        ContactBody {
+            id: c.id.into_string(),
+            email: c.email.to_string(),
+            subscribed: c.subscribed,
+            data: c.data.into_iter().collect(),
+            created_at: to_rfc3339(c.created_at),
+            updated_at: to_rfc3339(c.updated_at),
+        }
+    }
+}
+
+/// What an upsert did.
+#[derive(Object)]
+#[oai(rename_all = "camelCase")]
+pub struct UpsertMeta {
+    /// The call created the contact.
+    pub is_new: bool,
+    /// The call changed an existing contact (false when it matched one and changed nothing).
+    pub is_update: bool,
+}
+
+/// A contact with what the upsert did.
+#[derive(Object)]
+pub struct ContactWithMeta {
+    #[oai(flatten)]
+    contact: ContactBody,
+    /// What the call did.
+    #[oai(rename = "_meta")]
+    meta: UpsertMeta,
+}
+
+/// One page of contacts.
+#[derive(Object)]
+#[oai(rename_all = "camelCase")]
+pub struct ContactPage {
+    /// The contacts, newest first.
+    pub data: Vec<ContactBody>,
+    /// Pass as `cursor` to get the next page; null on the last page.
+    pub cursor: Option<String>,
+    /// Whether another page follows.
+    pub has_more: bool,
+    /// Matching contacts in all; filled on the first page only, 0 on later pages.
+    pub total: i64,
+}
+
+/// Create or update a contact by email.
+#[derive(Object, Deserialize)]
+#[oai(rename_all = "camelCase")]
+#[serde(rename_all = "camelCase")]
+pub struct CreateContact {
+    /// The address; an existing contact with it is updated.
+    pub email: String,
+    /// Subscription state; new contacts default to `true`, existing ones keep theirs.
+    pub subscribed: Option<bool>,
+    /// Custom data, applied as a patch by the custom data rules.
+    pub data: Option<BTreeMap<String, Value>>,
+}
+
+/// Change a contact; every field is optional.
+#[derive(Object, Deserialize)]
+#[oai(rename_all = "camelCase")]
+#[serde(rename_all = "camelCase")]
+pub struct UpdateContact {
+    /// A new address (409 if another contact of the project has it).
+    pub email: Option<String>,
+    /// A new subscription state.
+    pub subscribed: Option<bool>,
+    /// Custom data patch.
+    pub data: Option<BTreeMap<String, Value>>,
+}
+
+#[derive(ApiResponse)]
+enum UpsertResponse {
+    /// The contact was created.
+    #[oai(status = 201)]
+    Created(Json<ContactWithMeta>),
+    /// The contact existed; it was updated when anything changed.
+    #[oai(status = 200)]
+    Updated(Json<ContactWithMeta>),
+}
+
+#[derive(ApiResponse)]
+enum Deleted {
+    /// Deleted.
+    #[oai(status = 204)]
+    NoContent,
+}
+
+fn parse_email(field: &str, s: &str) -> Result<EmailAddress, ApiError> {
+    EmailAddress::parse(s).map_err(|e| ApiError::invalid_field(field, "invalid_email", e.to_string()))
+}
+
+/// Applies the custom data rules to a request's `data`.
+pub fn parse_data(data: Option<BTreeMap<String, Value>>) -> Result<DataPatch, ApiError> {
+    let map: Map<String, Value> = data.unwrap_or_default().into_iter().collect();
+    DataPatch::parse(map).map_err(|e| ApiError::invalid_field(&format!("data.{}", e.key), "invalid_key", e.message))
+}
+
+fn contact_id(id: &str) -> Result<ContactId, ApiError> {
+    ContactId::parse(id).ok_or_else(|| ApiError::not_found("contact"))
+}
+
+/// The contacts endpoints.
+pub struct ContactsApi;
+
+#[OpenApi(tag = "ApiTags::Contacts")]
+impl ContactsApi {
+    /// List contacts
+    ///
+    /// Cursor-paginated, newest first. `search` matches a case-insensitive substring of the
+    /// address.
+    #[oai(path = "/contacts", method = "get", operation_id = "listContacts")]
+    async fn list(
+        &self,
+        auth: SecretKeyAuth,
+        state: poem::web::Data<&AppState>,
+        /// Page size, 1 to 100.
+        #[oai(validator(minimum(value = "1"), maximum(value = "100")))]
+        limit: Query<Option<u32>>,
+        /// The `cursor` of the previous page.
+        cursor: Query<Option<String>>,
+        /// Case-insensitive substring of the address.
+        search: Query<Option<String>>,
+    ) -> Result<Json<ContactPage>, ApiError> {
+        let page = PageRequest::new(limit.0, cursor.0.as_deref(), |id| ContactId::parse(id).is_some()).map_err(|e| {
+            ApiError::bad_request(e.to_string()).with_errors(vec![FieldError::new("cursor", "invalid", e.to_string())])
+        })?;
+        let search = search.0.filter(|s| !s.trim().is_empty());
+        let page = state.store().list_contacts(auth.0.project_id(), &page, search.as_deref()).await?;
+        Ok(Json(ContactPage {
+            data: page.items.into_iter().map(Into::into).collect(),
+            cursor: page.next_cursor,
+            has_more: page.has_more,
+            total: page.total,
+        }))
+    }
+
+    /// Create or update a contact
+    ///
+    /// Upserts by email. New contacts are subscribed unless `subscribed` says otherwise;
+    /// `data` follows the custom data rules. Answers 201 when the contact was created.
+    #[oai(path = "/contacts", method = "post", operation_id = "upsertContact")]
+    async fn upsert(
+        &self,
+        auth: SecretKeyAuth,
+        state: poem::web::Data<&AppState>,
+        body: JsonBody<CreateContact>,
+    ) -> Result<UpsertResponse, ApiError> {
+        let body = body.0;
+        let upsert = ContactUpsert {
+            email: parse_email("email", &body.email)?,
+            subscribed: body.subscribed,
+            subscribed_default: true,
+            data: parse_data(body.data)?,
+        };
+        let outcome = state
+            .store()
+            .upsert_contact(auth.0.project_id(), &upsert)
+            .await
+            .map_err(|e| ApiError::from_store(e, "contact"))?;
+        let meta = UpsertMeta { is_new: outcome.created, is_update: outcome.updated };
+        let body = ContactWithMeta { contact: outcome.contact.into(), meta };
+        Ok(if outcome.created { UpsertResponse::Created(Json(body)) } else { UpsertResponse::Updated(Json(body)) })
+    }
+
+    /// Get a contact
+    #[oai(path = "/contacts/:id", method = "get", operation_id = "getContact")]
+    async fn get(
+        &self,
+        auth: SecretKeyAuth,
+        state: poem::web::Data<&AppState>,
+        /// The contact's id.
+        id: Path<String>,
+    ) -> Result<Json<ContactBody>, ApiError> {
+        let contact = state
+            .store()
+            .contact(auth.0.project_id(), &contact_id(&id)?)
+            .await
+            .map_err(|e| ApiError::from_store(e, "contact"))?;
+        Ok(Json(contact.into()))
+    }
+
+    /// Update a contact
+    ///
+    /// Changes only what is sent. `data` is a patch (`null` deletes a key). Changing `email` to
+    /// one another contact of the project has is 409.
+    #[oai(path = "/contacts/:id", method = "patch", operation_id = "updateContact")]
+    async fn update(
+        &self,
+        auth: SecretKeyAuth,
+        state: poem::web::Data<&AppState>,
+        /// The contact's id.
+        id: Path<String>,
+        body: JsonBody<UpdateContact>,
+    ) -> Result<Json<ContactBody>, ApiError> {
+        let id = contact_id(&id)?;
+        let body = body.0;
+        let change = ContactChange {
+            email: body.email.as_deref().map(|e| parse_email("email", e)).transpose()?,
+            subscribed: body.subscribed,
+            data: parse_data(body.data)?,
+        };
+        let outcome =
+            state.store().update_contact(auth.0.project_id(), &id, &change).await.map_err(|e| match e {
+                StoreError::Conflict("email") => {
+                    ApiError::conflict("another contact in this project already uses this email")
+                        .suggest("merge the two contacts or pick another address")
+                }
+                other => ApiError::from_store(other, "contact"),
+            })?;
+        Ok(Json(outcome.contact.into()))
+    }
+
+    /// Delete a contact
+    #[oai(path = "/contacts/:id", method = "delete", operation_id = "deleteContact")]
+    async fn delete(
+        &self,
+        auth: SecretKeyAuth,
+        state: poem::web::Data<&AppState>,
+        /// The contact's id.
+        id: Path<String>,
+    ) -> Result<Deleted, ApiError> {
+        state
+            .store()
+            .delete_contact(auth.0.project_id(), &contact_id(&id)?)
+            .await
+            .map_err(|e| ApiError::from_store(e, "contact"))?;
+        Ok(Deleted::NoContent)
+    }
+}

@@ -1,0 +1,420 @@
+//! The one error type of the HTTP layer and its mapping to the spec's error bodies.
+//!
+//! Handlers and extractors fail with [`ApiError`]. Everything else that can fail before a
+//! handler runs (unknown route, wrong method, wrong content type, unreadable parameters, a body
+//! over the limit, a panic) is turned into an `ApiError` by [`classify`], and the middleware in
+//! `server.rs` renders it with the request id in one of the two shapes of decisions.md.
+
+use poem::http::StatusCode;
+use poem::{IntoResponse, Response};
+use poem_openapi::registry::{MetaMediaType, MetaResponse, MetaResponses, Registry};
+use poem_openapi::types::Type;
+use poem_openapi::{ApiResponse, Object};
+use serde::Serialize;
+
+use crate::store::StoreError;
+
+/// The machine-readable codes of decisions.md.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[allow(missing_docs)]
+pub enum ErrorCode {
+    Unauthorized,
+    MissingAuth,
+    InvalidApiKey,
+    InvalidCredentials,
+    Forbidden,
+    ProjectDisabled,
+    NotFound,
+    Conflict,
+    BadRequest,
+    ValidationError,
+    InvalidRequestBody,
+    PayloadTooLarge,
+    RateLimitExceeded,
+    InternalError,
+}
+
+impl ErrorCode {
+    /// The wire name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ErrorCode::Unauthorized => "UNAUTHORIZED",
+            ErrorCode::MissingAuth => "MISSING_AUTH",
+            ErrorCode::InvalidApiKey => "INVALID_API_KEY",
+            ErrorCode::InvalidCredentials => "INVALID_CREDENTIALS",
+            ErrorCode::Forbidden => "FORBIDDEN",
+            ErrorCode::ProjectDisabled => "PROJECT_DISABLED",
+            ErrorCode::NotFound => "NOT_FOUND",
+            ErrorCode::Conflict => "CONFLICT",
+            ErrorCode::BadRequest => "BAD_REQUEST",
+            ErrorCode::ValidationError => "VALIDATION_ERROR",
+            ErrorCode::InvalidRequestBody => "INVALID_REQUEST_BODY",
+            ErrorCode::PayloadTooLarge => "PAYLOAD_TOO_LARGE",
+            ErrorCode::RateLimitExceeded => "RATE_LIMIT_EXCEEDED",
+            ErrorCode::InternalError => "INTERNAL_ERROR",
+        }
+    }
+}
+
+/// One invalid field of a request.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Object)]
+pub struct FieldError {
+    /// Path of the field, such as `email` or `data.plan`.
+    pub field: String,
+    /// What is wrong and how to fix it.
+    pub message: String,
+    /// Machine-readable reason: `required`, `invalid`, `invalid_type`, `too_long`, …
+    pub code: String,
+}
+
+impl FieldError {
+    /// Builds a field error.
+    pub fn new(field: impl Into<String>, code: &str, message: impl Into<String>) -> FieldError {
+        FieldError { field: field.into(), message: message.into(), code: code.to_string() }
+    }
+}
+
+/// An error answered to a client.
+#[derive(Debug, thiserror::Error)]
+#[error("{message}")]
+pub struct ApiError {
+    /// HTTP status.
+    pub status: StatusCode,
+    /// Machine-readable code.
+    pub code: ErrorCode,
+    /// Human-readable message that says what to fix.
+    pub message: String,
+    /// Invalid fields, when applicable.
+    pub errors: Vec<FieldError>,
+    /// Guidance.
+    pub suggestion: Option<String>,
+    /// Seconds after which a rate-limited client may retry.
+    pub retry_after: Option<u64>,
+}
+
+impl ApiError {
+    /// Builds an error.
+    pub fn new(status: StatusCode, code: ErrorCode, message: impl Into<String>) -> ApiError {
+        ApiError { status, code, message: message.into(), errors: Vec::new(), suggestion: None, retry_after: None }
+    }
+
+    /// Adds a suggestion.
+    pub fn suggest(mut self, suggestion: impl Into<String>) -> ApiError {
+        self.suggestion = Some(suggestion.into());
+        self
+    }
+
+    /// Adds field errors.
+    pub fn with_errors(mut self, errors: Vec<FieldError>) -> ApiError {
+        self.errors = errors;
+        self
+    }
+
+    /// 422 `VALIDATION_ERROR` for the given fields.
+    pub fn validation(errors: Vec<FieldError>) -> ApiError {
+        let message = match errors.as_slice() {
+            [one] => format!("{}: {}", one.field, one.message),
+            _ => format!("{} fields are invalid; see `errors`", errors.len()),
+        };
+        ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, ErrorCode::ValidationError, message).with_errors(errors)
+    }
+
+    /// 422 `VALIDATION_ERROR` for one field.
+    pub fn invalid_field(field: &str, code: &str, message: impl Into<String>) -> ApiError {
+        ApiError::validation(vec![FieldError::new(field, code, message)])
+    }
+
+    /// 404 `NOT_FOUND` for a resource kind.
+    pub fn not_found(what: &str) -> ApiError {
+        ApiError::new(StatusCode::NOT_FOUND, ErrorCode::NotFound, format!("{what} not found"))
+    }
+
+    /// 409 `CONFLICT`.
+    pub fn conflict(message: impl Into<String>) -> ApiError {
+        ApiError::new(StatusCode::CONFLICT, ErrorCode::Conflict, message)
+    }
+
+    /// 400 `BAD_REQUEST`.
+    pub fn bad_request(message: impl Into<String>) -> ApiError {
+        ApiError::new(StatusCode::BAD_REQUEST, ErrorCode::BadRequest, message)
+    }
+
+    /// 403 `FORBIDDEN`.
+    pub fn forbidden(message: impl Into<String>) -> ApiError {
+        ApiError::new(StatusCode::FORBIDDEN, ErrorCode::Forbidden, message)
+    }
+
+    /// 500 `INTERNAL_ERROR`; the cause is logged, never shown.
+    pub fn internal(cause: impl std::fmt::Display) -> ApiError {
+        tracing::error!(error = %cause, "internal error");
+        ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, ErrorCode::InternalError, "an unexpected error occurred")
+            .suggest("retry later; if it persists, report the request id")
+    }
+
+    /// Maps a store error, naming the resource kind for 404s.
+    pub fn from_store(err: StoreError, what: &str) -> ApiError {
+        match err {
+            StoreError::NotFound => ApiError::not_found(what),
+            StoreError::Conflict(c) => ApiError::conflict(format!("{what} conflict: {c}")),
+            other => ApiError::internal(other),
+        }
+    }
+}
+
+impl From<StoreError> for ApiError {
+    fn from(err: StoreError) -> ApiError {
+        ApiError::from_store(err, "resource")
+    }
+}
+
+/// The two error shapes of decisions.md.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ErrorStyle {
+    /// `{ success: false, error: { … }, timestamp }` — every endpoint but the two below.
+    Standard,
+    /// `{ code, error, message, time, requestId, errors? }` — `/v1/send` and `/v1/verify`.
+    Public,
+}
+
+impl ErrorStyle {
+    /// The style of a request path.
+    pub fn for_path(path: &str) -> ErrorStyle {
+        if path == "/v1/send" || path == "/v1/verify" { ErrorStyle::Public } else { ErrorStyle::Standard }
+    }
+}
+
+/// Body of the standard error shape.
+#[derive(Debug, Serialize, Object)]
+#[oai(rename_all = "camelCase")]
+#[serde(rename_all = "camelCase")]
+pub struct ErrorDetail {
+    /// Machine-readable code, e.g. `VALIDATION_ERROR`.
+    pub code: String,
+    /// What went wrong and what to fix.
+    pub message: String,
+    /// The HTTP status.
+    pub status_code: u16,
+    /// The request id (also in `X-Request-Id`).
+    pub request_id: String,
+    /// Invalid fields, when applicable.
+    #[oai(skip_serializing_if_is_none)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub errors: Option<Vec<FieldError>>,
+    /// Guidance.
+    #[oai(skip_serializing_if_is_none)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub suggestion: Option<String>,
+}
+
+/// The standard error shape.
+#[derive(Debug, Serialize, Object)]
+pub struct ErrorBody {
+    /// Always `false`.
+    pub success: bool,
+    /// The error.
+    pub error: ErrorDetail,
+    /// When it happened (RFC 3339).
+    pub timestamp: String,
+}
+
+/// The error shape of `/v1/send` and `/v1/verify`.
+#[derive(Debug, Serialize, Object)]
+#[oai(rename_all = "camelCase")]
+#[serde(rename_all = "camelCase")]
+pub struct PublicErrorBody {
+    /// The HTTP status.
+    pub code: u16,
+    /// Machine-readable code.
+    pub error: String,
+    /// What went wrong and what to fix.
+    pub message: String,
+    /// When it happened, unix milliseconds.
+    pub time: i64,
+    /// The request id.
+    pub request_id: String,
+    /// Invalid fields, when applicable.
+    #[oai(skip_serializing_if_is_none)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub errors: Option<Vec<FieldError>>,
+}
+
+impl ApiError {
+    /// Renders the error for a client.
+    pub fn render(&self, style: ErrorStyle, request_id: &str) -> Response {
+        let errors = (!self.errors.is_empty()).then(|| self.errors.clone());
+        let now = chrono::Utc::now();
+        let body = match style {
+            ErrorStyle::Standard => serde_json::to_vec(&ErrorBody {
+                success: false,
+                error: ErrorDetail {
+                    code: self.code.as_str().to_string(),
+                    message: self.message.clone(),
+                    status_code: self.status.as_u16(),
+                    request_id: request_id.to_string(),
+                    errors,
+                    suggestion: self.suggestion.clone(),
+                },
+                timestamp: now.to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+            }),
+            ErrorStyle::Public => serde_json::to_vec(&PublicErrorBody {
+                code: self.status.as_u16(),
+                error: self.code.as_str().to_string(),
+                message: self.message.clone(),
+                time: now.timestamp_millis(),
+                request_id: request_id.to_string(),
+                errors,
+            }),
+        }
+        .unwrap_or_default();
+        let mut resp = Response::builder()
+            .status(self.status)
+            .content_type("application/json; charset=utf-8")
+            .body(body);
+        if let Some(secs) = self.retry_after {
+            resp.headers_mut().insert("Retry-After", secs.into());
+        }
+        resp
+    }
+}
+
+impl poem::error::ResponseError for ApiError {
+    fn status(&self) -> StatusCode {
+        self.status
+    }
+
+    fn as_response(&self) -> Response {
+        // Normally the request middleware renders errors; this path only runs outside it.
+        self.render(ErrorStyle::Standard, "").into_response()
+    }
+}
+
+const DOCUMENTED: [(u16, &str); 8] = [
+    (400, "Malformed request: the body is not JSON, a value has the wrong type, or a parameter is invalid."),
+    (401, "Missing (`MISSING_AUTH`), unknown (`UNAUTHORIZED`) or wrong-kind (`INVALID_API_KEY`) credentials."),
+    (403, "Not allowed for this role, or the project is disabled."),
+    (404, "No such resource in this project."),
+    (409, "Conflict with the current state."),
+    (422, "Validation failed; see `errors`."),
+    (429, "Rate limit exceeded; see `Retry-After`."),
+    (500, "Unexpected error; report the request id."),
+];
+
+impl ApiResponse for ApiError {
+    fn meta() -> MetaResponses {
+        MetaResponses {
+            responses: DOCUMENTED
+                .iter()
+                .map(|(status, description)| MetaResponse {
+                    description,
+                    status: Some(*status),
+                    status_range: None,
+                    content: vec![MetaMediaType {
+                        content_type: "application/json; charset=utf-8",
+                        schema: ErrorBody::schema_ref(),
+                    }],
+                    headers: vec![],
+                })
+                .collect(),
+        }
+    }
+
+    fn register(registry: &mut Registry) {
+        ErrorBody::register(registry);
+        PublicErrorBody::register(registry);
+    }
+}
+
+/// Turns any error that reached the middleware into an [`ApiError`].
+pub fn classify(err: poem::Error) -> ApiError {
+    use poem::error::{MethodNotAllowedError, NotFoundError, ReadBodyError};
+    use poem_openapi::error::{AuthorizationError, ContentTypeError, ParseParamError, ParseRequestPayloadError};
+
+    if err.is::<ApiError>() {
+        return err.downcast::<ApiError>().unwrap_or_else(|e| ApiError::internal(e));
+    }
+    if err.is::<NotFoundError>() {
+        return ApiError::new(StatusCode::NOT_FOUND, ErrorCode::NotFound, "no such endpoint")
+            .suggest("check the path against /openapi.json");
+    }
+    if err.is::<MethodNotAllowedError>() {
+        return ApiError::new(StatusCode::METHOD_NOT_ALLOWED, ErrorCode::BadRequest, "this endpoint does not accept that HTTP method")
+            .suggest("check the method against /openapi.json");
+    }
+    if let Some(e) = err.downcast_ref::<ContentTypeError>() {
+        let message = match e {
+            ContentTypeError::ExpectContentType => "the request has a body but no Content-Type; send `Content-Type: application/json`".to_string(),
+            ContentTypeError::NotSupported { content_type } => {
+                format!("Content-Type `{content_type}` is not accepted here; send `application/json`")
+            }
+        };
+        return ApiError::new(StatusCode::UNSUPPORTED_MEDIA_TYPE, ErrorCode::InvalidRequestBody, message);
+    }
+    if let Some(e) = err.downcast_ref::<ParseParamError>() {
+        let reason = readable_reason(&e.reason);
+        return ApiError::new(StatusCode::BAD_REQUEST, ErrorCode::BadRequest, format!("parameter `{}` is invalid: {reason}", e.name))
+            .with_errors(vec![FieldError::new(e.name, "invalid", reason)]);
+    }
+    if let Some(e) = err.downcast_ref::<ParseRequestPayloadError>() {
+        return ApiError::new(StatusCode::BAD_REQUEST, ErrorCode::InvalidRequestBody, format!("the request body is invalid: {}", e.reason));
+    }
+    if err.is::<AuthorizationError>() {
+        return missing_auth();
+    }
+    if let Some(e) = err.downcast_ref::<ReadBodyError>() {
+        return match e {
+            ReadBodyError::PayloadTooLarge => payload_too_large(),
+            ReadBodyError::Io(io) if io.get_ref().is_some_and(|inner| inner.is::<BodyTooLarge>()) => payload_too_large(),
+            other => ApiError::bad_request(format!("the request body could not be read: {other}")),
+        };
+    }
+    let status = err.status();
+    if status.is_server_error() {
+        return ApiError::internal(err);
+    }
+    let code = match status {
+        StatusCode::UNAUTHORIZED => ErrorCode::Unauthorized,
+        StatusCode::FORBIDDEN => ErrorCode::Forbidden,
+        StatusCode::NOT_FOUND => ErrorCode::NotFound,
+        StatusCode::CONFLICT => ErrorCode::Conflict,
+        StatusCode::PAYLOAD_TOO_LARGE => ErrorCode::PayloadTooLarge,
+        StatusCode::TOO_MANY_REQUESTS => ErrorCode::RateLimitExceeded,
+        StatusCode::UNPROCESSABLE_ENTITY => ErrorCode::ValidationError,
+        _ => ErrorCode::BadRequest,
+    };
+    ApiError::new(status, code, err.to_string())
+}
+
+/// Rewrites poem-openapi's validator wording ("verification failed. minimum(1, exclusive:
+/// false)") into a sentence.
+fn readable_reason(reason: &str) -> String {
+    let bound = |prefix: &str| {
+        reason
+            .strip_prefix(prefix)
+            .and_then(|r| r.split(',').next())
+            .map(str::trim)
+            .map(str::to_string)
+    };
+    if let Some(n) = bound("verification failed. minimum(") {
+        format!("must be at least {n}")
+    } else if let Some(n) = bound("verification failed. maximum(") {
+        format!("must be at most {n}")
+    } else {
+        reason.to_string()
+    }
+}
+
+/// 401 `MISSING_AUTH`.
+pub fn missing_auth() -> ApiError {
+    ApiError::new(StatusCode::UNAUTHORIZED, ErrorCode::MissingAuth, "no credentials were sent")
+        .suggest("send `Authorization: Bearer <API key>` (or log in to the dashboard)")
+}
+
+/// 413 `PAYLOAD_TOO_LARGE`.
+pub fn payload_too_large() -> ApiError {
+    ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, ErrorCode::PayloadTooLarge, "the request body is larger than this endpoint accepts")
+}
+
+/// Marker error of a body that grew past its limit while being read.
+#[derive(Debug, thiserror::Error)]
+#[error("request body over the limit")]
+pub struct BodyTooLarge;

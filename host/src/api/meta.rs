@@ -1,0 +1,103 @@
+//! Health, readiness and the public `/config`.
+
+use poem_openapi::payload::Json;
+use poem_openapi::{ApiResponse, Object, OpenApi};
+
+use super::ApiTags;
+use crate::app::AppState;
+
+/// Liveness.
+#[derive(Object)]
+pub struct Health {
+    /// Always `ok`.
+    pub status: String,
+}
+
+/// Readiness.
+#[derive(Object)]
+pub struct Readiness {
+    /// `ready` or `unavailable`.
+    pub status: String,
+    /// `sqlite` or `postgres`.
+    pub database: String,
+    /// Why the service is not ready.
+    #[oai(skip_serializing_if_is_none)]
+    pub error: Option<String>,
+}
+
+#[derive(ApiResponse)]
+enum ReadyResponse {
+    /// The database answers.
+    #[oai(status = 200)]
+    Ready(Json<Readiness>),
+    /// The database does not answer.
+    #[oai(status = 503)]
+    Unavailable(Json<Readiness>),
+}
+
+/// What this deployment has enabled. Every flag is true only when the feature works here.
+#[derive(Object)]
+#[oai(rename_all = "camelCase")]
+pub struct DeploymentConfig {
+    /// Herald's version.
+    pub version: String,
+    /// Whether `POST /auth/signup` is open.
+    pub signup_enabled: bool,
+    /// Whether new accounts must confirm their email before logging in.
+    pub email_verification_required: bool,
+    /// Configured OAuth login providers.
+    pub oauth_providers: Vec<String>,
+    /// Whether a billing plugin other than `none` is active.
+    pub billing_enabled: bool,
+    /// Whether image uploads are stored anywhere.
+    pub uploads_enabled: bool,
+    /// Whether a mail transport is configured (sending arrives with the transport plugins).
+    pub sending_enabled: bool,
+    /// The database backend.
+    pub database: String,
+}
+
+/// Health, readiness and configuration.
+pub struct MetaApi;
+
+#[OpenApi(tag = "ApiTags::Meta")]
+impl MetaApi {
+    /// Liveness probe
+    #[oai(path = "/health", method = "get", operation_id = "health")]
+    async fn health(&self) -> Json<Health> {
+        Json(Health { status: "ok".into() })
+    }
+
+    /// Readiness probe
+    ///
+    /// 200 when the database answers, 503 otherwise.
+    #[oai(path = "/ready", method = "get", operation_id = "ready")]
+    async fn ready(&self, state: poem::web::Data<&AppState>) -> ReadyResponse {
+        let database = state.store().db().backend().name().to_string();
+        match state.store().db().ping().await {
+            Ok(()) => ReadyResponse::Ready(Json(Readiness { status: "ready".into(), database, error: None })),
+            Err(err) => ReadyResponse::Unavailable(Json(Readiness {
+                status: "unavailable".into(),
+                database,
+                error: Some(err.to_string()),
+            })),
+        }
+    }
+
+    /// Deployment configuration
+    ///
+    /// Public, no authentication: which optional features this deployment has enabled.
+    #[oai(path = "/config", method = "get", operation_id = "getConfig")]
+    async fn config(&self, state: poem::web::Data<&AppState>) -> Json<DeploymentConfig> {
+        Json(DeploymentConfig {
+            version: env!("CARGO_PKG_VERSION").into(),
+            signup_enabled: state.settings().signup_enabled,
+            email_verification_required: false,
+            oauth_providers: Vec::new(),
+            billing_enabled: false,
+            uploads_enabled: false,
+            sending_enabled: false,
+            database: state.store().db().backend().name().into(),
+        })
+    }
+}

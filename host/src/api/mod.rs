@@ -1,0 +1,46 @@
+//! The HTTP API: typed poem-openapi handlers by resource. Handlers parse requests into domain
+//! types, call the store, and map results to response types; they hold no SQL and no rules.
+
+pub mod auth;
+pub mod contacts;
+pub mod error;
+pub mod extract;
+pub mod meta;
+pub mod users;
+
+use poem_openapi::{OpenApiService, Tags};
+
+/// Groups of endpoints in the reference.
+#[derive(Tags)]
+pub enum ApiTags {
+    /// Contacts and their custom data.
+    Contacts,
+    /// Dashboard login.
+    Auth,
+    /// The logged-in user and their projects.
+    Projects,
+    /// Health, readiness and deployment configuration.
+    Meta,
+}
+
+/// Every API of the service.
+pub type Apis = (meta::MetaApi, auth::AuthApi, users::UsersApi, contacts::ContactsApi);
+
+/// The OpenAPI service that serves every endpoint and generates the spec.
+pub fn service() -> OpenApiService<Apis, ()> {
+    OpenApiService::new(
+        (meta::MetaApi, auth::AuthApi, users::UsersApi, contacts::ContactsApi),
+        "Herald",
+        env!("CARGO_PKG_VERSION"),
+    )
+    .description(
+        "Self-hostable email delivery and contact engagement. Authenticate with \
+         `Authorization: Bearer <sk_… or pk_…>`; errors use the bodies described in ErrorBody \
+         and PublicErrorBody.",
+    )
+}
+
+/// The generated OpenAPI document, as committed in `openapi/openapi.json`.
+pub fn openapi_json() -> String {
+    service().spec()
+}

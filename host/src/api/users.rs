@@ -1,0 +1,239 @@
+//! `/users/@me`: the logged-in user and their projects (create, rename, delete, rotate keys).
+
+use poem_openapi::param::Path;
+use poem_openapi::payload::Json;
+use poem_openapi::{ApiResponse, Object, OpenApi};
+use serde::Deserialize;
+
+use super::ApiTags;
+use super::error::ApiError;
+use super::extract::{DashboardAuth, JsonBody};
+use crate::app::AppState;
+use crate::domain::ids::ProjectId;
+use crate::domain::keys::KeyPair;
+use crate::domain::project::{Project, ProjectName, Role};
+use crate::domain::time::to_rfc3339;
+
+/// The logged-in user.
+#[derive(Object)]
+#[oai(rename_all = "camelCase")]
+pub struct Me {
+    /// The user's id.
+    pub id: String,
+    /// The user's address.
+    pub email: String,
+    /// Whether the address was confirmed.
+    pub email_verified: bool,
+    /// Creation time.
+    pub created_at: String,
+}
+
+/// A project as its members see it (keys are shown whole only on creation and rotation).
+#[derive(Object)]
+#[oai(rename_all = "camelCase")]
+pub struct ProjectBody {
+    /// The project's id (`prj_…`); send it as `X-Project-Id` on dashboard calls.
+    pub id: String,
+    /// Display name.
+    pub name: String,
+    /// The caller's role: `OWNER`, `ADMIN` or `MEMBER`.
+    pub role: String,
+    /// Start of the public key.
+    pub public_key_hint: String,
+    /// Start of the secret key.
+    pub secret_key_hint: String,
+    /// Whether the project is disabled.
+    pub disabled: bool,
+    /// Creation time.
+    pub created_at: String,
+    /// Last change.
+    pub updated_at: String,
+}
+
+fn project_body(p: Project, role: Role) -> ProjectBody {
+    ProjectBody {
+        id: p.id.into_string(),
+        name: p.name,
+        role: role.as_str().to_string(),
+        public_key_hint: p.public_key_hint,
+        secret_key_hint: p.secret_key_hint,
+        disabled: p.disabled,
+        created_at: to_rfc3339(p.created_at),
+        updated_at: to_rfc3339(p.updated_at),
+    }
+}
+
+/// A new project with both keys, shown this once.
+#[derive(Object)]
+#[oai(rename_all = "camelCase")]
+pub struct CreatedProject {
+    /// The project's id.
+    pub id: String,
+    /// Display name.
+    pub name: String,
+    /// The public key (`pk_…`): may only call `POST /v1/track`.
+    pub public_key: String,
+    /// The secret key (`sk_…`): may call everything. Store it now; it is not shown again.
+    pub secret_key: String,
+    /// Creation time.
+    pub created_at: String,
+}
+
+/// Both new keys after rotation.
+#[derive(Object)]
+#[oai(rename_all = "camelCase")]
+pub struct RotatedKeys {
+    /// The new public key.
+    pub public_key: String,
+    /// The new secret key.
+    pub secret_key: String,
+}
+
+/// Create a project.
+#[derive(Object, Deserialize)]
+pub struct CreateProject {
+    /// Display name, 1 to 100 characters.
+    pub name: String,
+}
+
+/// Change a project's settings.
+#[derive(Object, Deserialize)]
+pub struct UpdateProject {
+    /// New display name.
+    pub name: Option<String>,
+}
+
+#[derive(ApiResponse)]
+enum CreateProjectResponse {
+    /// Created; the caller is its `OWNER`.
+    #[oai(status = 201)]
+    Created(Json<CreatedProject>),
+}
+
+#[derive(ApiResponse)]
+enum DeleteProjectResponse {
+    /// Deleted with everything in it.
+    #[oai(status = 204)]
+    NoContent,
+}
+
+fn project_name(s: &str) -> Result<ProjectName, ApiError> {
+    ProjectName::parse(s).map_err(|m| ApiError::invalid_field("name", "invalid", m))
+}
+
+async fn membership(state: &AppState, auth: &DashboardAuth, id: &str) -> Result<(Project, Role), ApiError> {
+    let id = ProjectId::parse(id).ok_or_else(|| ApiError::not_found("project"))?;
+    state.store().project_of_user(&auth.user.id, &id).await?.ok_or_else(|| ApiError::not_found("project"))
+}
+
+/// The user and project management endpoints.
+pub struct UsersApi;
+
+#[OpenApi(tag = "ApiTags::Projects")]
+impl UsersApi {
+    /// The logged-in user
+    #[oai(path = "/users/@me", method = "get", operation_id = "getMe")]
+    async fn me(&self, auth: DashboardAuth) -> Json<Me> {
+        Json(Me {
+            id: auth.user.id.to_string(),
+            email: auth.user.email.to_string(),
+            email_verified: auth.user.email_verified,
+            created_at: to_rfc3339(auth.user.created_at),
+        })
+    }
+
+    /// List my projects
+    #[oai(path = "/users/@me/projects", method = "get", operation_id = "listProjects")]
+    async fn list(&self, auth: DashboardAuth, state: poem::web::Data<&AppState>) -> Result<Json<Vec<ProjectBody>>, ApiError> {
+        let projects = state.store().projects_of_user(&auth.user.id).await?;
+        Ok(Json(projects.into_iter().map(|(p, r)| project_body(p, r)).collect()))
+    }
+
+    /// Create a project
+    ///
+    /// Answers the project with both API keys; they are shown whole only here and on rotation.
+    #[oai(path = "/users/@me/projects", method = "post", operation_id = "createProject")]
+    async fn create(
+        &self,
+        auth: DashboardAuth,
+        state: poem::web::Data<&AppState>,
+        body: JsonBody<CreateProject>,
+    ) -> Result<CreateProjectResponse, ApiError> {
+        let name = project_name(&body.0.name)?;
+        let keys = KeyPair::generate();
+        let project = state.store().create_project(&name, &auth.user.id, &keys).await?;
+        Ok(CreateProjectResponse::Created(Json(CreatedProject {
+            id: project.id.into_string(),
+            name: project.name,
+            public_key: keys.public_key,
+            secret_key: keys.secret_key,
+            created_at: to_rfc3339(project.created_at),
+        })))
+    }
+
+    /// Update project settings
+    ///
+    /// `OWNER` and `ADMIN` only.
+    #[oai(path = "/users/@me/projects/:id", method = "patch", operation_id = "updateProject")]
+    async fn update(
+        &self,
+        auth: DashboardAuth,
+        state: poem::web::Data<&AppState>,
+        /// The project's id.
+        id: Path<String>,
+        body: JsonBody<UpdateProject>,
+    ) -> Result<Json<ProjectBody>, ApiError> {
+        let (project, role) = membership(&state, &auth, &id).await?;
+        if !role.can_manage() {
+            return Err(ApiError::forbidden("only an OWNER or ADMIN may change project settings"));
+        }
+        let project = match body.0.name {
+            Some(name) => state
+                .store()
+                .rename_project(&project.id, &project_name(&name)?)
+                .await
+                .map_err(|e| ApiError::from_store(e, "project"))?,
+            None => project,
+        };
+        Ok(Json(project_body(project, role)))
+    }
+
+    /// Delete a project
+    ///
+    /// `OWNER` only. Deletes every contact and everything else of the project.
+    #[oai(path = "/users/@me/projects/:id", method = "delete", operation_id = "deleteProject")]
+    async fn delete(
+        &self,
+        auth: DashboardAuth,
+        state: poem::web::Data<&AppState>,
+        /// The project's id.
+        id: Path<String>,
+    ) -> Result<DeleteProjectResponse, ApiError> {
+        let (project, role) = membership(&state, &auth, &id).await?;
+        if !role.can_delete_project() {
+            return Err(ApiError::forbidden("only the project's OWNER may delete it"));
+        }
+        state.store().delete_project(&project.id).await.map_err(|e| ApiError::from_store(e, "project"))?;
+        Ok(DeleteProjectResponse::NoContent)
+    }
+
+    /// Rotate both API keys
+    ///
+    /// `OWNER` and `ADMIN` only. The old keys stop working immediately.
+    #[oai(path = "/users/@me/projects/:id/regenerate-keys", method = "post", operation_id = "regenerateKeys")]
+    async fn regenerate_keys(
+        &self,
+        auth: DashboardAuth,
+        state: poem::web::Data<&AppState>,
+        /// The project's id.
+        id: Path<String>,
+    ) -> Result<Json<RotatedKeys>, ApiError> {
+        let (project, role) = membership(&state, &auth, &id).await?;
+        if !role.can_manage() {
+            return Err(ApiError::forbidden("only an OWNER or ADMIN may rotate the keys"));
+        }
+        let keys = KeyPair::generate();
+        state.store().rotate_keys(&project.id, &keys).await.map_err(|e| ApiError::from_store(e, "project"))?;
+        Ok(Json(RotatedKeys { public_key: keys.public_key, secret_key: keys.secret_key }))
+    }
+}

@@ -1,0 +1,64 @@
+//! The state every request shares.
+
+use std::sync::Arc;
+
+use jsonwebtoken::{DecodingKey, EncodingKey};
+
+use crate::config::Settings;
+use crate::ratelimit::RateLimiter;
+use crate::store::Store;
+
+/// Shared, cheaply cloned application state.
+#[derive(Clone)]
+pub struct AppState {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    store: Store,
+    settings: Settings,
+    rate_limiter: RateLimiter,
+    jwt_encoding: EncodingKey,
+    jwt_decoding: DecodingKey,
+}
+
+impl AppState {
+    /// Builds the state; `jwt_secret` signs dashboard sessions.
+    pub fn new(store: Store, settings: Settings, jwt_secret: &str) -> AppState {
+        let rate_limiter = RateLimiter::for_store(&store);
+        AppState {
+            inner: Arc::new(Inner {
+                store,
+                settings,
+                rate_limiter,
+                jwt_encoding: EncodingKey::from_secret(jwt_secret.as_bytes()),
+                jwt_decoding: DecodingKey::from_secret(jwt_secret.as_bytes()),
+            }),
+        }
+    }
+
+    /// The store.
+    pub fn store(&self) -> &Store {
+        &self.inner.store
+    }
+
+    /// The settings in effect.
+    pub fn settings(&self) -> &Settings {
+        &self.inner.settings
+    }
+
+    /// The request limiter.
+    pub fn rate_limiter(&self) -> &RateLimiter {
+        &self.inner.rate_limiter
+    }
+
+    /// Key that signs session tokens.
+    pub fn jwt_encoding(&self) -> &EncodingKey {
+        &self.inner.jwt_encoding
+    }
+
+    /// Key that checks session tokens.
+    pub fn jwt_decoding(&self) -> &DecodingKey {
+        &self.inner.jwt_decoding
+    }
+}

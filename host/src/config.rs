@@ -1,0 +1,106 @@
+//! Settings: defaults, overridden by an optional TOML file, then by `HERALD_*` environment
+//! variables, then by command-line flags. Every setting is listed with its default in the README.
+
+use std::path::{Path, PathBuf};
+
+use figment::Figment;
+use figment::providers::{Env, Format, Serialized, Toml};
+use serde::{Deserialize, Serialize};
+
+/// How logs are written.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LogFormat {
+    /// Human-readable lines.
+    #[default]
+    Text,
+    /// One JSON object per line.
+    Json,
+}
+
+/// Every setting of a Herald deployment.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Settings {
+    /// Address and port to listen on.
+    pub listen: String,
+    /// Directory for the SQLite database and other files.
+    pub data_dir: PathBuf,
+    /// `sqlite://PATH` or `postgres://…`; defaults to `sqlite://<data_dir>/herald.db`.
+    pub database_url: Option<String>,
+    /// Largest number of pooled database connections.
+    pub database_max_connections: u32,
+    /// The address users reach this service at (for links and the cookie's `Secure` flag);
+    /// defaults to `http://<listen>`.
+    pub public_url: Option<String>,
+    /// API requests per minute per project.
+    pub rate_limit_per_minute: u32,
+    /// Whether `POST /auth/signup` is open.
+    pub signup_enabled: bool,
+    /// Secret that signs dashboard session tokens; generated once and kept in the database when
+    /// not set, so that every instance shares it.
+    pub jwt_secret: Option<String>,
+    /// How long a dashboard login lasts, in hours.
+    pub session_ttl_hours: u64,
+    /// Largest request body in bytes for JSON endpoints.
+    pub max_body_bytes: usize,
+    /// Seconds to wait for in-flight requests on shutdown.
+    pub shutdown_grace_seconds: u64,
+    /// Log filter (`tracing` env-filter syntax), e.g. `info` or `herald=debug`.
+    pub log: String,
+    /// `text` or `json`.
+    pub log_format: LogFormat,
+}
+
+impl Default for Settings {
+    fn default() -> Settings {
+        Settings {
+            listen: "127.0.0.1:8080".into(),
+            data_dir: PathBuf::from("./data"),
+            database_url: None,
+            database_max_connections: 16,
+            public_url: None,
+            rate_limit_per_minute: 1000,
+            signup_enabled: true,
+            jwt_secret: None,
+            session_ttl_hours: 24 * 7,
+            max_body_bytes: 1024 * 1024,
+            shutdown_grace_seconds: 10,
+            log: "info".into(),
+            log_format: LogFormat::Text,
+        }
+    }
+}
+
+/// Environment variables with the `HERALD_` prefix that are not settings.
+const NOT_SETTINGS: [&str; 2] = ["config", "test_postgres_url"];
+
+impl Settings {
+    /// Loads defaults, then `file` (or `HERALD_CONFIG`) if given, then `HERALD_*` variables.
+    pub fn load(file: Option<&Path>) -> Result<Settings, figment::Error> {
+        let mut figment = Figment::from(Serialized::defaults(Settings::default()));
+        let file = file.map(Path::to_path_buf).or_else(|| std::env::var_os("HERALD_CONFIG").map(PathBuf::from));
+        if let Some(file) = file {
+            figment = figment.merge(Toml::file_exact(file));
+        }
+        figment
+            .merge(Env::prefixed("HERALD_").ignore(&NOT_SETTINGS))
+            .extract()
+    }
+
+    /// The database URL in effect.
+    pub fn database_url(&self) -> String {
+        self.database_url
+            .clone()
+            .unwrap_or_else(|| format!("sqlite://{}", self.data_dir.join("herald.db").display()))
+    }
+
+    /// The public base URL in effect, without a trailing slash.
+    pub fn public_url(&self) -> String {
+        self.public_url
+            .clone()
+            .unwrap_or_else(|| format!("http://{}", self.listen))
+            .trim_end_matches('/')
+            .to_string()
+    }
+}

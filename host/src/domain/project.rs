@@ -1,0 +1,101 @@
+//! Projects (tenants), their members' roles and dashboard users.
+
+use super::email::EmailAddress;
+use super::ids::{ProjectId, UserId};
+
+/// A member's role in a project (decisions.md).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Role {
+    /// Everything.
+    Owner,
+    /// Everything but deleting or resetting the project and billing.
+    Admin,
+    /// Project resources, not keys, members, billing or settings.
+    Member,
+}
+
+impl Role {
+    /// The stored and wire name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::Owner => "OWNER",
+            Role::Admin => "ADMIN",
+            Role::Member => "MEMBER",
+        }
+    }
+
+    /// Parses the stored name.
+    pub fn parse(s: &str) -> Option<Role> {
+        match s {
+            "OWNER" => Some(Role::Owner),
+            "ADMIN" => Some(Role::Admin),
+            "MEMBER" => Some(Role::Member),
+            _ => None,
+        }
+    }
+
+    /// May change settings and rotate keys.
+    pub fn can_manage(self) -> bool {
+        matches!(self, Role::Owner | Role::Admin)
+    }
+
+    /// May delete or reset the project.
+    pub fn can_delete_project(self) -> bool {
+        matches!(self, Role::Owner)
+    }
+}
+
+/// A stored project.
+#[derive(Clone, Debug)]
+pub struct Project {
+    /// Its id.
+    pub id: ProjectId,
+    /// Display name.
+    pub name: String,
+    /// Start of the public key, for listings.
+    pub public_key_hint: String,
+    /// Start of the secret key, for listings.
+    pub secret_key_hint: String,
+    /// A disabled project's keys answer 403 `PROJECT_DISABLED`.
+    pub disabled: bool,
+    /// Creation time, unix ms.
+    pub created_at: i64,
+    /// Last change, unix ms.
+    pub updated_at: i64,
+}
+
+/// A project's name: 1..=100 characters after trimming.
+#[derive(Clone, Debug)]
+pub struct ProjectName(String);
+
+impl ProjectName {
+    /// Checks the rule.
+    pub fn parse(s: &str) -> Result<ProjectName, &'static str> {
+        let s = s.trim();
+        if s.is_empty() {
+            return Err("the project name must not be empty");
+        }
+        if s.chars().count() > 100 {
+            return Err("the project name is at most 100 characters");
+        }
+        Ok(ProjectName(s.to_string()))
+    }
+
+    /// The name.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+/// A stored dashboard user.
+#[derive(Clone, Debug)]
+pub struct User {
+    /// Its id.
+    pub id: UserId,
+    /// Login address.
+    pub email: EmailAddress,
+    /// Whether the address was confirmed.
+    pub email_verified: bool,
+    /// Creation time, unix ms.
+    pub created_at: i64,
+}

@@ -1,0 +1,13 @@
+//! Herald: a self-hostable, multi-tenant email delivery and contact engagement service.
+//!
+//! See `ARCHITECTURE.md` at the repository root for the map of this crate.
+
+pub mod api;
+pub mod app;
+pub mod config;
+pub mod domain;
+pub mod init;
+pub mod ratelimit;
+pub mod server;
+pub mod store;
+pub mod telemetry;

@@ -1,0 +1,155 @@
+//! The `herald` binary.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Args, Parser, Subcommand};
+use herald::config::Settings;
+use herald::store::Db;
+
+/// Herald: email delivery and contact engagement.
+#[derive(Parser)]
+#[command(name = "herald", version, about)]
+struct Cli {
+    /// A TOML settings file (also `HERALD_CONFIG`).
+    #[arg(long, global = true)]
+    config: Option<PathBuf>,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Args, Default)]
+struct DbArgs {
+    /// Directory for the SQLite database and other files [default: ./data].
+    #[arg(long)]
+    data_dir: Option<PathBuf>,
+    /// `sqlite://PATH` or `postgres://…` [default: sqlite://<data-dir>/herald.db].
+    #[arg(long)]
+    database_url: Option<String>,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Serve the HTTP API (applies migrations first).
+    Serve {
+        /// Address to listen on [default: 127.0.0.1:8080].
+        #[arg(long)]
+        listen: Option<String>,
+        #[command(flatten)]
+        db: DbArgs,
+    },
+    /// Apply database migrations and exit.
+    Migrate {
+        #[command(flatten)]
+        db: DbArgs,
+    },
+    /// Print the OpenAPI document.
+    Openapi,
+    /// Create the first owner account and project on an empty database.
+    Init {
+        /// Print one JSON object instead of text.
+        #[arg(long)]
+        json: bool,
+        /// The owner's email address.
+        #[arg(long, default_value = "admin@herald.local")]
+        email: String,
+        /// The first project's name.
+        #[arg(long, default_value = "Default")]
+        project_name: String,
+        #[command(flatten)]
+        db: DbArgs,
+    },
+}
+
+fn settings(cli_config: Option<&PathBuf>, db: &DbArgs, listen: Option<String>) -> anyhow::Result<Settings> {
+    let mut settings = Settings::load(cli_config.map(|p| p.as_path()))?;
+    if let Some(dir) = &db.data_dir {
+        settings.data_dir = dir.clone();
+    }
+    if let Some(url) = &db.database_url {
+        settings.database_url = Some(url.clone());
+    }
+    if let Some(listen) = listen {
+        settings.listen = listen;
+    }
+    Ok(settings)
+}
+
+fn redact(url: &str) -> String {
+    match (url.find("://"), url.rfind('@')) {
+        (Some(scheme), Some(at)) if at > scheme => format!("{}://***@{}", &url[..scheme], &url[at + 1..]),
+        _ => url.to_string(),
+    }
+}
+
+async fn run(cli: Cli) -> anyhow::Result<()> {
+    match cli.command {
+        Command::Openapi => {
+            print!("{}", herald::api::openapi_json());
+            Ok(())
+        }
+        Command::Serve { listen, db } => {
+            let settings = settings(cli.config.as_ref(), &db, listen)?;
+            herald::telemetry::init(&settings);
+            let url = settings.database_url();
+            tracing::info!(database = %redact(&url), "opening database and applying migrations");
+            let server = herald::server::spawn(settings).await?;
+            tracing::info!(
+                address = %server.addr,
+                database = server.state.store().db().backend().name(),
+                "herald listening on {}", server.url()
+            );
+            tokio::select! {
+                _ = herald::server::shutdown_signal() => {
+                    tracing::info!("shutdown signal received; finishing in-flight requests");
+                    server.stop().await?;
+                    tracing::info!("stopped");
+                }
+            }
+            Ok(())
+        }
+        Command::Migrate { db } => {
+            let settings = settings(cli.config.as_ref(), &db, None)?;
+            herald::telemetry::init(&settings);
+            let url = settings.database_url();
+            let pool = Db::connect(&url, 2).await?;
+            pool.migrate().await?;
+            tracing::info!(database = %redact(&url), "migrations applied");
+            pool.close().await;
+            Ok(())
+        }
+        Command::Init { json, email, project_name, db } => {
+            let settings = settings(cli.config.as_ref(), &db, None)?;
+            herald::telemetry::init(&Settings { log: "warn".into(), ..settings.clone() });
+            let pool = Db::connect(&settings.database_url(), 2).await?;
+            pool.migrate().await?;
+            let store = herald::store::Store::new(pool.clone());
+            let out = herald::init::run(&store, &email, &project_name).await?;
+            pool.close().await;
+            if json {
+                println!("{}", serde_json::to_string(&out)?);
+            } else {
+                println!("Herald is initialised.\n");
+                println!("  owner email:     {}", out.email);
+                println!("  owner password:  {}", out.password);
+                println!("  project id:      {}", out.project_id);
+                println!("  public key:      {}", out.public_key);
+                println!("  secret key:      {}", out.secret_key);
+                println!("\nThe password and keys are shown only now; keep them safe.");
+            }
+            Ok(())
+        }
+    }
+}
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match run(cli).await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => {
+            eprintln!("herald: {err:#}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,90 @@
+//! The per-project request limit (1000 a minute by default), in fixed one-minute windows.
+//!
+//! On PostgreSQL the counters live in an `UNLOGGED` table that every instance shares, so the limit
+//! holds across a fleet. On SQLite, where one process serves, they live in that process's memory,
+//! which is the same single source of truth without a write per read request.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+use crate::domain::time::now_ms;
+use crate::store::{Backend, Store};
+
+const WINDOW_MS: i64 = 60_000;
+
+/// The outcome of counting one request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RateDecision {
+    /// Requests allowed per window.
+    pub limit: u32,
+    /// Requests left in this window.
+    pub remaining: u32,
+    /// Seconds until the window resets.
+    pub reset_secs: u64,
+    /// Whether this request may proceed.
+    pub allowed: bool,
+}
+
+/// Where the counters live.
+#[derive(Debug)]
+pub enum RateLimiter {
+    /// In this process (SQLite deployments).
+    Local(Mutex<HashMap<String, (i64, u32)>>),
+    /// In the shared database (PostgreSQL deployments).
+    Shared(Store),
+}
+
+impl RateLimiter {
+    /// The limiter that fits the store's backend.
+    pub fn for_store(store: &Store) -> RateLimiter {
+        match store.db().backend() {
+            Backend::Sqlite => RateLimiter::Local(Mutex::new(HashMap::new())),
+            Backend::Postgres => RateLimiter::Shared(store.clone()),
+        }
+    }
+
+    /// Counts one request of `bucket` against `limit` per minute.
+    pub async fn hit(&self, bucket: &str, limit: u32) -> RateDecision {
+        let now = now_ms();
+        let window = now - now.rem_euclid(WINDOW_MS);
+        let reset_secs = ((window + WINDOW_MS - now) as u64).div_ceil(1000).max(1);
+        let hits: u64 = match self {
+            RateLimiter::Local(map) => {
+                let mut map = map.lock().unwrap_or_else(|p| p.into_inner());
+                if map.len() > 10_000 {
+                    map.retain(|_, (w, _)| *w == window);
+                }
+                let entry = map.entry(bucket.to_string()).or_insert((window, 0));
+                if entry.0 != window {
+                    *entry = (window, 0);
+                }
+                entry.1 = entry.1.saturating_add(1);
+                u64::from(entry.1)
+            }
+            RateLimiter::Shared(store) => match store.rate_limit_hit(bucket, window).await {
+                Ok(h) => h.max(0) as u64,
+                Err(err) => {
+                    // Failing open keeps the API up while the database hiccups; the request
+                    // itself will fail on its own if the database is really gone.
+                    tracing::warn!(error = %err, "rate limit counter unavailable; allowing request");
+                    0
+                }
+            },
+        };
+        RateDecision {
+            limit,
+            remaining: (u64::from(limit).saturating_sub(hits)) as u32,
+            reset_secs,
+            allowed: hits <= u64::from(limit),
+        }
+    }
+
+    /// Drops windows that have ended (shared counters only).
+    pub async fn prune(&self) {
+        if let RateLimiter::Shared(store) = self
+            && let Err(err) = store.rate_limit_prune(now_ms() - 2 * WINDOW_MS).await
+        {
+            tracing::warn!(error = %err, "could not prune rate limit windows");
+        }
+    }
+}

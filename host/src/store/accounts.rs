@@ -1,0 +1,120 @@
+//! Dashboard users and their login sessions.
+
+use sqlx::FromRow;
+
+use super::{Store, StoreError, StoreResult};
+use crate::domain::email::EmailAddress;
+use crate::domain::ids::{SessionId, UserId};
+use crate::domain::project::User;
+use crate::domain::time::now_ms;
+use crate::on_db;
+
+#[derive(FromRow)]
+struct UserRow {
+    id: String,
+    email: String,
+    email_verified: bool,
+    created_at: i64,
+}
+
+impl From<UserRow> for User {
+    fn from(r: UserRow) -> User {
+        User {
+            id: UserId::from_trusted(r.id),
+            email: EmailAddress::from_trusted(r.email),
+            email_verified: r.email_verified,
+            created_at: r.created_at,
+        }
+    }
+}
+
+#[derive(FromRow)]
+struct UserWithHash {
+    #[sqlx(flatten)]
+    user: UserRow,
+    password_hash: String,
+}
+
+impl Store {
+    /// Creates a user; [`StoreError::Conflict`] when the address is taken.
+    pub async fn create_user(&self, email: &EmailAddress, password_hash: &str) -> StoreResult<User> {
+        let id = UserId::generate();
+        let now = now_ms();
+        let row: UserRow = on_db!(self.db(), pool => {
+            sqlx::query_as(
+                "INSERT INTO users (id, email, password_hash, email_verified, created_at, updated_at) \
+                 VALUES ($1, $2, $3, FALSE, $4, $4) RETURNING id, email, email_verified, created_at",
+            )
+            .bind(id.as_str())
+            .bind(email.as_str())
+            .bind(password_hash)
+            .bind(now)
+            .fetch_one(pool)
+            .await
+            .map_err(|e| StoreError::unique(e, "email"))?
+        });
+        Ok(row.into())
+    }
+
+    /// A user and their password hash, by address.
+    pub async fn user_with_password(&self, email: &EmailAddress) -> StoreResult<Option<(User, String)>> {
+        let row: Option<UserWithHash> = on_db!(self.db(), pool => {
+            sqlx::query_as("SELECT id, email, email_verified, created_at, password_hash FROM users WHERE email = $1")
+                .bind(email.as_str())
+                .fetch_optional(pool)
+                .await?
+        });
+        Ok(row.map(|r| (r.user.into(), r.password_hash)))
+    }
+
+    /// How many users exist (zero means `herald init` may run).
+    pub async fn count_users(&self) -> StoreResult<i64> {
+        let n: i64 = on_db!(self.db(), pool => {
+            sqlx::query_scalar("SELECT COUNT(*) FROM users").fetch_one(pool).await?
+        });
+        Ok(n)
+    }
+
+    /// Opens a session that lasts `ttl_ms`.
+    pub async fn create_session(&self, user: &UserId, ttl_ms: i64) -> StoreResult<SessionId> {
+        let id = SessionId::generate();
+        let now = now_ms();
+        on_db!(self.db(), pool => {
+            sqlx::query("INSERT INTO sessions (id, user_id, created_at, expires_at) VALUES ($1, $2, $3, $4)")
+                .bind(id.as_str())
+                .bind(user.as_str())
+                .bind(now)
+                .bind(now + ttl_ms)
+                .execute(pool)
+                .await?;
+        });
+        Ok(id)
+    }
+
+    /// The user of a live session.
+    pub async fn session_user(&self, session: &SessionId) -> StoreResult<Option<User>> {
+        let row: Option<UserRow> = on_db!(self.db(), pool => {
+            sqlx::query_as(
+                "SELECT u.id, u.email, u.email_verified, u.created_at FROM sessions s \
+                 JOIN users u ON u.id = s.user_id WHERE s.id = $1 AND s.expires_at > $2",
+            )
+            .bind(session.as_str())
+            .bind(now_ms())
+            .fetch_optional(pool)
+            .await?
+        });
+        Ok(row.map(Into::into))
+    }
+
+    /// Ends a session (logout); also removes expired sessions of everyone.
+    pub async fn delete_session(&self, session: &SessionId) -> StoreResult<()> {
+        on_db!(self.db(), pool => {
+            sqlx::query("DELETE FROM sessions WHERE id = $1 OR expires_at <= $2")
+                .bind(session.as_str())
+                .bind(now_ms())
+                .execute(pool)
+                .await?;
+        });
+        Ok(())
+    }
+}

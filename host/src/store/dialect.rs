@@ -1,0 +1,48 @@
+//! The backend-specific corner of the store: everything else is one query text for both.
+//!
+//! - Write transactions: SQLite starts them with `BEGIN IMMEDIATE`, so that a transaction never
+//!   has to upgrade a read lock (which SQLite refuses with `SQLITE_BUSY` instead of waiting);
+//!   PostgreSQL uses a plain `BEGIN`.
+//! - The `data` column is `TEXT` holding JSON on SQLite and `JSONB` on PostgreSQL; both are bound
+//!   and read through `sqlx::types::Json`, so no query text differs for it.
+
+use sqlx::{PgPool, Postgres, Sqlite, SqlitePool, Transaction};
+
+/// Opens a transaction that will write.
+pub(crate) trait BeginWrite {
+    /// The backend.
+    type Database: sqlx::Database;
+
+    /// Begins the transaction.
+    fn begin_write(
+        &self,
+    ) -> impl Future<Output = Result<Transaction<'static, Self::Database>, sqlx::Error>> + Send;
+}
+
+impl BeginWrite for SqlitePool {
+    type Database = Sqlite;
+
+    async fn begin_write(&self) -> Result<Transaction<'static, Sqlite>, sqlx::Error> {
+        self.begin_with("BEGIN IMMEDIATE").await
+    }
+}
+
+impl BeginWrite for PgPool {
+    type Database = Postgres;
+
+    async fn begin_write(&self) -> Result<Transaction<'static, Postgres>, sqlx::Error> {
+        self.begin().await
+    }
+}
+
+/// Escapes `%`, `_` and `\` for a `LIKE … ESCAPE '\'` pattern.
+pub(crate) fn like_escape(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        if matches!(c, '%' | '_' | '\\') {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out
+}

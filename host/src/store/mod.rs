@@ -1,0 +1,187 @@
+//! The store: the only module that holds SQL.
+//!
+//! Herald runs on SQLite (embedded, one process) or PostgreSQL (one or many processes). Both
+//! backends share one schema shape and, wherever the dialects agree, one query text: every query
+//! uses numbered `$N` placeholders (which sqlx accepts on SQLite too), timestamps are `BIGINT` unix
+//! milliseconds and booleans are `BOOLEAN`. A query is written once and compiled for both pools by
+//! the [`on_db!`] macro; the few statements that differ live in [`dialect`].
+
+pub mod accounts;
+pub mod contacts;
+pub mod dialect;
+pub mod projects;
+pub mod rate_limits;
+pub mod settings;
+
+use std::path::Path;
+use std::str::FromStr;
+use std::time::Duration;
+
+use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
+use sqlx::sqlite::{
+    SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
+};
+
+/// Errors of the store layer.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// The row asked for does not exist (in the caller's project).
+    #[error("not found")]
+    NotFound,
+    /// A uniqueness rule was broken; the string names the rule.
+    #[error("conflict: {0}")]
+    Conflict(&'static str),
+    /// The database URL is not one Herald understands.
+    #[error("unsupported database URL `{0}`: use sqlite://PATH or postgres://…")]
+    UnsupportedUrl(String),
+    /// Any other database failure.
+    #[error(transparent)]
+    Database(#[from] sqlx::Error),
+    /// A migration failed.
+    #[error(transparent)]
+    Migrate(#[from] sqlx::migrate::MigrateError),
+    /// Stored data could not be read back.
+    #[error("corrupt stored value: {0}")]
+    Corrupt(String),
+    /// The data directory could not be prepared.
+    #[error("data directory: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+impl StoreError {
+    /// Maps a unique-constraint violation to [`StoreError::Conflict`].
+    pub(crate) fn unique(err: sqlx::Error, what: &'static str) -> StoreError {
+        match &err {
+            sqlx::Error::Database(db) if db.is_unique_violation() => StoreError::Conflict(what),
+            _ => StoreError::Database(err),
+        }
+    }
+}
+
+/// Result alias of the store layer.
+pub type StoreResult<T> = Result<T, StoreError>;
+
+/// A connection pool on one of the two supported backends.
+#[derive(Clone, Debug)]
+pub enum Db {
+    /// Embedded SQLite (WAL, foreign keys on, busy timeout).
+    Sqlite(SqlitePool),
+    /// PostgreSQL, possibly shared by several Herald instances.
+    Postgres(PgPool),
+}
+
+/// Runs `$body` with `$pool` bound to the concrete pool of either backend, so that one query text
+/// is compiled for both.
+#[macro_export]
+macro_rules! on_db {
+    ($db:expr, $pool:ident => $body:expr) => {
+        match $db {
+            $crate::store::Db::Sqlite($pool) => $body,
+            $crate::store::Db::Postgres($pool) => $body,
+        }
+    };
+}
+
+/// Which backend a [`Db`] talks to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Backend {
+    /// SQLite.
+    Sqlite,
+    /// PostgreSQL.
+    Postgres,
+}
+
+impl Backend {
+    /// A short name for logs and `/ready`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Backend::Sqlite => "sqlite",
+            Backend::Postgres => "postgres",
+        }
+    }
+}
+
+static SQLITE_MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../migrations/sqlite");
+static POSTGRES_MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../migrations/postgres");
+
+impl Db {
+    /// Opens a pool for `url` (`sqlite://…` or `postgres://…`).
+    pub async fn connect(url: &str, max_connections: u32) -> StoreResult<Db> {
+        if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+            let options = PgConnectOptions::from_str(url)?;
+            let pool = PgPoolOptions::new()
+                .max_connections(max_connections)
+                .acquire_timeout(Duration::from_secs(10))
+                .connect_with(options)
+                .await?;
+            Ok(Db::Postgres(pool))
+        } else if let Some(rest) = url.strip_prefix("sqlite:") {
+            let path = rest.trim_start_matches("//");
+            if let Some(parent) = Path::new(path.split('?').next().unwrap_or(path)).parent()
+                && !parent.as_os_str().is_empty()
+            {
+                std::fs::create_dir_all(parent)?;
+            }
+            let options = SqliteConnectOptions::from_str(url)?
+                .create_if_missing(true)
+                .journal_mode(SqliteJournalMode::Wal)
+                .synchronous(SqliteSynchronous::Normal)
+                .foreign_keys(true)
+                .busy_timeout(Duration::from_secs(10));
+            let pool = SqlitePoolOptions::new()
+                .max_connections(max_connections.clamp(1, 16))
+                .acquire_timeout(Duration::from_secs(10))
+                .connect_with(options)
+                .await?;
+            Ok(Db::Sqlite(pool))
+        } else {
+            Err(StoreError::UnsupportedUrl(url.to_string()))
+        }
+    }
+
+    /// The backend of this pool.
+    pub fn backend(&self) -> Backend {
+        match self {
+            Db::Sqlite(_) => Backend::Sqlite,
+            Db::Postgres(_) => Backend::Postgres,
+        }
+    }
+
+    /// Applies every pending migration of this backend.
+    pub async fn migrate(&self) -> StoreResult<()> {
+        match self {
+            Db::Sqlite(pool) => SQLITE_MIGRATOR.run(pool).await?,
+            Db::Postgres(pool) => POSTGRES_MIGRATOR.run(pool).await?,
+        }
+        Ok(())
+    }
+
+    /// Checks that the database answers.
+    pub async fn ping(&self) -> StoreResult<()> {
+        on_db!(self, pool => sqlx::query("SELECT 1").execute(pool).await.map(|_| ()))?;
+        Ok(())
+    }
+
+    /// Closes the pool, waiting for connections to be returned.
+    pub async fn close(&self) {
+        on_db!(self, pool => pool.close().await)
+    }
+}
+
+/// The store: typed operations over a [`Db`]. Cheap to clone.
+#[derive(Clone, Debug)]
+pub struct Store {
+    db: Db,
+}
+
+impl Store {
+    /// Wraps an open pool.
+    pub fn new(db: Db) -> Store {
+        Store { db }
+    }
+
+    /// The pool underneath.
+    pub fn db(&self) -> &Db {
+        &self.db
+    }
+}

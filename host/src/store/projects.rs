@@ -1,0 +1,169 @@
+//! Projects, their members and their API keys (stored hashed).
+
+use sqlx::FromRow;
+
+use super::dialect::BeginWrite;
+use super::{Store, StoreError, StoreResult};
+use crate::domain::ids::{ProjectId, UserId};
+use crate::domain::keys::{KeyKind, KeyPair, hash_key, key_hint};
+use crate::domain::project::{Project, ProjectName, Role};
+use crate::domain::time::now_ms;
+use crate::on_db;
+
+const PROJECT_COLUMNS: &str =
+    "p.id, p.name, p.public_key_hint, p.secret_key_hint, p.disabled, p.created_at, p.updated_at";
+
+#[derive(FromRow)]
+struct ProjectRow {
+    id: String,
+    name: String,
+    public_key_hint: String,
+    secret_key_hint: String,
+    disabled: bool,
+    created_at: i64,
+    updated_at: i64,
+}
+
+impl From<ProjectRow> for Project {
+    fn from(r: ProjectRow) -> Project {
+        Project {
+            id: ProjectId::from_trusted(r.id),
+            name: r.name,
+            public_key_hint: r.public_key_hint,
+            secret_key_hint: r.secret_key_hint,
+            disabled: r.disabled,
+            created_at: r.created_at,
+            updated_at: r.updated_at,
+        }
+    }
+}
+
+#[derive(FromRow)]
+struct ProjectWithRole {
+    #[sqlx(flatten)]
+    project: ProjectRow,
+    role: String,
+}
+
+fn role_of(s: &str) -> StoreResult<Role> {
+    Role::parse(s).ok_or_else(|| StoreError::Corrupt(format!("unknown role {s}")))
+}
+
+impl Store {
+    /// Creates a project with `owner` as its `OWNER`.
+    pub async fn create_project(&self, name: &ProjectName, owner: &UserId, keys: &KeyPair) -> StoreResult<Project> {
+        let id = ProjectId::generate();
+        let now = now_ms();
+        let sql = format!(
+            "INSERT INTO projects (id, name, public_key_hash, secret_key_hash, public_key_hint, secret_key_hint, \
+             disabled, created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $6, FALSE, $7, $7) \
+             RETURNING {}",
+            PROJECT_COLUMNS.replace("p.", "")
+        );
+        let row: ProjectRow = on_db!(self.db(), pool => {
+            let mut tx = pool.begin_write().await?;
+            let row: ProjectRow = sqlx::query_as(&sql)
+                .bind(id.as_str())
+                .bind(name.as_str())
+                .bind(hash_key(&keys.public_key))
+                .bind(hash_key(&keys.secret_key))
+                .bind(key_hint(&keys.public_key))
+                .bind(key_hint(&keys.secret_key))
+                .bind(now)
+                .fetch_one(&mut *tx)
+                .await?;
+            sqlx::query("INSERT INTO memberships (project_id, user_id, role, created_at) VALUES ($1, $2, $3, $4)")
+                .bind(id.as_str())
+                .bind(owner.as_str())
+                .bind(Role::Owner.as_str())
+                .bind(now)
+                .execute(&mut *tx)
+                .await?;
+            tx.commit().await?;
+            row
+        });
+        Ok(row.into())
+    }
+
+    /// The projects `user` is a member of, oldest first, with the user's role.
+    pub async fn projects_of_user(&self, user: &UserId) -> StoreResult<Vec<(Project, Role)>> {
+        let sql = format!(
+            "SELECT {PROJECT_COLUMNS}, m.role FROM memberships m JOIN projects p ON p.id = m.project_id \
+             WHERE m.user_id = $1 ORDER BY p.id"
+        );
+        let rows: Vec<ProjectWithRole> = on_db!(self.db(), pool => {
+            sqlx::query_as(&sql).bind(user.as_str()).fetch_all(pool).await?
+        });
+        rows.into_iter().map(|r| Ok((r.project.into(), role_of(&r.role)?))).collect()
+    }
+
+    /// One project of `user`, with the user's role; `None` when they are not a member.
+    pub async fn project_of_user(&self, user: &UserId, project: &ProjectId) -> StoreResult<Option<(Project, Role)>> {
+        let sql = format!(
+            "SELECT {PROJECT_COLUMNS}, m.role FROM memberships m JOIN projects p ON p.id = m.project_id \
+             WHERE m.user_id = $1 AND m.project_id = $2"
+        );
+        let row: Option<ProjectWithRole> = on_db!(self.db(), pool => {
+            sqlx::query_as(&sql).bind(user.as_str()).bind(project.as_str()).fetch_optional(pool).await?
+        });
+        row.map(|r| Ok((r.project.into(), role_of(&r.role)?))).transpose()
+    }
+
+    /// The project a presented key belongs to, looked up by the key's kind.
+    pub async fn project_by_key(&self, kind: KeyKind, key: &str) -> StoreResult<Option<Project>> {
+        let column = match kind {
+            KeyKind::Public => "public_key_hash",
+            KeyKind::Secret => "secret_key_hash",
+        };
+        let sql = format!("SELECT {PROJECT_COLUMNS} FROM projects p WHERE p.{column} = $1");
+        let row: Option<ProjectRow> = on_db!(self.db(), pool => {
+            sqlx::query_as(&sql).bind(hash_key(key)).fetch_optional(pool).await?
+        });
+        Ok(row.map(Into::into))
+    }
+
+    /// Renames a project.
+    pub async fn rename_project(&self, project: &ProjectId, name: &ProjectName) -> StoreResult<Project> {
+        let sql = format!(
+            "UPDATE projects SET name = $2, updated_at = $3 WHERE id = $1 RETURNING {}",
+            PROJECT_COLUMNS.replace("p.", "")
+        );
+        let row: Option<ProjectRow> = on_db!(self.db(), pool => {
+            sqlx::query_as(&sql)
+                .bind(project.as_str())
+                .bind(name.as_str())
+                .bind(now_ms())
+                .fetch_optional(pool)
+                .await?
+        });
+        row.map(Into::into).ok_or(StoreError::NotFound)
+    }
+
+    /// Replaces both keys of a project at once; the old ones stop working with this commit.
+    pub async fn rotate_keys(&self, project: &ProjectId, keys: &KeyPair) -> StoreResult<()> {
+        let done = on_db!(self.db(), pool => {
+            sqlx::query(
+                "UPDATE projects SET public_key_hash = $2, secret_key_hash = $3, public_key_hint = $4, \
+                 secret_key_hint = $5, updated_at = $6 WHERE id = $1",
+            )
+            .bind(project.as_str())
+            .bind(hash_key(&keys.public_key))
+            .bind(hash_key(&keys.secret_key))
+            .bind(key_hint(&keys.public_key))
+            .bind(key_hint(&keys.secret_key))
+            .bind(now_ms())
+            .execute(pool)
+            .await?
+            .rows_affected()
+        });
+        if done == 0 { Err(StoreError::NotFound) } else { Ok(()) }
+    }
+
+    /// Deletes a project and, by cascade, everything in it.
+    pub async fn delete_project(&self, project: &ProjectId) -> StoreResult<()> {
+        let done = on_db!(self.db(), pool => {
+            sqlx::query("DELETE FROM projects WHERE id = $1").bind(project.as_str()).execute(pool).await?.rows_affected()
+        });
+        if done == 0 { Err(StoreError::NotFound) } else { Ok(()) }
+    }
+}

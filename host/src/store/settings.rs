@@ -1,0 +1,24 @@
+//! Deployment-wide values that every instance must share (for example the JWT signing secret).
+
+use super::{Store, StoreResult};
+use crate::on_db;
+
+impl Store {
+    /// Returns the stored value of `key`, storing `generate()` first if there is none. Safe when
+    /// several instances race: the first insert wins and everyone reads it back.
+    pub async fn setting_or_init(&self, key: &str, generate: impl FnOnce() -> String) -> StoreResult<String> {
+        let candidate = generate();
+        let value: String = on_db!(self.db(), pool => {
+            sqlx::query("INSERT INTO settings (key, value) VALUES ($1, $2) ON CONFLICT (key) DO NOTHING")
+                .bind(key)
+                .bind(&candidate)
+                .execute(pool)
+                .await?;
+            sqlx::query_scalar("SELECT value FROM settings WHERE key = $1")
+                .bind(key)
+                .fetch_one(pool)
+                .await?
+        });
+        Ok(value)
+    }
+}
