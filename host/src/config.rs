@@ -77,15 +77,18 @@ const NOT_SETTINGS: [&str; 2] = ["config", "test_postgres_url"];
 
 impl Settings {
     /// Loads defaults, then `file` (or `HERALD_CONFIG`) if given, then `HERALD_*` variables.
-    pub fn load(file: Option<&Path>) -> Result<Settings, figment::Error> {
+    pub fn load(file: Option<&Path>) -> Result<Settings, Box<figment::Error>> {
         let mut figment = Figment::from(Serialized::defaults(Settings::default()));
-        let file = file.map(Path::to_path_buf).or_else(|| std::env::var_os("HERALD_CONFIG").map(PathBuf::from));
+        let file = file
+            .map(Path::to_path_buf)
+            .or_else(|| std::env::var_os("HERALD_CONFIG").map(PathBuf::from));
         if let Some(file) = file {
             figment = figment.merge(Toml::file_exact(file));
         }
         figment
             .merge(Env::prefixed("HERALD_").ignore(&NOT_SETTINGS))
             .extract()
+            .map_err(Box::new)
     }
 
     /// The database URL in effect.

@@ -31,7 +31,8 @@ pub async fn run(store: &Store, email: &str, project_name: &str) -> anyhow::Resu
         );
     }
     let email = EmailAddress::parse(email).map_err(|e| anyhow::anyhow!("--email: {e}"))?;
-    let name = ProjectName::parse(project_name).map_err(|e| anyhow::anyhow!("--project-name: {e}"))?;
+    let name =
+        ProjectName::parse(project_name).map_err(|e| anyhow::anyhow!("--project-name: {e}"))?;
     let password = Password::random();
     let hash = password::hash(password.clone()).await?;
     let user = store.create_user(&email, &hash).await?;

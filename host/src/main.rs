@@ -61,7 +61,11 @@ enum Command {
     },
 }
 
-fn settings(cli_config: Option<&PathBuf>, db: &DbArgs, listen: Option<String>) -> anyhow::Result<Settings> {
+fn settings(
+    cli_config: Option<&PathBuf>,
+    db: &DbArgs,
+    listen: Option<String>,
+) -> anyhow::Result<Settings> {
     let mut settings = Settings::load(cli_config.map(|p| p.as_path()))?;
     if let Some(dir) = &db.data_dir {
         settings.data_dir = dir.clone();
@@ -77,7 +81,9 @@ fn settings(cli_config: Option<&PathBuf>, db: &DbArgs, listen: Option<String>) -
 
 fn redact(url: &str) -> String {
     match (url.find("://"), url.rfind('@')) {
-        (Some(scheme), Some(at)) if at > scheme => format!("{}://***@{}", &url[..scheme], &url[at + 1..]),
+        (Some(scheme), Some(at)) if at > scheme => {
+            format!("{}://***@{}", &url[..scheme], &url[at + 1..])
+        }
         _ => url.to_string(),
     }
 }
@@ -118,9 +124,17 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             pool.close().await;
             Ok(())
         }
-        Command::Init { json, email, project_name, db } => {
+        Command::Init {
+            json,
+            email,
+            project_name,
+            db,
+        } => {
             let settings = settings(cli.config.as_ref(), &db, None)?;
-            herald::telemetry::init(&Settings { log: "warn".into(), ..settings.clone() });
+            herald::telemetry::init(&Settings {
+                log: "warn".into(),
+                ..settings.clone()
+            });
             let pool = Db::connect(&settings.database_url(), 2).await?;
             pool.migrate().await?;
             let store = herald::store::Store::new(pool.clone());

@@ -60,7 +60,11 @@ pub fn app(state: AppState) -> impl Endpoint<Output = Response> {
         .around(move |ep, req| handle(ep, req, max_body))
 }
 
-async fn handle<E: Endpoint>(ep: Arc<E>, mut req: Request, max_body: usize) -> poem::Result<Response> {
+async fn handle<E: Endpoint>(
+    ep: Arc<E>,
+    mut req: Request,
+    max_body: usize,
+) -> poem::Result<Response> {
     let started = Instant::now();
     let request_id = RequestId::generate().into_string();
     let path = req.uri().path().to_string();
@@ -68,7 +72,8 @@ async fn handle<E: Endpoint>(ep: Arc<E>, mut req: Request, max_body: usize) -> p
     let style = ErrorStyle::for_path(&path);
     let slot = RateSlot::default();
     req.extensions_mut().insert(slot.clone());
-    let span = tracing::info_span!("request", request_id = %request_id, method = %method, path = %path);
+    let span =
+        tracing::info_span!("request", request_id = %request_id, method = %method, path = %path);
 
     let declared = req
         .headers()
@@ -79,8 +84,15 @@ async fn handle<E: Endpoint>(ep: Arc<E>, mut req: Request, max_body: usize) -> p
         Ok(Err(payload_too_large()))
     } else {
         let body = req.take_body();
-        req.set_body(Body::from_async_read(LimitedBody { inner: Box::pin(body.into_async_read()), left: max_body }));
-        AssertUnwindSafe(ep.call(req)).catch_unwind().instrument(span.clone()).await.map(|r| r.map_err(classify))
+        req.set_body(Body::from_async_read(LimitedBody {
+            inner: Box::pin(body.into_async_read()),
+            left: max_body,
+        }));
+        AssertUnwindSafe(ep.call(req))
+            .catch_unwind()
+            .instrument(span.clone())
+            .await
+            .map(|r| r.map_err(classify))
     };
     let mut response = match outcome {
         Ok(Ok(output)) => output.into_response(),
@@ -91,7 +103,8 @@ async fn handle<E: Endpoint>(ep: Arc<E>, mut req: Request, max_body: usize) -> p
                 .map(|s| s.to_string())
                 .or_else(|| panic.downcast_ref::<String>().cloned())
                 .unwrap_or_else(|| "unknown panic".into());
-            ApiError::internal(format_args!("handler panicked: {message}")).render(style, &request_id)
+            ApiError::internal(format_args!("handler panicked: {message}"))
+                .render(style, &request_id)
         }
     };
     let headers = response.headers_mut();
@@ -122,7 +135,11 @@ struct LimitedBody {
 }
 
 impl AsyncRead for LimitedBody {
-    fn poll_read(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<std::io::Result<()>> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
         let before = buf.filled().len();
         let this = &mut *self;
         match this.inner.as_mut().poll_read(cx, buf) {
@@ -220,7 +237,12 @@ pub async fn spawn_with_state(state: AppState) -> anyhow::Result<RunningServer> 
         let _ = stop_maintenance.send(());
         result
     });
-    Ok(RunningServer { addr, state, shutdown: Some(tx), task })
+    Ok(RunningServer {
+        addr,
+        state,
+        shutdown: Some(tx),
+        task,
+    })
 }
 
 /// Resolves on SIGINT or SIGTERM.
@@ -228,13 +250,14 @@ pub async fn shutdown_signal() {
     let ctrl_c = tokio::signal::ctrl_c();
     #[cfg(unix)]
     {
-        let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(s) => s,
-            Err(_) => {
-                let _ = ctrl_c.await;
-                return;
-            }
-        };
+        let mut term =
+            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(s) => s,
+                Err(_) => {
+                    let _ = ctrl_c.await;
+                    return;
+                }
+            };
         tokio::select! {
             _ = ctrl_c => {},
             _ = term.recv() => {},
@@ -243,5 +266,49 @@ pub async fn shutdown_signal() {
     #[cfg(not(unix))]
     {
         let _ = ctrl_c.await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_panicking_handler_becomes_a_500_in_the_error_shape() {
+        let ep = Arc::new(poem::endpoint::make(|_req: Request| async move {
+            if true {
+                panic!("boom");
+            }
+            "unreachable"
+        }));
+        let req = Request::builder().uri_str("/contacts").finish();
+        let resp = handle(ep.clone(), req, 1024)
+            .await
+            .expect("a response, not a dropped connection");
+        assert_eq!(resp.status(), 500);
+        let id = resp
+            .headers()
+            .get("X-Request-Id")
+            .unwrap()
+            .to_str()
+            .unwrap()
+            .to_string();
+        let body: serde_json::Value =
+            serde_json::from_slice(&resp.into_body().into_vec().await.unwrap()).unwrap();
+        assert_eq!(body["error"]["code"], "INTERNAL_ERROR");
+        assert_eq!(body["error"]["requestId"], id.as_str());
+        assert!(
+            !body.to_string().contains("boom"),
+            "panic messages are logged, not shown"
+        );
+
+        // The public endpoints use their own error shape.
+        let req = Request::builder().uri_str("/v1/send").finish();
+        let resp = handle(ep, req, 1024).await.unwrap();
+        let body: serde_json::Value =
+            serde_json::from_slice(&resp.into_body().into_vec().await.unwrap()).unwrap();
+        assert_eq!(body["code"], 500);
+        assert_eq!(body["error"], "INTERNAL_ERROR");
+        assert!(body["time"].is_i64());
     }
 }

@@ -11,7 +11,9 @@ pub fn init(settings: &Settings) {
     let filter = EnvFilter::try_from_env("RUST_LOG").unwrap_or_else(|_| {
         EnvFilter::try_new(&settings.log).unwrap_or_else(|_| EnvFilter::new("info"))
     });
-    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr)
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
         .with_ansi(std::io::stderr().is_terminal());
     let _ = match settings.log_format {
         LogFormat::Json => builder.json().try_init(),

@@ -1,1 +1,11 @@
+//! Black-box tests: every test starts the real server on a random port with a fresh database
+//! (SQLite, or PostgreSQL when `HERALD_TEST_POSTGRES_URL` is set) and talks HTTP to it.
 
+mod accounts;
+mod auth_matrix;
+mod cli;
+mod contacts;
+mod harness;
+mod http;
+mod isolation;
+mod rate_limit;

@@ -42,7 +42,12 @@ pub struct UserEnvelope {
 
 impl From<&User> for UserEnvelope {
     fn from(u: &User) -> UserEnvelope {
-        UserEnvelope { user: UserRef { id: u.id.to_string(), email: u.email.to_string() } }
+        UserEnvelope {
+            user: UserRef {
+                id: u.id.to_string(),
+                email: u.email.to_string(),
+            },
+        }
     }
 }
 
@@ -68,7 +73,11 @@ enum LogoutResponse {
 }
 
 fn session_cookie(state: &AppState, token: &str, max_age: i64) -> String {
-    let secure = if state.settings().public_url().starts_with("https://") { "; Secure" } else { "" };
+    let secure = if state.settings().public_url().starts_with("https://") {
+        "; Secure"
+    } else {
+        ""
+    };
     format!("{SESSION_COOKIE}={token}; Path=/; HttpOnly; SameSite=Lax; Max-Age={max_age}{secure}")
 }
 
@@ -80,7 +89,11 @@ async fn open_session(state: &AppState, user: &UserId) -> Result<String, ApiErro
 }
 
 fn invalid_credentials() -> ApiError {
-    ApiError::new(StatusCode::UNAUTHORIZED, ErrorCode::InvalidCredentials, "the email or password is wrong")
+    ApiError::new(
+        StatusCode::UNAUTHORIZED,
+        ErrorCode::InvalidCredentials,
+        "the email or password is wrong",
+    )
 }
 
 /// The authentication endpoints.
@@ -93,21 +106,34 @@ impl AuthApi {
     /// Creates a dashboard account and logs it in. A deployment can disable signup
     /// (`signup_enabled = false`), in which case this answers 403.
     #[oai(path = "/auth/signup", method = "post", operation_id = "signup")]
-    async fn signup(&self, state: poem::web::Data<&AppState>, body: JsonBody<Credentials>) -> Result<SignupResponse, ApiError> {
+    async fn signup(
+        &self,
+        state: poem::web::Data<&AppState>,
+        body: JsonBody<Credentials>,
+    ) -> Result<SignupResponse, ApiError> {
         if !state.settings().signup_enabled {
-            return Err(ApiError::forbidden("signup is disabled on this deployment")
-                .suggest("ask the operator for an account, or run `herald init` on a new deployment"));
+            return Err(
+                ApiError::forbidden("signup is disabled on this deployment").suggest(
+                    "ask the operator for an account, or run `herald init` on a new deployment",
+                ),
+            );
         }
         let email = EmailAddress::parse(&body.0.email)
             .map_err(|e| ApiError::invalid_field("email", "invalid_email", e.to_string()))?;
-        let password = Password::parse(body.0.password).map_err(|m| ApiError::invalid_field("password", "too_short", m))?;
+        let password = Password::parse(body.0.password)
+            .map_err(|m| ApiError::invalid_field("password", "too_short", m))?;
         let hash = password::hash(password).await.map_err(ApiError::internal)?;
-        let user = state.store().create_user(&email, &hash).await.map_err(|e| match e {
-            StoreError::Conflict(_) => {
-                ApiError::conflict("an account with this email already exists").suggest("log in with POST /auth/login")
-            }
-            other => ApiError::internal(other),
-        })?;
+        let user = state
+            .store()
+            .create_user(&email, &hash)
+            .await
+            .map_err(|e| match e {
+                StoreError::Conflict(_) => {
+                    ApiError::conflict("an account with this email already exists")
+                        .suggest("log in with POST /auth/login")
+                }
+                other => ApiError::internal(other),
+            })?;
         let cookie = open_session(&state, &user.id).await?;
         Ok(SignupResponse::Created(Json((&user).into()), cookie))
     }
@@ -117,7 +143,11 @@ impl AuthApi {
     /// Sets the `herald_token` cookie (HttpOnly, SameSite=Lax, Secure behind HTTPS). Wrong
     /// credentials answer 401 `INVALID_CREDENTIALS`, whether or not the email exists.
     #[oai(path = "/auth/login", method = "post", operation_id = "login")]
-    async fn login(&self, state: poem::web::Data<&AppState>, body: JsonBody<Credentials>) -> Result<LoginResponse, ApiError> {
+    async fn login(
+        &self,
+        state: poem::web::Data<&AppState>,
+        body: JsonBody<Credentials>,
+    ) -> Result<LoginResponse, ApiError> {
         let Ok(email) = EmailAddress::parse(&body.0.email) else {
             return Err(invalid_credentials());
         };
@@ -138,7 +168,11 @@ impl AuthApi {
     ///
     /// Ends the session and clears the cookie. Answers 204 even without a session.
     #[oai(path = "/auth/logout", method = "get", operation_id = "logout")]
-    async fn logout(&self, state: poem::web::Data<&AppState>, req: &poem::Request) -> Result<LogoutResponse, ApiError> {
+    async fn logout(
+        &self,
+        state: poem::web::Data<&AppState>,
+        req: &poem::Request,
+    ) -> Result<LogoutResponse, ApiError> {
         if cookie_value(req, SESSION_COOKIE).is_some()
             && let Ok(Some((_, session))) = session_of(&state, req).await
         {

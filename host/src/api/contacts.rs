@@ -111,6 +111,28 @@ pub struct UpdateContact {
     pub data: Option<BTreeMap<String, Value>>,
 }
 
+/// A field usable in filters and templates.
+#[derive(Object)]
+#[oai(rename_all = "camelCase")]
+pub struct FieldDescriptor {
+    /// Standard names are bare (`email`); custom ones carry the prefix `data.`.
+    pub field: String,
+    /// `string`, `number`, `boolean` or `date` (nested values: `object`, `array`).
+    #[oai(rename = "type")]
+    pub field_type: String,
+    /// Whether this is a custom data field.
+    pub is_custom: bool,
+    /// Share of the project's contacts that have the field set, 0 to 1.
+    pub coverage: f64,
+}
+
+/// `{ fields }`.
+#[derive(Object)]
+pub struct FieldList {
+    /// Standard fields first, then custom ones by name.
+    pub fields: Vec<FieldDescriptor>,
+}
+
 #[derive(ApiResponse)]
 enum UpsertResponse {
     /// The contact was created.
@@ -129,13 +151,15 @@ enum Deleted {
 }
 
 fn parse_email(field: &str, s: &str) -> Result<EmailAddress, ApiError> {
-    EmailAddress::parse(s).map_err(|e| ApiError::invalid_field(field, "invalid_email", e.to_string()))
+    EmailAddress::parse(s)
+        .map_err(|e| ApiError::invalid_field(field, "invalid_email", e.to_string()))
 }
 
 /// Applies the custom data rules to a request's `data`.
 pub fn parse_data(data: Option<BTreeMap<String, Value>>) -> Result<DataPatch, ApiError> {
     let map: Map<String, Value> = data.unwrap_or_default().into_iter().collect();
-    DataPatch::parse(map).map_err(|e| ApiError::invalid_field(&format!("data.{}", e.key), "invalid_key", e.message))
+    DataPatch::parse(map)
+        .map_err(|e| ApiError::invalid_field(&format!("data.{}", e.key), "invalid_key", e.message))
 }
 
 fn contact_id(id: &str) -> Result<ContactId, ApiError> {
@@ -164,11 +188,21 @@ impl ContactsApi {
         /// Case-insensitive substring of the address.
         search: Query<Option<String>>,
     ) -> Result<Json<ContactPage>, ApiError> {
-        let page = PageRequest::new(limit.0, cursor.0.as_deref(), |id| ContactId::parse(id).is_some()).map_err(|e| {
-            ApiError::bad_request(e.to_string()).with_errors(vec![FieldError::new("cursor", "invalid", e.to_string())])
+        let page = PageRequest::new(limit.0, cursor.0.as_deref(), |id| {
+            ContactId::parse(id).is_some()
+        })
+        .map_err(|e| {
+            ApiError::bad_request(e.to_string()).with_errors(vec![FieldError::new(
+                "cursor",
+                "invalid",
+                e.to_string(),
+            )])
         })?;
         let search = search.0.filter(|s| !s.trim().is_empty());
-        let page = state.store().list_contacts(auth.0.project_id(), &page, search.as_deref()).await?;
+        let page = state
+            .store()
+            .list_contacts(auth.0.project_id(), &page, search.as_deref())
+            .await?;
         Ok(Json(ContactPage {
             data: page.items.into_iter().map(Into::into).collect(),
             cursor: page.next_cursor,
@@ -200,9 +234,67 @@ impl ContactsApi {
             .upsert_contact(auth.0.project_id(), &upsert)
             .await
             .map_err(|e| ApiError::from_store(e, "contact"))?;
-        let meta = UpsertMeta { is_new: outcome.created, is_update: outcome.updated };
-        let body = ContactWithMeta { contact: outcome.contact.into(), meta };
-        Ok(if outcome.created { UpsertResponse::Created(Json(body)) } else { UpsertResponse::Updated(Json(body)) })
+        let meta = UpsertMeta {
+            is_new: outcome.created,
+            is_update: outcome.updated,
+        };
+        let body = ContactWithMeta {
+            contact: outcome.contact.into(),
+            meta,
+        };
+        Ok(if outcome.created {
+            UpsertResponse::Created(Json(body))
+        } else {
+            UpsertResponse::Updated(Json(body))
+        })
+    }
+
+    /// List contact fields
+    ///
+    /// The standard fields and every custom field with the type inferred from its first
+    /// non-null value and its coverage.
+    #[oai(
+        path = "/contacts/fields",
+        method = "get",
+        operation_id = "listContactFields"
+    )]
+    async fn fields(
+        &self,
+        auth: SecretKeyAuth,
+        state: poem::web::Data<&AppState>,
+    ) -> Result<Json<FieldList>, ApiError> {
+        let project = auth.0.project_id();
+        let total = state.store().count_contacts(project).await?;
+        let custom = state.store().custom_fields(project).await?;
+        let share = |n: i64| {
+            if total == 0 {
+                0.0
+            } else {
+                n as f64 / total as f64
+            }
+        };
+        let standard = [
+            ("email", "string"),
+            ("subscribed", "boolean"),
+            ("createdAt", "date"),
+            ("updatedAt", "date"),
+        ];
+        let mut fields: Vec<FieldDescriptor> = standard
+            .iter()
+            .map(|(f, t)| FieldDescriptor {
+                field: f.to_string(),
+                field_type: t.to_string(),
+                is_custom: false,
+                coverage: share(total),
+            })
+            .collect();
+        fields.extend(custom.into_iter().map(|c| FieldDescriptor {
+            field: format!("data.{}", c.key),
+            field_type: c.field_type,
+            is_custom: true,
+            coverage: share(c.contacts),
+        }));
+        Ok(Json(FieldList { fields }))
     }
 
     /// Get a contact
@@ -226,7 +318,11 @@ impl ContactsApi {
     ///
     /// Changes only what is sent. `data` is a patch (`null` deletes a key). Changing `email` to
     /// one another contact of the project has is 409.
-    #[oai(path = "/contacts/:id", method = "patch", operation_id = "updateContact")]
+    #[oai(
+        path = "/contacts/:id",
+        method = "patch",
+        operation_id = "updateContact"
+    )]
     async fn update(
         &self,
         auth: SecretKeyAuth,
@@ -238,12 +334,19 @@ impl ContactsApi {
         let id = contact_id(&id)?;
         let body = body.0;
         let change = ContactChange {
-            email: body.email.as_deref().map(|e| parse_email("email", e)).transpose()?,
+            email: body
+                .email
+                .as_deref()
+                .map(|e| parse_email("email", e))
+                .transpose()?,
             subscribed: body.subscribed,
             data: parse_data(body.data)?,
         };
-        let outcome =
-            state.store().update_contact(auth.0.project_id(), &id, &change).await.map_err(|e| match e {
+        let outcome = state
+            .store()
+            .update_contact(auth.0.project_id(), &id, &change)
+            .await
+            .map_err(|e| match e {
                 StoreError::Conflict("email") => {
                     ApiError::conflict("another contact in this project already uses this email")
                         .suggest("merge the two contacts or pick another address")
@@ -254,7 +357,11 @@ impl ContactsApi {
     }
 
     /// Delete a contact
-    #[oai(path = "/contacts/:id", method = "delete", operation_id = "deleteContact")]
+    #[oai(
+        path = "/contacts/:id",
+        method = "delete",
+        operation_id = "deleteContact"
+    )]
     async fn delete(
         &self,
         auth: SecretKeyAuth,

@@ -70,7 +70,11 @@ pub struct FieldError {
 impl FieldError {
     /// Builds a field error.
     pub fn new(field: impl Into<String>, code: &str, message: impl Into<String>) -> FieldError {
-        FieldError { field: field.into(), message: message.into(), code: code.to_string() }
+        FieldError {
+            field: field.into(),
+            message: message.into(),
+            code: code.to_string(),
+        }
     }
 }
 
@@ -95,7 +99,14 @@ pub struct ApiError {
 impl ApiError {
     /// Builds an error.
     pub fn new(status: StatusCode, code: ErrorCode, message: impl Into<String>) -> ApiError {
-        ApiError { status, code, message: message.into(), errors: Vec::new(), suggestion: None, retry_after: None }
+        ApiError {
+            status,
+            code,
+            message: message.into(),
+            errors: Vec::new(),
+            suggestion: None,
+            retry_after: None,
+        }
     }
 
     /// Adds a suggestion.
@@ -116,7 +127,12 @@ impl ApiError {
             [one] => format!("{}: {}", one.field, one.message),
             _ => format!("{} fields are invalid; see `errors`", errors.len()),
         };
-        ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, ErrorCode::ValidationError, message).with_errors(errors)
+        ApiError::new(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            ErrorCode::ValidationError,
+            message,
+        )
+        .with_errors(errors)
     }
 
     /// 422 `VALIDATION_ERROR` for one field.
@@ -126,7 +142,11 @@ impl ApiError {
 
     /// 404 `NOT_FOUND` for a resource kind.
     pub fn not_found(what: &str) -> ApiError {
-        ApiError::new(StatusCode::NOT_FOUND, ErrorCode::NotFound, format!("{what} not found"))
+        ApiError::new(
+            StatusCode::NOT_FOUND,
+            ErrorCode::NotFound,
+            format!("{what} not found"),
+        )
     }
 
     /// 409 `CONFLICT`.
@@ -147,8 +167,12 @@ impl ApiError {
     /// 500 `INTERNAL_ERROR`; the cause is logged, never shown.
     pub fn internal(cause: impl std::fmt::Display) -> ApiError {
         tracing::error!(error = %cause, "internal error");
-        ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, ErrorCode::InternalError, "an unexpected error occurred")
-            .suggest("retry later; if it persists, report the request id")
+        ApiError::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            ErrorCode::InternalError,
+            "an unexpected error occurred",
+        )
+        .suggest("retry later; if it persists, report the request id")
     }
 
     /// Maps a store error, naming the resource kind for 404s.
@@ -179,7 +203,11 @@ pub enum ErrorStyle {
 impl ErrorStyle {
     /// The style of a request path.
     pub fn for_path(path: &str) -> ErrorStyle {
-        if path == "/v1/send" || path == "/v1/verify" { ErrorStyle::Public } else { ErrorStyle::Standard }
+        if path == "/v1/send" || path == "/v1/verify" {
+            ErrorStyle::Public
+        } else {
+            ErrorStyle::Standard
+        }
     }
 }
 
@@ -289,9 +317,18 @@ impl poem::error::ResponseError for ApiError {
 }
 
 const DOCUMENTED: [(u16, &str); 8] = [
-    (400, "Malformed request: the body is not JSON, a value has the wrong type, or a parameter is invalid."),
-    (401, "Missing (`MISSING_AUTH`), unknown (`UNAUTHORIZED`) or wrong-kind (`INVALID_API_KEY`) credentials."),
-    (403, "Not allowed for this role, or the project is disabled."),
+    (
+        400,
+        "Malformed request: the body is not JSON, a value has the wrong type, or a parameter is invalid.",
+    ),
+    (
+        401,
+        "Missing (`MISSING_AUTH`), unknown (`UNAUTHORIZED`) or wrong-kind (`INVALID_API_KEY`) credentials.",
+    ),
+    (
+        403,
+        "Not allowed for this role, or the project is disabled.",
+    ),
     (404, "No such resource in this project."),
     (409, "Conflict with the current state."),
     (422, "Validation failed; see `errors`."),
@@ -327,35 +364,64 @@ impl ApiResponse for ApiError {
 /// Turns any error that reached the middleware into an [`ApiError`].
 pub fn classify(err: poem::Error) -> ApiError {
     use poem::error::{MethodNotAllowedError, NotFoundError, ReadBodyError};
-    use poem_openapi::error::{AuthorizationError, ContentTypeError, ParseParamError, ParseRequestPayloadError};
+    use poem_openapi::error::{
+        AuthorizationError, ContentTypeError, ParseParamError, ParseRequestPayloadError,
+    };
 
     if err.is::<ApiError>() {
-        return err.downcast::<ApiError>().unwrap_or_else(|e| ApiError::internal(e));
+        return err
+            .downcast::<ApiError>()
+            .unwrap_or_else(ApiError::internal);
     }
     if err.is::<NotFoundError>() {
-        return ApiError::new(StatusCode::NOT_FOUND, ErrorCode::NotFound, "no such endpoint")
-            .suggest("check the path against /openapi.json");
+        return ApiError::new(
+            StatusCode::NOT_FOUND,
+            ErrorCode::NotFound,
+            "no such endpoint",
+        )
+        .suggest("check the path against /openapi.json");
     }
     if err.is::<MethodNotAllowedError>() {
-        return ApiError::new(StatusCode::METHOD_NOT_ALLOWED, ErrorCode::BadRequest, "this endpoint does not accept that HTTP method")
-            .suggest("check the method against /openapi.json");
+        return ApiError::new(
+            StatusCode::METHOD_NOT_ALLOWED,
+            ErrorCode::BadRequest,
+            "this endpoint does not accept that HTTP method",
+        )
+        .suggest("check the method against /openapi.json");
     }
     if let Some(e) = err.downcast_ref::<ContentTypeError>() {
         let message = match e {
-            ContentTypeError::ExpectContentType => "the request has a body but no Content-Type; send `Content-Type: application/json`".to_string(),
+            ContentTypeError::ExpectContentType => {
+                "the request has a body but no Content-Type; send `Content-Type: application/json`"
+                    .to_string()
+            }
             ContentTypeError::NotSupported { content_type } => {
-                format!("Content-Type `{content_type}` is not accepted here; send `application/json`")
+                format!(
+                    "Content-Type `{content_type}` is not accepted here; send `application/json`"
+                )
             }
         };
-        return ApiError::new(StatusCode::UNSUPPORTED_MEDIA_TYPE, ErrorCode::InvalidRequestBody, message);
+        return ApiError::new(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            ErrorCode::InvalidRequestBody,
+            message,
+        );
     }
     if let Some(e) = err.downcast_ref::<ParseParamError>() {
         let reason = readable_reason(&e.reason);
-        return ApiError::new(StatusCode::BAD_REQUEST, ErrorCode::BadRequest, format!("parameter `{}` is invalid: {reason}", e.name))
-            .with_errors(vec![FieldError::new(e.name, "invalid", reason)]);
+        return ApiError::new(
+            StatusCode::BAD_REQUEST,
+            ErrorCode::BadRequest,
+            format!("parameter `{}` is invalid: {reason}", e.name),
+        )
+        .with_errors(vec![FieldError::new(e.name, "invalid", reason)]);
     }
     if let Some(e) = err.downcast_ref::<ParseRequestPayloadError>() {
-        return ApiError::new(StatusCode::BAD_REQUEST, ErrorCode::InvalidRequestBody, format!("the request body is invalid: {}", e.reason));
+        return ApiError::new(
+            StatusCode::BAD_REQUEST,
+            ErrorCode::InvalidRequestBody,
+            format!("the request body is invalid: {}", e.reason),
+        );
     }
     if err.is::<AuthorizationError>() {
         return missing_auth();
@@ -363,7 +429,7 @@ pub fn classify(err: poem::Error) -> ApiError {
     if let Some(e) = err.downcast_ref::<ReadBodyError>() {
         return match e {
             ReadBodyError::PayloadTooLarge => payload_too_large(),
-            ReadBodyError::Io(io) if io.get_ref().is_some_and(|inner| inner.is::<BodyTooLarge>()) => payload_too_large(),
+            ReadBodyError::Io(io) if is_body_too_large(io) => payload_too_large(),
             other => ApiError::bad_request(format!("the request body could not be read: {other}")),
         };
     }
@@ -405,13 +471,36 @@ fn readable_reason(reason: &str) -> String {
 
 /// 401 `MISSING_AUTH`.
 pub fn missing_auth() -> ApiError {
-    ApiError::new(StatusCode::UNAUTHORIZED, ErrorCode::MissingAuth, "no credentials were sent")
-        .suggest("send `Authorization: Bearer <API key>` (or log in to the dashboard)")
+    ApiError::new(
+        StatusCode::UNAUTHORIZED,
+        ErrorCode::MissingAuth,
+        "no credentials were sent",
+    )
+    .suggest("send `Authorization: Bearer <API key>` (or log in to the dashboard)")
 }
 
 /// 413 `PAYLOAD_TOO_LARGE`.
 pub fn payload_too_large() -> ApiError {
-    ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, ErrorCode::PayloadTooLarge, "the request body is larger than this endpoint accepts")
+    ApiError::new(
+        StatusCode::PAYLOAD_TOO_LARGE,
+        ErrorCode::PayloadTooLarge,
+        "the request body is larger than this endpoint accepts",
+    )
+}
+
+/// Whether an I/O error was caused, possibly through layers of wrapping, by [`BodyTooLarge`].
+fn is_body_too_large(err: &std::io::Error) -> bool {
+    let mut current: Option<&(dyn std::error::Error + 'static)> = err.get_ref().map(|e| e as _);
+    while let Some(e) = current {
+        if e.is::<BodyTooLarge>() {
+            return true;
+        }
+        current = match e.downcast_ref::<std::io::Error>() {
+            Some(io) => io.get_ref().map(|e| e as _),
+            None => e.source(),
+        };
+    }
+    false
 }
 
 /// Marker error of a body that grew past its limit while being read.

@@ -70,7 +70,11 @@ poem_openapi::impl_apirequest_for_payload!(JsonBody<T>, T: Type + DeserializeOwn
 /// Parses a JSON body into `T`, mapping failures to field errors.
 pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
     if bytes.iter().all(u8::is_ascii_whitespace) {
-        return Err(ApiError::new(StatusCode::BAD_REQUEST, ErrorCode::InvalidRequestBody, "the request body is empty; send a JSON object"));
+        return Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            ErrorCode::InvalidRequestBody,
+            "the request body is empty; send a JSON object",
+        ));
     }
     let mut de = serde_json::Deserializer::from_slice(bytes);
     let result: Result<T, _> = serde_path_to_error::deserialize(&mut de);
@@ -78,19 +82,52 @@ pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
         let path = err.path().to_string();
         let inner = err.into_inner();
         if inner.is_syntax() || inner.is_eof() {
-            return ApiError::new(StatusCode::BAD_REQUEST, ErrorCode::InvalidRequestBody, format!("the request body is not valid JSON: {inner}"));
+            return ApiError::new(
+                StatusCode::BAD_REQUEST,
+                ErrorCode::InvalidRequestBody,
+                format!("the request body is not valid JSON: {inner}"),
+            );
         }
         let text = strip_location(&inner.to_string());
-        if let Some(field) = text.strip_prefix("missing field `").and_then(|r| r.strip_suffix('`')) {
-            let full = if path == "." { field.to_string() } else { format!("{path}.{field}") };
+        if let Some(field) = text
+            .strip_prefix("missing field `")
+            .and_then(|r| r.strip_suffix('`'))
+        {
+            let full = if path == "." {
+                field.to_string()
+            } else {
+                format!("{path}.{field}")
+            };
             return ApiError::invalid_field(&full, "required", format!("`{full}` is required"));
         }
         let field = if path == "." { String::new() } else { path };
-        let message = if field.is_empty() { format!("the request body is invalid: {text}") } else { format!("`{field}` is invalid: {text}") };
-        ApiError::new(StatusCode::BAD_REQUEST, ErrorCode::InvalidRequestBody, message)
-            .with_errors(vec![FieldError::new(if field.is_empty() { "body".into() } else { field }, "invalid_type", text)])
+        let message = if field.is_empty() {
+            format!("the request body is invalid: {text}")
+        } else {
+            format!("`{field}` is invalid: {text}")
+        };
+        ApiError::new(
+            StatusCode::BAD_REQUEST,
+            ErrorCode::InvalidRequestBody,
+            message,
+        )
+        .with_errors(vec![FieldError::new(
+            if field.is_empty() {
+                "body".into()
+            } else {
+                field
+            },
+            "invalid_type",
+            text,
+        )])
     })?;
-    de.end().map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, ErrorCode::InvalidRequestBody, format!("the request body is not valid JSON: {e}")))?;
+    de.end().map_err(|e| {
+        ApiError::new(
+            StatusCode::BAD_REQUEST,
+            ErrorCode::InvalidRequestBody,
+            format!("the request body is not valid JSON: {e}"),
+        )
+    })?;
     Ok(value)
 }
 
@@ -138,10 +175,21 @@ pub struct Claims {
 }
 
 /// Signs a session token.
-pub fn issue_token(state: &AppState, user: &UserId, session: &SessionId, ttl_secs: i64) -> Result<String, ApiError> {
+pub fn issue_token(
+    state: &AppState,
+    user: &UserId,
+    session: &SessionId,
+    ttl_secs: i64,
+) -> Result<String, ApiError> {
     let now = chrono::Utc::now().timestamp();
-    let claims = Claims { sub: user.to_string(), sid: session.to_string(), iat: now, exp: now + ttl_secs };
-    jsonwebtoken::encode(&Header::default(), &claims, state.jwt_encoding()).map_err(ApiError::internal)
+    let claims = Claims {
+        sub: user.to_string(),
+        sid: session.to_string(),
+        iat: now,
+        exp: now + ttl_secs,
+    };
+    jsonwebtoken::encode(&Header::default(), &claims, state.jwt_encoding())
+        .map_err(ApiError::internal)
 }
 
 /// The value of a cookie of the request.
@@ -157,17 +205,29 @@ pub fn cookie_value<'r>(req: &'r Request, name: &str) -> Option<&'r str> {
 }
 
 /// The session of a request's cookie: `None` without a cookie, 401 for a dead session.
-pub async fn session_of(state: &AppState, req: &Request) -> Result<Option<(User, SessionId)>, ApiError> {
+pub async fn session_of(
+    state: &AppState,
+    req: &Request,
+) -> Result<Option<(User, SessionId)>, ApiError> {
     let Some(token) = cookie_value(req, SESSION_COOKIE).filter(|t| !t.is_empty()) else {
         return Ok(None);
     };
     let expired = || {
-        ApiError::new(StatusCode::UNAUTHORIZED, ErrorCode::Unauthorized, "the dashboard session is invalid or has expired")
-            .suggest("log in again with POST /auth/login")
+        ApiError::new(
+            StatusCode::UNAUTHORIZED,
+            ErrorCode::Unauthorized,
+            "the dashboard session is invalid or has expired",
+        )
+        .suggest("log in again with POST /auth/login")
     };
-    let data = jsonwebtoken::decode::<Claims>(token, state.jwt_decoding(), &Validation::default()).map_err(|_| expired())?;
+    let data = jsonwebtoken::decode::<Claims>(token, state.jwt_decoding(), &Validation::default())
+        .map_err(|_| expired())?;
     let session = SessionId::parse(&data.claims.sid).ok_or_else(expired)?;
-    let user = state.store().session_user(&session).await?.ok_or_else(expired)?;
+    let user = state
+        .store()
+        .session_user(&session)
+        .await?
+        .ok_or_else(expired)?;
     if user.id.as_str() != data.claims.sub {
         return Err(expired());
     }
@@ -175,7 +235,8 @@ pub async fn session_of(state: &AppState, req: &Request) -> Result<Option<(User,
 }
 
 fn state_of(req: &Request) -> Result<&AppState, ApiError> {
-    req.data::<AppState>().ok_or_else(|| ApiError::internal("application state missing"))
+    req.data::<AppState>()
+        .ok_or_else(|| ApiError::internal("application state missing"))
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -271,18 +332,25 @@ async fn project_context(req: &Request, allow_public: bool) -> Result<ProjectCon
         let token = value
             .to_str()
             .ok()
-            .and_then(|v| v.strip_prefix("Bearer ").or_else(|| v.strip_prefix("bearer ")))
+            .and_then(|v| {
+                v.strip_prefix("Bearer ")
+                    .or_else(|| v.strip_prefix("bearer "))
+            })
             .map(str::trim)
             .filter(|t| !t.is_empty())
             .ok_or_else(|| unauthorized("the Authorization header must be `Bearer <API key>`"))?;
         let kind = KeyKind::of(token).ok_or_else(|| {
-            unauthorized("this is not a Herald API key").suggest("API keys start with `sk_` (secret) or `pk_` (public)")
+            unauthorized("this is not a Herald API key")
+                .suggest("API keys start with `sk_` (secret) or `pk_` (public)")
         })?;
         let project = state
             .store()
             .project_by_key(kind, token)
             .await?
-            .ok_or_else(|| unauthorized("unknown API key").suggest("keys stop working when they are regenerated; use the current ones"))?;
+            .ok_or_else(|| {
+                unauthorized("unknown API key")
+                    .suggest("keys stop working when they are regenerated; use the current ones")
+            })?;
         let caller = match kind {
             KeyKind::Secret => Caller::SecretKey,
             KeyKind::Public if allow_public => Caller::PublicKey,
@@ -312,15 +380,25 @@ async fn project_context(req: &Request, allow_public: bool) -> Result<ProjectCon
             .project_of_user(&user.id, &project_id)
             .await?
             .ok_or_else(|| ApiError::not_found("project"))?;
-        ProjectContext { project, caller: Caller::Member { user, role } }
+        ProjectContext {
+            project,
+            caller: Caller::Member { user, role },
+        }
     } else {
         return Err(missing_auth());
     };
     if ctx.project.disabled {
-        return Err(ApiError::new(StatusCode::FORBIDDEN, ErrorCode::ProjectDisabled, "this project is disabled"));
+        return Err(ApiError::new(
+            StatusCode::FORBIDDEN,
+            ErrorCode::ProjectDisabled,
+            "this project is disabled",
+        ));
     }
     let limit = state.settings().rate_limit_per_minute;
-    let decision = state.rate_limiter().hit(ctx.project.id.as_str(), limit).await;
+    let decision = state
+        .rate_limiter()
+        .hit(ctx.project.id.as_str(), limit)
+        .await;
     if let Some(slot) = req.extensions().get::<RateSlot>() {
         slot.set(decision);
     }
@@ -366,11 +444,17 @@ macro_rules! security_extractor {
 
 /// A project's secret key, or a member's dashboard session with `X-Project-Id`.
 pub struct SecretKeyAuth(pub ProjectContext);
-security_extractor!(SecretKeyAuth, [SCHEME_SECRET, SCHEME_DASHBOARD], |req| project_context(req, false).await.map(SecretKeyAuth));
+security_extractor!(SecretKeyAuth, [SCHEME_SECRET, SCHEME_DASHBOARD], |req| {
+    project_context(req, false).await.map(SecretKeyAuth)
+});
 
 /// Any key of the project (public or secret), or a member's dashboard session.
 pub struct TrackAuth(pub ProjectContext);
-security_extractor!(TrackAuth, [SCHEME_PUBLIC, SCHEME_SECRET, SCHEME_DASHBOARD], |req| project_context(req, true).await.map(TrackAuth));
+security_extractor!(
+    TrackAuth,
+    [SCHEME_PUBLIC, SCHEME_SECRET, SCHEME_DASHBOARD],
+    |req| project_context(req, true).await.map(TrackAuth)
+);
 
 /// A logged-in dashboard user.
 pub struct DashboardAuth {
@@ -383,7 +467,12 @@ security_extractor!(DashboardAuth, [SCHEME_DASHBOARD], |req| async {
     let state = state_of(req)?;
     match session_of(state, req).await? {
         Some((user, session)) => Ok(DashboardAuth { user, session }),
-        None => Err(ApiError::new(StatusCode::UNAUTHORIZED, ErrorCode::MissingAuth, "log in first")
-            .suggest("POST /auth/login sets the session cookie")),
+        None => Err(ApiError::new(
+            StatusCode::UNAUTHORIZED,
+            ErrorCode::MissingAuth,
+            "log in first",
+        )
+        .suggest("POST /auth/login sets the session cookie")),
     }
-}.await);
+}
+.await);

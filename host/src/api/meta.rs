@@ -65,7 +65,9 @@ impl MetaApi {
     /// Liveness probe
     #[oai(path = "/health", method = "get", operation_id = "health")]
     async fn health(&self) -> Json<Health> {
-        Json(Health { status: "ok".into() })
+        Json(Health {
+            status: "ok".into(),
+        })
     }
 
     /// Readiness probe
@@ -75,7 +77,11 @@ impl MetaApi {
     async fn ready(&self, state: poem::web::Data<&AppState>) -> ReadyResponse {
         let database = state.store().db().backend().name().to_string();
         match state.store().db().ping().await {
-            Ok(()) => ReadyResponse::Ready(Json(Readiness { status: "ready".into(), database, error: None })),
+            Ok(()) => ReadyResponse::Ready(Json(Readiness {
+                status: "ready".into(),
+                database,
+                error: None,
+            })),
             Err(err) => ReadyResponse::Unavailable(Json(Readiness {
                 status: "unavailable".into(),
                 database,

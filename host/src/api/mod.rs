@@ -24,12 +24,22 @@ pub enum ApiTags {
 }
 
 /// Every API of the service.
-pub type Apis = (meta::MetaApi, auth::AuthApi, users::UsersApi, contacts::ContactsApi);
+pub type Apis = (
+    meta::MetaApi,
+    auth::AuthApi,
+    users::UsersApi,
+    contacts::ContactsApi,
+);
 
 /// The OpenAPI service that serves every endpoint and generates the spec.
 pub fn service() -> OpenApiService<Apis, ()> {
     OpenApiService::new(
-        (meta::MetaApi, auth::AuthApi, users::UsersApi, contacts::ContactsApi),
+        (
+            meta::MetaApi,
+            auth::AuthApi,
+            users::UsersApi,
+            contacts::ContactsApi,
+        ),
         "Herald",
         env!("CARGO_PKG_VERSION"),
     )

@@ -121,9 +121,17 @@ fn project_name(s: &str) -> Result<ProjectName, ApiError> {
     ProjectName::parse(s).map_err(|m| ApiError::invalid_field("name", "invalid", m))
 }
 
-async fn membership(state: &AppState, auth: &DashboardAuth, id: &str) -> Result<(Project, Role), ApiError> {
+async fn membership(
+    state: &AppState,
+    auth: &DashboardAuth,
+    id: &str,
+) -> Result<(Project, Role), ApiError> {
     let id = ProjectId::parse(id).ok_or_else(|| ApiError::not_found("project"))?;
-    state.store().project_of_user(&auth.user.id, &id).await?.ok_or_else(|| ApiError::not_found("project"))
+    state
+        .store()
+        .project_of_user(&auth.user.id, &id)
+        .await?
+        .ok_or_else(|| ApiError::not_found("project"))
 }
 
 /// The user and project management endpoints.
@@ -143,16 +151,33 @@ impl UsersApi {
     }
 
     /// List my projects
-    #[oai(path = "/users/@me/projects", method = "get", operation_id = "listProjects")]
-    async fn list(&self, auth: DashboardAuth, state: poem::web::Data<&AppState>) -> Result<Json<Vec<ProjectBody>>, ApiError> {
+    #[oai(
+        path = "/users/@me/projects",
+        method = "get",
+        operation_id = "listProjects"
+    )]
+    async fn list(
+        &self,
+        auth: DashboardAuth,
+        state: poem::web::Data<&AppState>,
+    ) -> Result<Json<Vec<ProjectBody>>, ApiError> {
         let projects = state.store().projects_of_user(&auth.user.id).await?;
-        Ok(Json(projects.into_iter().map(|(p, r)| project_body(p, r)).collect()))
+        Ok(Json(
+            projects
+                .into_iter()
+                .map(|(p, r)| project_body(p, r))
+                .collect(),
+        ))
     }
 
     /// Create a project
     ///
     /// Answers the project with both API keys; they are shown whole only here and on rotation.
-    #[oai(path = "/users/@me/projects", method = "post", operation_id = "createProject")]
+    #[oai(
+        path = "/users/@me/projects",
+        method = "post",
+        operation_id = "createProject"
+    )]
     async fn create(
         &self,
         auth: DashboardAuth,
@@ -161,7 +186,10 @@ impl UsersApi {
     ) -> Result<CreateProjectResponse, ApiError> {
         let name = project_name(&body.0.name)?;
         let keys = KeyPair::generate();
-        let project = state.store().create_project(&name, &auth.user.id, &keys).await?;
+        let project = state
+            .store()
+            .create_project(&name, &auth.user.id, &keys)
+            .await?;
         Ok(CreateProjectResponse::Created(Json(CreatedProject {
             id: project.id.into_string(),
             name: project.name,
@@ -174,7 +202,11 @@ impl UsersApi {
     /// Update project settings
     ///
     /// `OWNER` and `ADMIN` only.
-    #[oai(path = "/users/@me/projects/:id", method = "patch", operation_id = "updateProject")]
+    #[oai(
+        path = "/users/@me/projects/:id",
+        method = "patch",
+        operation_id = "updateProject"
+    )]
     async fn update(
         &self,
         auth: DashboardAuth,
@@ -185,7 +217,9 @@ impl UsersApi {
     ) -> Result<Json<ProjectBody>, ApiError> {
         let (project, role) = membership(&state, &auth, &id).await?;
         if !role.can_manage() {
-            return Err(ApiError::forbidden("only an OWNER or ADMIN may change project settings"));
+            return Err(ApiError::forbidden(
+                "only an OWNER or ADMIN may change project settings",
+            ));
         }
         let project = match body.0.name {
             Some(name) => state
@@ -201,7 +235,11 @@ impl UsersApi {
     /// Delete a project
     ///
     /// `OWNER` only. Deletes every contact and everything else of the project.
-    #[oai(path = "/users/@me/projects/:id", method = "delete", operation_id = "deleteProject")]
+    #[oai(
+        path = "/users/@me/projects/:id",
+        method = "delete",
+        operation_id = "deleteProject"
+    )]
     async fn delete(
         &self,
         auth: DashboardAuth,
@@ -211,16 +249,26 @@ impl UsersApi {
     ) -> Result<DeleteProjectResponse, ApiError> {
         let (project, role) = membership(&state, &auth, &id).await?;
         if !role.can_delete_project() {
-            return Err(ApiError::forbidden("only the project's OWNER may delete it"));
+            return Err(ApiError::forbidden(
+                "only the project's OWNER may delete it",
+            ));
         }
-        state.store().delete_project(&project.id).await.map_err(|e| ApiError::from_store(e, "project"))?;
+        state
+            .store()
+            .delete_project(&project.id)
+            .await
+            .map_err(|e| ApiError::from_store(e, "project"))?;
         Ok(DeleteProjectResponse::NoContent)
     }
 
     /// Rotate both API keys
     ///
     /// `OWNER` and `ADMIN` only. The old keys stop working immediately.
-    #[oai(path = "/users/@me/projects/:id/regenerate-keys", method = "post", operation_id = "regenerateKeys")]
+    #[oai(
+        path = "/users/@me/projects/:id/regenerate-keys",
+        method = "post",
+        operation_id = "regenerateKeys"
+    )]
     async fn regenerate_keys(
         &self,
         auth: DashboardAuth,
@@ -230,10 +278,19 @@ impl UsersApi {
     ) -> Result<Json<RotatedKeys>, ApiError> {
         let (project, role) = membership(&state, &auth, &id).await?;
         if !role.can_manage() {
-            return Err(ApiError::forbidden("only an OWNER or ADMIN may rotate the keys"));
+            return Err(ApiError::forbidden(
+                "only an OWNER or ADMIN may rotate the keys",
+            ));
         }
         let keys = KeyPair::generate();
-        state.store().rotate_keys(&project.id, &keys).await.map_err(|e| ApiError::from_store(e, "project"))?;
-        Ok(Json(RotatedKeys { public_key: keys.public_key, secret_key: keys.secret_key }))
+        state
+            .store()
+            .rotate_keys(&project.id, &keys)
+            .await
+            .map_err(|e| ApiError::from_store(e, "project"))?;
+        Ok(Json(RotatedKeys {
+            public_key: keys.public_key,
+            secret_key: keys.secret_key,
+        }))
     }
 }

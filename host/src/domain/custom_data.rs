@@ -58,7 +58,10 @@ impl DataPatch {
                 continue;
             }
             if key.trim().is_empty() {
-                return Err(DataKeyError { key, message: "data keys must not be empty".into() });
+                return Err(DataKeyError {
+                    key,
+                    message: "data keys must not be empty".into(),
+                });
             }
             if key.len() > MAX_KEY_LEN {
                 return Err(DataKeyError {
@@ -70,7 +73,10 @@ impl DataPatch {
                 Value::Null => patch.delete.push(key),
                 Value::String(s) if s.is_empty() => {}
                 Value::Object(mut obj) if is_wrapped(&obj) => {
-                    let persistent = obj.get("persistent").and_then(Value::as_bool).unwrap_or(true);
+                    let persistent = obj
+                        .get("persistent")
+                        .and_then(Value::as_bool)
+                        .unwrap_or(true);
                     let inner = obj.remove("value").unwrap_or(Value::Null);
                     if !persistent {
                         patch.transient.insert(key, inner);
@@ -171,7 +177,13 @@ fn digits(s: &[u8]) -> bool {
 /// `YYYY-MM-DD` or `YYYY-MM-DDTHH:MM:SS[.sss]Z`, with plausible field ranges.
 pub fn is_date(s: &str) -> bool {
     let b = s.as_bytes();
-    if b.len() < 10 || !digits(&b[0..4]) || b[4] != b'-' || !digits(&b[5..7]) || b[7] != b'-' || !digits(&b[8..10]) {
+    if b.len() < 10
+        || !digits(&b[0..4])
+        || b[4] != b'-'
+        || !digits(&b[5..7])
+        || b[7] != b'-'
+        || !digits(&b[8..10])
+    {
         return false;
     }
     let month = (b[5] - b'0') * 10 + (b[6] - b'0');
@@ -187,7 +199,13 @@ pub fn is_date(s: &str) -> bool {
         return false;
     }
     let time = &rest[1..rest.len() - 1];
-    if time.len() < 8 || !digits(&time[0..2]) || time[2] != b':' || !digits(&time[3..5]) || time[5] != b':' || !digits(&time[6..8]) {
+    if time.len() < 8
+        || !digits(&time[0..2])
+        || time[2] != b':'
+        || !digits(&time[3..5])
+        || time[5] != b':'
+        || !digits(&time[6..8])
+    {
         return false;
     }
     match &time[8..] {
@@ -231,11 +249,26 @@ mod tests {
 
     #[test]
     fn infers_types() {
-        assert_eq!(FieldType::infer(&json!("2024-01-31")), Some(FieldType::Date));
-        assert_eq!(FieldType::infer(&json!("2024-01-31T10:00:00Z")), Some(FieldType::Date));
-        assert_eq!(FieldType::infer(&json!("2024-01-31T10:00:00.123Z")), Some(FieldType::Date));
-        assert_eq!(FieldType::infer(&json!("2024-13-31")), Some(FieldType::String));
-        assert_eq!(FieldType::infer(&json!("2024-01-31 10:00")), Some(FieldType::String));
+        assert_eq!(
+            FieldType::infer(&json!("2024-01-31")),
+            Some(FieldType::Date)
+        );
+        assert_eq!(
+            FieldType::infer(&json!("2024-01-31T10:00:00Z")),
+            Some(FieldType::Date)
+        );
+        assert_eq!(
+            FieldType::infer(&json!("2024-01-31T10:00:00.123Z")),
+            Some(FieldType::Date)
+        );
+        assert_eq!(
+            FieldType::infer(&json!("2024-13-31")),
+            Some(FieldType::String)
+        );
+        assert_eq!(
+            FieldType::infer(&json!("2024-01-31 10:00")),
+            Some(FieldType::String)
+        );
         assert_eq!(FieldType::infer(&json!(1.5)), Some(FieldType::Number));
         assert_eq!(FieldType::infer(&json!(false)), Some(FieldType::Boolean));
         assert_eq!(FieldType::infer(&Value::Null), None);

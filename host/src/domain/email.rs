@@ -87,7 +87,9 @@ fn parse_local(local: &str) -> Result<String, EmailError> {
     }
     if local.starts_with('"') {
         if local.len() < 2 || !local.ends_with('"') {
-            return Err(EmailError::LocalPart("a quoted local part must end with a quote"));
+            return Err(EmailError::LocalPart(
+                "a quoted local part must end with a quote",
+            ));
         }
         let inner = &local[1..local.len() - 1];
         let mut chars = inner.chars();
@@ -95,18 +97,32 @@ fn parse_local(local: &str) -> Result<String, EmailError> {
             match c {
                 '\\' => match chars.next() {
                     Some(n) if (' '..='~').contains(&n) => {}
-                    _ => return Err(EmailError::LocalPart("a backslash must escape a printable character")),
+                    _ => {
+                        return Err(EmailError::LocalPart(
+                            "a backslash must escape a printable character",
+                        ));
+                    }
                 },
-                '"' => return Err(EmailError::LocalPart("a quote inside a quoted local part must be escaped")),
+                '"' => {
+                    return Err(EmailError::LocalPart(
+                        "a quote inside a quoted local part must be escaped",
+                    ));
+                }
                 c if (' '..='~').contains(&c) => {}
-                _ => return Err(EmailError::LocalPart("a quoted local part holds printable ASCII only")),
+                _ => {
+                    return Err(EmailError::LocalPart(
+                        "a quoted local part holds printable ASCII only",
+                    ));
+                }
             }
         }
         // Quoted local parts keep their case: they are opaque to us.
         return Ok(local.to_string());
     }
     if local.starts_with('.') || local.ends_with('.') || local.contains("..") {
-        return Err(EmailError::LocalPart("dots may not lead, trail or follow each other"));
+        return Err(EmailError::LocalPart(
+            "dots may not lead, trail or follow each other",
+        ));
     }
     if let Some(bad) = local.chars().find(|&c| c != '.' && !is_atext(c)) {
         return Err(if bad.is_whitespace() {
@@ -121,7 +137,9 @@ fn parse_local(local: &str) -> Result<String, EmailError> {
 fn parse_domain(domain: &str) -> Result<String, EmailError> {
     let domain = domain.strip_suffix('.').unwrap_or(domain);
     if domain.starts_with('[') {
-        return Err(EmailError::Domain("address literals like [127.0.0.1] are not accepted"));
+        return Err(EmailError::Domain(
+            "address literals like [127.0.0.1] are not accepted",
+        ));
     }
     let ascii = if domain.is_ascii() {
         domain.to_ascii_lowercase()
@@ -138,18 +156,29 @@ fn parse_domain(domain: &str) -> Result<String, EmailError> {
     }
     for label in &labels {
         if label.is_empty() || label.len() > 63 {
-            return Err(EmailError::Domain("each part between dots must be 1 to 63 characters"));
+            return Err(EmailError::Domain(
+                "each part between dots must be 1 to 63 characters",
+            ));
         }
-        if !label.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-') {
-            return Err(EmailError::Domain("it may hold only letters, digits, hyphens and dots"));
+        if !label
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-')
+        {
+            return Err(EmailError::Domain(
+                "it may hold only letters, digits, hyphens and dots",
+            ));
         }
         if label.starts_with('-') || label.ends_with('-') {
-            return Err(EmailError::Domain("a part may not start or end with a hyphen"));
+            return Err(EmailError::Domain(
+                "a part may not start or end with a hyphen",
+            ));
         }
     }
     let tld = labels[labels.len() - 1];
     if !(tld.starts_with("xn--") || tld.bytes().all(|b| b.is_ascii_alphabetic())) {
-        return Err(EmailError::Domain("the last part must be a top-level domain like com"));
+        return Err(EmailError::Domain(
+            "the last part must be a top-level domain like com",
+        ));
     }
     Ok(ascii)
 }
@@ -160,19 +189,50 @@ mod tests {
 
     #[test]
     fn accepts_and_normalises() {
-        assert_eq!(EmailAddress::parse(" Ann.Lee+x@Example.COM ").unwrap().as_str(), "ann.lee+x@example.com");
-        assert_eq!(EmailAddress::parse("\"john doe\"@example.org").unwrap().as_str(), "\"john doe\"@example.org");
-        assert_eq!(EmailAddress::parse("user@bücher.de").unwrap().as_str(), "user@xn--bcher-kva.de");
+        assert_eq!(
+            EmailAddress::parse(" Ann.Lee+x@Example.COM ")
+                .unwrap()
+                .as_str(),
+            "ann.lee+x@example.com"
+        );
+        assert_eq!(
+            EmailAddress::parse("\"john doe\"@example.org")
+                .unwrap()
+                .as_str(),
+            "\"john doe\"@example.org"
+        );
+        assert_eq!(
+            EmailAddress::parse("user@bücher.de").unwrap().as_str(),
+            "user@xn--bcher-kva.de"
+        );
         assert_eq!(EmailAddress::parse("a@b.co").unwrap().domain(), "b.co");
     }
 
     #[test]
     fn rejects_with_reasons() {
-        for bad in ["", "plain", "@example.com", "a@", "a..b@example.com", ".a@example.com",
-            "a b@example.com", "a@localhost", "a@-x.com", "a@x.123", "a@[127.0.0.1]", "a@ex_ample.com"] {
-            assert!(EmailAddress::parse(bad).is_err(), "{bad} should be rejected");
+        for bad in [
+            "",
+            "plain",
+            "@example.com",
+            "a@",
+            "a..b@example.com",
+            ".a@example.com",
+            "a b@example.com",
+            "a@localhost",
+            "a@-x.com",
+            "a@x.123",
+            "a@[127.0.0.1]",
+            "a@ex_ample.com",
+        ] {
+            assert!(
+                EmailAddress::parse(bad).is_err(),
+                "{bad} should be rejected"
+            );
         }
         let long = format!("{}@example.com", "a".repeat(65));
-        assert!(matches!(EmailAddress::parse(&long), Err(EmailError::LocalPart(_))));
+        assert!(matches!(
+            EmailAddress::parse(&long),
+            Err(EmailError::LocalPart(_))
+        ));
     }
 }

@@ -84,7 +84,10 @@ mod tests {
         assert_eq!(ContactId::parse(id.as_str()), Some(id.clone()));
         assert_eq!(ProjectId::parse(id.as_str()), None);
         assert_eq!(ContactId::parse("cnt_xyz"), None);
-        assert_eq!(ContactId::parse("cnt_0192F00000000000000000000000000A"), None);
+        assert_eq!(
+            ContactId::parse("cnt_0192F00000000000000000000000000A"),
+            None
+        );
     }
 
     #[test]

@@ -41,13 +41,18 @@ pub struct KeyPair {
 impl KeyPair {
     /// Generates both keys.
     pub fn generate() -> KeyPair {
-        KeyPair { public_key: random_key("pk_"), secret_key: random_key("sk_") }
+        KeyPair {
+            public_key: random_key("pk_"),
+            secret_key: random_key("sk_"),
+        }
     }
 }
 
 fn random_key(prefix: &str) -> String {
     let mut rng = rand::thread_rng();
-    let body: String = (0..43).map(|_| ALPHABET[rng.gen_range(0..ALPHABET.len())] as char).collect();
+    let body: String = (0..43)
+        .map(|_| ALPHABET[rng.gen_range(0..ALPHABET.len())] as char)
+        .collect();
     format!("{prefix}{body}")
 }
 

@@ -23,7 +23,9 @@ pub struct PageRequest {
 
 /// A malformed cursor.
 #[derive(Debug, thiserror::Error)]
-#[error("the cursor is not one this API returned; pass the `cursor` of the previous page unchanged")]
+#[error(
+    "the cursor is not one this API returned; pass the `cursor` of the previous page unchanged"
+)]
 pub struct CursorError;
 
 impl PageRequest {
@@ -44,7 +46,10 @@ impl PageRequest {
                 Some(id)
             }
         };
-        Ok(PageRequest { limit: limit.unwrap_or(DEFAULT_LIMIT), after })
+        Ok(PageRequest {
+            limit: limit.unwrap_or(DEFAULT_LIMIT),
+            after,
+        })
     }
 
     /// True on the first page, where `total` is computed.
@@ -81,7 +86,11 @@ mod tests {
         let p = PageRequest::new(Some(5), Some(&c), |s| s.starts_with("cnt_")).unwrap();
         assert_eq!(p.after.as_deref(), Some("cnt_abc"));
         assert!(PageRequest::new(None, Some("!!!"), |_| true).is_err());
-        assert!(PageRequest::new(None, Some(&encode_cursor("evt_1")), |s| s.starts_with("cnt_")).is_err());
+        assert!(
+            PageRequest::new(None, Some(&encode_cursor("evt_1")), |s| s
+                .starts_with("cnt_"))
+            .is_err()
+        );
         assert!(PageRequest::new(None, None, |_| true).unwrap().is_first());
     }
 }

@@ -1,8 +1,10 @@
 //! Dashboard passwords: argon2id with the crate's default (OWASP) parameters, hashed and checked
 //! on the blocking pool so that a login never stalls the async workers.
 
-use argon2::password_hash::{PasswordHash, PasswordHasher, PasswordVerifier, SaltString, rand_core::OsRng};
 use argon2::Argon2;
+use argon2::password_hash::{
+    PasswordHash, PasswordHasher, PasswordVerifier, SaltString, rand_core::OsRng,
+};
 
 /// Shortest accepted password.
 pub const MIN_PASSWORD_LEN: usize = 8;
@@ -24,10 +26,14 @@ impl Password {
     pub fn parse(s: String) -> Result<Password, String> {
         let n = s.chars().count();
         if n < MIN_PASSWORD_LEN {
-            return Err(format!("the password must be at least {MIN_PASSWORD_LEN} characters"));
+            return Err(format!(
+                "the password must be at least {MIN_PASSWORD_LEN} characters"
+            ));
         }
         if n > MAX_PASSWORD_LEN {
-            return Err(format!("the password must be at most {MAX_PASSWORD_LEN} characters"));
+            return Err(format!(
+                "the password must be at most {MAX_PASSWORD_LEN} characters"
+            ));
         }
         Ok(Password(s))
     }
@@ -37,7 +43,11 @@ impl Password {
         use rand::Rng;
         const CHARS: &[u8] = b"abcdefghijkmnopqrstuvwxyzABCDEFGHJKLMNPQRSTUVWXYZ23456789";
         let mut rng = rand::thread_rng();
-        Password((0..20).map(|_| CHARS[rng.gen_range(0..CHARS.len())] as char).collect())
+        Password(
+            (0..20)
+                .map(|_| CHARS[rng.gen_range(0..CHARS.len())] as char)
+                .collect(),
+        )
     }
 
     /// The clear text (for `herald init` output only).
@@ -67,8 +77,12 @@ pub async fn verify(password: String, stored: Option<String>) -> bool {
     tokio::task::spawn_blocking(move || {
         let exists = stored.is_some();
         let phc = stored.unwrap_or_else(|| DUMMY_HASH.to_string());
-        let Ok(parsed) = PasswordHash::new(&phc) else { return false };
-        let ok = Argon2::default().verify_password(password.as_bytes(), &parsed).is_ok();
+        let Ok(parsed) = PasswordHash::new(&phc) else {
+            return false;
+        };
+        let ok = Argon2::default()
+            .verify_password(password.as_bytes(), &parsed)
+            .is_ok();
         ok && exists
     })
     .await

@@ -37,7 +37,11 @@ struct UserWithHash {
 
 impl Store {
     /// Creates a user; [`StoreError::Conflict`] when the address is taken.
-    pub async fn create_user(&self, email: &EmailAddress, password_hash: &str) -> StoreResult<User> {
+    pub async fn create_user(
+        &self,
+        email: &EmailAddress,
+        password_hash: &str,
+    ) -> StoreResult<User> {
         let id = UserId::generate();
         let now = now_ms();
         let row: UserRow = on_db!(self.db(), pool => {
@@ -57,7 +61,10 @@ impl Store {
     }
 
     /// A user and their password hash, by address.
-    pub async fn user_with_password(&self, email: &EmailAddress) -> StoreResult<Option<(User, String)>> {
+    pub async fn user_with_password(
+        &self,
+        email: &EmailAddress,
+    ) -> StoreResult<Option<(User, String)>> {
         let row: Option<UserWithHash> = on_db!(self.db(), pool => {
             sqlx::query_as("SELECT id, email, email_verified, created_at, password_hash FROM users WHERE email = $1")
                 .bind(email.as_str())

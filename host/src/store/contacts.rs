@@ -57,7 +57,8 @@ fn field_types(set: &Map<String, Value>) -> Vec<(&str, &'static str)> {
 
 /// `INSERT … ON CONFLICT DO NOTHING` for the inferred types (the first type seen is kept).
 fn field_types_sql(n: usize) -> String {
-    let mut sql = String::from("INSERT INTO contact_fields (project_id, key, type, created_at) VALUES ");
+    let mut sql =
+        String::from("INSERT INTO contact_fields (project_id, key, type, created_at) VALUES ");
     for i in 0..n {
         if i > 0 {
             sql.push_str(", ");
@@ -96,7 +97,11 @@ impl Store {
     }
 
     /// A contact of a project by address.
-    pub async fn contact_by_email(&self, project: &ProjectId, email: &EmailAddress) -> StoreResult<Option<Contact>> {
+    pub async fn contact_by_email(
+        &self,
+        project: &ProjectId,
+        email: &EmailAddress,
+    ) -> StoreResult<Option<Contact>> {
         let sql = format!("SELECT {COLUMNS} FROM contacts WHERE project_id = $1 AND email = $2");
         let row: Option<ContactRow> = on_db!(self.db(), pool => {
             sqlx::query_as(&sql).bind(project.as_str()).bind(email.as_str()).fetch_optional(pool).await?
@@ -148,12 +153,25 @@ impl Store {
         let mut items: Vec<Contact> = rows.into_iter().map(Into::into).collect();
         let has_more = items.len() > page.limit as usize;
         items.truncate(page.limit as usize);
-        let next_cursor = if has_more { items.last().map(|c| encode_cursor(c.id.as_str())) } else { None };
-        Ok(Page { items, next_cursor, has_more, total })
+        let next_cursor = if has_more {
+            items.last().map(|c| encode_cursor(c.id.as_str()))
+        } else {
+            None
+        };
+        Ok(Page {
+            items,
+            next_cursor,
+            has_more,
+            total,
+        })
     }
 
     /// Creates the contact of `upsert.email` or applies the upsert to the existing one.
-    pub async fn upsert_contact(&self, project: &ProjectId, upsert: &ContactUpsert) -> StoreResult<UpsertOutcome> {
+    pub async fn upsert_contact(
+        &self,
+        project: &ProjectId,
+        upsert: &ContactUpsert,
+    ) -> StoreResult<UpsertOutcome> {
         let types = field_types(&upsert.data.set);
         for _ in 0..MAX_ATTEMPTS {
             match self.contact_by_email(project, &upsert.email).await? {
@@ -185,14 +203,22 @@ impl Store {
                     }
                 }
                 Some(current) => {
-                    let change = ContactChange { email: None, subscribed: upsert.subscribed, data: upsert.data.clone() };
-                    if let Some(outcome) = self.try_change(project, current, &change, &types).await? {
+                    let change = ContactChange {
+                        email: None,
+                        subscribed: upsert.subscribed,
+                        data: upsert.data.clone(),
+                    };
+                    if let Some(outcome) =
+                        self.try_change(project, current, &change, &types).await?
+                    {
                         return Ok(outcome);
                     }
                 }
             }
         }
-        Err(StoreError::Conflict("contact is being changed concurrently; retry"))
+        Err(StoreError::Conflict(
+            "contact is being changed concurrently; retry",
+        ))
     }
 
     /// Applies `change` to a contact.
@@ -209,7 +235,9 @@ impl Store {
                 return Ok(done);
             }
         }
-        Err(StoreError::Conflict("contact is being changed concurrently; retry"))
+        Err(StoreError::Conflict(
+            "contact is being changed concurrently; retry",
+        ))
     }
 
     /// One optimistic attempt; `None` when another writer got there first.
@@ -271,6 +299,57 @@ impl Store {
                 .await?
                 .rows_affected()
         });
-        if done == 0 { Err(StoreError::NotFound) } else { Ok(()) }
+        if done == 0 {
+            Err(StoreError::NotFound)
+        } else {
+            Ok(())
+        }
+    }
+}
+
+/// A custom field of a project: its inferred type and how many contacts have it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CustomField {
+    /// The key in `data`.
+    pub key: String,
+    /// The type inferred from the first non-null value.
+    pub field_type: String,
+    /// Contacts that have the key.
+    pub contacts: i64,
+}
+
+impl Store {
+    /// How many contacts a project has.
+    pub async fn count_contacts(&self, project: &ProjectId) -> StoreResult<i64> {
+        let n: i64 = on_db!(self.db(), pool => {
+            sqlx::query_scalar("SELECT COUNT(*) FROM contacts WHERE project_id = $1")
+                .bind(project.as_str())
+                .fetch_one(pool)
+                .await?
+        });
+        Ok(n)
+    }
+
+    /// The project's custom fields with their types and usage, by key.
+    pub async fn custom_fields(&self, project: &ProjectId) -> StoreResult<Vec<CustomField>> {
+        let counts_sql = super::dialect::data_key_counts_sql(self.db().backend());
+        type Rows = (Vec<(String, String)>, Vec<(String, i64)>);
+        let (types, counts): Rows = on_db!(self.db(), pool => {
+            let types = sqlx::query_as("SELECT key, type FROM contact_fields WHERE project_id = $1 ORDER BY key")
+                .bind(project.as_str())
+                .fetch_all(pool)
+                .await?;
+            let counts = sqlx::query_as(counts_sql).bind(project.as_str()).fetch_all(pool).await?;
+            (types, counts)
+        });
+        let counts: std::collections::HashMap<String, i64> = counts.into_iter().collect();
+        Ok(types
+            .into_iter()
+            .map(|(key, field_type)| CustomField {
+                contacts: counts.get(&key).copied().unwrap_or(0),
+                key,
+                field_type,
+            })
+            .collect())
     }
 }

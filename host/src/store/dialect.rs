@@ -46,3 +46,17 @@ pub(crate) fn like_escape(s: &str) -> String {
     }
     out
 }
+
+/// `(key, contacts having it)` for every top-level custom data key of a project.
+pub(crate) fn data_key_counts_sql(backend: super::Backend) -> &'static str {
+    match backend {
+        super::Backend::Sqlite => {
+            "SELECT j.key AS key, COUNT(*) AS n FROM contacts c, json_each(c.data) j \
+             WHERE c.project_id = $1 GROUP BY j.key"
+        }
+        super::Backend::Postgres => {
+            "SELECT k AS key, COUNT(*) AS n FROM contacts c, jsonb_object_keys(c.data) k \
+             WHERE c.project_id = $1 GROUP BY k"
+        }
+    }
+}

@@ -51,7 +51,12 @@ fn role_of(s: &str) -> StoreResult<Role> {
 
 impl Store {
     /// Creates a project with `owner` as its `OWNER`.
-    pub async fn create_project(&self, name: &ProjectName, owner: &UserId, keys: &KeyPair) -> StoreResult<Project> {
+    pub async fn create_project(
+        &self,
+        name: &ProjectName,
+        owner: &UserId,
+        keys: &KeyPair,
+    ) -> StoreResult<Project> {
         let id = ProjectId::generate();
         let now = now_ms();
         let sql = format!(
@@ -94,11 +99,17 @@ impl Store {
         let rows: Vec<ProjectWithRole> = on_db!(self.db(), pool => {
             sqlx::query_as(&sql).bind(user.as_str()).fetch_all(pool).await?
         });
-        rows.into_iter().map(|r| Ok((r.project.into(), role_of(&r.role)?))).collect()
+        rows.into_iter()
+            .map(|r| Ok((r.project.into(), role_of(&r.role)?)))
+            .collect()
     }
 
     /// One project of `user`, with the user's role; `None` when they are not a member.
-    pub async fn project_of_user(&self, user: &UserId, project: &ProjectId) -> StoreResult<Option<(Project, Role)>> {
+    pub async fn project_of_user(
+        &self,
+        user: &UserId,
+        project: &ProjectId,
+    ) -> StoreResult<Option<(Project, Role)>> {
         let sql = format!(
             "SELECT {PROJECT_COLUMNS}, m.role FROM memberships m JOIN projects p ON p.id = m.project_id \
              WHERE m.user_id = $1 AND m.project_id = $2"
@@ -106,7 +117,8 @@ impl Store {
         let row: Option<ProjectWithRole> = on_db!(self.db(), pool => {
             sqlx::query_as(&sql).bind(user.as_str()).bind(project.as_str()).fetch_optional(pool).await?
         });
-        row.map(|r| Ok((r.project.into(), role_of(&r.role)?))).transpose()
+        row.map(|r| Ok((r.project.into(), role_of(&r.role)?)))
+            .transpose()
     }
 
     /// The project a presented key belongs to, looked up by the key's kind.
@@ -123,7 +135,11 @@ impl Store {
     }
 
     /// Renames a project.
-    pub async fn rename_project(&self, project: &ProjectId, name: &ProjectName) -> StoreResult<Project> {
+    pub async fn rename_project(
+        &self,
+        project: &ProjectId,
+        name: &ProjectName,
+    ) -> StoreResult<Project> {
         let sql = format!(
             "UPDATE projects SET name = $2, updated_at = $3 WHERE id = $1 RETURNING {}",
             PROJECT_COLUMNS.replace("p.", "")
@@ -156,7 +172,11 @@ impl Store {
             .await?
             .rows_affected()
         });
-        if done == 0 { Err(StoreError::NotFound) } else { Ok(()) }
+        if done == 0 {
+            Err(StoreError::NotFound)
+        } else {
+            Ok(())
+        }
     }
 
     /// Deletes a project and, by cascade, everything in it.
@@ -164,6 +184,10 @@ impl Store {
         let done = on_db!(self.db(), pool => {
             sqlx::query("DELETE FROM projects WHERE id = $1").bind(project.as_str()).execute(pool).await?.rows_affected()
         });
-        if done == 0 { Err(StoreError::NotFound) } else { Ok(()) }
+        if done == 0 {
+            Err(StoreError::NotFound)
+        } else {
+            Ok(())
+        }
     }
 }

@@ -6,7 +6,11 @@ use crate::on_db;
 impl Store {
     /// Returns the stored value of `key`, storing `generate()` first if there is none. Safe when
     /// several instances race: the first insert wins and everyone reads it back.
-    pub async fn setting_or_init(&self, key: &str, generate: impl FnOnce() -> String) -> StoreResult<String> {
+    pub async fn setting_or_init(
+        &self,
+        key: &str,
+        generate: impl FnOnce() -> String,
+    ) -> StoreResult<String> {
         let candidate = generate();
         let value: String = on_db!(self.db(), pool => {
             sqlx::query("INSERT INTO settings (key, value) VALUES ($1, $2) ON CONFLICT (key) DO NOTHING")

@@ -1,0 +1,273 @@
+//! Dashboard accounts: signup, login, logout, the current user and project management.
+
+use reqwest::Method;
+use serde_json::json;
+
+use crate::harness::TestApp;
+
+#[tokio::test]
+async fn signup_login_logout() {
+    let app = TestApp::spawn().await;
+    let jar = reqwest::Client::builder()
+        .cookie_store(true)
+        .build()
+        .unwrap();
+    let r = app
+        .call_with(
+            &jar,
+            Method::POST,
+            "/auth/signup",
+            None,
+            Some(json!({ "email": "Owner@Example.com", "password": "s3cret-pass" })),
+            &[],
+        )
+        .await;
+    assert_eq!(r.status, 201, "{}", r.body);
+    assert_eq!(r.body["user"]["email"], "owner@example.com");
+    assert!(r.body["user"]["id"].as_str().unwrap().starts_with("usr_"));
+    let cookie = r.header("set-cookie").unwrap().to_string();
+    assert!(cookie.starts_with("herald_token="));
+    assert!(
+        cookie.contains("HttpOnly") && cookie.contains("SameSite=Lax") && cookie.contains("Path=/")
+    );
+    assert!(
+        !cookie.contains("Secure"),
+        "plain-HTTP deployments cannot use Secure cookies"
+    );
+
+    let me = app
+        .call_with(&jar, Method::GET, "/users/@me", None, None, &[])
+        .await;
+    assert_eq!(me.status, 200);
+    assert_eq!(me.body["email"], "owner@example.com");
+
+    // The same address again: 409.
+    let r = app
+        .call(
+            Method::POST,
+            "/auth/signup",
+            None,
+            Some(json!({ "email": "owner@example.com", "password": "another-pass" })),
+        )
+        .await;
+    r.assert_error(409, "CONFLICT");
+
+    // Logout clears the cookie and ends the session server-side.
+    let stolen = cookie.split(';').next().unwrap().to_string();
+    let r = app
+        .call_with(&jar, Method::GET, "/auth/logout", None, None, &[])
+        .await;
+    assert_eq!(r.status, 204);
+    assert!(r.header("set-cookie").unwrap().contains("Max-Age=0"));
+    app.call_with(&jar, Method::GET, "/users/@me", None, None, &[])
+        .await
+        .assert_error(401, "MISSING_AUTH");
+    let r = app
+        .call_with(
+            &app.client,
+            Method::GET,
+            "/users/@me",
+            None,
+            None,
+            &[("Cookie", &stolen)],
+        )
+        .await;
+    r.assert_error(401, "UNAUTHORIZED");
+
+    // Login: right password works; wrong password and unknown email look the same.
+    let r = app
+        .call_with(
+            &jar,
+            Method::POST,
+            "/auth/login",
+            None,
+            Some(json!({ "email": "OWNER@example.com", "password": "s3cret-pass" })),
+            &[],
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.body["user"]["email"], "owner@example.com");
+    assert_eq!(
+        app.call_with(&jar, Method::GET, "/users/@me", None, None, &[])
+            .await
+            .status,
+        200
+    );
+    let wrong = app
+        .call(
+            Method::POST,
+            "/auth/login",
+            None,
+            Some(json!({ "email": "owner@example.com", "password": "wrong-pass" })),
+        )
+        .await;
+    wrong.assert_error(401, "INVALID_CREDENTIALS");
+    let unknown = app
+        .call(
+            Method::POST,
+            "/auth/login",
+            None,
+            Some(json!({ "email": "nobody@example.com", "password": "wrong-pass" })),
+        )
+        .await;
+    unknown.assert_error(401, "INVALID_CREDENTIALS");
+    assert_eq!(
+        wrong.body["error"]["message"],
+        unknown.body["error"]["message"]
+    );
+    let r = app
+        .call(
+            Method::POST,
+            "/auth/login",
+            None,
+            Some(json!({ "email": "not an email", "password": "x" })),
+        )
+        .await;
+    r.assert_error(401, "INVALID_CREDENTIALS");
+}
+
+#[tokio::test]
+async fn signup_validation_and_the_disable_setting() {
+    let app = TestApp::spawn().await;
+    let r = app
+        .call(
+            Method::POST,
+            "/auth/signup",
+            None,
+            Some(json!({ "email": "a@example.com", "password": "short" })),
+        )
+        .await;
+    r.assert_error(422, "VALIDATION_ERROR");
+    assert_eq!(r.error_fields(), vec!["password"]);
+    let r = app
+        .call(
+            Method::POST,
+            "/auth/signup",
+            None,
+            Some(json!({ "email": "bad", "password": "long enough" })),
+        )
+        .await;
+    r.assert_error(422, "VALIDATION_ERROR");
+    assert_eq!(r.error_fields(), vec!["email"]);
+    let r = app
+        .call(
+            Method::POST,
+            "/auth/signup",
+            None,
+            Some(json!({ "email": "a@example.com" })),
+        )
+        .await;
+    r.assert_error(422, "VALIDATION_ERROR");
+    assert_eq!(r.error_fields(), vec!["password"]);
+
+    let closed = TestApp::spawn_with(|s| s.signup_enabled = false).await;
+    let r = closed
+        .call(
+            Method::POST,
+            "/auth/signup",
+            None,
+            Some(json!({ "email": "a@example.com", "password": "long enough" })),
+        )
+        .await;
+    r.assert_error(403, "FORBIDDEN");
+    assert!(
+        r.body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("disabled")
+    );
+}
+
+#[tokio::test]
+async fn projects_create_list_rename_delete() {
+    let app = TestApp::spawn().await;
+    let p = app.project().await;
+    assert!(p.id.starts_with("prj_"));
+    assert!(p.public_key.starts_with("pk_") && p.secret_key.starts_with("sk_"));
+
+    let r = app
+        .call_with(
+            &p.owner,
+            Method::GET,
+            "/users/@me/projects",
+            None,
+            None,
+            &[],
+        )
+        .await;
+    assert_eq!(r.status, 200);
+    let list = r.body.as_array().unwrap();
+    assert_eq!(list.len(), 1);
+    assert_eq!(list[0]["id"], p.id.as_str());
+    assert_eq!(list[0]["role"], "OWNER");
+    // Keys are shown whole only on creation and rotation.
+    assert!(!r.body.to_string().contains(&p.secret_key));
+    assert!(
+        p.secret_key.starts_with(
+            list[0]["secretKeyHint"]
+                .as_str()
+                .unwrap()
+                .trim_end_matches('…')
+        )
+    );
+
+    let path = format!("/users/@me/projects/{}", p.id);
+    let r = app
+        .call_with(
+            &p.owner,
+            Method::PATCH,
+            &path,
+            None,
+            Some(json!({ "name": "  Renamed  " })),
+            &[],
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.body["name"], "Renamed");
+    let r = app
+        .call_with(
+            &p.owner,
+            Method::PATCH,
+            &path,
+            None,
+            Some(json!({ "name": "" })),
+            &[],
+        )
+        .await;
+    r.assert_error(422, "VALIDATION_ERROR");
+    let r = app
+        .call_with(
+            &p.owner,
+            Method::POST,
+            "/users/@me/projects",
+            None,
+            Some(json!({ "name": " " })),
+            &[],
+        )
+        .await;
+    r.assert_error(422, "VALIDATION_ERROR");
+
+    p.contact(&app, "gone@example.com", json!({ "a": 1 })).await;
+    let r = app
+        .call_with(&p.owner, Method::DELETE, &path, None, None, &[])
+        .await;
+    assert_eq!(r.status, 204);
+    app.get("/contacts", &p.secret_key)
+        .await
+        .assert_error(401, "UNAUTHORIZED");
+    let r = app
+        .call_with(
+            &p.owner,
+            Method::GET,
+            "/users/@me/projects",
+            None,
+            None,
+            &[],
+        )
+        .await;
+    assert_eq!(r.body, json!([]));
+    let r = app
+        .call_with(&p.owner, Method::DELETE, &path, None, None, &[])
+        .await;
+    r.assert_error(404, "NOT_FOUND");
+}

@@ -1,0 +1,287 @@
+//! Starts the real server on a random port, per test, on a fresh SQLite file, or on a fresh
+//! PostgreSQL schema when `HERALD_TEST_POSTGRES_URL` is set, and talks HTTP to it.
+
+use herald::config::Settings;
+use herald::server::RunningServer;
+use reqwest::header::HeaderMap;
+use reqwest::{Method, StatusCode};
+use serde_json::{Value, json};
+
+/// A running server with its own fresh database.
+pub struct TestApp {
+    pub server: RunningServer,
+    pub client: reqwest::Client,
+    pub database_url: String,
+    _dir: tempfile::TempDir,
+}
+
+/// The answer to one request.
+#[derive(Debug)]
+pub struct Reply {
+    pub status: StatusCode,
+    pub headers: HeaderMap,
+    pub body: Value,
+}
+
+impl Reply {
+    /// The error code of a standard error body.
+    pub fn code(&self) -> &str {
+        self.body["error"]["code"]
+            .as_str()
+            .unwrap_or_else(|| panic!("not an error body: {}", self.body))
+    }
+
+    /// A header as a string.
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.get(name).and_then(|v| v.to_str().ok())
+    }
+
+    /// Asserts a standard error body with this status and code, its request id matching the
+    /// `X-Request-Id` header.
+    #[track_caller]
+    pub fn assert_error(&self, status: u16, code: &str) -> &Reply {
+        assert_eq!(self.status.as_u16(), status, "status of {}", self.body);
+        assert_eq!(self.body["success"], json!(false), "{}", self.body);
+        assert_eq!(self.code(), code, "{}", self.body);
+        assert_eq!(self.body["error"]["statusCode"], json!(status));
+        let id = self.body["error"]["requestId"].as_str().expect("requestId");
+        assert!(id.starts_with("req_"));
+        assert_eq!(self.header("x-request-id"), Some(id));
+        assert!(
+            self.body["error"]["message"]
+                .as_str()
+                .is_some_and(|m| !m.is_empty())
+        );
+        assert!(self.body["timestamp"].as_str().is_some());
+        self
+    }
+
+    /// The `errors[].field` values.
+    pub fn error_fields(&self) -> Vec<String> {
+        self.body["error"]["errors"]
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .map(|e| e["field"].as_str().unwrap_or_default().to_string())
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+}
+
+/// The PostgreSQL URL tests run against, if any.
+pub fn postgres_url() -> Option<String> {
+    std::env::var("HERALD_TEST_POSTGRES_URL")
+        .ok()
+        .filter(|s| !s.is_empty())
+}
+
+/// A database URL for a fresh, empty database.
+pub async fn fresh_database_url(dir: &std::path::Path) -> String {
+    match postgres_url() {
+        None => format!("sqlite://{}", dir.join("herald.db").display()),
+        Some(url) => {
+            let schema = format!("t_{}", uuid::Uuid::new_v4().simple());
+            let mut conn: sqlx::PgConnection =
+                sqlx::Connection::connect(&url).await.unwrap_or_else(|e| {
+                    panic!("HERALD_TEST_POSTGRES_URL is set but PostgreSQL is unreachable: {e}")
+                });
+            sqlx::query(&format!("CREATE SCHEMA {schema}"))
+                .execute(&mut conn)
+                .await
+                .expect("create schema");
+            let sep = if url.contains('?') { '&' } else { '?' };
+            format!("{url}{sep}options=-c%20search_path%3D{schema}")
+        }
+    }
+}
+
+impl TestApp {
+    /// A server with default settings.
+    pub async fn spawn() -> TestApp {
+        TestApp::spawn_with(|_| {}).await
+    }
+
+    /// A server with adjusted settings.
+    pub async fn spawn_with(adjust: impl FnOnce(&mut Settings)) -> TestApp {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let url = fresh_database_url(dir.path()).await;
+        TestApp::start(dir, url, adjust).await
+    }
+
+    /// A second server on the same database (another "instance").
+    pub async fn spawn_sharing(&self, adjust: impl FnOnce(&mut Settings)) -> TestApp {
+        let dir = tempfile::tempdir().expect("temp dir");
+        TestApp::start(dir, self.database_url.clone(), adjust).await
+    }
+
+    async fn start(
+        dir: tempfile::TempDir,
+        url: String,
+        adjust: impl FnOnce(&mut Settings),
+    ) -> TestApp {
+        let mut settings = Settings {
+            listen: "127.0.0.1:0".into(),
+            data_dir: dir.path().to_path_buf(),
+            database_url: Some(url.clone()),
+            database_max_connections: 4,
+            ..Settings::default()
+        };
+        adjust(&mut settings);
+        let server = herald::server::spawn(settings.clone())
+            .await
+            .expect("server starts");
+        let client = reqwest::Client::builder().build().unwrap();
+        TestApp {
+            server,
+            client,
+            database_url: url,
+            settings,
+            _dir: dir,
+        }
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{}", self.server.url(), path)
+    }
+
+    /// Sends a request with an optional bearer key and JSON body.
+    pub async fn call(
+        &self,
+        method: Method,
+        path: &str,
+        key: Option<&str>,
+        body: Option<Value>,
+    ) -> Reply {
+        self.call_with(&self.client, method, path, key, body, &[])
+            .await
+    }
+
+    /// Sends a request through `client` (for cookies) with extra headers.
+    pub async fn call_with(
+        &self,
+        client: &reqwest::Client,
+        method: Method,
+        path: &str,
+        key: Option<&str>,
+        body: Option<Value>,
+        headers: &[(&str, &str)],
+    ) -> Reply {
+        let mut req = client.request(method, self.url(path));
+        if let Some(key) = key {
+            req = req.bearer_auth(key);
+        }
+        for (k, v) in headers {
+            req = req.header(*k, *v);
+        }
+        if let Some(body) = body {
+            req = req.json(&body);
+        }
+        let resp = req.send().await.expect("request sent");
+        read(resp).await
+    }
+
+    pub async fn get(&self, path: &str, key: &str) -> Reply {
+        self.call(Method::GET, path, Some(key), None).await
+    }
+
+    pub async fn post(&self, path: &str, key: &str, body: Value) -> Reply {
+        self.call(Method::POST, path, Some(key), Some(body)).await
+    }
+
+    pub async fn patch(&self, path: &str, key: &str, body: Value) -> Reply {
+        self.call(Method::PATCH, path, Some(key), Some(body)).await
+    }
+
+    pub async fn delete(&self, path: &str, key: &str) -> Reply {
+        self.call(Method::DELETE, path, Some(key), None).await
+    }
+
+    /// Signs a new user up and returns a cookie-carrying client.
+    pub async fn user(&self, email: &str) -> reqwest::Client {
+        let client = reqwest::Client::builder()
+            .cookie_store(true)
+            .build()
+            .unwrap();
+        let r = self
+            .call_with(
+                &client,
+                Method::POST,
+                "/auth/signup",
+                None,
+                Some(json!({ "email": email, "password": "correct horse battery" })),
+                &[],
+            )
+            .await;
+        assert_eq!(r.status, StatusCode::CREATED, "{}", r.body);
+        client
+    }
+
+    /// A new user with a new project.
+    pub async fn project(&self) -> TestProject {
+        let email = format!("owner-{}@example.com", uuid::Uuid::new_v4().simple());
+        let client = self.user(&email).await;
+        let r = self
+            .call_with(
+                &client,
+                Method::POST,
+                "/users/@me/projects",
+                None,
+                Some(json!({ "name": "Test project" })),
+                &[],
+            )
+            .await;
+        assert_eq!(r.status, StatusCode::CREATED, "{}", r.body);
+        TestProject {
+            id: r.body["id"].as_str().unwrap().to_string(),
+            public_key: r.body["publicKey"].as_str().unwrap().to_string(),
+            secret_key: r.body["secretKey"].as_str().unwrap().to_string(),
+            owner: client,
+        }
+    }
+
+    pub async fn stop(self) {
+        self.server.stop().await.expect("clean stop");
+    }
+}
+
+/// Reads a response into a [`Reply`].
+pub async fn read(resp: reqwest::Response) -> Reply {
+    let status = resp.status();
+    let headers = resp.headers().clone();
+    let bytes = resp.bytes().await.expect("body");
+    let body = if bytes.is_empty() {
+        Value::Null
+    } else {
+        serde_json::from_slice(&bytes)
+            .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&bytes).into()))
+    };
+    Reply {
+        status,
+        headers,
+        body,
+    }
+}
+
+/// A project created through the API, with its keys and its owner's session.
+pub struct TestProject {
+    pub id: String,
+    pub public_key: String,
+    pub secret_key: String,
+    pub owner: reqwest::Client,
+}
+
+impl TestProject {
+    /// Creates a contact and returns its id.
+    pub async fn contact(&self, app: &TestApp, email: &str, data: Value) -> String {
+        let r = app
+            .post(
+                "/contacts",
+                &self.secret_key,
+                json!({ "email": email, "data": data }),
+            )
+            .await;
+        assert!(r.status.is_success(), "{}", r.body);
+        r.body["id"].as_str().unwrap().to_string()
+    }
+}

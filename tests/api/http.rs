@@ -1,0 +1,202 @@
+//! The HTTP surface: error shapes for malformed requests, the spec and its drift check, probes.
+
+use reqwest::Method;
+use serde_json::json;
+
+use crate::harness::{TestApp, read};
+
+#[tokio::test]
+async fn malformed_requests_get_their_4xx_in_the_error_shape() {
+    let app = TestApp::spawn_with(|s| s.max_body_bytes = 4096).await;
+    let p = app.project().await;
+    let key = &p.secret_key;
+    let send = |body: &'static str, content_type: Option<&'static str>| {
+        let mut req = app
+            .client
+            .post(app.url("/contacts"))
+            .bearer_auth(key)
+            .body(body);
+        if let Some(ct) = content_type {
+            req = req.header("Content-Type", ct);
+        }
+        req
+    };
+
+    let r = read(
+        send("{\"email\": ", Some("application/json"))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    r.assert_error(400, "INVALID_REQUEST_BODY");
+    let r = read(send("", Some("application/json")).send().await.unwrap()).await;
+    r.assert_error(400, "INVALID_REQUEST_BODY");
+    let r = read(
+        send(
+            "{\"email\":\"a@example.com\"} trailing",
+            Some("application/json"),
+        )
+        .send()
+        .await
+        .unwrap(),
+    )
+    .await;
+    r.assert_error(400, "INVALID_REQUEST_BODY");
+    let r = read(
+        send(
+            "email=a@example.com",
+            Some("application/x-www-form-urlencoded"),
+        )
+        .send()
+        .await
+        .unwrap(),
+    )
+    .await;
+    r.assert_error(415, "INVALID_REQUEST_BODY");
+    let r = read(
+        send("{\"email\":\"a@example.com\"}", None)
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert!(r.status.is_client_error(), "{}", r.body);
+    assert_eq!(r.body["success"], false);
+
+    // Oversized: declared by Content-Length, and streamed without one.
+    let big = format!(
+        "{{\"email\":\"a@example.com\",\"data\":{{\"x\":\"{}\"}}}}",
+        "a".repeat(10_000)
+    );
+    let r = read(
+        app.client
+            .post(app.url("/contacts"))
+            .bearer_auth(key)
+            .header("Content-Type", "application/json")
+            .body(big.clone())
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    r.assert_error(413, "PAYLOAD_TOO_LARGE");
+    let stream = futures::stream::iter(
+        big.into_bytes()
+            .chunks(1000)
+            .map(|c| Ok::<_, std::io::Error>(c.to_vec()))
+            .collect::<Vec<_>>(),
+    );
+    let r = read(
+        app.client
+            .post(app.url("/contacts"))
+            .bearer_auth(key)
+            .header("Content-Type", "application/json")
+            .body(reqwest::Body::wrap_stream(stream))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    r.assert_error(413, "PAYLOAD_TOO_LARGE");
+
+    // Unknown route and wrong method.
+    app.get("/no/such/route", key)
+        .await
+        .assert_error(404, "NOT_FOUND");
+    app.call(Method::PUT, "/contacts", Some(key), None)
+        .await
+        .assert_error(405, "BAD_REQUEST");
+    app.call(Method::DELETE, "/contacts", Some(key), None)
+        .await
+        .assert_error(405, "BAD_REQUEST");
+    // Nothing was stored by any of it.
+    assert_eq!(app.get("/contacts", key).await.body["total"], 0);
+}
+
+#[tokio::test]
+async fn every_response_carries_a_request_id() {
+    let app = TestApp::spawn().await;
+    let a = app.call(Method::GET, "/health", None, None).await;
+    let b = app.call(Method::GET, "/health", None, None).await;
+    let (a, b) = (
+        a.header("x-request-id").unwrap().to_string(),
+        b.header("x-request-id").unwrap().to_string(),
+    );
+    assert!(a.starts_with("req_") && b.starts_with("req_"));
+    assert_ne!(a, b);
+}
+
+#[tokio::test]
+async fn probes_and_config() {
+    let app = TestApp::spawn_with(|s| s.signup_enabled = false).await;
+    let r = app.call(Method::GET, "/health", None, None).await;
+    assert_eq!(
+        (r.status.as_u16(), r.body["status"].as_str()),
+        (200, Some("ok"))
+    );
+    let r = app.call(Method::GET, "/ready", None, None).await;
+    assert_eq!(r.status, 200);
+    assert_eq!(r.body["status"], "ready");
+    let expected = if crate::harness::postgres_url().is_some() {
+        "postgres"
+    } else {
+        "sqlite"
+    };
+    assert_eq!(r.body["database"], expected);
+    let r = app.call(Method::GET, "/config", None, None).await;
+    assert_eq!(r.status, 200);
+    assert_eq!(r.body["signupEnabled"], false);
+    assert_eq!(r.body["billingEnabled"], false);
+    assert_eq!(r.body["sendingEnabled"], false);
+    assert_eq!(r.body["oauthProviders"], json!([]));
+    assert_eq!(r.body["database"], expected);
+    // Stopping waits for in-flight requests and closes the database cleanly.
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn the_spec_is_served_and_matches_the_committed_file() {
+    let app = TestApp::spawn().await;
+    let committed = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../openapi/openapi.json"
+    ))
+    .expect("openapi/openapi.json is committed");
+    let generated = herald::api::openapi_json();
+    assert!(
+        committed.trim_end() == generated.trim_end(),
+        "openapi/openapi.json is stale: run `cargo run -q -- openapi > openapi/openapi.json`"
+    );
+    let served: serde_json::Value = app
+        .client
+        .get(app.url("/openapi.json"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let committed: serde_json::Value = serde_json::from_str(&committed).unwrap();
+    assert_eq!(served, committed);
+    // Every path of the contract implemented so far is in the spec, with security declared.
+    for path in [
+        "/contacts",
+        "/contacts/{id}",
+        "/contacts/fields",
+        "/auth/login",
+        "/users/@me/projects/{id}/regenerate-keys",
+        "/config",
+    ] {
+        assert!(
+            committed["paths"].get(path).is_some(),
+            "{path} missing from the spec"
+        );
+    }
+    assert!(committed["paths"]["/contacts"]["get"]["security"].is_array());
+    assert!(committed["components"]["securitySchemes"]["SecretKey"].is_object());
+
+    let docs = app.client.get(app.url("/docs")).send().await.unwrap();
+    assert_eq!(docs.status(), 200);
+    assert!(docs.text().await.unwrap().to_lowercase().contains("<html"));
+}
