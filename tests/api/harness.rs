@@ -128,7 +128,7 @@ impl TestApp {
             ..Settings::default()
         };
         adjust(&mut settings);
-        let server = herald::server::spawn(settings.clone())
+        let server = herald::server::spawn(settings)
             .await
             .expect("server starts");
         let client = reqwest::Client::builder().build().unwrap();
@@ -136,7 +136,6 @@ impl TestApp {
             server,
             client,
             database_url: url,
-            settings,
             _dir: dir,
         }
     }

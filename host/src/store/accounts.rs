@@ -7,7 +7,7 @@ use crate::domain::email::EmailAddress;
 use crate::domain::ids::{SessionId, UserId};
 use crate::domain::project::User;
 use crate::domain::time::now_ms;
-use crate::on_db;
+use crate::{on_db, on_db_write};
 
 #[derive(FromRow)]
 struct UserRow {
@@ -44,7 +44,7 @@ impl Store {
     ) -> StoreResult<User> {
         let id = UserId::generate();
         let now = now_ms();
-        let row: UserRow = on_db!(self.db(), pool => {
+        let row: UserRow = on_db_write!(self.db(), pool => {
             sqlx::query_as(
                 "INSERT INTO users (id, email, password_hash, email_verified, created_at, updated_at) \
                  VALUES ($1, $2, $3, FALSE, $4, $4) RETURNING id, email, email_verified, created_at",
@@ -86,7 +86,7 @@ impl Store {
     pub async fn create_session(&self, user: &UserId, ttl_ms: i64) -> StoreResult<SessionId> {
         let id = SessionId::generate();
         let now = now_ms();
-        on_db!(self.db(), pool => {
+        on_db_write!(self.db(), pool => {
             sqlx::query("INSERT INTO sessions (id, user_id, created_at, expires_at) VALUES ($1, $2, $3, $4)")
                 .bind(id.as_str())
                 .bind(user.as_str())
@@ -115,7 +115,7 @@ impl Store {
 
     /// Ends a session (logout); also removes expired sessions of everyone.
     pub async fn delete_session(&self, session: &SessionId) -> StoreResult<()> {
-        on_db!(self.db(), pool => {
+        on_db_write!(self.db(), pool => {
             sqlx::query("DELETE FROM sessions WHERE id = $1 OR expires_at <= $2")
                 .bind(session.as_str())
                 .bind(now_ms())

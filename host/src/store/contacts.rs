@@ -16,7 +16,7 @@ use crate::domain::email::EmailAddress;
 use crate::domain::ids::{ContactId, ProjectId};
 use crate::domain::pagination::{Page, PageRequest, encode_cursor};
 use crate::domain::time::now_ms;
-use crate::on_db;
+use crate::{on_db, on_db_write};
 
 const COLUMNS: &str = "id, project_id, email, subscribed, data, version, created_at, updated_at";
 const MAX_ATTEMPTS: usize = 16;
@@ -185,7 +185,7 @@ impl Store {
                         "INSERT INTO contacts ({COLUMNS}) VALUES ($1, $2, $3, $4, $5, 0, $6, $6) \
                          ON CONFLICT (project_id, email) DO NOTHING RETURNING {COLUMNS}"
                     );
-                    let row = on_db!(self.db(), pool => write_contact!(pool, project, types,
+                    let row = on_db_write!(self.db(), pool => write_contact!(pool, project, types,
                         sqlx::query_as(&sql)
                             .bind(id.as_str())
                             .bind(project.as_str())
@@ -266,7 +266,7 @@ impl Store {
              WHERE project_id = $1 AND id = $2 AND version = $7 RETURNING {COLUMNS}"
         );
         let now = now_ms().max(current.updated_at);
-        let result = on_db!(self.db(), pool => {
+        let result = on_db_write!(self.db(), pool => {
             let attempt: Result<Option<ContactRow>, sqlx::Error> = async {
                 Ok(write_contact!(pool, project, types,
                     sqlx::query_as(&sql)
@@ -291,7 +291,7 @@ impl Store {
 
     /// Deletes a contact of a project.
     pub async fn delete_contact(&self, project: &ProjectId, id: &ContactId) -> StoreResult<()> {
-        let done = on_db!(self.db(), pool => {
+        let done = on_db_write!(self.db(), pool => {
             sqlx::query("DELETE FROM contacts WHERE project_id = $1 AND id = $2")
                 .bind(project.as_str())
                 .bind(id.as_str())

@@ -64,19 +64,37 @@ pub type StoreResult<T> = Result<T, StoreError>;
 /// A connection pool on one of the two supported backends.
 #[derive(Clone, Debug)]
 pub enum Db {
-    /// Embedded SQLite (WAL, foreign keys on, busy timeout).
-    Sqlite(SqlitePool),
+    /// Embedded SQLite (WAL, foreign keys on, busy timeout). Reads use `pool`; every write goes
+    /// through `writer`, a pool of one connection, so that writers queue in order inside the
+    /// process instead of spinning in SQLite's busy handler.
+    Sqlite {
+        /// Readers.
+        pool: SqlitePool,
+        /// The single writer.
+        writer: SqlitePool,
+    },
     /// PostgreSQL, possibly shared by several Herald instances.
     Postgres(PgPool),
 }
 
-/// Runs `$body` with `$pool` bound to the concrete pool of either backend, so that one query text
-/// is compiled for both.
+/// Runs `$body` with `$pool` bound to the concrete (reading) pool of either backend, so that one
+/// query text is compiled for both.
 #[macro_export]
 macro_rules! on_db {
     ($db:expr, $pool:ident => $body:expr) => {
         match $db {
-            $crate::store::Db::Sqlite($pool) => $body,
+            $crate::store::Db::Sqlite { pool: $pool, .. } => $body,
+            $crate::store::Db::Postgres($pool) => $body,
+        }
+    };
+}
+
+/// Like [`on_db!`], for statements that write: on SQLite `$pool` is the single writer.
+#[macro_export]
+macro_rules! on_db_write {
+    ($db:expr, $pool:ident => $body:expr) => {
+        match $db {
+            $crate::store::Db::Sqlite { writer: $pool, .. } => $body,
             $crate::store::Db::Postgres($pool) => $body,
         }
     };
@@ -128,12 +146,17 @@ impl Db {
                 .synchronous(SqliteSynchronous::Normal)
                 .foreign_keys(true)
                 .busy_timeout(Duration::from_secs(10));
+            let writer = SqlitePoolOptions::new()
+                .max_connections(1)
+                .acquire_timeout(Duration::from_secs(30))
+                .connect_with(options.clone())
+                .await?;
             let pool = SqlitePoolOptions::new()
                 .max_connections(max_connections.clamp(1, 16))
                 .acquire_timeout(Duration::from_secs(10))
                 .connect_with(options)
                 .await?;
-            Ok(Db::Sqlite(pool))
+            Ok(Db::Sqlite { pool, writer })
         } else {
             Err(StoreError::UnsupportedUrl(url.to_string()))
         }
@@ -142,7 +165,7 @@ impl Db {
     /// The backend of this pool.
     pub fn backend(&self) -> Backend {
         match self {
-            Db::Sqlite(_) => Backend::Sqlite,
+            Db::Sqlite { .. } => Backend::Sqlite,
             Db::Postgres(_) => Backend::Postgres,
         }
     }
@@ -150,7 +173,7 @@ impl Db {
     /// Applies every pending migration of this backend.
     pub async fn migrate(&self) -> StoreResult<()> {
         match self {
-            Db::Sqlite(pool) => SQLITE_MIGRATOR.run(pool).await?,
+            Db::Sqlite { writer, .. } => SQLITE_MIGRATOR.run(writer).await?,
             Db::Postgres(pool) => POSTGRES_MIGRATOR.run(pool).await?,
         }
         Ok(())
@@ -164,6 +187,9 @@ impl Db {
 
     /// Closes the pool, waiting for connections to be returned.
     pub async fn close(&self) {
+        if let Db::Sqlite { writer, .. } = self {
+            writer.close().await;
+        }
         on_db!(self, pool => pool.close().await)
     }
 }

@@ -8,7 +8,7 @@ use crate::domain::ids::{ProjectId, UserId};
 use crate::domain::keys::{KeyKind, KeyPair, hash_key, key_hint};
 use crate::domain::project::{Project, ProjectName, Role};
 use crate::domain::time::now_ms;
-use crate::on_db;
+use crate::{on_db, on_db_write};
 
 const PROJECT_COLUMNS: &str =
     "p.id, p.name, p.public_key_hint, p.secret_key_hint, p.disabled, p.created_at, p.updated_at";
@@ -65,7 +65,7 @@ impl Store {
              RETURNING {}",
             PROJECT_COLUMNS.replace("p.", "")
         );
-        let row: ProjectRow = on_db!(self.db(), pool => {
+        let row: ProjectRow = on_db_write!(self.db(), pool => {
             let mut tx = pool.begin_write().await?;
             let row: ProjectRow = sqlx::query_as(&sql)
                 .bind(id.as_str())
@@ -144,7 +144,7 @@ impl Store {
             "UPDATE projects SET name = $2, updated_at = $3 WHERE id = $1 RETURNING {}",
             PROJECT_COLUMNS.replace("p.", "")
         );
-        let row: Option<ProjectRow> = on_db!(self.db(), pool => {
+        let row: Option<ProjectRow> = on_db_write!(self.db(), pool => {
             sqlx::query_as(&sql)
                 .bind(project.as_str())
                 .bind(name.as_str())
@@ -157,7 +157,7 @@ impl Store {
 
     /// Replaces both keys of a project at once; the old ones stop working with this commit.
     pub async fn rotate_keys(&self, project: &ProjectId, keys: &KeyPair) -> StoreResult<()> {
-        let done = on_db!(self.db(), pool => {
+        let done = on_db_write!(self.db(), pool => {
             sqlx::query(
                 "UPDATE projects SET public_key_hash = $2, secret_key_hash = $3, public_key_hint = $4, \
                  secret_key_hint = $5, updated_at = $6 WHERE id = $1",
@@ -181,7 +181,7 @@ impl Store {
 
     /// Deletes a project and, by cascade, everything in it.
     pub async fn delete_project(&self, project: &ProjectId) -> StoreResult<()> {
-        let done = on_db!(self.db(), pool => {
+        let done = on_db_write!(self.db(), pool => {
             sqlx::query("DELETE FROM projects WHERE id = $1").bind(project.as_str()).execute(pool).await?.rows_affected()
         });
         if done == 0 {

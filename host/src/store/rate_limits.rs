@@ -1,13 +1,13 @@
 //! Fixed-window request counters shared by every instance on one PostgreSQL database.
 
 use super::{Store, StoreResult};
-use crate::on_db;
+use crate::on_db_write;
 
 impl Store {
     /// Counts one request of `bucket` in the window starting at `window_start` (unix ms) and
     /// returns the hits so far, this one included.
     pub async fn rate_limit_hit(&self, bucket: &str, window_start: i64) -> StoreResult<i64> {
-        let hits: i64 = on_db!(self.db(), pool => {
+        let hits: i64 = on_db_write!(self.db(), pool => {
             sqlx::query_scalar(
                 "INSERT INTO rate_limit_windows (bucket, window_start, hits) VALUES ($1, $2, 1) \
                  ON CONFLICT (bucket, window_start) DO UPDATE SET hits = rate_limit_windows.hits + 1 \
@@ -23,7 +23,7 @@ impl Store {
 
     /// Drops windows that ended before `before` (unix ms).
     pub async fn rate_limit_prune(&self, before: i64) -> StoreResult<u64> {
-        let done = on_db!(self.db(), pool => {
+        let done = on_db_write!(self.db(), pool => {
             sqlx::query("DELETE FROM rate_limit_windows WHERE window_start < $1")
                 .bind(before)
                 .execute(pool)

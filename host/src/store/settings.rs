@@ -1,7 +1,7 @@
 //! Deployment-wide values that every instance must share (for example the JWT signing secret).
 
 use super::{Store, StoreResult};
-use crate::on_db;
+use crate::on_db_write;
 
 impl Store {
     /// Returns the stored value of `key`, storing `generate()` first if there is none. Safe when
@@ -12,7 +12,7 @@ impl Store {
         generate: impl FnOnce() -> String,
     ) -> StoreResult<String> {
         let candidate = generate();
-        let value: String = on_db!(self.db(), pool => {
+        let value: String = on_db_write!(self.db(), pool => {
             sqlx::query("INSERT INTO settings (key, value) VALUES ($1, $2) ON CONFLICT (key) DO NOTHING")
                 .bind(key)
                 .bind(&candidate)

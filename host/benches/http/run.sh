@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# HTTP benchmarks of the contacts API with wrk, on SQLite and (if reachable) PostgreSQL.
+# Usage: host/benches/http/run.sh [duration, default 20s]
+# Needs: wrk (apt-get install wrk), a release build (cargo build --release), PostgreSQL on
+# 127.0.0.1:5432 for the second half. The server and wrk share the machine's cores.
+set -euo pipefail
+cd "$(dirname "$0")/../../.."
+DURATION=${1:-20s}
+BIN=target/release/herald
+HERE=host/benches/http
+[ -x "$BIN" ] || cargo build --release
+PORT=18181
+WORK=$(mktemp -d)
+trap 'kill $SERVER 2>/dev/null || true; rm -rf "$WORK"' EXIT
+
+bench_backend() {
+  local name=$1 url=$2
+  echo "### $name"
+  "$BIN" init --json --database-url "$url" --data-dir "$WORK" > "$WORK/init.json"
+  export HERALD_BENCH_KEY=$(python3 -c "import json;print(json.load(open('$WORK/init.json'))['secretKey'])")
+  HERALD_RATE_LIMIT_PER_MINUTE=100000000 HERALD_LOG=warn "$BIN" serve --listen 127.0.0.1:$PORT \
+    --database-url "$url" --data-dir "$WORK" &
+  SERVER=$!
+  for _ in $(seq 1 50); do curl -sf http://127.0.0.1:$PORT/ready >/dev/null && break; sleep 0.1; done
+  echo "-- POST /contacts (new contact per request)"
+  wrk -t2 -c32 -d"$DURATION" --latency -s "$HERE/post_contacts.lua" http://127.0.0.1:$PORT | grep -E "Requests/sec|Latency|50%|99%|requests in|Non-2xx"
+  echo "-- GET /contacts (first page, with total)"
+  wrk -t2 -c32 -d"$DURATION" --latency -s "$HERE/get_contacts.lua" http://127.0.0.1:$PORT/contacts | grep -E "Requests/sec|Latency|50%|99%|requests in|Non-2xx"
+  kill $SERVER; wait $SERVER 2>/dev/null || true
+}
+
+bench_backend sqlite "sqlite://$WORK/bench.db"
+if pg_isready -h 127.0.0.1 -p 5432 -q; then
+  DB="herald_bench_$$"
+  psql -h 127.0.0.1 -U postgres -qc "CREATE DATABASE $DB"
+  bench_backend postgres "postgres://postgres@127.0.0.1:5432/$DB"
+  psql -h 127.0.0.1 -U postgres -qc "DROP DATABASE $DB WITH (FORCE)"
+else
+  echo "PostgreSQL not reachable; skipped its half"
+fi
