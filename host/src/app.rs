@@ -5,6 +5,7 @@ use std::sync::Arc;
 use jsonwebtoken::{DecodingKey, EncodingKey};
 
 use crate::config::Settings;
+use crate::jobs::JobQueue;
 use crate::ratelimit::RateLimiter;
 use crate::store::Store;
 
@@ -18,6 +19,7 @@ struct Inner {
     store: Store,
     settings: Settings,
     rate_limiter: RateLimiter,
+    jobs: JobQueue,
     jwt_encoding: EncodingKey,
     jwt_decoding: DecodingKey,
 }
@@ -26,11 +28,13 @@ impl AppState {
     /// Builds the state; `jwt_secret` signs dashboard sessions.
     pub fn new(store: Store, settings: Settings, jwt_secret: &str) -> AppState {
         let rate_limiter = RateLimiter::for_store(&store);
+        let jobs = JobQueue::new(store.clone(), settings.queue());
         AppState {
             inner: Arc::new(Inner {
                 store,
                 settings,
                 rate_limiter,
+                jobs,
                 jwt_encoding: EncodingKey::from_secret(jwt_secret.as_bytes()),
                 jwt_decoding: DecodingKey::from_secret(jwt_secret.as_bytes()),
             }),
@@ -50,6 +54,11 @@ impl AppState {
     /// The request limiter.
     pub fn rate_limiter(&self) -> &RateLimiter {
         &self.inner.rate_limiter
+    }
+
+    /// The durable job queue.
+    pub fn jobs(&self) -> &JobQueue {
+        &self.inner.jobs
     }
 
     /// Key that signs session tokens.

@@ -46,6 +46,15 @@ pub struct Settings {
     pub max_body_bytes: usize,
     /// Seconds to wait for in-flight requests on shutdown.
     pub shutdown_grace_seconds: u64,
+    /// Jobs this instance runs at once.
+    pub jobs_concurrency: usize,
+    /// How often idle job workers and the event dispatcher look for work, in milliseconds.
+    pub jobs_poll_interval_ms: u64,
+    /// How long a job's claim lasts without a heartbeat, in seconds; a job whose worker died is
+    /// picked up again after this.
+    pub jobs_lease_seconds: u64,
+    /// Attempts before a failing job is marked failed.
+    pub jobs_max_attempts: i32,
     /// Log filter (`tracing` env-filter syntax), e.g. `info` or `herald=debug`.
     pub log: String,
     /// `text` or `json`.
@@ -66,6 +75,10 @@ impl Default for Settings {
             session_ttl_hours: 24 * 7,
             max_body_bytes: 1024 * 1024,
             shutdown_grace_seconds: 10,
+            jobs_concurrency: 4,
+            jobs_poll_interval_ms: 500,
+            jobs_lease_seconds: 30,
+            jobs_max_attempts: 5,
             log: "info".into(),
             log_format: LogFormat::Text,
         }
@@ -96,6 +109,16 @@ impl Settings {
         self.database_url
             .clone()
             .unwrap_or_else(|| format!("sqlite://{}", self.data_dir.join("herald.db").display()))
+    }
+
+    /// The job queue settings.
+    pub fn queue(&self) -> crate::jobs::QueueConfig {
+        crate::jobs::QueueConfig {
+            concurrency: self.jobs_concurrency.max(1),
+            poll_interval: std::time::Duration::from_millis(self.jobs_poll_interval_ms.max(10)),
+            lease: std::time::Duration::from_secs(self.jobs_lease_seconds.max(1)),
+            max_attempts: self.jobs_max_attempts.max(1),
+        }
     }
 
     /// The public base URL in effect, without a trailing slash.

@@ -14,7 +14,7 @@ use poem::listener::{Acceptor, Listener, TcpListener};
 use poem::middleware::Cors;
 use poem::{Body, Endpoint, EndpointExt, IntoResponse, Request, Response, Route};
 use tokio::io::{AsyncRead, ReadBuf};
-use tokio::sync::oneshot;
+use tokio::sync::{oneshot, watch};
 use tracing::Instrument;
 
 use crate::api;
@@ -23,6 +23,7 @@ use crate::api::extract::RateSlot;
 use crate::app::AppState;
 use crate::config::Settings;
 use crate::domain::ids::RequestId;
+use crate::events::{EventConsumer, EventDispatcher};
 use crate::store::{Db, Store};
 
 /// Opens the database, applies migrations and builds the shared state.
@@ -80,6 +81,12 @@ async fn handle<E: Endpoint>(
         .get(header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.parse::<u64>().ok());
+    // The CSV import takes a 5 MB file plus its multipart framing.
+    let max_body = if path == "/contacts/import" {
+        max_body.max(crate::jobs::import::MAX_FILE_BYTES + 64 * 1024)
+    } else {
+        max_body
+    };
     let outcome = if declared.is_some_and(|n| n > max_body as u64) {
         Ok(Err(payload_too_large()))
     } else {
@@ -192,12 +199,24 @@ impl RunningServer {
 
 /// Builds the state, binds the listener and serves in a background task.
 pub async fn spawn(settings: Settings) -> anyhow::Result<RunningServer> {
-    let state = build_state(settings).await?;
-    spawn_with_state(state).await
+    spawn_with_consumers(settings, Vec::new()).await
 }
 
-/// Serves prepared state in a background task.
-pub async fn spawn_with_state(state: AppState) -> anyhow::Result<RunningServer> {
+/// [`spawn`] with event consumers registered on the dispatcher.
+pub async fn spawn_with_consumers(
+    settings: Settings,
+    consumers: Vec<Arc<dyn EventConsumer>>,
+) -> anyhow::Result<RunningServer> {
+    let state = build_state(settings).await?;
+    spawn_with_state(state, consumers).await
+}
+
+/// Serves prepared state in a background task, with the job workers, the event dispatcher and
+/// periodic maintenance.
+pub async fn spawn_with_state(
+    state: AppState,
+    consumers: Vec<Arc<dyn EventConsumer>>,
+) -> anyhow::Result<RunningServer> {
     let settings = state.settings().clone();
     let acceptor = TcpListener::bind(settings.listen.clone())
         .into_acceptor()
@@ -212,17 +231,32 @@ pub async fn spawn_with_state(state: AppState) -> anyhow::Result<RunningServer> 
     let grace = Duration::from_secs(settings.shutdown_grace_seconds);
     let endpoint = app(state.clone());
 
+    let (stop_tx, stop_rx) = watch::channel(false);
     let maintenance_state = state.clone();
-    let (stop_maintenance, mut maintenance_stopped) = oneshot::channel::<()>();
-    tokio::spawn(async move {
+    let mut maintenance_stop = stop_rx.clone();
+    let maintenance = tokio::spawn(async move {
         let mut tick = tokio::time::interval(Duration::from_secs(60));
         loop {
             tokio::select! {
-                _ = tick.tick() => maintenance_state.rate_limiter().prune().await,
-                _ = &mut maintenance_stopped => break,
+                _ = tick.tick() => {
+                    maintenance_state.rate_limiter().prune().await;
+                    if let Err(err) = maintenance_state.store().prune_idempotency_keys().await {
+                        tracing::warn!(error = %err, "could not prune idempotency keys");
+                    }
+                }
+                _ = maintenance_stop.changed() => break,
             }
         }
     });
+    let workers = tokio::spawn(state.jobs().clone().run(stop_rx.clone()));
+    let poll = Duration::from_millis(settings.jobs_poll_interval_ms.max(10));
+    let dispatcher = EventDispatcher::new(
+        state.store().clone(),
+        consumers,
+        poll,
+        Duration::from_secs(60),
+    );
+    let dispatching = tokio::spawn(dispatcher.run(stop_rx));
 
     let task = tokio::spawn(async move {
         let result = poem::Server::new_with_acceptor(acceptor)
@@ -234,7 +268,15 @@ pub async fn spawn_with_state(state: AppState) -> anyhow::Result<RunningServer> 
                 Some(grace),
             )
             .await;
-        let _ = stop_maintenance.send(());
+        let _ = stop_tx.send(true);
+        let _ = maintenance.await;
+        let grace_jobs = grace;
+        if tokio::time::timeout(grace_jobs, workers).await.is_err() {
+            tracing::warn!(
+                "jobs still running at shutdown; they resume on the next start after their lease"
+            );
+        }
+        let _ = dispatching.await;
         result
     });
     Ok(RunningServer {

@@ -15,6 +15,7 @@ use crate::app::AppState;
 use crate::domain::contact::{Contact, ContactChange, ContactUpsert};
 use crate::domain::custom_data::DataPatch;
 use crate::domain::email::EmailAddress;
+use crate::domain::event::SubscriptionSource;
 use crate::domain::ids::ContactId;
 use crate::domain::pagination::PageRequest;
 use crate::domain::time::to_rfc3339;
@@ -344,7 +345,7 @@ impl ContactsApi {
         };
         let outcome = state
             .store()
-            .update_contact(auth.0.project_id(), &id, &change)
+            .update_contact(auth.0.project_id(), &id, &change, SubscriptionSource::Api)
             .await
             .map_err(|e| match e {
                 StoreError::Conflict("email") => {

@@ -31,6 +31,8 @@ pub enum ErrorCode {
     InvalidRequestBody,
     PayloadTooLarge,
     RateLimitExceeded,
+    IdempotencyKeyReused,
+    ReservedEvent,
     InternalError,
 }
 
@@ -51,6 +53,8 @@ impl ErrorCode {
             ErrorCode::InvalidRequestBody => "INVALID_REQUEST_BODY",
             ErrorCode::PayloadTooLarge => "PAYLOAD_TOO_LARGE",
             ErrorCode::RateLimitExceeded => "RATE_LIMIT_EXCEEDED",
+            ErrorCode::IdempotencyKeyReused => "IDEMPOTENCY_KEY_REUSED",
+            ErrorCode::ReservedEvent => "RESERVED_EVENT",
             ErrorCode::InternalError => "INTERNAL_ERROR",
         }
     }

@@ -2,10 +2,14 @@
 //! types, call the store, and map results to response types; they hold no SQL and no rules.
 
 pub mod auth;
+pub mod contact_fields;
+pub mod contact_jobs;
 pub mod contacts;
 pub mod error;
+pub mod events;
 pub mod extract;
 pub mod meta;
+pub mod track;
 pub mod users;
 
 use poem_openapi::{OpenApiService, Tags};
@@ -15,6 +19,8 @@ use poem_openapi::{OpenApiService, Tags};
 pub enum ApiTags {
     /// Contacts and their custom data.
     Contacts,
+    /// Tracking and reading events.
+    Events,
     /// Dashboard login.
     Auth,
     /// The logged-in user and their projects.
@@ -29,6 +35,10 @@ pub type Apis = (
     auth::AuthApi,
     users::UsersApi,
     contacts::ContactsApi,
+    contact_fields::ContactFieldsApi,
+    contact_jobs::ContactJobsApi,
+    track::TrackApi,
+    events::EventsApi,
 );
 
 /// The OpenAPI service that serves every endpoint and generates the spec.
@@ -39,6 +49,10 @@ pub fn service() -> OpenApiService<Apis, ()> {
             auth::AuthApi,
             users::UsersApi,
             contacts::ContactsApi,
+            contact_fields::ContactFieldsApi,
+            contact_jobs::ContactJobsApi,
+            track::TrackApi,
+            events::EventsApi,
         ),
         "Herald",
         env!("CARGO_PKG_VERSION"),

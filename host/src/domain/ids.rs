@@ -65,6 +65,14 @@ prefixed_id!(
     ContactId, "cnt"
 );
 prefixed_id!(
+    /// An event: tracked by a caller or emitted by the service.
+    EventId, "evt"
+);
+prefixed_id!(
+    /// A job of the durable queue.
+    JobId, "job"
+);
+prefixed_id!(
     /// A dashboard login session.
     SessionId, "ses"
 );

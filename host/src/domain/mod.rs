@@ -3,6 +3,7 @@
 pub mod contact;
 pub mod custom_data;
 pub mod email;
+pub mod event;
 pub mod ids;
 pub mod keys;
 pub mod pagination;

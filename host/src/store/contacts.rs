@@ -13,7 +13,8 @@ use super::{Store, StoreError, StoreResult};
 use crate::domain::contact::{Contact, ContactChange, ContactUpsert, UpsertOutcome};
 use crate::domain::custom_data::FieldType;
 use crate::domain::email::EmailAddress;
-use crate::domain::ids::{ContactId, ProjectId};
+use crate::domain::event::{NewEvent, StoredEvent, SubscriptionSource};
+use crate::domain::ids::{ContactId, EventId, ProjectId};
 use crate::domain::pagination::{Page, PageRequest, encode_cursor};
 use crate::domain::time::now_ms;
 use crate::{on_db, on_db_write};
@@ -22,7 +23,7 @@ const COLUMNS: &str = "id, project_id, email, subscribed, data, version, created
 const MAX_ATTEMPTS: usize = 16;
 
 #[derive(FromRow)]
-struct ContactRow {
+pub(crate) struct ContactRow {
     id: String,
     project_id: String,
     email: String,
@@ -49,14 +50,14 @@ impl From<ContactRow> for Contact {
 }
 
 /// The field types first seen in `set`, as rows for `contact_fields`.
-fn field_types(set: &Map<String, Value>) -> Vec<(&str, &'static str)> {
+pub(crate) fn field_types(set: &Map<String, Value>) -> Vec<(&str, &'static str)> {
     set.iter()
         .filter_map(|(k, v)| FieldType::infer(v).map(|t| (k.as_str(), t.as_str())))
         .collect()
 }
 
 /// `INSERT … ON CONFLICT DO NOTHING` for the inferred types (the first type seen is kept).
-fn field_types_sql(n: usize) -> String {
+pub(crate) fn field_types_sql(n: usize) -> String {
     let mut sql =
         String::from("INSERT INTO contact_fields (project_id, key, type, created_at) VALUES ");
     for i in 0..n {
@@ -69,22 +70,141 @@ fn field_types_sql(n: usize) -> String {
     sql
 }
 
-macro_rules! write_contact {
-    ($pool:ident, $project:expr, $types:expr, $query:expr) => {{
+/// Recorded in the same transaction as a contact write.
+#[derive(Default)]
+pub struct Effects<'a> {
+    /// Where a change of `subscribed` came from (for `contact.subscribed`/`unsubscribed`).
+    pub source: SubscriptionSource,
+    /// Why `subscribed` changed, when known (e.g. a bounce).
+    pub reason: Option<&'a str>,
+    /// An event about the contact to record (e.g. a tracked one).
+    pub event: Option<&'a NewEvent>,
+    /// Makes the write idempotent under a key.
+    pub idempotency: Option<IdempotencyClaim<'a>>,
+}
+
+/// Builds the response stored with an idempotency key from what was written.
+pub type Respond = dyn Fn(&Contact, Option<&StoredEvent>) -> Value + Sync;
+
+/// An idempotency key claimed by a write.
+pub struct IdempotencyClaim<'a> {
+    /// The caller's key.
+    pub key: &'a str,
+    /// The endpoint it was used on.
+    pub endpoint: &'a str,
+    /// Hash of the request body.
+    pub request_hash: &'a str,
+    /// The status to replay.
+    pub status: u16,
+    /// The body to replay.
+    pub respond: &'a Respond,
+}
+
+/// Events to insert with a write, their ids and time chosen before the transaction.
+fn plan_events(
+    project: &ProjectId,
+    contact: &ContactId,
+    subscription: Option<bool>,
+    effects: &Effects<'_>,
+) -> (Vec<StoredEvent>, Option<StoredEvent>) {
+    let now = now_ms();
+    let stored = |e: &NewEvent| StoredEvent {
+        id: EventId::generate(),
+        project_id: project.clone(),
+        contact_id: Some(contact.clone()),
+        contact_email: None,
+        name: e.name.as_str().to_string(),
+        data: e.data.clone(),
+        created_at: now,
+    };
+    let mut all = Vec::new();
+    let tracked = effects.event.map(stored);
+    if let Some(t) = &tracked {
+        all.push(t.clone());
+    }
+    if let Some(subscribed) = subscription {
+        all.push(stored(&NewEvent::subscription(
+            subscribed,
+            effects.source,
+            effects.reason,
+        )));
+    }
+    (all, tracked)
+}
+
+/// Runs one contact write transaction: the contact statement (which must return the row, or
+/// nothing when an optimistic check failed), the inferred field types, the events with their
+/// outbox rows and the idempotency key. Evaluates to `Option<ContactRow>`.
+macro_rules! contact_tx {
+    ($pool:ident, $project:expr, $types:expr, $events:expr, $idem:expr, $query:expr) => {{
         let mut tx = $pool.begin_write().await?;
         let row: Option<ContactRow> = $query.fetch_optional(&mut *tx).await?;
-        if row.is_some() && !$types.is_empty() {
-            let sql = field_types_sql($types.len());
-            let mut q = sqlx::query(&sql).bind($project.as_str()).bind(now_ms());
-            for (k, t) in $types.iter() {
-                q = q.bind(*k).bind(*t);
+        match row {
+            None => {
+                tx.rollback().await?;
+                None
             }
-            q.execute(&mut *tx).await?;
+            Some(row) => {
+                if !$types.is_empty() {
+                    let sql = field_types_sql($types.len());
+                    let mut q = sqlx::query(&sql).bind($project.as_str()).bind(now_ms());
+                    for (k, t) in $types.iter() {
+                        q = q.bind(*k).bind(*t);
+                    }
+                    q.execute(&mut *tx).await?;
+                }
+                for e in $events.iter() {
+                    sqlx::query(INSERT_EVENT)
+                        .bind(e.id.as_str())
+                        .bind(e.project_id.as_str())
+                        .bind(e.contact_id.as_ref().map(|c| c.as_str()))
+                        .bind(&e.name)
+                        .bind(Json(&e.data))
+                        .bind(e.created_at)
+                        .execute(&mut *tx)
+                        .await?;
+                    sqlx::query(INSERT_OUTBOX)
+                        .bind(e.id.as_str())
+                        .bind(e.project_id.as_str())
+                        .bind(e.created_at)
+                        .execute(&mut *tx)
+                        .await?;
+                }
+                if let Some((claim, body)) = $idem {
+                    let claim: &IdempotencyClaim<'_> = claim;
+                    sqlx::query("DELETE FROM idempotency_keys WHERE project_id = $1 AND key = $2 AND created_at < $3")
+                        .bind($project.as_str())
+                        .bind(claim.key)
+                        .bind(now_ms() - super::idempotency::TTL_MS)
+                        .execute(&mut *tx)
+                        .await?;
+                    sqlx::query(
+                        "INSERT INTO idempotency_keys (project_id, key, endpoint, request_hash, status, response, created_at) \
+                         VALUES ($1, $2, $3, $4, $5, $6, $7)",
+                    )
+                    .bind($project.as_str())
+                    .bind(claim.key)
+                    .bind(claim.endpoint)
+                    .bind(claim.request_hash)
+                    .bind(i32::from(claim.status))
+                    .bind(Json(body))
+                    .bind(now_ms())
+                    .execute(&mut *tx)
+                    .await
+                    .map_err(|e| StoreError::unique(e, IDEMPOTENCY_CONFLICT))?;
+                }
+                tx.commit().await?;
+                Some(row)
+            }
         }
-        tx.commit().await?;
-        row
     }};
 }
+
+/// The conflict reported when an idempotency key was taken concurrently.
+pub const IDEMPOTENCY_CONFLICT: &str = "idempotency_key";
+
+pub(crate) const INSERT_EVENT: &str = "INSERT INTO events (id, project_id, contact_id, name, data, created_at) VALUES ($1, $2, $3, $4, $5, $6)";
+pub(crate) const INSERT_OUTBOX: &str = "INSERT INTO event_outbox (event_id, project_id, available_at, attempts) VALUES ($1, $2, $3, 0)";
 
 impl Store {
     /// One contact of a project.
@@ -172,6 +292,19 @@ impl Store {
         project: &ProjectId,
         upsert: &ContactUpsert,
     ) -> StoreResult<UpsertOutcome> {
+        self.upsert_contact_with(project, upsert, &Effects::default())
+            .await
+            .map(|(o, _)| o)
+    }
+
+    /// [`Store::upsert_contact`] that also records `effects` in the same transaction; answers the
+    /// stored tracked event when there is one.
+    pub async fn upsert_contact_with(
+        &self,
+        project: &ProjectId,
+        upsert: &ContactUpsert,
+        effects: &Effects<'_>,
+    ) -> StoreResult<(UpsertOutcome, Option<StoredEvent>)> {
         let types = field_types(&upsert.data.set);
         for _ in 0..MAX_ATTEMPTS {
             match self.contact_by_email(project, &upsert.email).await? {
@@ -181,11 +314,26 @@ impl Store {
                     let subscribed = upsert.subscribed.unwrap_or(upsert.subscribed_default);
                     let now = now_ms();
                     let id = ContactId::generate();
+                    let (events, tracked) = plan_events(project, &id, None, effects);
+                    let contact = Contact {
+                        id: id.clone(),
+                        project_id: project.clone(),
+                        email: upsert.email.clone(),
+                        subscribed,
+                        data: data.clone(),
+                        version: 0,
+                        created_at: now,
+                        updated_at: now,
+                    };
+                    let idem = effects
+                        .idempotency
+                        .as_ref()
+                        .map(|c| (c, (c.respond)(&contact, tracked.as_ref())));
                     let sql = format!(
                         "INSERT INTO contacts ({COLUMNS}) VALUES ($1, $2, $3, $4, $5, 0, $6, $6) \
                          ON CONFLICT (project_id, email) DO NOTHING RETURNING {COLUMNS}"
                     );
-                    let row = on_db_write!(self.db(), pool => write_contact!(pool, project, types,
+                    let row = on_db_write!(self.db(), pool => contact_tx!(pool, project, types, events, idem,
                         sqlx::query_as(&sql)
                             .bind(id.as_str())
                             .bind(project.as_str())
@@ -194,12 +342,13 @@ impl Store {
                             .bind(Json(&data))
                             .bind(now)));
                     if let Some(row) = row {
-                        return Ok(UpsertOutcome {
+                        let outcome = UpsertOutcome {
                             contact: row.into(),
                             created: true,
                             updated: false,
                             subscription_changed_from: None,
-                        });
+                        };
+                        return Ok((outcome, tracked));
                     }
                 }
                 Some(current) => {
@@ -208,10 +357,11 @@ impl Store {
                         subscribed: upsert.subscribed,
                         data: upsert.data.clone(),
                     };
-                    if let Some(outcome) =
-                        self.try_change(project, current, &change, &types).await?
+                    if let Some(done) = self
+                        .try_change(project, current, &change, &types, effects)
+                        .await?
                     {
-                        return Ok(outcome);
+                        return Ok(done);
                     }
                 }
             }
@@ -221,17 +371,25 @@ impl Store {
         ))
     }
 
-    /// Applies `change` to a contact.
+    /// Applies `change` to a contact, recording a subscription change with `source`.
     pub async fn update_contact(
         &self,
         project: &ProjectId,
         id: &ContactId,
         change: &ContactChange,
+        source: SubscriptionSource,
     ) -> StoreResult<UpsertOutcome> {
         let types = field_types(&change.data.set);
+        let effects = Effects {
+            source,
+            ..Effects::default()
+        };
         for _ in 0..MAX_ATTEMPTS {
             let current = self.contact(project, id).await?;
-            if let Some(done) = self.try_change(project, current, change, &types).await? {
+            if let Some((done, _)) = self
+                .try_change(project, current, change, &types, &effects)
+                .await?
+            {
                 return Ok(done);
             }
         }
@@ -247,45 +405,90 @@ impl Store {
         current: Contact,
         change: &ContactChange,
         types: &[(&str, &'static str)],
-    ) -> StoreResult<Option<UpsertOutcome>> {
+        effects: &Effects<'_>,
+    ) -> StoreResult<Option<(UpsertOutcome, Option<StoredEvent>)>> {
         let mut data = current.data.clone();
         let data_changed = change.data.apply(&mut data);
         let subscribed = change.subscribed.unwrap_or(current.subscribed);
-        let email = change.email.as_ref().unwrap_or(&current.email);
+        let email = change
+            .email
+            .clone()
+            .unwrap_or_else(|| current.email.clone());
         let sub_changed = subscribed != current.subscribed;
-        if !data_changed && !sub_changed && *email == current.email {
-            return Ok(Some(UpsertOutcome {
+        let changed = data_changed || sub_changed || email != current.email;
+        let (events, tracked) = plan_events(
+            project,
+            &current.id,
+            sub_changed.then_some(subscribed),
+            effects,
+        );
+        if !changed && events.is_empty() && effects.idempotency.is_none() {
+            let outcome = UpsertOutcome {
                 contact: current,
                 created: false,
                 updated: false,
                 subscription_changed_from: None,
-            }));
+            };
+            return Ok(Some((outcome, tracked)));
         }
-        let sql = format!(
+        let now = now_ms().max(current.updated_at);
+        let after = if changed {
+            Contact {
+                email: email.clone(),
+                subscribed,
+                data: data.clone(),
+                version: current.version + 1,
+                updated_at: now,
+                ..current.clone()
+            }
+        } else {
+            current.clone()
+        };
+        let idem = effects
+            .idempotency
+            .as_ref()
+            .map(|c| (c, (c.respond)(&after, tracked.as_ref())));
+        let update_sql = format!(
             "UPDATE contacts SET email = $3, subscribed = $4, data = $5, version = version + 1, updated_at = $6 \
              WHERE project_id = $1 AND id = $2 AND version = $7 RETURNING {COLUMNS}"
         );
-        let now = now_ms().max(current.updated_at);
-        let result = on_db_write!(self.db(), pool => {
-            let attempt: Result<Option<ContactRow>, sqlx::Error> = async {
-                Ok(write_contact!(pool, project, types,
-                    sqlx::query_as(&sql)
-                        .bind(project.as_str())
-                        .bind(current.id.as_str())
-                        .bind(email.as_str())
-                        .bind(subscribed)
-                        .bind(Json(&data))
-                        .bind(now)
-                        .bind(current.version)))
-            }.await;
-            attempt
+        let check_sql = format!(
+            "SELECT {COLUMNS} FROM contacts WHERE project_id = $1 AND id = $2 AND version = $3"
+        );
+        let result: Result<Option<ContactRow>, StoreError> = on_db_write!(self.db(), pool => {
+            async {
+                Ok(if changed {
+                    contact_tx!(pool, project, types, events, idem,
+                        sqlx::query_as(&update_sql)
+                            .bind(project.as_str())
+                            .bind(current.id.as_str())
+                            .bind(email.as_str())
+                            .bind(subscribed)
+                            .bind(Json(&data))
+                            .bind(now)
+                            .bind(current.version))
+                } else {
+                    contact_tx!(pool, project, types, events, idem,
+                        sqlx::query_as(&check_sql)
+                            .bind(project.as_str())
+                            .bind(current.id.as_str())
+                            .bind(current.version))
+                })
+            }
+            .await
         });
-        let row = result.map_err(|e| StoreError::unique(e, "email"))?;
-        Ok(row.map(|r| UpsertOutcome {
-            contact: r.into(),
-            created: false,
-            updated: true,
-            subscription_changed_from: sub_changed.then_some(current.subscribed),
+        let row = match result {
+            Err(StoreError::Database(e)) => return Err(StoreError::unique(e, "email")),
+            other => other?,
+        };
+        Ok(row.map(|r| {
+            let outcome = UpsertOutcome {
+                contact: r.into(),
+                created: false,
+                updated: changed,
+                subscription_changed_from: sub_changed.then_some(current.subscribed),
+            };
+            (outcome, tracked)
         }))
     }
 
@@ -351,5 +554,153 @@ impl Store {
                 field_type,
             })
             .collect())
+    }
+}
+
+/// How often a value of a field occurs.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ValueCount {
+    /// The value.
+    pub value: Value,
+    /// Contacts with it.
+    pub count: i64,
+}
+
+impl Store {
+    /// The contacts of a project among `emails` (normalised), as `(id, email)`.
+    pub async fn contacts_by_emails(
+        &self,
+        project: &ProjectId,
+        emails: &[EmailAddress],
+    ) -> StoreResult<Vec<(String, String)>> {
+        if emails.is_empty() {
+            return Ok(Vec::new());
+        }
+        let sql = format!(
+            "SELECT id, email FROM contacts WHERE project_id = $1 AND email IN ({})",
+            super::dialect::placeholders(2, emails.len())
+        );
+        let rows: Vec<(String, String)> = on_db!(self.db(), pool => {
+            let mut q = sqlx::query_as(&sql).bind(project.as_str());
+            for e in emails {
+                q = q.bind(e.as_str());
+            }
+            q.fetch_all(pool).await?
+        });
+        Ok(rows)
+    }
+
+    /// Distinct values of `subscribed`, most common first.
+    pub async fn subscribed_values(&self, project: &ProjectId) -> StoreResult<Vec<ValueCount>> {
+        let rows: Vec<(bool, i64)> = on_db!(self.db(), pool => {
+            sqlx::query_as("SELECT subscribed, COUNT(*) FROM contacts WHERE project_id = $1 GROUP BY subscribed ORDER BY COUNT(*) DESC")
+                .bind(project.as_str())
+                .fetch_all(pool)
+                .await?
+        });
+        Ok(rows
+            .into_iter()
+            .map(|(v, count)| ValueCount {
+                value: Value::Bool(v),
+                count,
+            })
+            .collect())
+    }
+
+    /// Distinct values of the custom field at `keys` (a dotted path split), most common first.
+    pub async fn data_values(
+        &self,
+        project: &ProjectId,
+        keys: &[String],
+        limit: i64,
+    ) -> StoreResult<Vec<ValueCount>> {
+        let rows: Vec<(String, i64)> = match self.db() {
+            super::Db::Sqlite { pool, .. } => {
+                sqlx::query_as(
+                    "SELECT data -> $2 AS v, COUNT(*) AS n FROM contacts WHERE project_id = $1 \
+                     AND json_type(data, $2) IS NOT NULL AND json_type(data, $2) != 'null' \
+                     GROUP BY v ORDER BY n DESC, v LIMIT $3",
+                )
+                .bind(project.as_str())
+                .bind(super::dialect::sqlite_json_path(keys))
+                .bind(limit)
+                .fetch_all(pool)
+                .await?
+            }
+            super::Db::Postgres(pool) => sqlx::query_as(
+                "SELECT (data #> $2)::text AS v, COUNT(*) AS n FROM contacts WHERE project_id = $1 \
+                     AND data #> $2 IS NOT NULL AND jsonb_typeof(data #> $2) != 'null' \
+                     GROUP BY v ORDER BY n DESC, v LIMIT $3",
+            )
+            .bind(project.as_str())
+            .bind(keys)
+            .bind(limit)
+            .fetch_all(pool)
+            .await?,
+        };
+        Ok(rows
+            .into_iter()
+            .map(|(v, count)| ValueCount {
+                value: serde_json::from_str(&v).unwrap_or(Value::String(v)),
+                count,
+            })
+            .collect())
+    }
+
+    /// Removes the custom field at `keys` from every contact of a project; answers how many
+    /// contacts had it.
+    pub async fn delete_data_field(
+        &self,
+        project: &ProjectId,
+        keys: &[String],
+    ) -> StoreResult<u64> {
+        let now = now_ms();
+        let n = match self.db() {
+            super::Db::Sqlite { writer, .. } => {
+                let mut tx = writer.begin_write().await?;
+                let n = sqlx::query(
+                    "UPDATE contacts SET data = json_remove(data, $2), version = version + 1, updated_at = $3 \
+                     WHERE project_id = $1 AND json_type(data, $2) IS NOT NULL",
+                )
+                .bind(project.as_str())
+                .bind(super::dialect::sqlite_json_path(keys))
+                .bind(now)
+                .execute(&mut *tx)
+                .await?
+                .rows_affected();
+                if keys.len() == 1 {
+                    sqlx::query("DELETE FROM contact_fields WHERE project_id = $1 AND key = $2")
+                        .bind(project.as_str())
+                        .bind(&keys[0])
+                        .execute(&mut *tx)
+                        .await?;
+                }
+                tx.commit().await?;
+                n
+            }
+            super::Db::Postgres(pool) => {
+                let mut tx = pool.begin_write().await?;
+                let n = sqlx::query(
+                    "UPDATE contacts SET data = data #- $2, version = version + 1, updated_at = $3 \
+                     WHERE project_id = $1 AND data #> $2 IS NOT NULL",
+                )
+                .bind(project.as_str())
+                .bind(keys)
+                .bind(now)
+                .execute(&mut *tx)
+                .await?
+                .rows_affected();
+                if keys.len() == 1 {
+                    sqlx::query("DELETE FROM contact_fields WHERE project_id = $1 AND key = $2")
+                        .bind(project.as_str())
+                        .bind(&keys[0])
+                        .execute(&mut *tx)
+                        .await?;
+                }
+                tx.commit().await?;
+                n
+            }
+        };
+        Ok(n)
     }
 }

@@ -60,3 +60,40 @@ pub(crate) fn data_key_counts_sql(backend: super::Backend) -> &'static str {
         }
     }
 }
+
+/// The suffix that lets concurrent claimers on PostgreSQL skip each other's rows. SQLite has a
+/// single writer, so a claim there is atomic without it.
+pub(crate) fn skip_locked(backend: super::Backend) -> &'static str {
+    match backend {
+        super::Backend::Sqlite => "",
+        super::Backend::Postgres => " FOR UPDATE SKIP LOCKED",
+    }
+}
+
+/// The suffix that locks selected rows until the transaction ends. SQLite's write transaction
+/// already excludes every other writer.
+pub(crate) fn for_update(backend: super::Backend) -> &'static str {
+    match backend {
+        super::Backend::Sqlite => "",
+        super::Backend::Postgres => " FOR UPDATE",
+    }
+}
+
+/// `$first, $first+1, …` for `n` values.
+pub(crate) fn placeholders(first: usize, n: usize) -> String {
+    (first..first + n)
+        .map(|i| format!("${i}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// A SQLite JSON path (`$."a"."b"`) for the keys of a dotted field path.
+pub(crate) fn sqlite_json_path(keys: &[String]) -> String {
+    let mut path = String::from("$");
+    for k in keys {
+        path.push_str(".\"");
+        path.push_str(&k.replace('\\', "\\\\").replace('"', "\\\""));
+        path.push('"');
+    }
+    path
+}

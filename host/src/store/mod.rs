@@ -7,8 +7,12 @@
 //! the [`on_db!`] macro; the few statements that differ live in [`dialect`].
 
 pub mod accounts;
+pub mod bulk;
 pub mod contacts;
 pub mod dialect;
+pub mod events;
+pub mod idempotency;
+pub mod jobs;
 pub mod projects;
 pub mod rate_limits;
 pub mod settings;

@@ -1,0 +1,255 @@
+//! `POST /v1/track` and its dashboard alias `POST /events/track`.
+
+use std::collections::BTreeMap;
+
+use poem::Request;
+use poem::http::StatusCode;
+use poem_openapi::payload::Json;
+use poem_openapi::{ApiResponse, Object, OpenApi};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+use sha2::{Digest, Sha256};
+
+use super::ApiTags;
+use super::contacts::parse_data;
+use super::error::{ApiError, ErrorCode};
+use super::extract::{JsonBody, ProjectContext, SecretKeyAuth, TrackAuth};
+use crate::app::AppState;
+use crate::domain::contact::ContactUpsert;
+use crate::domain::email::EmailAddress;
+use crate::domain::event::{EventName, EventNameError, NewEvent, SubscriptionSource};
+use crate::domain::time::to_rfc3339;
+use crate::store::StoreError;
+use crate::store::contacts::{Effects, IDEMPOTENCY_CONFLICT, IdempotencyClaim};
+
+/// Track an event for a contact.
+#[derive(Object, Deserialize, Serialize)]
+#[oai(rename_all = "camelCase")]
+#[serde(rename_all = "camelCase")]
+pub struct TrackRequest {
+    /// The contact's address; the contact is created if it does not exist.
+    pub email: String,
+    /// The event's name (not `contact.subscribed`, `contact.unsubscribed`, `email.*` or `segment.*`).
+    pub event: String,
+    /// Subscription state; new contacts default to `true`, existing ones keep theirs.
+    pub subscribed: Option<bool>,
+    /// Contact data (custom data rules) and the event's data.
+    pub data: Option<BTreeMap<String, Value>>,
+}
+
+/// What was recorded.
+#[derive(Object, Deserialize, Serialize)]
+pub struct TrackData {
+    /// The contact's id.
+    pub contact: String,
+    /// The event's id.
+    pub event: String,
+    /// When the event was recorded.
+    pub timestamp: String,
+}
+
+/// `{ success: true, data }`.
+#[derive(Object, Deserialize, Serialize)]
+pub struct TrackResponse {
+    /// Always `true`.
+    pub success: bool,
+    /// What was recorded.
+    pub data: TrackData,
+}
+
+#[derive(ApiResponse)]
+enum TrackResult {
+    /// Recorded (or, with a reused `Idempotency-Key`, the first response replayed).
+    #[oai(status = 200)]
+    Ok(
+        Json<TrackResponse>,
+        /// `true` when this is the replay of an earlier request with the same key.
+        #[oai(header = "Idempotent-Replayed")]
+        Option<String>,
+    ),
+}
+
+/// Reads and checks the `Idempotency-Key` header.
+pub fn idempotency_key(req: &Request) -> Result<Option<String>, ApiError> {
+    let Some(value) = req.headers().get("Idempotency-Key") else {
+        return Ok(None);
+    };
+    let key = value.to_str().map(str::trim).unwrap_or("");
+    if key.is_empty() || key.len() > 255 || key.chars().any(|c| c.is_control()) {
+        return Err(ApiError::invalid_field(
+            "Idempotency-Key",
+            "invalid",
+            "the Idempotency-Key header must be 1 to 255 printable characters",
+        ));
+    }
+    Ok(Some(key.to_string()))
+}
+
+/// Hash of a request body for idempotency comparisons.
+pub fn request_hash(body: &impl Serialize) -> String {
+    let bytes = serde_json::to_vec(body).unwrap_or_default();
+    Sha256::digest(&bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+fn replay_or_conflict(
+    stored: crate::store::idempotency::StoredResponse,
+    endpoint: &str,
+    hash: &str,
+) -> Result<TrackResult, ApiError> {
+    if stored.endpoint != endpoint || stored.request_hash != hash {
+        return Err(ApiError::new(
+            StatusCode::CONFLICT,
+            ErrorCode::IdempotencyKeyReused,
+            "this Idempotency-Key was already used with a different request in the last 24 hours",
+        )
+        .suggest("use a new key for a new request"));
+    }
+    let body: TrackResponse =
+        serde_json::from_value(stored.response).map_err(ApiError::internal)?;
+    Ok(TrackResult::Ok(Json(body), Some("true".into())))
+}
+
+async fn track(
+    state: &AppState,
+    ctx: &ProjectContext,
+    req: &Request,
+    body: TrackRequest,
+    endpoint: &str,
+) -> Result<TrackResult, ApiError> {
+    let key = idempotency_key(req)?;
+    let hash = request_hash(&body);
+    let project = ctx.project_id();
+    if let Some(key) = &key
+        && let Some(stored) = state.store().idempotent_response(project, key).await?
+    {
+        return replay_or_conflict(stored, endpoint, &hash);
+    }
+    let email = EmailAddress::parse(&body.email)
+        .map_err(|e| ApiError::invalid_field("email", "invalid_email", e.to_string()))?;
+    let name = EventName::parse_tracked(&body.event).map_err(|e| match e {
+        EventNameError::Reserved(_) => ApiError::new(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            ErrorCode::ReservedEvent,
+            e.to_string(),
+        )
+        .with_errors(vec![super::error::FieldError::new(
+            "event",
+            "reserved",
+            e.to_string(),
+        )])
+        .suggest("pick another name; the service records these events itself"),
+        other => ApiError::invalid_field("event", "invalid", other.to_string()),
+    })?;
+    let patch = parse_data(body.data)?;
+    let mut event_data = Map::new();
+    for (k, v) in patch.set.iter().chain(patch.transient.iter()) {
+        event_data.insert(k.clone(), v.clone());
+    }
+    let event = NewEvent {
+        name,
+        data: event_data,
+    };
+    let upsert = ContactUpsert {
+        email,
+        subscribed: body.subscribed,
+        subscribed_default: true,
+        data: patch,
+    };
+    let respond = |contact: &crate::domain::contact::Contact,
+                   event: Option<&crate::domain::event::StoredEvent>| {
+        serde_json::to_value(TrackResponse {
+            success: true,
+            data: TrackData {
+                contact: contact.id.to_string(),
+                event: event.map(|e| e.id.to_string()).unwrap_or_default(),
+                timestamp: event.map(|e| to_rfc3339(e.created_at)).unwrap_or_default(),
+            },
+        })
+        .unwrap_or(Value::Null)
+    };
+    let effects = Effects {
+        source: SubscriptionSource::Track,
+        reason: None,
+        event: Some(&event),
+        idempotency: key.as_deref().map(|k| IdempotencyClaim {
+            key: k,
+            endpoint,
+            request_hash: &hash,
+            status: 200,
+            respond: &respond,
+        }),
+    };
+    match state
+        .store()
+        .upsert_contact_with(project, &upsert, &effects)
+        .await
+    {
+        Ok((outcome, Some(stored))) => {
+            let body = TrackResponse {
+                success: true,
+                data: TrackData {
+                    contact: outcome.contact.id.to_string(),
+                    event: stored.id.to_string(),
+                    timestamp: to_rfc3339(stored.created_at),
+                },
+            };
+            Ok(TrackResult::Ok(Json(body), None))
+        }
+        Ok((_, None)) => Err(ApiError::internal("tracked event was not recorded")),
+        Err(StoreError::Conflict(IDEMPOTENCY_CONFLICT)) => {
+            let key = key.unwrap_or_default();
+            match state.store().idempotent_response(project, &key).await? {
+                Some(stored) => replay_or_conflict(stored, endpoint, &hash),
+                None => Err(ApiError::conflict(
+                    "a request with this Idempotency-Key is in progress; retry",
+                )),
+            }
+        }
+        Err(e) => Err(ApiError::from_store(e, "contact")),
+    }
+}
+
+/// Tracking endpoints.
+pub struct TrackApi;
+
+#[OpenApi(tag = "ApiTags::Events")]
+impl TrackApi {
+    /// Track an event
+    ///
+    /// Creates or updates the contact (new contacts are subscribed unless `subscribed` says
+    /// otherwise), applies `data` by the custom data rules and records the event. Accepts the
+    /// public or the secret key. With `Idempotency-Key`, the same request within 24 hours
+    /// returns the first response and records nothing again; another request with the key is
+    /// 409 `IDEMPOTENCY_KEY_REUSED`.
+    #[oai(path = "/v1/track", method = "post", operation_id = "track")]
+    async fn track(
+        &self,
+        auth: TrackAuth,
+        state: poem::web::Data<&AppState>,
+        req: &Request,
+        body: JsonBody<TrackRequest>,
+    ) -> Result<TrackResult, ApiError> {
+        track(&state, &auth.0, req, body.0, "/v1/track").await
+    }
+
+    /// Track an event (dashboard)
+    ///
+    /// The dashboard's alias of `POST /v1/track`, with the same body, rules and answer.
+    #[oai(
+        path = "/events/track",
+        method = "post",
+        operation_id = "trackFromDashboard"
+    )]
+    async fn track_dashboard(
+        &self,
+        auth: SecretKeyAuth,
+        state: poem::web::Data<&AppState>,
+        req: &Request,
+        body: JsonBody<TrackRequest>,
+    ) -> Result<TrackResult, ApiError> {
+        track(&state, &auth.0, req, body.0, "/events/track").await
+    }
+}

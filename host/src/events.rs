@@ -1,0 +1,116 @@
+//! Publishing events to the parts of Herald that react to them.
+//!
+//! Every event (tracked or emitted) is written with a row in `event_outbox` in the transaction
+//! that creates it. The dispatcher of every instance claims due outbox rows with a lease, hands
+//! each event to every registered [`EventConsumer`], and deletes the row once all of them
+//! succeeded; a failure is retried with backoff. Delivery is at least once, in claim order, so
+//! consumers must be idempotent (they get the event id to deduplicate). Because the outbox is in
+//! the database, a crash between the write and the hand-off loses nothing, and a consumer
+//! registered in a later release receives every event that was not yet dispatched.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use tokio::sync::watch;
+
+use crate::domain::event::StoredEvent;
+use crate::domain::time::now_ms;
+use crate::store::Store;
+
+/// Something that reacts to events (the workflow engine, segment membership, analytics).
+pub trait EventConsumer: Send + Sync {
+    /// A name for logs.
+    fn name(&self) -> &'static str;
+
+    /// Handles one event; an error makes the dispatcher retry the event later.
+    fn handle<'a>(&'a self, event: &'a StoredEvent) -> BoxFuture<'a, Result<(), String>>;
+}
+
+/// Attempts before an event is parked (kept in the outbox with its error, not retried).
+pub const MAX_DELIVERY_ATTEMPTS: i32 = 10;
+
+/// Dispatches the outbox to the registered consumers.
+#[derive(Clone)]
+pub struct EventDispatcher {
+    store: Store,
+    consumers: Arc<Vec<Arc<dyn EventConsumer>>>,
+    poll: Duration,
+    lease: Duration,
+}
+
+impl EventDispatcher {
+    /// A dispatcher for `consumers`.
+    pub fn new(
+        store: Store,
+        consumers: Vec<Arc<dyn EventConsumer>>,
+        poll: Duration,
+        lease: Duration,
+    ) -> EventDispatcher {
+        EventDispatcher {
+            store,
+            consumers: Arc::new(consumers),
+            poll,
+            lease,
+        }
+    }
+
+    /// Dispatches one batch; answers how many events were claimed.
+    pub async fn dispatch_once(&self, limit: i64) -> usize {
+        let lease_until = now_ms() + self.lease.as_millis() as i64;
+        let claimed = match self.store.claim_outbox(limit, lease_until).await {
+            Ok(c) => c,
+            Err(err) => {
+                tracing::warn!(error = %err, "could not claim outbox events");
+                return 0;
+            }
+        };
+        let n = claimed.len();
+        let mut delivered = Vec::with_capacity(n);
+        for item in claimed {
+            let mut failure = None;
+            for consumer in self.consumers.iter() {
+                if let Err(err) = consumer.handle(&item.event).await {
+                    failure = Some(format!("{}: {err}", consumer.name()));
+                    break;
+                }
+            }
+            match failure {
+                None => delivered.push(item.event.id.clone()),
+                Some(error) => {
+                    let at = if item.attempts >= MAX_DELIVERY_ATTEMPTS {
+                        tracing::error!(event_id = %item.event.id, error = %error, "event parked after repeated failures");
+                        i64::MAX
+                    } else {
+                        tracing::warn!(event_id = %item.event.id, error = %error, "event delivery failed; will retry");
+                        now_ms() + crate::jobs::backoff_ms(item.attempts)
+                    };
+                    if let Err(err) = self.store.retry_outbox(&item.event.id, at, &error).await {
+                        tracing::warn!(error = %err, "could not reschedule event");
+                    }
+                }
+            }
+        }
+        if let Err(err) = self.store.complete_outbox(&delivered).await {
+            tracing::warn!(error = %err, "could not clear delivered events; they will be delivered again");
+        }
+        n
+    }
+
+    /// Dispatches until `stop` turns true.
+    pub async fn run(self, mut stop: watch::Receiver<bool>) {
+        const BATCH: i64 = 500;
+        loop {
+            if *stop.borrow() {
+                break;
+            }
+            let n = self.dispatch_once(BATCH).await;
+            if n < BATCH as usize {
+                tokio::select! {
+                    _ = tokio::time::sleep(self.poll) => {}
+                    _ = stop.changed() => {}
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,283 @@
+//! The durable job queue's workers: they run inside `herald serve`, claim due jobs from the
+//! database with a lease, keep the lease alive while a handler runs, retry failures with
+//! exponential backoff up to the job's attempt limit, and stop cleanly with the server.
+//!
+//! Handlers own their durability: a handler writes its effects and its checkpoint (or its final
+//! result) in one transaction, guarded by the lease, so a job resumed after a crash continues
+//! from its last checkpoint and never applies a chunk twice.
+
+pub mod bulk;
+pub mod import;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use serde_json::Value;
+use tokio::sync::{Notify, Semaphore, watch};
+use tracing::Instrument;
+
+use crate::domain::ids::{JobId, ProjectId};
+use crate::domain::time::now_ms;
+use crate::store::jobs::{ClaimedJob, NewJob};
+use crate::store::{Store, StoreError};
+
+/// How a handler failed.
+#[derive(Debug, thiserror::Error)]
+pub enum JobError {
+    /// Try again later (database hiccup, transient failure).
+    #[error("{0}")]
+    Retry(String),
+    /// Give up now; retrying cannot help.
+    #[error("{0}")]
+    Fail(String),
+    /// Another worker owns the job now; stop without writing.
+    #[error("the job's lease was lost")]
+    LeaseLost,
+}
+
+impl From<StoreError> for JobError {
+    fn from(err: StoreError) -> JobError {
+        JobError::Retry(err.to_string())
+    }
+}
+
+/// What a handler gets.
+pub struct JobContext {
+    /// The store.
+    pub store: Store,
+    /// The claimed job.
+    pub job: ClaimedJob,
+    /// This worker's id (owner of the lease).
+    pub worker: String,
+}
+
+impl JobContext {
+    /// The job's project.
+    pub fn project(&self) -> Result<ProjectId, JobError> {
+        self.job
+            .project_id
+            .as_deref()
+            .and_then(ProjectId::parse)
+            .ok_or_else(|| JobError::Fail("the job has no project".into()))
+    }
+}
+
+/// Runs jobs of one kind.
+pub trait JobHandler: Send + Sync {
+    /// The kinds it runs.
+    fn kinds(&self) -> &'static [&'static str];
+
+    /// Runs a claimed job to completion, writing its result itself (see the module docs).
+    fn run(&self, ctx: JobContext) -> BoxFuture<'_, Result<(), JobError>>;
+}
+
+/// Queue settings.
+#[derive(Clone, Debug)]
+pub struct QueueConfig {
+    /// Jobs run at once by this instance.
+    pub concurrency: usize,
+    /// How often an idle worker looks for due jobs.
+    pub poll_interval: Duration,
+    /// How long a claim lasts without a heartbeat.
+    pub lease: Duration,
+    /// Attempts before a job fails for good.
+    pub max_attempts: i32,
+}
+
+/// The queue: enqueues jobs and runs the workers of this instance.
+#[derive(Clone)]
+pub struct JobQueue {
+    store: Store,
+    config: QueueConfig,
+    handlers: Arc<HashMap<&'static str, Arc<dyn JobHandler>>>,
+    wake: Arc<Notify>,
+}
+
+impl JobQueue {
+    /// A queue with the built-in handlers.
+    pub fn new(store: Store, config: QueueConfig) -> JobQueue {
+        let handlers: Vec<Arc<dyn JobHandler>> = vec![
+            Arc::new(import::ImportContacts),
+            Arc::new(bulk::BulkContacts),
+        ];
+        let handlers = handlers
+            .into_iter()
+            .flat_map(|h| h.kinds().iter().map(move |k| (*k, h.clone())))
+            .collect();
+        JobQueue {
+            store,
+            config,
+            handlers: Arc::new(handlers),
+            wake: Arc::new(Notify::new()),
+        }
+    }
+
+    /// Enqueues a job to run now.
+    pub async fn enqueue(
+        &self,
+        kind: &str,
+        project: &ProjectId,
+        payload: Value,
+        input: Option<Vec<u8>>,
+    ) -> Result<JobId, StoreError> {
+        let id = self
+            .store
+            .enqueue_job(&NewJob {
+                kind: kind.to_string(),
+                project_id: Some(project.clone()),
+                payload,
+                input,
+                max_attempts: self.config.max_attempts,
+                run_at: now_ms(),
+            })
+            .await?;
+        self.wake.notify_one();
+        Ok(id)
+    }
+
+    /// Runs the workers until `stop` turns true, then waits for running jobs to end.
+    pub async fn run(self, mut stop: watch::Receiver<bool>) {
+        let worker = format!("wrk_{}", uuid::Uuid::new_v4().simple());
+        let slots = Arc::new(Semaphore::new(self.config.concurrency.max(1)));
+        let lease_ms = self.config.lease.as_millis() as i64;
+        tracing::info!(worker = %worker, concurrency = self.config.concurrency, "job workers started");
+        loop {
+            if *stop.borrow() {
+                break;
+            }
+            let free = slots.available_permits();
+            let mut claimed = Vec::new();
+            if free > 0 {
+                match self.store.claim_jobs(&worker, free as i64, lease_ms).await {
+                    Ok(jobs) => claimed = jobs,
+                    Err(err) => tracing::warn!(error = %err, "could not claim jobs"),
+                }
+            }
+            let idle = claimed.is_empty();
+            for job in claimed {
+                let Ok(permit) = slots.clone().acquire_owned().await else {
+                    break;
+                };
+                let this = self.clone();
+                let worker = worker.clone();
+                let span = tracing::info_span!("job", job_id = %job.id, kind = %job.kind, attempt = job.attempts);
+                tokio::spawn(
+                    async move {
+                        this.execute(job, worker).await;
+                        drop(permit);
+                    }
+                    .instrument(span),
+                );
+            }
+            if idle || slots.available_permits() == 0 {
+                tokio::select! {
+                    _ = self.wake.notified() => {}
+                    _ = tokio::time::sleep(self.config.poll_interval) => {}
+                    _ = stop.changed() => {}
+                }
+            }
+        }
+        // Wait for running jobs; unfinished ones are resumed by any worker after their lease.
+        let _ = slots
+            .acquire_many(self.config.concurrency.max(1) as u32)
+            .await;
+        tracing::info!(worker = %worker, "job workers stopped");
+    }
+
+    async fn execute(&self, job: ClaimedJob, worker: String) {
+        let id = job.id.clone();
+        let lease_ms = self.config.lease.as_millis() as i64;
+        if job.attempts > job.max_attempts {
+            let _ = self
+                .store
+                .fail_job(
+                    &id,
+                    &worker,
+                    "gave up: the job's worker was lost too many times",
+                    None,
+                )
+                .await;
+            return;
+        }
+        let Some(handler) = self.handlers.get(job.kind.as_str()).cloned() else {
+            let _ = self
+                .store
+                .fail_job(
+                    &id,
+                    &worker,
+                    &format!("no handler for job kind {}", job.kind),
+                    None,
+                )
+                .await;
+            return;
+        };
+        let attempts = job.attempts;
+        let max_attempts = job.max_attempts;
+        // Heartbeat: extend the lease while the handler runs.
+        let (done_tx, mut done_rx) = watch::channel(false);
+        let heartbeat = {
+            let store = self.store.clone();
+            let (id, worker) = (id.clone(), worker.clone());
+            let every = self.config.lease / 3;
+            tokio::spawn(async move {
+                loop {
+                    tokio::select! {
+                        _ = tokio::time::sleep(every) => {
+                            match store.extend_job_lease(&id, &worker, lease_ms).await {
+                                Ok(true) => {}
+                                Ok(false) => break,
+                                Err(err) => tracing::warn!(error = %err, job_id = %id, "could not extend lease"),
+                            }
+                        }
+                        _ = done_rx.changed() => break,
+                    }
+                }
+            })
+        };
+        let ctx = JobContext {
+            store: self.store.clone(),
+            job,
+            worker: worker.clone(),
+        };
+        let result = std::panic::AssertUnwindSafe(handler.run(ctx));
+        let result = futures::FutureExt::catch_unwind(result)
+            .await
+            .unwrap_or_else(|_| Err(JobError::Fail("the job handler panicked".into())));
+        let _ = done_tx.send(true);
+        let _ = heartbeat.await;
+        match result {
+            Ok(()) => tracing::info!(job_id = %id, "job completed"),
+            Err(JobError::LeaseLost) => {
+                tracing::warn!(job_id = %id, "job lease lost; another worker continues it")
+            }
+            Err(JobError::Fail(error)) => {
+                tracing::warn!(job_id = %id, error = %error, "job failed");
+                let _ = self.store.fail_job(&id, &worker, &error, None).await;
+            }
+            Err(JobError::Retry(error)) => {
+                let retry_at = (attempts < max_attempts).then(|| now_ms() + backoff_ms(attempts));
+                tracing::warn!(job_id = %id, error = %error, retry = retry_at.is_some(), "job attempt failed");
+                let _ = self.store.fail_job(&id, &worker, &error, retry_at).await;
+            }
+        }
+    }
+}
+
+/// Exponential backoff: 1 s, 2 s, 4 s, … capped at 5 minutes.
+pub fn backoff_ms(attempts: i32) -> i64 {
+    let exp = attempts.clamp(1, 20) - 1;
+    (1000i64 << exp).min(300_000)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn backoff_grows_and_caps() {
+        assert_eq!(super::backoff_ms(1), 1000);
+        assert_eq!(super::backoff_ms(2), 2000);
+        assert_eq!(super::backoff_ms(5), 16000);
+        assert_eq!(super::backoff_ms(30), 300_000);
+    }
+}

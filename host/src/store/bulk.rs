@@ -1,0 +1,311 @@
+//! Writes of many contacts at once, each in one transaction with the job checkpoint or result
+//! that records it, so that a job interrupted at any point neither loses nor repeats a chunk.
+
+use std::collections::HashMap;
+
+use serde_json::{Map, Value};
+use sqlx::types::Json;
+
+use super::contacts::{ContactRow, field_types, field_types_sql};
+use super::dialect::{BeginWrite, for_update, placeholders};
+use super::jobs::{CHECKPOINT_JOB, COMPLETE_JOB};
+use super::{Store, StoreResult};
+use crate::domain::contact::{Contact, ContactUpsert};
+use crate::domain::event::{NewEvent, SubscriptionSource};
+use crate::domain::ids::{ContactId, EventId, ProjectId};
+use crate::domain::time::now_ms;
+use crate::on_db_write;
+
+/// What happened to one row of a chunk.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RowOutcome {
+    /// A new contact.
+    Created,
+    /// An existing contact changed.
+    Updated,
+    /// An existing contact, already as asked.
+    Unchanged,
+}
+
+/// A bulk action on contacts by id.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BulkAction {
+    /// Set `subscribed` to true.
+    Subscribe,
+    /// Set `subscribed` to false.
+    Unsubscribe,
+    /// Delete.
+    Delete,
+}
+
+/// Which ids a bulk action touched.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct BulkOutcome {
+    /// Ids of the project that were found (changed or already as asked).
+    pub found: Vec<String>,
+    /// Of those, the ones that changed.
+    pub changed: usize,
+    /// Ids not found in the project.
+    pub not_found: Vec<String>,
+}
+
+struct EventRowPlan {
+    id: EventId,
+    contact: String,
+    event: NewEvent,
+}
+
+const COLUMNS: &str = "id, project_id, email, subscribed, data, version, created_at, updated_at";
+
+/// Inserts planned subscription events and their outbox rows inside a transaction.
+macro_rules! insert_events {
+    ($tx:ident, $project:expr, $events:expr, $now:expr) => {
+        for e in &$events {
+            sqlx::query(super::contacts::INSERT_EVENT)
+                .bind(e.id.as_str())
+                .bind($project.as_str())
+                .bind(e.contact.as_str())
+                .bind(e.event.name.as_str())
+                .bind(Json(&e.event.data))
+                .bind($now)
+                .execute(&mut *$tx)
+                .await?;
+            sqlx::query(super::contacts::INSERT_OUTBOX)
+                .bind(e.id.as_str())
+                .bind($project.as_str())
+                .bind($now)
+                .execute(&mut *$tx)
+                .await?;
+        }
+    };
+}
+
+impl Store {
+    /// Upserts a chunk of imported rows and saves the job's checkpoint in the same transaction.
+    /// `None` when the worker no longer owns the job (nothing was written).
+    pub async fn import_chunk(
+        &self,
+        project: &ProjectId,
+        job: (&str, &str),
+        rows: &[ContactUpsert],
+        checkpoint: impl FnOnce(&[RowOutcome]) -> Value,
+        progress: i32,
+    ) -> StoreResult<Option<Vec<RowOutcome>>> {
+        let (job_id, worker) = job;
+        let mut emails: Vec<&str> = rows.iter().map(|r| r.email.as_str()).collect();
+        emails.sort_unstable();
+        emails.dedup();
+        let lock = for_update(self.db().backend());
+        let select_sql = format!(
+            "SELECT {COLUMNS} FROM contacts WHERE project_id = $1 AND email IN ({}){lock}",
+            placeholders(2, emails.len())
+        );
+        let mut all_set = Map::new();
+        for r in rows {
+            for (k, v) in &r.data.set {
+                all_set.entry(k.clone()).or_insert_with(|| v.clone());
+            }
+        }
+        let types = field_types(&all_set);
+        let now = now_ms();
+
+        let outcome = on_db_write!(self.db(), pool => {
+            let mut tx = pool.begin_write().await?;
+            let existing: Vec<ContactRow> = if emails.is_empty() {
+                Vec::new()
+            } else {
+                let mut q = sqlx::query_as::<_, ContactRow>(&select_sql).bind(project.as_str());
+                for e in &emails {
+                    q = q.bind(*e);
+                }
+                q.fetch_all(&mut *tx).await?
+            };
+            let mut current: HashMap<String, (Contact, bool)> =
+                existing.into_iter().map(|r| { let c: Contact = r.into(); (c.email.to_string(), (c, false)) }).collect();
+            let mut fresh: Vec<String> = Vec::new();
+            let mut outcomes = Vec::with_capacity(rows.len());
+            let mut events: Vec<EventRowPlan> = Vec::new();
+            for row in rows {
+                let key = row.email.to_string();
+                match current.get_mut(&key) {
+                    Some((contact, dirty)) => {
+                        let was = contact.subscribed;
+                        let data_changed = row.data.apply(&mut contact.data);
+                        let subscribed = row.subscribed.unwrap_or(contact.subscribed);
+                        contact.subscribed = subscribed;
+                        if subscribed != was && !fresh.contains(&key) {
+                            events.push(EventRowPlan {
+                                id: EventId::generate(),
+                                contact: contact.id.to_string(),
+                                event: NewEvent::subscription(subscribed, SubscriptionSource::Import, None),
+                            });
+                        }
+                        let changed = data_changed || subscribed != was;
+                        *dirty |= changed;
+                        outcomes.push(if fresh.contains(&key) {
+                            RowOutcome::Created
+                        } else if changed {
+                            RowOutcome::Updated
+                        } else {
+                            RowOutcome::Unchanged
+                        });
+                    }
+                    None => {
+                        let mut data = Map::new();
+                        row.data.apply(&mut data);
+                        let contact = Contact {
+                            id: ContactId::generate(),
+                            project_id: project.clone(),
+                            email: row.email.clone(),
+                            subscribed: row.subscribed.unwrap_or(row.subscribed_default),
+                            data,
+                            version: 0,
+                            created_at: now,
+                            updated_at: now,
+                        };
+                        current.insert(key.clone(), (contact, false));
+                        fresh.push(key);
+                        outcomes.push(RowOutcome::Created);
+                    }
+                }
+            }
+            if !fresh.is_empty() {
+                let mut sql = format!("INSERT INTO contacts ({COLUMNS}) VALUES ");
+                for i in 0..fresh.len() {
+                    let b = i * 6;
+                    if i > 0 {
+                        sql.push_str(", ");
+                    }
+                    sql.push_str(&format!("(${}, ${}, ${}, ${}, ${}, 0, ${}, ${})", b + 1, b + 2, b + 3, b + 4, b + 5, b + 6, b + 6));
+                }
+                let mut q = sqlx::query(&sql);
+                for key in &fresh {
+                    let (c, _) = &current[key];
+                    q = q.bind(c.id.as_str()).bind(project.as_str()).bind(c.email.as_str()).bind(c.subscribed).bind(Json(&c.data)).bind(now);
+                }
+                q.execute(&mut *tx).await?;
+            }
+            for (key, (c, dirty)) in &current {
+                if !dirty || fresh.contains(key) {
+                    continue;
+                }
+                sqlx::query("UPDATE contacts SET subscribed = $3, data = $4, version = version + 1, updated_at = $5 WHERE project_id = $1 AND id = $2")
+                    .bind(project.as_str())
+                    .bind(c.id.as_str())
+                    .bind(c.subscribed)
+                    .bind(Json(&c.data))
+                    .bind(now.max(c.updated_at))
+                    .execute(&mut *tx)
+                    .await?;
+            }
+            if !types.is_empty() {
+                let sql = field_types_sql(types.len());
+                let mut q = sqlx::query(&sql).bind(project.as_str()).bind(now);
+                for (k, t) in &types {
+                    q = q.bind(*k).bind(*t);
+                }
+                q.execute(&mut *tx).await?;
+            }
+            insert_events!(tx, project, events, now);
+            let owned = sqlx::query(CHECKPOINT_JOB)
+                .bind(job_id)
+                .bind(worker)
+                .bind(Json(checkpoint(&outcomes)))
+                .bind(progress)
+                .bind(now)
+                .execute(&mut *tx)
+                .await?
+                .rows_affected();
+            if owned == 1 {
+                tx.commit().await?;
+                Some(outcomes)
+            } else {
+                tx.rollback().await?;
+                None
+            }
+        });
+        Ok(outcome)
+    }
+
+    /// Applies a bulk action to the project's contacts among `ids` and completes the job with
+    /// `result(outcome)` in the same transaction. `None` when the worker no longer owns the job.
+    pub async fn bulk_contacts(
+        &self,
+        project: &ProjectId,
+        job: (&str, &str),
+        action: BulkAction,
+        ids: &[String],
+        result: impl FnOnce(&BulkOutcome) -> Value,
+    ) -> StoreResult<Option<BulkOutcome>> {
+        let (job_id, worker) = job;
+        let lock = for_update(self.db().backend());
+        let select_sql = format!(
+            "SELECT id, subscribed FROM contacts WHERE project_id = $1 AND id IN ({}){lock}",
+            placeholders(2, ids.len())
+        );
+        let now = now_ms();
+        let outcome = on_db_write!(self.db(), pool => {
+            let mut tx = pool.begin_write().await?;
+            let mut q = sqlx::query_as::<_, (String, bool)>(&select_sql).bind(project.as_str());
+            for id in ids {
+                q = q.bind(id);
+            }
+            let found: Vec<(String, bool)> = q.fetch_all(&mut *tx).await?;
+            let found_ids: std::collections::HashSet<&str> = found.iter().map(|(id, _)| id.as_str()).collect();
+            let not_found: Vec<String> = ids.iter().filter(|id| !found_ids.contains(id.as_str())).cloned().collect();
+            let mut events = Vec::new();
+            let changed: Vec<&str> = match action {
+                BulkAction::Delete => found.iter().map(|(id, _)| id.as_str()).collect(),
+                BulkAction::Subscribe | BulkAction::Unsubscribe => {
+                    let target = action == BulkAction::Subscribe;
+                    found.iter().filter(|(_, s)| *s != target).map(|(id, _)| id.as_str()).collect()
+                }
+            };
+            if !changed.is_empty() {
+                let list = placeholders(3, changed.len());
+                let sql = match action {
+                    BulkAction::Delete => format!("DELETE FROM contacts WHERE project_id = $1 AND $2 = $2 AND id IN ({list})"),
+                    _ => format!(
+                        "UPDATE contacts SET subscribed = $2, version = version + 1, updated_at = {now} WHERE project_id = $1 AND id IN ({list})"
+                    ),
+                };
+                let mut q = sqlx::query(&sql).bind(project.as_str()).bind(action == BulkAction::Subscribe);
+                for id in &changed {
+                    q = q.bind(*id);
+                }
+                q.execute(&mut *tx).await?;
+                if action != BulkAction::Delete {
+                    for id in &changed {
+                        events.push(EventRowPlan {
+                            id: EventId::generate(),
+                            contact: id.to_string(),
+                            event: NewEvent::subscription(action == BulkAction::Subscribe, SubscriptionSource::Bulk, None),
+                        });
+                    }
+                }
+            }
+            insert_events!(tx, project, events, now);
+            let outcome = BulkOutcome {
+                found: found.iter().map(|(id, _)| id.clone()).collect(),
+                changed: changed.len(),
+                not_found,
+            };
+            let owned = sqlx::query(COMPLETE_JOB)
+                .bind(job_id)
+                .bind(worker)
+                .bind(Json(result(&outcome)))
+                .bind(now)
+                .execute(&mut *tx)
+                .await?
+                .rows_affected();
+            if owned == 1 {
+                tx.commit().await?;
+                Some(outcome)
+            } else {
+                tx.rollback().await?;
+                None
+            }
+        });
+        Ok(outcome)
+    }
+}

@@ -1,0 +1,284 @@
+//! Events and their outbox.
+
+use serde_json::{Map, Value};
+use sqlx::FromRow;
+use sqlx::types::Json;
+
+use super::{Store, StoreResult};
+use crate::domain::event::StoredEvent;
+use crate::domain::ids::{ContactId, EventId, ProjectId};
+use crate::domain::pagination::{Page, PageRequest, encode_cursor};
+use crate::domain::time::now_ms;
+use crate::{on_db, on_db_write};
+
+#[derive(FromRow)]
+struct EventRow {
+    id: String,
+    project_id: String,
+    contact_id: Option<String>,
+    contact_email: Option<String>,
+    name: String,
+    data: Json<Map<String, Value>>,
+    created_at: i64,
+}
+
+impl From<EventRow> for StoredEvent {
+    fn from(r: EventRow) -> StoredEvent {
+        StoredEvent {
+            id: EventId::from_trusted(r.id),
+            project_id: ProjectId::from_trusted(r.project_id),
+            contact_id: r.contact_id.map(ContactId::from_trusted),
+            contact_email: r.contact_email,
+            name: r.name,
+            data: r.data.0,
+            created_at: r.created_at,
+        }
+    }
+}
+
+const SELECT_EVENTS: &str = "SELECT e.id, e.project_id, e.contact_id, c.email AS contact_email, e.name, e.data, e.created_at \
+     FROM events e LEFT JOIN contacts c ON c.id = e.contact_id";
+
+/// Filters of an event list.
+#[derive(Clone, Debug, Default)]
+pub struct EventFilter {
+    /// Only events with this name.
+    pub name: Option<String>,
+    /// Only events of this contact.
+    pub contact: Option<ContactId>,
+}
+
+/// A distinct event name with its usage.
+#[derive(Clone, Debug, PartialEq, FromRow)]
+pub struct EventNameCount {
+    /// The name.
+    pub name: String,
+    /// How many events have it.
+    pub count: i64,
+    /// When it was last seen (unix ms).
+    pub last_seen_at: i64,
+}
+
+/// Totals for `/events/stats`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct EventTotals {
+    /// Events in all.
+    pub total: i64,
+    /// Events in the last 24 hours.
+    pub last_24h: i64,
+    /// Events in the last 7 days.
+    pub last_7d: i64,
+    /// Distinct contacts with events.
+    pub contacts: i64,
+}
+
+/// An outbox entry claimed by a dispatcher.
+#[derive(Clone, Debug)]
+pub struct ClaimedEvent {
+    /// The event.
+    pub event: StoredEvent,
+    /// Delivery attempts so far, this one included.
+    pub attempts: i32,
+}
+
+impl Store {
+    /// A page of a project's events, newest first.
+    pub async fn list_events(
+        &self,
+        project: &ProjectId,
+        filter: &EventFilter,
+        page: &PageRequest,
+    ) -> StoreResult<Page<StoredEvent>> {
+        let mut conds = vec!["e.project_id = $1".to_string()];
+        let mut n = 1;
+        if filter.name.is_some() {
+            n += 1;
+            conds.push(format!("e.name = ${n}"));
+        }
+        if filter.contact.is_some() {
+            n += 1;
+            conds.push(format!("e.contact_id = ${n}"));
+        }
+        let where_ = conds.join(" AND ");
+        let mut sql = format!("{SELECT_EVENTS} WHERE {where_}");
+        if page.after.is_some() {
+            sql.push_str(&format!(" AND e.id < ${}", n + 1));
+        }
+        sql.push_str(&format!(" ORDER BY e.id DESC LIMIT {}", page.limit + 1));
+        let count_sql = format!("SELECT COUNT(*) FROM events e WHERE {where_}");
+        let (rows, total): (Vec<EventRow>, i64) = on_db!(self.db(), pool => {
+            let mut q = sqlx::query_as(&sql).bind(project.as_str());
+            let mut c = sqlx::query_scalar(&count_sql).bind(project.as_str());
+            if let Some(name) = &filter.name {
+                q = q.bind(name);
+                c = c.bind(name);
+            }
+            if let Some(contact) = &filter.contact {
+                q = q.bind(contact.as_str());
+                c = c.bind(contact.as_str());
+            }
+            if let Some(after) = &page.after {
+                q = q.bind(after);
+            }
+            let rows = q.fetch_all(pool).await?;
+            let total = if page.is_first() { c.fetch_one(pool).await? } else { 0 };
+            (rows, total)
+        });
+        let mut items: Vec<StoredEvent> = rows.into_iter().map(Into::into).collect();
+        let has_more = items.len() > page.limit as usize;
+        items.truncate(page.limit as usize);
+        let next_cursor = if has_more {
+            items.last().map(|e| encode_cursor(e.id.as_str()))
+        } else {
+            None
+        };
+        Ok(Page {
+            items,
+            next_cursor,
+            has_more,
+            total,
+        })
+    }
+
+    /// Distinct event names of a project, most used first.
+    pub async fn event_names(&self, project: &ProjectId) -> StoreResult<Vec<EventNameCount>> {
+        let rows: Vec<EventNameCount> = on_db!(self.db(), pool => {
+            sqlx::query_as(
+                "SELECT name, COUNT(*) AS count, MAX(created_at) AS last_seen_at FROM events \
+                 WHERE project_id = $1 GROUP BY name ORDER BY COUNT(*) DESC, name",
+            )
+            .bind(project.as_str())
+            .fetch_all(pool)
+            .await?
+        });
+        Ok(rows)
+    }
+
+    /// Totals of a project's events.
+    pub async fn event_totals(&self, project: &ProjectId) -> StoreResult<EventTotals> {
+        let now = now_ms();
+        let row: (i64, i64, i64, i64) = on_db!(self.db(), pool => {
+            sqlx::query_as(
+                "SELECT COUNT(*), \
+                        COALESCE(SUM(CASE WHEN created_at >= $2 THEN 1 ELSE 0 END), 0), \
+                        COALESCE(SUM(CASE WHEN created_at >= $3 THEN 1 ELSE 0 END), 0), \
+                        COUNT(DISTINCT contact_id) \
+                 FROM events WHERE project_id = $1",
+            )
+            .bind(project.as_str())
+            .bind(now - 24 * 3_600_000)
+            .bind(now - 7 * 24 * 3_600_000)
+            .fetch_one(pool)
+            .await?
+        });
+        Ok(EventTotals {
+            total: row.0,
+            last_24h: row.1,
+            last_7d: row.2,
+            contacts: row.3,
+        })
+    }
+
+    /// Deletes every event of a project with `name`; answers how many.
+    pub async fn delete_events_named(&self, project: &ProjectId, name: &str) -> StoreResult<u64> {
+        let n = on_db_write!(self.db(), pool => {
+            sqlx::query("DELETE FROM events WHERE project_id = $1 AND name = $2")
+                .bind(project.as_str())
+                .bind(name)
+                .execute(pool)
+                .await?
+                .rows_affected()
+        });
+        Ok(n)
+    }
+
+    /// Claims up to `limit` outbox entries that are due, leasing them until `lease_until`.
+    pub async fn claim_outbox(
+        &self,
+        limit: i64,
+        lease_until: i64,
+    ) -> StoreResult<Vec<ClaimedEvent>> {
+        let now = now_ms();
+        let lock = super::dialect::skip_locked(self.db().backend());
+        let claim_sql = format!(
+            "UPDATE event_outbox SET available_at = $1, attempts = attempts + 1 WHERE event_id IN \
+             (SELECT event_id FROM event_outbox WHERE available_at <= $2 ORDER BY available_at LIMIT $3{lock}) \
+             RETURNING event_id, attempts"
+        );
+        let claimed: Vec<(String, i32)> = on_db_write!(self.db(), pool => {
+            sqlx::query_as(&claim_sql).bind(lease_until).bind(now).bind(limit).fetch_all(pool).await?
+        });
+        if claimed.is_empty() {
+            return Ok(Vec::new());
+        }
+        let placeholders: Vec<String> = (1..=claimed.len()).map(|i| format!("${i}")).collect();
+        let sql = format!(
+            "{SELECT_EVENTS} WHERE e.id IN ({}) ORDER BY e.id",
+            placeholders.join(", ")
+        );
+        let rows: Vec<EventRow> = on_db!(self.db(), pool => {
+            let mut q = sqlx::query_as(&sql);
+            for (id, _) in &claimed {
+                q = q.bind(id);
+            }
+            q.fetch_all(pool).await?
+        });
+        let attempts: std::collections::HashMap<String, i32> = claimed.into_iter().collect();
+        Ok(rows
+            .into_iter()
+            .map(|r| {
+                let attempts = attempts.get(&r.id).copied().unwrap_or(1);
+                ClaimedEvent {
+                    event: r.into(),
+                    attempts,
+                }
+            })
+            .collect())
+    }
+
+    /// Removes delivered entries from the outbox.
+    pub async fn complete_outbox(&self, events: &[EventId]) -> StoreResult<()> {
+        if events.is_empty() {
+            return Ok(());
+        }
+        let placeholders: Vec<String> = (1..=events.len()).map(|i| format!("${i}")).collect();
+        let sql = format!(
+            "DELETE FROM event_outbox WHERE event_id IN ({})",
+            placeholders.join(", ")
+        );
+        on_db_write!(self.db(), pool => {
+            let mut q = sqlx::query(&sql);
+            for id in events {
+                q = q.bind(id.as_str());
+            }
+            q.execute(pool).await?;
+        });
+        Ok(())
+    }
+
+    /// Schedules another delivery attempt of an entry (or parks it for good at `i64::MAX`).
+    pub async fn retry_outbox(
+        &self,
+        event: &EventId,
+        available_at: i64,
+        error: &str,
+    ) -> StoreResult<()> {
+        on_db_write!(self.db(), pool => {
+            sqlx::query("UPDATE event_outbox SET available_at = $2, last_error = $3 WHERE event_id = $1")
+                .bind(event.as_str())
+                .bind(available_at)
+                .bind(error)
+                .execute(pool)
+                .await?;
+        });
+        Ok(())
+    }
+
+    /// Entries waiting in the outbox (for tests and monitoring).
+    pub async fn outbox_len(&self) -> StoreResult<i64> {
+        let n: i64 = on_db!(self.db(), pool => {
+            sqlx::query_scalar("SELECT COUNT(*) FROM event_outbox").fetch_one(pool).await?
+        });
+        Ok(n)
+    }
+}
