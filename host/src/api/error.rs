@@ -369,7 +369,8 @@ impl ApiResponse for ApiError {
 pub fn classify(err: poem::Error) -> ApiError {
     use poem::error::{MethodNotAllowedError, NotFoundError, ReadBodyError};
     use poem_openapi::error::{
-        AuthorizationError, ContentTypeError, ParseParamError, ParseRequestPayloadError,
+        AuthorizationError, ContentTypeError, ParseMultipartError, ParseParamError,
+        ParseRequestPayloadError,
     };
 
     if err.is::<ApiError>() {
@@ -425,6 +426,13 @@ pub fn classify(err: poem::Error) -> ApiError {
             StatusCode::BAD_REQUEST,
             ErrorCode::InvalidRequestBody,
             format!("the request body is invalid: {}", e.reason),
+        );
+    }
+    if let Some(e) = err.downcast_ref::<ParseMultipartError>() {
+        return ApiError::new(
+            StatusCode::BAD_REQUEST,
+            ErrorCode::InvalidRequestBody,
+            format!("the multipart form is invalid: {}", e.reason),
         );
     }
     if err.is::<AuthorizationError>() {
