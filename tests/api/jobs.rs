@@ -489,17 +489,15 @@ impl Process {
         for (k, v) in extra {
             cmd.env(k, v);
         }
-        let child = cmd.spawn().unwrap();
-        let base = format!("http://{listen}");
+        let process = Process {
+            child: cmd.spawn().unwrap(),
+            base: format!("http://{listen}"),
+        };
         let client = reqwest::Client::new();
         for _ in 0..200 {
-            if client
-                .get(format!("{base}/ready"))
-                .send()
-                .await
-                .is_ok_and(|r| r.status() == 200)
-            {
-                return Process { child, base };
+            let ready = client.get(format!("{}/ready", process.base)).send().await;
+            if ready.is_ok_and(|r| r.status() == 200) {
+                return process;
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
