@@ -18,10 +18,31 @@ bench_backend() {
   echo "### $name"
   "$BIN" init --json --database-url "$url" --data-dir "$WORK" > "$WORK/init.json"
   export HERALD_BENCH_KEY=$(python3 -c "import json;print(json.load(open('$WORK/init.json'))['secretKey'])")
+  export HERALD_BENCH_PUBLIC_KEY=$(python3 -c "import json;print(json.load(open('$WORK/init.json'))['publicKey'])")
   HERALD_RATE_LIMIT_PER_MINUTE=100000000 HERALD_LOG=warn "$BIN" serve --listen 127.0.0.1:$PORT \
     --database-url "$url" --data-dir "$WORK" &
   SERVER=$!
   for _ in $(seq 1 50); do curl -sf http://127.0.0.1:$PORT/ready >/dev/null && break; sleep 0.1; done
+  echo "-- POST /v1/track (public key; event per request, a contact per 10 events)"
+  wrk -t2 -c32 -d"$DURATION" --latency -s "$HERE/track.lua" http://127.0.0.1:$PORT | grep -E "Requests/sec|Latency|50%|99%|requests in|Non-2xx"
+  echo "-- CSV import of 100,000 rows"
+  python3 - "$WORK/import.csv" <<'PY'
+import sys
+with open(sys.argv[1], "w") as f:
+    f.write("email,first_name,plan,seats,signup\n")
+    for i in range(100_000):
+        f.write(f"imp-{i}@example.com,Person{i},pro,{i % 50},2024-05-01\n")
+PY
+  ls -la "$WORK/import.csv" | awk '{print "   file bytes:", $5}'
+  START=$(date +%s.%N)
+  JOB=$(curl -sf "http://127.0.0.1:$PORT/contacts/import" -H "Authorization: Bearer $HERALD_BENCH_KEY" -F "file=@$WORK/import.csv;type=text/csv" | python3 -c "import json,sys;print(json.load(sys.stdin)['jobId'])")
+  while :; do
+    STATE=$(curl -sf "http://127.0.0.1:$PORT/contacts/import/$JOB" -H "Authorization: Bearer $HERALD_BENCH_KEY" | python3 -c "import json,sys;d=json.load(sys.stdin);print(d['state'], d['result']['succeeded'] if d['result'] else 0)")
+    case "$STATE" in completed*|failed*) break;; esac
+    sleep 0.1
+  done
+  END=$(date +%s.%N)
+  echo "   import: $STATE in $(python3 -c "print(round($END-$START, 2))") s (upload to completed)"
   echo "-- POST /contacts (new contact per request)"
   wrk -t2 -c32 -d"$DURATION" --latency -s "$HERE/post_contacts.lua" http://127.0.0.1:$PORT | grep -E "Requests/sec|Latency|50%|99%|requests in|Non-2xx"
   echo "-- GET /contacts (first page, with total)"

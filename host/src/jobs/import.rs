@@ -24,6 +24,8 @@ pub const KIND: &str = "contacts.import";
 pub const MAX_FILE_BYTES: usize = 5 * 1024 * 1024;
 /// Records per transaction.
 pub const CHUNK: usize = 500;
+/// Chunks between refreshes of the database's planner statistics.
+pub const STATISTICS_EVERY: usize = 40;
 /// Row errors kept in the result (all are counted).
 pub const MAX_ERRORS: usize = 1000;
 
@@ -193,7 +195,12 @@ async fn run(ctx: JobContext) -> Result<(), JobError> {
         }
         consumed += 1;
     }
+    let mut chunks = 0usize;
     loop {
+        if chunks % STATISTICS_EVERY == 0 {
+            ctx.store.refresh_contact_statistics().await?;
+        }
+        chunks += 1;
         let mut rows: Vec<ContactUpsert> = Vec::with_capacity(CHUNK);
         let mut result = checkpoint.result.clone();
         let mut taken = 0;

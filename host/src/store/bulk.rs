@@ -81,6 +81,16 @@ macro_rules! insert_events {
 }
 
 impl Store {
+    /// Refreshes the planner's statistics of `contacts` during a bulk load (PostgreSQL's advice
+    /// after large changes), so that chunk lookups keep using the `(project_id, email)` index
+    /// while the table grows. SQLite's planner needs no statistics for that and this is a no-op.
+    pub async fn refresh_contact_statistics(&self) -> StoreResult<()> {
+        if let super::Db::Postgres(pool) = self.db() {
+            sqlx::query("ANALYZE contacts").execute(pool).await?;
+        }
+        Ok(())
+    }
+
     /// Upserts a chunk of imported rows and saves the job's checkpoint in the same transaction.
     /// `None` when the worker no longer owns the job (nothing was written).
     pub async fn import_chunk(

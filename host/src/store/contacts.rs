@@ -11,7 +11,7 @@ use sqlx::types::Json;
 use super::dialect::{BeginWrite, like_escape};
 use super::{Store, StoreError, StoreResult};
 use crate::domain::contact::{Contact, ContactChange, ContactUpsert, UpsertOutcome};
-use crate::domain::custom_data::FieldType;
+use crate::domain::custom_data::{DataPatch, FieldType};
 use crate::domain::email::EmailAddress;
 use crate::domain::event::{NewEvent, StoredEvent, SubscriptionSource};
 use crate::domain::ids::{ContactId, EventId, ProjectId};
@@ -132,72 +132,129 @@ fn plan_events(
     (all, tracked)
 }
 
-/// Runs one contact write transaction: the contact statement (which must return the row, or
-/// nothing when an optimistic check failed), the inferred field types, the events with their
-/// outbox rows and the idempotency key. Evaluates to `Option<ContactRow>`.
-macro_rules! contact_tx {
-    ($pool:ident, $project:expr, $types:expr, $events:expr, $idem:expr, $query:expr) => {{
-        let mut tx = $pool.begin_write().await?;
-        let row: Option<ContactRow> = $query.fetch_optional(&mut *tx).await?;
-        match row {
-            None => {
-                tx.rollback().await?;
-                None
+/// Writes a contact write's side effects inside its transaction: the inferred field types, the
+/// events with their outbox rows and the idempotency key.
+macro_rules! write_effects {
+    ($tx:ident, $project:expr, $types:expr, $events:expr, $idem:expr) => {{
+        if !$types.is_empty() {
+            let sql = field_types_sql($types.len());
+            let mut q = sqlx::query(&sql).bind($project.as_str()).bind(now_ms());
+            for (k, t) in $types.iter() {
+                q = q.bind(*k).bind(*t);
             }
-            Some(row) => {
-                if !$types.is_empty() {
-                    let sql = field_types_sql($types.len());
-                    let mut q = sqlx::query(&sql).bind($project.as_str()).bind(now_ms());
-                    for (k, t) in $types.iter() {
-                        q = q.bind(*k).bind(*t);
-                    }
-                    q.execute(&mut *tx).await?;
-                }
-                for e in $events.iter() {
-                    sqlx::query(INSERT_EVENT)
-                        .bind(e.id.as_str())
-                        .bind(e.project_id.as_str())
-                        .bind(e.contact_id.as_ref().map(|c| c.as_str()))
-                        .bind(&e.name)
-                        .bind(Json(&e.data))
-                        .bind(e.created_at)
-                        .execute(&mut *tx)
-                        .await?;
-                    sqlx::query(INSERT_OUTBOX)
-                        .bind(e.id.as_str())
-                        .bind(e.project_id.as_str())
-                        .bind(e.created_at)
-                        .execute(&mut *tx)
-                        .await?;
-                }
-                if let Some((claim, body)) = $idem {
-                    let claim: &IdempotencyClaim<'_> = claim;
-                    sqlx::query("DELETE FROM idempotency_keys WHERE project_id = $1 AND key = $2 AND created_at < $3")
-                        .bind($project.as_str())
-                        .bind(claim.key)
-                        .bind(now_ms() - super::idempotency::TTL_MS)
-                        .execute(&mut *tx)
-                        .await?;
-                    sqlx::query(
-                        "INSERT INTO idempotency_keys (project_id, key, endpoint, request_hash, status, response, created_at) \
-                         VALUES ($1, $2, $3, $4, $5, $6, $7)",
-                    )
-                    .bind($project.as_str())
-                    .bind(claim.key)
-                    .bind(claim.endpoint)
-                    .bind(claim.request_hash)
-                    .bind(i32::from(claim.status))
-                    .bind(Json(body))
-                    .bind(now_ms())
-                    .execute(&mut *tx)
-                    .await
-                    .map_err(|e| StoreError::unique(e, IDEMPOTENCY_CONFLICT))?;
-                }
-                tx.commit().await?;
-                Some(row)
-            }
+            q.execute(&mut *$tx).await?;
+        }
+        for e in $events.iter() {
+            sqlx::query(INSERT_EVENT)
+                .bind(e.id.as_str())
+                .bind(e.project_id.as_str())
+                .bind(e.contact_id.as_ref().map(|c| c.as_str()))
+                .bind(&e.name)
+                .bind(Json(&e.data))
+                .bind(e.created_at)
+                .execute(&mut *$tx)
+                .await?;
+            sqlx::query(INSERT_OUTBOX)
+                .bind(e.id.as_str())
+                .bind(e.project_id.as_str())
+                .bind(e.created_at)
+                .execute(&mut *$tx)
+                .await?;
+        }
+        if let Some((claim, body)) = $idem {
+            let claim: &IdempotencyClaim<'_> = claim;
+            sqlx::query("DELETE FROM idempotency_keys WHERE project_id = $1 AND key = $2 AND created_at < $3")
+                .bind($project.as_str())
+                .bind(claim.key)
+                .bind(now_ms() - super::idempotency::TTL_MS)
+                .execute(&mut *$tx)
+                .await?;
+            sqlx::query(
+                "INSERT INTO idempotency_keys (project_id, key, endpoint, request_hash, status, response, created_at) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7)",
+            )
+            .bind($project.as_str())
+            .bind(claim.key)
+            .bind(claim.endpoint)
+            .bind(claim.request_hash)
+            .bind(i32::from(claim.status))
+            .bind(Json(body))
+            .bind(now_ms())
+            .execute(&mut *$tx)
+            .await
+            .map_err(|e| StoreError::unique(e, IDEMPOTENCY_CONFLICT))?;
         }
     }};
+}
+
+/// Which contact a write applies to.
+enum Target<'a> {
+    /// By address; created when missing.
+    Email(&'a EmailAddress),
+    /// By id; 404 when missing.
+    Id(&'a ContactId),
+}
+
+/// What a write asks for.
+struct Request<'a> {
+    email: Option<&'a EmailAddress>,
+    subscribed: Option<bool>,
+    subscribed_default: bool,
+    data: &'a DataPatch,
+}
+
+/// What to do with the contact that was read.
+enum Plan {
+    Insert(Contact),
+    Update { before: Contact, after: Contact },
+    Keep(Contact),
+}
+
+fn plan(
+    project: &ProjectId,
+    target: &Target<'_>,
+    current: Option<Contact>,
+    req: &Request<'_>,
+) -> StoreResult<Plan> {
+    match (current, target) {
+        (None, Target::Id(_)) => Err(StoreError::NotFound),
+        (None, Target::Email(email)) => {
+            let mut data = Map::new();
+            req.data.apply(&mut data);
+            let now = now_ms();
+            Ok(Plan::Insert(Contact {
+                id: ContactId::generate(),
+                project_id: project.clone(),
+                email: (*email).clone(),
+                subscribed: req.subscribed.unwrap_or(req.subscribed_default),
+                data,
+                version: 0,
+                created_at: now,
+                updated_at: now,
+            }))
+        }
+        (Some(current), _) => {
+            let mut after = current.clone();
+            let data_changed = req.data.apply(&mut after.data);
+            after.subscribed = req.subscribed.unwrap_or(current.subscribed);
+            if let Some(email) = req.email {
+                after.email = email.clone();
+            }
+            if data_changed
+                || after.subscribed != current.subscribed
+                || after.email != current.email
+            {
+                after.version += 1;
+                after.updated_at = now_ms().max(current.updated_at);
+                Ok(Plan::Update {
+                    before: current,
+                    after,
+                })
+            } else {
+                Ok(Plan::Keep(current))
+            }
+        }
+    }
 }
 
 /// The conflict reported when an idempotency key was taken concurrently.
@@ -305,70 +362,14 @@ impl Store {
         upsert: &ContactUpsert,
         effects: &Effects<'_>,
     ) -> StoreResult<(UpsertOutcome, Option<StoredEvent>)> {
-        let types = field_types(&upsert.data.set);
-        for _ in 0..MAX_ATTEMPTS {
-            match self.contact_by_email(project, &upsert.email).await? {
-                None => {
-                    let mut data = Map::new();
-                    upsert.data.apply(&mut data);
-                    let subscribed = upsert.subscribed.unwrap_or(upsert.subscribed_default);
-                    let now = now_ms();
-                    let id = ContactId::generate();
-                    let (events, tracked) = plan_events(project, &id, None, effects);
-                    let contact = Contact {
-                        id: id.clone(),
-                        project_id: project.clone(),
-                        email: upsert.email.clone(),
-                        subscribed,
-                        data: data.clone(),
-                        version: 0,
-                        created_at: now,
-                        updated_at: now,
-                    };
-                    let idem = effects
-                        .idempotency
-                        .as_ref()
-                        .map(|c| (c, (c.respond)(&contact, tracked.as_ref())));
-                    let sql = format!(
-                        "INSERT INTO contacts ({COLUMNS}) VALUES ($1, $2, $3, $4, $5, 0, $6, $6) \
-                         ON CONFLICT (project_id, email) DO NOTHING RETURNING {COLUMNS}"
-                    );
-                    let row = on_db_write!(self.db(), pool => contact_tx!(pool, project, types, events, idem,
-                        sqlx::query_as(&sql)
-                            .bind(id.as_str())
-                            .bind(project.as_str())
-                            .bind(upsert.email.as_str())
-                            .bind(subscribed)
-                            .bind(Json(&data))
-                            .bind(now)));
-                    if let Some(row) = row {
-                        let outcome = UpsertOutcome {
-                            contact: row.into(),
-                            created: true,
-                            updated: false,
-                            subscription_changed_from: None,
-                        };
-                        return Ok((outcome, tracked));
-                    }
-                }
-                Some(current) => {
-                    let change = ContactChange {
-                        email: None,
-                        subscribed: upsert.subscribed,
-                        data: upsert.data.clone(),
-                    };
-                    if let Some(done) = self
-                        .try_change(project, current, &change, &types, effects)
-                        .await?
-                    {
-                        return Ok(done);
-                    }
-                }
-            }
-        }
-        Err(StoreError::Conflict(
-            "contact is being changed concurrently; retry",
-        ))
+        let req = Request {
+            email: None,
+            subscribed: upsert.subscribed,
+            subscribed_default: upsert.subscribed_default,
+            data: &upsert.data,
+        };
+        self.write_contact(project, Target::Email(&upsert.email), &req, effects)
+            .await
     }
 
     /// Applies `change` to a contact, recording a subscription change with `source`.
@@ -379,117 +380,128 @@ impl Store {
         change: &ContactChange,
         source: SubscriptionSource,
     ) -> StoreResult<UpsertOutcome> {
-        let types = field_types(&change.data.set);
+        let req = Request {
+            email: change.email.as_ref(),
+            subscribed: change.subscribed,
+            subscribed_default: false,
+            data: &change.data,
+        };
         let effects = Effects {
             source,
             ..Effects::default()
         };
+        self.write_contact(project, Target::Id(id), &req, &effects)
+            .await
+            .map(|(o, _)| o)
+    }
+
+    /// Reads the contact inside a write transaction (locked on PostgreSQL; SQLite's write
+    /// transaction already excludes other writers), applies the rules, and writes it with its
+    /// side effects. Retries only when two writers create the same address at once.
+    async fn write_contact(
+        &self,
+        project: &ProjectId,
+        target: Target<'_>,
+        req: &Request<'_>,
+        effects: &Effects<'_>,
+    ) -> StoreResult<(UpsertOutcome, Option<StoredEvent>)> {
+        let types = field_types(&req.data.set);
+        let lock = super::dialect::for_update(self.db().backend());
+        let select_sql = match target {
+            Target::Email(_) => {
+                format!("SELECT {COLUMNS} FROM contacts WHERE project_id = $1 AND email = $2{lock}")
+            }
+            Target::Id(_) => {
+                format!("SELECT {COLUMNS} FROM contacts WHERE project_id = $1 AND id = $2{lock}")
+            }
+        };
+        let key = match &target {
+            Target::Email(e) => e.as_str(),
+            Target::Id(id) => id.as_str(),
+        };
+        let insert_sql = format!(
+            "INSERT INTO contacts ({COLUMNS}) VALUES ($1, $2, $3, $4, $5, 0, $6, $6) \
+             ON CONFLICT (project_id, email) DO NOTHING RETURNING id"
+        );
+        let update_sql = "UPDATE contacts SET email = $3, subscribed = $4, data = $5, version = $6, updated_at = $7 \
+                          WHERE project_id = $1 AND id = $2";
         for _ in 0..MAX_ATTEMPTS {
-            let current = self.contact(project, id).await?;
-            if let Some((done, _)) = self
-                .try_change(project, current, change, &types, &effects)
-                .await?
-            {
+            let done: Option<(UpsertOutcome, Option<StoredEvent>)> = on_db_write!(self.db(), pool => {
+                let mut tx = pool.begin_write().await?;
+                let current: Option<ContactRow> =
+                    sqlx::query_as(&select_sql).bind(project.as_str()).bind(key).fetch_optional(&mut *tx).await?;
+                let plan = match plan(project, &target, current.map(Into::into), req) {
+                    Ok(p) => p,
+                    Err(e) => {
+                        tx.rollback().await?;
+                        return Err(e);
+                    }
+                };
+                let (contact, created, previous) = match &plan {
+                    Plan::Insert(c) => (c.clone(), true, None),
+                    Plan::Update { before, after } => (after.clone(), false, Some(before.subscribed)),
+                    Plan::Keep(c) => (c.clone(), false, None),
+                };
+                let sub_changed = previous.is_some_and(|was| was != contact.subscribed);
+                let (events, tracked) = plan_events(project, &contact.id, sub_changed.then_some(contact.subscribed), effects);
+                let wrote = match &plan {
+                    Plan::Insert(c) => {
+                        let id: Option<String> = sqlx::query_scalar(&insert_sql)
+                            .bind(c.id.as_str())
+                            .bind(project.as_str())
+                            .bind(c.email.as_str())
+                            .bind(c.subscribed)
+                            .bind(Json(&c.data))
+                            .bind(c.created_at)
+                            .fetch_optional(&mut *tx)
+                            .await?;
+                        id.is_some()
+                    }
+                    Plan::Update { after, .. } => {
+                        sqlx::query(update_sql)
+                            .bind(project.as_str())
+                            .bind(after.id.as_str())
+                            .bind(after.email.as_str())
+                            .bind(after.subscribed)
+                            .bind(Json(&after.data))
+                            .bind(after.version)
+                            .bind(after.updated_at)
+                            .execute(&mut *tx)
+                            .await
+                            .map_err(|e| StoreError::unique(e, "email"))?;
+                        true
+                    }
+                    Plan::Keep(_) => true,
+                };
+                if !wrote {
+                    // Another writer created this address since our read; read it again.
+                    tx.rollback().await?;
+                    None
+                } else if matches!(plan, Plan::Keep(_)) && events.is_empty() && effects.idempotency.is_none() {
+                    tx.rollback().await?;
+                    Some((UpsertOutcome { contact, created: false, updated: false, subscription_changed_from: None }, tracked))
+                } else {
+                    let idem = effects.idempotency.as_ref().map(|c| (c, (c.respond)(&contact, tracked.as_ref())));
+                    let types: &[(&str, &str)] = if matches!(plan, Plan::Keep(_)) { &[] } else { &types };
+                    write_effects!(tx, project, types, events, idem);
+                    tx.commit().await?;
+                    let updated = matches!(plan, Plan::Update { .. });
+                    let outcome = UpsertOutcome {
+                        contact,
+                        created,
+                        updated,
+                        subscription_changed_from: if sub_changed { previous } else { None },
+                    };
+                    Some((outcome, tracked))
+                }
+            });
+            if let Some(done) = done {
                 return Ok(done);
             }
         }
         Err(StoreError::Conflict(
             "contact is being changed concurrently; retry",
         ))
-    }
-
-    /// One optimistic attempt; `None` when another writer got there first.
-    async fn try_change(
-        &self,
-        project: &ProjectId,
-        current: Contact,
-        change: &ContactChange,
-        types: &[(&str, &'static str)],
-        effects: &Effects<'_>,
-    ) -> StoreResult<Option<(UpsertOutcome, Option<StoredEvent>)>> {
-        let mut data = current.data.clone();
-        let data_changed = change.data.apply(&mut data);
-        let subscribed = change.subscribed.unwrap_or(current.subscribed);
-        let email = change
-            .email
-            .clone()
-            .unwrap_or_else(|| current.email.clone());
-        let sub_changed = subscribed != current.subscribed;
-        let changed = data_changed || sub_changed || email != current.email;
-        let (events, tracked) = plan_events(
-            project,
-            &current.id,
-            sub_changed.then_some(subscribed),
-            effects,
-        );
-        if !changed && events.is_empty() && effects.idempotency.is_none() {
-            let outcome = UpsertOutcome {
-                contact: current,
-                created: false,
-                updated: false,
-                subscription_changed_from: None,
-            };
-            return Ok(Some((outcome, tracked)));
-        }
-        let now = now_ms().max(current.updated_at);
-        let after = if changed {
-            Contact {
-                email: email.clone(),
-                subscribed,
-                data: data.clone(),
-                version: current.version + 1,
-                updated_at: now,
-                ..current.clone()
-            }
-        } else {
-            current.clone()
-        };
-        let idem = effects
-            .idempotency
-            .as_ref()
-            .map(|c| (c, (c.respond)(&after, tracked.as_ref())));
-        let update_sql = format!(
-            "UPDATE contacts SET email = $3, subscribed = $4, data = $5, version = version + 1, updated_at = $6 \
-             WHERE project_id = $1 AND id = $2 AND version = $7 RETURNING {COLUMNS}"
-        );
-        let check_sql = format!(
-            "SELECT {COLUMNS} FROM contacts WHERE project_id = $1 AND id = $2 AND version = $3"
-        );
-        let result: Result<Option<ContactRow>, StoreError> = on_db_write!(self.db(), pool => {
-            async {
-                Ok(if changed {
-                    contact_tx!(pool, project, types, events, idem,
-                        sqlx::query_as(&update_sql)
-                            .bind(project.as_str())
-                            .bind(current.id.as_str())
-                            .bind(email.as_str())
-                            .bind(subscribed)
-                            .bind(Json(&data))
-                            .bind(now)
-                            .bind(current.version))
-                } else {
-                    contact_tx!(pool, project, types, events, idem,
-                        sqlx::query_as(&check_sql)
-                            .bind(project.as_str())
-                            .bind(current.id.as_str())
-                            .bind(current.version))
-                })
-            }
-            .await
-        });
-        let row = match result {
-            Err(StoreError::Database(e)) => return Err(StoreError::unique(e, "email")),
-            other => other?,
-        };
-        Ok(row.map(|r| {
-            let outcome = UpsertOutcome {
-                contact: r.into(),
-                created: false,
-                updated: changed,
-                subscription_changed_from: sub_changed.then_some(current.subscribed),
-            };
-            (outcome, tracked)
-        }))
     }
 
     /// Deletes a contact of a project.

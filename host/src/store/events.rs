@@ -236,6 +236,23 @@ impl Store {
             .collect())
     }
 
+    /// Drops up to `limit` due entries at once (when no consumer is registered, delivery is a
+    /// no-op); answers how many.
+    pub async fn drop_outbox(&self, limit: i64) -> StoreResult<u64> {
+        let n = on_db_write!(self.db(), pool => {
+            sqlx::query(
+                "DELETE FROM event_outbox WHERE event_id IN \
+                 (SELECT event_id FROM event_outbox WHERE available_at <= $1 ORDER BY available_at LIMIT $2)",
+            )
+            .bind(now_ms())
+            .bind(limit)
+            .execute(pool)
+            .await?
+            .rows_affected()
+        });
+        Ok(n)
+    }
+
     /// Removes delivered entries from the outbox.
     pub async fn complete_outbox(&self, events: &[EventId]) -> StoreResult<()> {
         if events.is_empty() {
