@@ -197,7 +197,7 @@ async fn run(ctx: JobContext) -> Result<(), JobError> {
     }
     let mut chunks = 0usize;
     loop {
-        if chunks % STATISTICS_EVERY == 0 {
+        if chunks.is_multiple_of(STATISTICS_EVERY) {
             ctx.store.refresh_contact_statistics().await?;
         }
         chunks += 1;
