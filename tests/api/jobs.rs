@@ -672,3 +672,157 @@ async fn two_processes_on_one_database_run_each_job_exactly_once() {
     .await;
     assert_eq!(r.body["total"], 20, "one subscription event per job");
 }
+
+// ---------------------------------------------------------------------------------------------
+// Retries, failures and scheduling, with handlers of the test's own
+
+mod queue {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::time::Duration;
+
+    use futures::future::BoxFuture;
+    use herald::domain::ids::ProjectId;
+    use herald::jobs::{JobContext, JobError, JobHandler, JobQueue, QueueConfig};
+    use herald::store::{Db, Store};
+    use serde_json::json;
+
+    /// Fails `fail_first` times with a transient error, then completes; `forever` never does.
+    struct Flaky {
+        calls: AtomicUsize,
+        fail_first: usize,
+    }
+
+    impl JobHandler for Flaky {
+        fn kinds(&self) -> &'static [&'static str] {
+            &["test.flaky", "test.broken", "test.later"]
+        }
+
+        fn run(&self, ctx: JobContext) -> BoxFuture<'_, Result<(), JobError>> {
+            Box::pin(async move {
+                let n = self.calls.fetch_add(1, Ordering::SeqCst);
+                match ctx.job.kind.as_str() {
+                    "test.broken" => {
+                        Err(JobError::Retry(format!("upstream unavailable (call {n})")))
+                    }
+                    "test.flaky" if ctx.job.attempts as usize <= self.fail_first => {
+                        Err(JobError::Retry("transient".into()))
+                    }
+                    _ => {
+                        ctx.store
+                            .complete_job(
+                                &ctx.job.id,
+                                &ctx.worker,
+                                &json!({ "attempt": ctx.job.attempts }),
+                            )
+                            .await?;
+                        Ok(())
+                    }
+                }
+            })
+        }
+    }
+
+    async fn wait_state(store: &Store, id: &str, state: &str) -> herald::store::jobs::JobRecord {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+        loop {
+            let job = store.job_by_id(id).await.unwrap().unwrap();
+            if job.state == state {
+                return job;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "job stuck in {}: {:?}",
+                job.state,
+                job.last_error
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    #[tokio::test]
+    async fn failures_retry_with_backoff_then_fail_and_jobs_wait_for_their_time() {
+        let dir = tempfile::tempdir().unwrap();
+        let url = crate::harness::fresh_database_url(dir.path()).await;
+        let db = Db::connect(&url, 4).await.unwrap();
+        db.migrate().await.unwrap();
+        let store = Store::new(db);
+        let email = herald::domain::email::EmailAddress::parse("q@example.com").unwrap();
+        let user = store.create_user(&email, "x").await.unwrap();
+        let name = herald::domain::project::ProjectName::parse("q").unwrap();
+        let project: ProjectId = store
+            .create_project(&name, &user.id, &herald::domain::keys::KeyPair::generate())
+            .await
+            .unwrap()
+            .id;
+
+        let config = QueueConfig {
+            concurrency: 2,
+            poll_interval: Duration::from_millis(20),
+            lease: Duration::from_secs(5),
+            max_attempts: 3,
+        };
+        let handler = Arc::new(Flaky {
+            calls: AtomicUsize::new(0),
+            fail_first: 2,
+        });
+        let queue = JobQueue::with_handlers(store.clone(), config, vec![handler.clone()]);
+        let (stop, stopped) = tokio::sync::watch::channel(false);
+        let workers = tokio::spawn(queue.clone().run(stopped));
+
+        let flaky = queue
+            .enqueue("test.flaky", &project, json!({}), None)
+            .await
+            .unwrap();
+        let broken = queue
+            .enqueue("test.broken", &project, json!({}), None)
+            .await
+            .unwrap();
+        let unknown = queue
+            .enqueue("test.unknown", &project, json!({}), None)
+            .await
+            .unwrap();
+        let later_at = chrono::Utc::now().timestamp_millis() + 1500;
+        let later = queue
+            .schedule("test.later", &project, json!({}), None, later_at)
+            .await
+            .unwrap();
+
+        // Two transient failures (backoff 1 s, then 2 s), then success on the third attempt.
+        let started = std::time::Instant::now();
+        let job = wait_state(&store, flaky.as_str(), "completed").await;
+        assert_eq!(job.attempts, 3);
+        assert_eq!(job.result.unwrap().0, json!({ "attempt": 3 }));
+        assert!(
+            started.elapsed() >= Duration::from_millis(2900),
+            "retries wait out their backoff"
+        );
+        assert_eq!(
+            job.last_error.as_deref(),
+            Some("transient"),
+            "the last error is kept"
+        );
+
+        // Always failing: failed after max_attempts, with its error kept.
+        let job = wait_state(&store, broken.as_str(), "failed").await;
+        assert_eq!(job.attempts, 3);
+        assert!(job.last_error.unwrap().starts_with("upstream unavailable"));
+        assert!(job.finished_at.is_some());
+
+        // No handler: failed at once, saying why.
+        let job = wait_state(&store, unknown.as_str(), "failed").await;
+        assert_eq!(job.attempts, 1);
+        assert!(job.last_error.unwrap().contains("no handler"));
+
+        // The scheduled job ran, and not before its time.
+        let job = wait_state(&store, later.as_str(), "completed").await;
+        assert!(job.finished_at.unwrap() >= later_at);
+
+        stop.send(true).unwrap();
+        tokio::time::timeout(Duration::from_secs(10), workers)
+            .await
+            .expect("workers stop cleanly")
+            .unwrap();
+        store.db().close().await;
+    }
+}

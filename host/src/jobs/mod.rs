@@ -102,6 +102,16 @@ impl JobQueue {
             Arc::new(import::ImportContacts),
             Arc::new(bulk::BulkContacts),
         ];
+        JobQueue::with_handlers(store, config, handlers)
+    }
+
+    /// A queue with the given handlers (the built-in ones, or others such as the later sending
+    /// and workflow handlers).
+    pub fn with_handlers(
+        store: Store,
+        config: QueueConfig,
+        handlers: Vec<Arc<dyn JobHandler>>,
+    ) -> JobQueue {
         let handlers = handlers
             .into_iter()
             .flat_map(|h| h.kinds().iter().map(move |k| (*k, h.clone())))
@@ -122,6 +132,18 @@ impl JobQueue {
         payload: Value,
         input: Option<Vec<u8>>,
     ) -> Result<JobId, StoreError> {
+        self.schedule(kind, project, payload, input, now_ms()).await
+    }
+
+    /// Enqueues a job to run at `run_at` (unix ms) or later.
+    pub async fn schedule(
+        &self,
+        kind: &str,
+        project: &ProjectId,
+        payload: Value,
+        input: Option<Vec<u8>>,
+        run_at: i64,
+    ) -> Result<JobId, StoreError> {
         let id = self
             .store
             .enqueue_job(&NewJob {
@@ -130,7 +152,7 @@ impl JobQueue {
                 payload,
                 input,
                 max_attempts: self.config.max_attempts,
-                run_at: now_ms(),
+                run_at,
             })
             .await?;
         self.wake.notify_one();
