@@ -70,12 +70,6 @@ macro_rules! insert_events {
                 .bind($now)
                 .execute(&mut *$tx)
                 .await?;
-            sqlx::query(super::contacts::INSERT_OUTBOX)
-                .bind(e.id.as_str())
-                .bind($project.as_str())
-                .bind($now)
-                .execute(&mut *$tx)
-                .await?;
         }
     };
 }
@@ -116,7 +110,9 @@ impl Store {
                 all_set.entry(k.clone()).or_insert_with(|| v.clone());
             }
         }
-        let types = field_types(&all_set);
+        let types = self
+            .known_fields
+            .unknown(project.as_str(), &field_types(&all_set));
         let now = now_ms();
 
         let outcome = on_db_write!(self.db(), pool => {
@@ -234,6 +230,9 @@ impl Store {
                 None
             }
         });
+        if outcome.is_some() {
+            self.known_fields.remember(project.as_str(), &types);
+        }
         Ok(outcome)
     }
 

@@ -154,12 +154,6 @@ macro_rules! write_effects {
                 .bind(e.created_at)
                 .execute(&mut *$tx)
                 .await?;
-            sqlx::query(INSERT_OUTBOX)
-                .bind(e.id.as_str())
-                .bind(e.project_id.as_str())
-                .bind(e.created_at)
-                .execute(&mut *$tx)
-                .await?;
         }
         if let Some((claim, body)) = $idem {
             let claim: &IdempotencyClaim<'_> = claim;
@@ -261,7 +255,6 @@ fn plan(
 pub const IDEMPOTENCY_CONFLICT: &str = "idempotency_key";
 
 pub(crate) const INSERT_EVENT: &str = "INSERT INTO events (id, project_id, contact_id, name, data, created_at) VALUES ($1, $2, $3, $4, $5, $6)";
-pub(crate) const INSERT_OUTBOX: &str = "INSERT INTO event_outbox (event_id, project_id, available_at, attempts) VALUES ($1, $2, $3, 0)";
 
 impl Store {
     /// One contact of a project.
@@ -405,7 +398,9 @@ impl Store {
         req: &Request<'_>,
         effects: &Effects<'_>,
     ) -> StoreResult<(UpsertOutcome, Option<StoredEvent>)> {
-        let types = field_types(&req.data.set);
+        let types = self
+            .known_fields
+            .unknown(project.as_str(), &field_types(&req.data.set));
         let lock = super::dialect::for_update(self.db().backend());
         let select_sql = match target {
             Target::Email(_) => {
@@ -496,6 +491,9 @@ impl Store {
                 }
             });
             if let Some(done) = done {
+                if done.0.created || done.0.updated {
+                    self.known_fields.remember(project.as_str(), &types);
+                }
                 return Ok(done);
             }
         }
@@ -666,6 +664,9 @@ impl Store {
         project: &ProjectId,
         keys: &[String],
     ) -> StoreResult<u64> {
+        if let Some(key) = keys.first() {
+            self.known_fields.forget(project.as_str(), key);
+        }
         let now = now_ms();
         let n = match self.db() {
             super::Db::Sqlite { writer, .. } => {

@@ -202,12 +202,67 @@ impl Db {
 #[derive(Clone, Debug)]
 pub struct Store {
     db: Db,
+    known_fields: std::sync::Arc<KnownFields>,
+}
+
+/// Custom field types this instance has recently seen recorded, so that writes skip
+/// re-inserting them. Entries expire after a minute: a field deleted by another instance is
+/// registered again by this one at most that much later.
+#[derive(Debug, Default)]
+pub(crate) struct KnownFields(std::sync::Mutex<std::collections::HashMap<(String, String), i64>>);
+
+impl KnownFields {
+    const TTL_MS: i64 = 60_000;
+
+    /// The `(key, type)` pairs of `types` not known for `project`.
+    pub(crate) fn unknown<'a>(
+        &self,
+        project: &str,
+        types: &[(&'a str, &'static str)],
+    ) -> Vec<(&'a str, &'static str)> {
+        let now = crate::domain::time::now_ms();
+        let map = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        types
+            .iter()
+            .filter(|(k, _)| {
+                !map.get(&(project.to_string(), k.to_string()))
+                    .is_some_and(|exp| *exp > now)
+            })
+            .copied()
+            .collect()
+    }
+
+    /// Marks keys as recorded.
+    pub(crate) fn remember(&self, project: &str, keys: &[(&str, &'static str)]) {
+        if keys.is_empty() {
+            return;
+        }
+        let expires = crate::domain::time::now_ms() + Self::TTL_MS;
+        let mut map = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        if map.len() > 100_000 {
+            map.clear();
+        }
+        for (k, _) in keys {
+            map.insert((project.to_string(), k.to_string()), expires);
+        }
+    }
+
+    /// Forgets a key (after the field was deleted).
+    pub(crate) fn forget(&self, project: &str, key: &str) {
+        self.0
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&(project.to_string(), key.to_string()));
+    }
 }
 
 impl Store {
     /// Wraps an open pool.
     pub fn new(db: Db) -> Store {
-        Store { db }
+        Store {
+            db,
+            known_fields: Default::default(),
+        }
     }
 
     /// The pool underneath.
