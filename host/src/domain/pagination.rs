@@ -76,6 +76,31 @@ pub struct Page<T> {
     pub total: i64,
 }
 
+impl<T> Page<T> {
+    /// Builds a page from up to `limit + 1` fetched rows (the extra one only tells that more
+    /// follow).
+    pub fn from_rows(
+        mut items: Vec<T>,
+        request: &PageRequest,
+        total: i64,
+        id_of: impl Fn(&T) -> &str,
+    ) -> Page<T> {
+        let has_more = items.len() > request.limit as usize;
+        items.truncate(request.limit as usize);
+        let next_cursor = if has_more {
+            items.last().map(|i| encode_cursor(id_of(i)))
+        } else {
+            None
+        };
+        Page {
+            items,
+            next_cursor,
+            has_more,
+            total,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -15,7 +15,7 @@ use crate::domain::custom_data::{DataPatch, FieldType};
 use crate::domain::email::EmailAddress;
 use crate::domain::event::{NewEvent, StoredEvent, SubscriptionSource};
 use crate::domain::ids::{ContactId, EventId, ProjectId};
-use crate::domain::pagination::{Page, PageRequest, encode_cursor};
+use crate::domain::pagination::{Page, PageRequest};
 use crate::domain::time::now_ms;
 use crate::{on_db, on_db_write};
 
@@ -320,20 +320,8 @@ impl Store {
             };
             (rows, total)
         });
-        let mut items: Vec<Contact> = rows.into_iter().map(Into::into).collect();
-        let has_more = items.len() > page.limit as usize;
-        items.truncate(page.limit as usize);
-        let next_cursor = if has_more {
-            items.last().map(|c| encode_cursor(c.id.as_str()))
-        } else {
-            None
-        };
-        Ok(Page {
-            items,
-            next_cursor,
-            has_more,
-            total,
-        })
+        let items: Vec<Contact> = rows.into_iter().map(Into::into).collect();
+        Ok(Page::from_rows(items, page, total, |c| c.id.as_str()))
     }
 
     /// Creates the contact of `upsert.email` or applies the upsert to the existing one.
@@ -668,51 +656,42 @@ impl Store {
             self.known_fields.forget(project.as_str(), key);
         }
         let now = now_ms();
+        /// Removes the path from every contact that has it, and the field's type, in one
+        /// transaction; the SQL and the bound path are the backend's.
+        macro_rules! delete_field {
+            ($pool:expr, $sql:expr, $path:expr) => {{
+                let mut tx = $pool.begin_write().await?;
+                let n = sqlx::query($sql)
+                    .bind(project.as_str())
+                    .bind($path)
+                    .bind(now)
+                    .execute(&mut *tx)
+                    .await?
+                    .rows_affected();
+                if keys.len() == 1 {
+                    sqlx::query("DELETE FROM contact_fields WHERE project_id = $1 AND key = $2")
+                        .bind(project.as_str())
+                        .bind(&keys[0])
+                        .execute(&mut *tx)
+                        .await?;
+                }
+                tx.commit().await?;
+                n
+            }};
+        }
         let n = match self.db() {
-            super::Db::Sqlite { writer, .. } => {
-                let mut tx = writer.begin_write().await?;
-                let n = sqlx::query(
-                    "UPDATE contacts SET data = json_remove(data, $2), version = version + 1, updated_at = $3 \
-                     WHERE project_id = $1 AND json_type(data, $2) IS NOT NULL",
-                )
-                .bind(project.as_str())
-                .bind(super::dialect::sqlite_json_path(keys))
-                .bind(now)
-                .execute(&mut *tx)
-                .await?
-                .rows_affected();
-                if keys.len() == 1 {
-                    sqlx::query("DELETE FROM contact_fields WHERE project_id = $1 AND key = $2")
-                        .bind(project.as_str())
-                        .bind(&keys[0])
-                        .execute(&mut *tx)
-                        .await?;
-                }
-                tx.commit().await?;
-                n
-            }
-            super::Db::Postgres(pool) => {
-                let mut tx = pool.begin_write().await?;
-                let n = sqlx::query(
-                    "UPDATE contacts SET data = data #- $2, version = version + 1, updated_at = $3 \
-                     WHERE project_id = $1 AND data #> $2 IS NOT NULL",
-                )
-                .bind(project.as_str())
-                .bind(keys)
-                .bind(now)
-                .execute(&mut *tx)
-                .await?
-                .rows_affected();
-                if keys.len() == 1 {
-                    sqlx::query("DELETE FROM contact_fields WHERE project_id = $1 AND key = $2")
-                        .bind(project.as_str())
-                        .bind(&keys[0])
-                        .execute(&mut *tx)
-                        .await?;
-                }
-                tx.commit().await?;
-                n
-            }
+            super::Db::Sqlite { writer, .. } => delete_field!(
+                writer,
+                "UPDATE contacts SET data = json_remove(data, $2), version = version + 1, updated_at = $3 \
+                 WHERE project_id = $1 AND json_type(data, $2) IS NOT NULL",
+                super::dialect::sqlite_json_path(keys)
+            ),
+            super::Db::Postgres(pool) => delete_field!(
+                pool,
+                "UPDATE contacts SET data = data #- $2, version = version + 1, updated_at = $3 \
+                 WHERE project_id = $1 AND data #> $2 IS NOT NULL",
+                keys
+            ),
         };
         Ok(n)
     }

@@ -7,7 +7,7 @@ use sqlx::types::Json;
 use super::{Store, StoreResult};
 use crate::domain::event::StoredEvent;
 use crate::domain::ids::{ContactId, EventId, ProjectId};
-use crate::domain::pagination::{Page, PageRequest, encode_cursor};
+use crate::domain::pagination::{Page, PageRequest};
 use crate::domain::time::now_ms;
 use crate::{on_db, on_db_write};
 
@@ -124,20 +124,8 @@ impl Store {
             let total = if page.is_first() { c.fetch_one(pool).await? } else { 0 };
             (rows, total)
         });
-        let mut items: Vec<StoredEvent> = rows.into_iter().map(Into::into).collect();
-        let has_more = items.len() > page.limit as usize;
-        items.truncate(page.limit as usize);
-        let next_cursor = if has_more {
-            items.last().map(|e| encode_cursor(e.id.as_str()))
-        } else {
-            None
-        };
-        Ok(Page {
-            items,
-            next_cursor,
-            has_more,
-            total,
-        })
+        let items: Vec<StoredEvent> = rows.into_iter().map(Into::into).collect();
+        Ok(Page::from_rows(items, page, total, |e| e.id.as_str()))
     }
 
     /// Distinct event names of a project, most used first.

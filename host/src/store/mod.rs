@@ -225,8 +225,8 @@ impl KnownFields {
         types
             .iter()
             .filter(|(k, _)| {
-                !map.get(&(project.to_string(), k.to_string()))
-                    .is_some_and(|exp| *exp > now)
+                map.get(&(project.to_string(), k.to_string()))
+                    .is_none_or(|exp| *exp <= now)
             })
             .copied()
             .collect()
