@@ -7,6 +7,7 @@ pub mod app;
 pub mod config;
 pub mod domain;
 pub mod init;
+pub mod plugins;
 pub mod ratelimit;
 pub mod server;
 pub mod store;

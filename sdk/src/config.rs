@@ -49,6 +49,13 @@ pub fn parse<T: DeserializeOwned>(json: &str) -> Result<T, FieldError> {
         {
             return FieldError::new(join(&path, name), "is required");
         }
-        FieldError::new(if path.is_empty() { "config".into() } else { path }, message)
+        FieldError::new(
+            if path.is_empty() {
+                "config".into()
+            } else {
+                path
+            },
+            message,
+        )
     })
 }

@@ -141,6 +141,20 @@ pub mod http {
             }
         }
     }
+
+    /// A sentence describing an HTTP error, e.g. `blocked address: 10.0.0.1 is …`.
+    pub fn describe(error: &Error) -> String {
+        match error {
+            Error::NotAllowed(host) => {
+                format!("not allowed: host `{host}` is not on the allowlist")
+            }
+            Error::BlockedAddress(m) => format!("blocked address: {m}"),
+            Error::InvalidRequest(m) => format!("invalid request: {m}"),
+            Error::Timeout => "timed out".to_string(),
+            Error::TooLarge(cap) => format!("response larger than {cap} bytes"),
+            Error::Transport(m) => format!("transport error: {m}"),
+        }
+    }
 }
 
 pub mod dns {

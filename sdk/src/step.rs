@@ -19,9 +19,9 @@
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
 
-pub use crate::config::FieldError;
 use crate::bindings::exports::herald::plugin::workflow_step as wit_step;
 use crate::bindings::herald::plugin::step_types as wit;
+pub use crate::config::FieldError;
 
 /// The contact an execution runs for.
 #[derive(Clone, Debug, PartialEq)]
@@ -213,7 +213,9 @@ fn object(json: &str) -> Map<String, Value> {
 }
 
 #[doc(hidden)]
-pub fn __validate<S: Step>(config: String) -> Vec<crate::bindings::herald::plugin::types::FieldError> {
+pub fn __validate<S: Step>(
+    config: String,
+) -> Vec<crate::bindings::herald::plugin::types::FieldError> {
     match validate::<S>(&config) {
         Ok(_) => Vec::new(),
         Err(errors) => errors

@@ -8,4 +8,5 @@ mod contacts;
 mod harness;
 mod http;
 mod isolation;
+mod plugins;
 mod rate_limit;

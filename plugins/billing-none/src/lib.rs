@@ -24,7 +24,9 @@ impl Guest for NoBilling {
         Err(BillingError::Disabled(OFF.into()))
     }
 
-    fn parse_webhook(_webhook: Webhook) -> Result<Vec<herald_sdk::billing::BillingEvent>, BillingError> {
+    fn parse_webhook(
+        _webhook: Webhook,
+    ) -> Result<Vec<herald_sdk::billing::BillingEvent>, BillingError> {
         Err(BillingError::Disabled(OFF.into()))
     }
 }

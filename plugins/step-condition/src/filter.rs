@@ -218,7 +218,11 @@ fn parse_group(value: &Value, path: &str, errors: &mut Vec<FieldError>) -> Optio
     }
     let nested = match obj.get("conditions") {
         None | Some(Value::Null) => None,
-        Some(v) => Some(Filter::parse_into(v, &format!("{path}.conditions"), errors)?),
+        Some(v) => Some(Filter::parse_into(
+            v,
+            &format!("{path}.conditions"),
+            errors,
+        )?),
     };
     Some(Group { filters, nested })
 }
@@ -346,7 +350,8 @@ fn walk<'a>(map: &'a Map<String, Value>, path: &[String]) -> Option<&'a Value> {
 }
 
 fn as_number(v: &Value) -> Option<f64> {
-    v.as_f64().or_else(|| v.as_str().and_then(|s| s.trim().parse().ok()))
+    v.as_f64()
+        .or_else(|| v.as_str().and_then(|s| s.trim().parse().ok()))
 }
 
 /// A value as a time: Unix milliseconds (numbers) or an RFC 3339 date (strings).
@@ -478,7 +483,9 @@ impl Condition {
             Op::Contains => matches!((actual, expected), (Some(a), Some(e)) if contains(a, e)),
             Op::NotContains => !matches!((actual, expected), (Some(a), Some(e)) if contains(a, e)),
             Op::GreaterThan | Op::LessThan | Op::GreaterThanOrEqual | Op::LessThanOrEqual => {
-                let Some(ordering) = actual.zip(expected).and_then(|(a, e)| compare(a, e, date_field))
+                let Some(ordering) = actual
+                    .zip(expected)
+                    .and_then(|(a, e)| compare(a, e, date_field))
                 else {
                     return false;
                 };

@@ -42,7 +42,10 @@ impl Step for Webhook {
     fn check(config: &Config) -> Vec<FieldError> {
         let mut errors = Vec::new();
         if !valid_url(&config.url) {
-            errors.push(FieldError::new("url", "must be an absolute http:// or https:// URL"));
+            errors.push(FieldError::new(
+                "url",
+                "must be an absolute http:// or https:// URL",
+            ));
         }
         if let Some(method) = &config.method
             && !METHODS.contains(&method.to_ascii_uppercase().as_str())
@@ -54,7 +57,11 @@ impl Step for Webhook {
         }
         if let Some(headers) = &config.headers {
             for name in headers.keys() {
-                if name.is_empty() || !name.bytes().all(|b| b.is_ascii_alphanumeric() || b"-_".contains(&b)) {
+                if name.is_empty()
+                    || !name
+                        .bytes()
+                        .all(|b| b.is_ascii_alphanumeric() || b"-_".contains(&b))
+                {
                     errors.push(FieldError::new(
                         format!("headers.{name}"),
                         "is not a valid header name",
@@ -104,10 +111,16 @@ impl Step for Webhook {
                 } else {
                     Value::Null
                 };
-                Output::next().set_context("webhook", json!({ "status": response.status, "body": body }))
+                Output::next().set_context(
+                    "webhook",
+                    json!({ "status": response.status, "body": body }),
+                )
             }
             Ok(response) => Output::fail(format!("the webhook answered {}", response.status)),
-            Err(err) => Output::fail(format!("the webhook call failed: {err}")),
+            Err(err) => Output::fail(format!(
+                "the webhook call failed: {}",
+                herald_sdk::http::describe(&err)
+            )),
         }
     }
 }
