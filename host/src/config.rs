@@ -59,6 +59,8 @@ pub struct Settings {
     pub log: String,
     /// `text` or `json`.
     pub log_format: LogFormat,
+    /// The plugin runtime (`[plugins]`, `HERALD_PLUGINS__<NAME>`).
+    pub plugins: crate::plugins::PluginSettings,
 }
 
 impl Default for Settings {
@@ -81,6 +83,7 @@ impl Default for Settings {
             jobs_max_attempts: 5,
             log: "info".into(),
             log_format: LogFormat::Text,
+            plugins: crate::plugins::PluginSettings::default(),
         }
     }
 }
@@ -99,7 +102,7 @@ impl Settings {
             figment = figment.merge(Toml::file_exact(file));
         }
         figment
-            .merge(Env::prefixed("HERALD_").ignore(&NOT_SETTINGS))
+            .merge(Env::prefixed("HERALD_").ignore(&NOT_SETTINGS).split("__"))
             .extract()
             .map_err(Box::new)
     }

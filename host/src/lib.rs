@@ -9,6 +9,7 @@ pub mod domain;
 pub mod events;
 pub mod init;
 pub mod jobs;
+pub mod plugins;
 pub mod ratelimit;
 pub mod server;
 pub mod store;

@@ -45,6 +45,11 @@ enum Command {
     },
     /// Print the OpenAPI document.
     Openapi,
+    /// Inspect the plugins.
+    Plugins {
+        #[command(subcommand)]
+        command: PluginsCommand,
+    },
     /// Create the first owner account and project on an empty database.
     Init {
         /// Print one JSON object instead of text.
@@ -56,6 +61,28 @@ enum Command {
         /// The first project's name.
         #[arg(long, default_value = "Default")]
         project_name: String,
+        #[command(flatten)]
+        db: DbArgs,
+    },
+}
+
+#[derive(Subcommand)]
+enum PluginsCommand {
+    /// List the loaded plugins: the built-in ones and those of `plugins.dir`.
+    List {
+        /// Print JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        db: DbArgs,
+    },
+    /// Show what a component file exports and which capabilities it asks for.
+    Check {
+        /// The component (`.wasm`).
+        file: PathBuf,
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
         #[command(flatten)]
         db: DbArgs,
     },
@@ -98,6 +125,12 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             let settings = settings(cli.config.as_ref(), &db, listen)?;
             herald::telemetry::init(&settings);
             let url = settings.database_url();
+            let plugins = std::sync::Arc::new(herald::plugins::Plugins::start(
+                &settings.plugins,
+                &settings.data_dir,
+            )?);
+            plugins.reload_on_sighup();
+            tracing::info!(loaded = plugins.list().len(), "plugins ready");
             tracing::info!(database = %redact(&url), "opening database and applying migrations");
             let server = herald::server::spawn(settings).await?;
             tracing::info!(
@@ -110,6 +143,68 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                     tracing::info!("shutdown signal received; finishing in-flight requests");
                     server.stop().await?;
                     tracing::info!("stopped");
+                }
+            }
+            Ok(())
+        }
+        Command::Plugins { command } => {
+            let db = match &command {
+                PluginsCommand::List { db, .. } | PluginsCommand::Check { db, .. } => db,
+            };
+            let settings = settings(cli.config.as_ref(), db, None)?;
+            herald::telemetry::init(&Settings {
+                log: "warn".into(),
+                ..settings.clone()
+            });
+            let plugins = herald::plugins::Plugins::start(&settings.plugins, &settings.data_dir)?;
+            match command {
+                PluginsCommand::List { json, .. } => {
+                    let list = plugins.list();
+                    if json {
+                        println!("{}", serde_json::to_string_pretty(&list)?);
+                    } else {
+                        println!(
+                            "{:<16} {:<13} {:<8} {:<24} ORIGIN",
+                            "NAME", "WORLD", "VERSION", "GRANTED"
+                        );
+                        for p in list {
+                            println!(
+                                "{:<16} {:<13} {:<8} {:<24} {}",
+                                p.name,
+                                p.world.name(),
+                                p.version,
+                                if p.granted.is_empty() {
+                                    "-".to_string()
+                                } else {
+                                    p.granted.join(",")
+                                },
+                                p.origin
+                            );
+                        }
+                    }
+                }
+                PluginsCommand::Check { file, json, .. } => {
+                    let report = plugins.check_file(&file)?;
+                    if json {
+                        println!("{}", serde_json::to_string_pretty(&report)?);
+                    } else {
+                        println!("{}: OK", file.display());
+                        println!(
+                            "  world:        {} (herald:plugin@{})",
+                            report.world.name(),
+                            herald::plugins::WIT_VERSION
+                        );
+                        println!("  exports:      {}", report.exports.join(", "));
+                        println!(
+                            "  capabilities: {}",
+                            if report.capabilities.is_empty() {
+                                "none".to_string()
+                            } else {
+                                report.capabilities.join(", ")
+                            }
+                        );
+                        println!("  other imports: {}", report.other_imports.join(", "));
+                    }
                 }
             }
             Ok(())

@@ -10,4 +10,5 @@ mod harness;
 mod http;
 mod isolation;
 mod jobs;
+mod plugins;
 mod rate_limit;

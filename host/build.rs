@@ -1,0 +1,122 @@
+//! Builds the built-in plugins (`plugins/`), the test-only plugins and the SDK's example step for
+//! `wasm32-wasip2` and leaves the components in `OUT_DIR`, where `src/plugins/builtin.rs` embeds
+//! them. The guest crates live outside this workspace; they are built by a nested `cargo` with
+//! its own target directory (`target/plugins`) and a clean environment, so nothing of the outer
+//! build (profile, flags, wrappers such as clippy) leaks into them.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// Environment variables passed to the nested cargo; everything else is cleared.
+const KEEP_ENV: [&str; 16] = [
+    "PATH",
+    "HOME",
+    "TMPDIR",
+    "CARGO_HOME",
+    "RUSTUP_HOME",
+    "RUSTUP_TOOLCHAIN",
+    "CARGO_NET_OFFLINE",
+    "CARGO_HTTP_PROXY",
+    "CARGO_REGISTRIES_CRATES_IO_PROTOCOL",
+    "HTTP_PROXY",
+    "HTTPS_PROXY",
+    "NO_PROXY",
+    "http_proxy",
+    "https_proxy",
+    "no_proxy",
+    "SSL_CERT_FILE",
+];
+
+/// One nested build: a manifest, its packages (one world per build, because the SDK's world
+/// features must not unify) and the components it produces.
+struct Group {
+    manifest: &'static str,
+    packages: &'static [&'static str],
+}
+
+const GROUPS: [Group; 5] = [
+    Group {
+        manifest: "plugins/Cargo.toml",
+        packages: &[
+            "step-send-email",
+            "step-delay",
+            "step-wait-for-event",
+            "step-condition",
+            "step-webhook",
+            "step-update-contact",
+            "step-exit",
+            "test-hostile",
+        ],
+    },
+    Group {
+        manifest: "plugins/Cargo.toml",
+        packages: &["transport-outbox", "transport-smtp"],
+    },
+    Group {
+        manifest: "plugins/Cargo.toml",
+        packages: &["dns-verifier-default"],
+    },
+    Group {
+        manifest: "plugins/Cargo.toml",
+        packages: &["billing-none"],
+    },
+    Group {
+        manifest: "sdk/examples/hello-step/Cargo.toml",
+        packages: &["hello-step"],
+    },
+];
+
+fn cargo(root: &Path, target_dir: &Path, group: &Group) {
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let mut cmd = Command::new(cargo);
+    cmd.env_clear();
+    for key in KEEP_ENV {
+        if let Some(value) = std::env::var_os(key) {
+            cmd.env(key, value);
+        }
+    }
+    cmd.current_dir(root)
+        .arg("build")
+        .arg("--release")
+        .arg("--target")
+        .arg("wasm32-wasip2")
+        .arg("--manifest-path")
+        .arg(root.join(group.manifest))
+        .arg("--target-dir")
+        .arg(target_dir);
+    for package in group.packages {
+        cmd.arg("-p").arg(package);
+    }
+    let output = cmd
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run cargo for the plugins: {e}"));
+    if !output.status.success() {
+        panic!(
+            "building the plugins ({}) failed:\n{}",
+            group.packages.join(", "),
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+}
+
+fn main() {
+    let manifest_dir = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").unwrap());
+    let root = manifest_dir.parent().unwrap().to_path_buf();
+    let out_dir = PathBuf::from(std::env::var("OUT_DIR").unwrap());
+    let target_dir = root.join("target").join("plugins");
+
+    println!("cargo:rerun-if-changed=build.rs");
+    for dir in ["plugins", "sdk"] {
+        println!("cargo:rerun-if-changed={}", root.join(dir).display());
+    }
+
+    for group in &GROUPS {
+        cargo(&root, &target_dir, group);
+        for package in group.packages {
+            let file = format!("{}.wasm", package.replace('-', "_"));
+            let built = target_dir.join("wasm32-wasip2").join("release").join(&file);
+            std::fs::copy(&built, out_dir.join(&file))
+                .unwrap_or_else(|e| panic!("cannot copy {}: {e}", built.display()));
+        }
+    }
+}

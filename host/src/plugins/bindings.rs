@@ -1,0 +1,61 @@
+//! Host bindings of the WIT worlds in `sdk/wit/` (package `herald:plugin@0.1.0`).
+//!
+//! The capability interfaces are generated once (world `capabilities`) and shared by the four
+//! plugin worlds. Every import is `async` (HTTP, DNS and SMTP do I/O) and `trappable` (a call to a
+//! capability the plugin was not granted traps the call).
+
+#![allow(missing_docs, clippy::all)]
+
+/// The host capabilities (imports shared by every world).
+pub mod capabilities {
+    wasmtime::component::bindgen!({
+        path: "../sdk/wit",
+        world: "capabilities",
+        imports: { default: async | trappable },
+    });
+}
+
+/// Bindings of one plugin world, reusing the capability interfaces generated above.
+macro_rules! world {
+    ($(#[$doc:meta])* $module:ident, $world:literal) => {
+        $(#[$doc])*
+        pub mod $module {
+            wasmtime::component::bindgen!({
+                path: "../sdk/wit",
+                world: $world,
+                imports: { default: async | trappable },
+                exports: { default: async },
+                with: {
+                    "herald:plugin/types": super::capabilities::herald::plugin::types,
+                    "herald:plugin/log": super::capabilities::herald::plugin::log,
+                    "herald:plugin/clock": super::capabilities::herald::plugin::clock,
+                    "herald:plugin/http": super::capabilities::herald::plugin::http,
+                    "herald:plugin/dns": super::capabilities::herald::plugin::dns,
+                    "herald:plugin/smtp": super::capabilities::herald::plugin::smtp,
+                    "herald:plugin/outbox": super::capabilities::herald::plugin::outbox,
+                },
+            });
+        }
+    };
+}
+
+world!(
+    /// The `step` world.
+    step,
+    "step"
+);
+world!(
+    /// The `transport` world.
+    transport,
+    "transport"
+);
+world!(
+    /// The `dns-verifier` world.
+    dns_verifier,
+    "dns-verifier"
+);
+world!(
+    /// The `billing` world.
+    billing,
+    "billing"
+);

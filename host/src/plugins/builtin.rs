@@ -1,0 +1,156 @@
+//! The built-in plugins, compiled by `host/build.rs` and embedded in the binary.
+
+use super::manifest::{Grants, HttpGrant, World};
+use super::settings::PluginSettings;
+
+/// A built-in plugin.
+pub struct Builtin {
+    /// Its name.
+    pub name: &'static str,
+    /// Its world.
+    pub world: World,
+    /// What it does.
+    pub description: &'static str,
+    /// The component.
+    pub bytes: &'static [u8],
+    grants: fn(&PluginSettings) -> Grants,
+}
+
+impl Builtin {
+    /// The capabilities it is granted under `settings`.
+    pub fn grants(&self, settings: &PluginSettings) -> Grants {
+        (self.grants)(settings)
+    }
+}
+
+macro_rules! component {
+    ($file:literal) => {
+        include_bytes!(concat!(env!("OUT_DIR"), "/", $file))
+    };
+}
+
+fn nothing(_: &PluginSettings) -> Grants {
+    Grants::default()
+}
+
+fn clock(_: &PluginSettings) -> Grants {
+    Grants {
+        clock: true,
+        ..Grants::default()
+    }
+}
+
+fn webhook(settings: &PluginSettings) -> Grants {
+    Grants {
+        log: true,
+        http: Some(HttpGrant {
+            allow: settings.webhook_allow.clone(),
+            allow_private: settings.webhook_allow_private,
+        }),
+        ..Grants::default()
+    }
+}
+
+/// The built-in plugins.
+pub static BUILTINS: [Builtin; 11] = [
+    Builtin {
+        name: "send-email",
+        world: World::Step,
+        description: "SEND_EMAIL: send a template to the contact or an address",
+        bytes: component!("step_send_email.wasm"),
+        grants: nothing,
+    },
+    Builtin {
+        name: "delay",
+        world: World::Step,
+        description: "DELAY: wait minutes, hours or days",
+        bytes: component!("step_delay.wasm"),
+        grants: clock,
+    },
+    Builtin {
+        name: "wait-for-event",
+        world: World::Step,
+        description: "WAIT_FOR_EVENT: wait for an event, with an optional timeout",
+        bytes: component!("step_wait_for_event.wasm"),
+        grants: clock,
+    },
+    Builtin {
+        name: "condition",
+        world: World::Step,
+        description: "CONDITION: branch yes/no on a filter",
+        bytes: component!("step_condition.wasm"),
+        grants: clock,
+    },
+    Builtin {
+        name: "webhook",
+        world: World::Step,
+        description: "WEBHOOK: call a URL",
+        bytes: component!("step_webhook.wasm"),
+        grants: webhook,
+    },
+    Builtin {
+        name: "update-contact",
+        world: World::Step,
+        description: "UPDATE_CONTACT: set data keys and/or the subscription",
+        bytes: component!("step_update_contact.wasm"),
+        grants: nothing,
+    },
+    Builtin {
+        name: "exit",
+        world: World::Step,
+        description: "EXIT: end the execution",
+        bytes: component!("step_exit.wasm"),
+        grants: nothing,
+    },
+    Builtin {
+        name: "outbox",
+        world: World::Transport,
+        description: "write each message as an .eml file under the data directory",
+        bytes: component!("transport_outbox.wasm"),
+        grants: |_| Grants {
+            clock: true,
+            outbox: true,
+            ..Grants::default()
+        },
+    },
+    Builtin {
+        name: "smtp",
+        world: World::Transport,
+        description: "deliver through the configured SMTP relay",
+        bytes: component!("transport_smtp.wasm"),
+        grants: |_| Grants {
+            clock: true,
+            smtp: true,
+            ..Grants::default()
+        },
+    },
+    Builtin {
+        name: "default",
+        world: World::DnsVerifier,
+        description: "DKIM, SPF, return-path MX and DMARC records",
+        bytes: component!("dns_verifier_default.wasm"),
+        grants: |_| Grants {
+            dns: true,
+            ..Grants::default()
+        },
+    },
+    Builtin {
+        name: "none",
+        world: World::Billing,
+        description: "billing off",
+        bytes: component!("billing_none.wasm"),
+        grants: nothing,
+    },
+];
+
+/// Workflow step types and the built-in plugin that runs each (`PLUGIN` names its plugin in
+/// `config.plugin`).
+pub const STEP_TYPES: [(&str, &str); 7] = [
+    ("SEND_EMAIL", "send-email"),
+    ("DELAY", "delay"),
+    ("WAIT_FOR_EVENT", "wait-for-event"),
+    ("CONDITION", "condition"),
+    ("WEBHOOK", "webhook"),
+    ("UPDATE_CONTACT", "update-contact"),
+    ("EXIT", "exit"),
+];

@@ -1,0 +1,234 @@
+//! The `outbox` and `smtp` transports, the latter against a real SMTP server on loopback.
+
+use base64::Engine as _;
+use herald::plugins::{DeliveryError, DeliveryEventKind, OutgoingMessage, SmtpTls};
+
+use super::{servers, start};
+
+fn message(id: &str, to: &str) -> OutgoingMessage {
+    OutgoingMessage {
+        id: id.into(),
+        sender: "news@herald.test".into(),
+        recipients: vec![to.into()],
+        raw: format!(
+            "From: news@herald.test\r\nTo: {to}\r\nSubject: Hello {id}\r\nMessage-ID: <{id}@herald.test>\r\n\r\nHi there.\r\n"
+        )
+        .into_bytes(),
+    }
+}
+
+#[tokio::test]
+async fn outbox_writes_each_message_as_an_eml_file_and_records_it() {
+    let (plugins, dir) = start(|_| {});
+    let receipt = plugins
+        .deliver(None, &message("msg_1", "ada@example.com"))
+        .await
+        .unwrap()
+        .expect("delivered");
+    assert_eq!(receipt.provider_id, "outbox-msg_1");
+    let file = dir.path().join("outbox").join("msg_1.eml");
+    assert_eq!(
+        receipt.detail.as_deref(),
+        Some(file.display().to_string().as_str())
+    );
+    let written = std::fs::read_to_string(&file).unwrap();
+    assert!(written.contains("Subject: Hello msg_1"));
+    plugins
+        .deliver(Some("outbox"), &message("msg_2", "bob@example.com"))
+        .await
+        .unwrap()
+        .unwrap();
+    let index = std::fs::read_to_string(dir.path().join("outbox").join("index.jsonl")).unwrap();
+    let records: Vec<serde_json::Value> = index
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(records.len(), 2);
+    assert_eq!(records[0]["id"], "msg_1");
+    assert_eq!(records[1]["recipients"][0], "bob@example.com");
+    assert_eq!(records[1]["file"], "msg_2.eml");
+
+    // An id that would escape the outbox is a permanent error; nothing is written.
+    let err = plugins
+        .deliver(None, &message("../evil", "a@example.com"))
+        .await
+        .unwrap()
+        .unwrap_err();
+    assert!(matches!(err, DeliveryError::Permanent(_)), "{err:?}");
+    assert!(!dir.path().join("evil.eml").exists());
+}
+
+#[tokio::test]
+async fn outbox_notifications_are_authenticated_and_parsed() {
+    let (plugins, _dir) = start(|s| s.notify_secret = Some("s3cret".into()));
+    let body = br#"{"events":[{"type":"bounced-hard","messageId":"msg_1","email":"ada@example.com","detail":"550 no such user"},{"type":"clicked","email":"bob@example.com","at":1700000000000,"detail":"https://example.com/x"}]}"#.to_vec();
+    let refused = plugins
+        .parse_notification(None, vec![], body.clone())
+        .await
+        .unwrap();
+    assert!(refused.unwrap_err().contains("not authenticated"));
+    let events = plugins
+        .parse_notification(
+            None,
+            vec![("X-Herald-Secret".into(), "s3cret".into())],
+            body,
+        )
+        .await
+        .unwrap()
+        .expect("parsed");
+    assert_eq!(events.len(), 2);
+    assert!(matches!(events[0].kind, DeliveryEventKind::BouncedHard));
+    assert_eq!(events[0].message_id.as_deref(), Some("msg_1"));
+    assert!(matches!(events[1].kind, DeliveryEventKind::Clicked));
+    assert_eq!(events[1].at, 1_700_000_000_000);
+    let bad = plugins
+        .parse_notification(
+            None,
+            vec![("x-herald-secret".into(), "s3cret".into())],
+            b"{\"events\":[{\"type\":\"teleported\",\"email\":\"a@b.c\"}]}".to_vec(),
+        )
+        .await
+        .unwrap();
+    assert!(bad.unwrap_err().contains("events[0].type"));
+}
+
+#[tokio::test]
+async fn smtp_delivers_through_a_real_server_with_auth() {
+    let (addr, log) = servers::smtp_server().await;
+    let (plugins, _dir) = start(|s| {
+        s.transport = "smtp".into();
+        s.smtp_host = Some("127.0.0.1".into());
+        s.smtp_port = addr.port();
+        s.smtp_tls = SmtpTls::None;
+        s.smtp_username = Some("relay-user".into());
+        s.smtp_password = Some("relay-pass".into());
+    });
+    let receipt = plugins
+        .deliver(None, &message("msg_smtp", "ada@example.com"))
+        .await
+        .unwrap()
+        .expect("delivered");
+    assert_eq!(receipt.provider_id, "msg_smtp");
+    assert!(
+        receipt.detail.as_deref().unwrap().starts_with("250"),
+        "{receipt:?}"
+    );
+    assert!(receipt.detail.as_deref().unwrap().contains("TEST123"));
+    plugins
+        .deliver(None, &message("msg_smtp2", "bob@example.com"))
+        .await
+        .unwrap()
+        .unwrap();
+    {
+        let log = log.lock().unwrap();
+        assert_eq!(log.mail_from, ["<news@herald.test>", "<news@herald.test>"]);
+        assert_eq!(log.rcpt_to, ["<ada@example.com>", "<bob@example.com>"]);
+        assert!(log.data[0].contains("Subject: Hello msg_smtp"));
+        assert!(!log.auth.is_empty());
+        for auth in &log.auth {
+            let decoded = base64::engine::general_purpose::STANDARD
+                .decode(auth)
+                .unwrap();
+            assert_eq!(decoded, b"\0relay-user\0relay-pass");
+        }
+    }
+
+    // A 550 is permanent, a 451 transient.
+    let err = plugins
+        .deliver(None, &message("m3", "reject@example.com"))
+        .await
+        .unwrap()
+        .unwrap_err();
+    assert!(
+        matches!(err, DeliveryError::Permanent(ref m) if m.contains("no such user")),
+        "{err:?}"
+    );
+    let err = plugins
+        .deliver(None, &message("m4", "later@example.com"))
+        .await
+        .unwrap()
+        .unwrap_err();
+    assert!(matches!(err, DeliveryError::Transient(_)), "{err:?}");
+}
+
+#[tokio::test]
+async fn smtp_without_a_relay_and_with_a_dead_relay_fails_cleanly() {
+    let (plugins, _dir) = start(|_| {});
+    let err = plugins
+        .deliver(Some("smtp"), &message("m", "ada@example.com"))
+        .await
+        .unwrap()
+        .unwrap_err();
+    assert!(
+        matches!(err, DeliveryError::Permanent(ref m) if m.contains("plugins.smtp_host")),
+        "{err:?}"
+    );
+
+    // Nothing listens on this port any more: a transient error, not a crash.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let (plugins, _dir) = start(|s| {
+        s.smtp_host = Some("127.0.0.1".into());
+        s.smtp_port = port;
+        s.smtp_tls = SmtpTls::None;
+    });
+    let err = plugins
+        .deliver(Some("smtp"), &message("m", "ada@example.com"))
+        .await
+        .unwrap()
+        .unwrap_err();
+    assert!(matches!(err, DeliveryError::Transient(_)), "{err:?}");
+}
+
+#[tokio::test]
+async fn smtp_bounce_reports_are_parsed() {
+    let (plugins, _dir) = start(|s| s.transport = "smtp".into());
+    let dsn = "From: MAILER-DAEMON@mx.example.com\r\nX-Herald-Message-Id: <msg_9>\r\nContent-Type: multipart/report; report-type=delivery-status\r\n\r\nReporting-MTA: dns; mx.example.com\r\n\r\nFinal-Recipient: rfc822; ada@example.com\r\nAction: failed\r\nStatus: 5.1.1\r\nDiagnostic-Code: smtp; 550 5.1.1 user unknown\r\n\r\nFinal-Recipient: rfc822; bob@example.com\r\nAction: failed\r\nStatus: 4.2.2\r\n\r\n";
+    let events = plugins
+        .parse_notification(None, vec![], dsn.as_bytes().to_vec())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(events.len(), 2);
+    assert!(matches!(events[0].kind, DeliveryEventKind::BouncedHard));
+    assert_eq!(events[0].email, "ada@example.com");
+    assert_eq!(events[0].message_id.as_deref(), Some("msg_9"));
+    assert!(
+        events[0]
+            .detail
+            .as_deref()
+            .unwrap()
+            .contains("user unknown")
+    );
+    assert!(matches!(events[1].kind, DeliveryEventKind::BouncedSoft));
+    let none = plugins
+        .parse_notification(None, vec![], b"hello".to_vec())
+        .await
+        .unwrap();
+    assert!(none.is_err());
+}
+
+#[tokio::test]
+async fn billing_none_says_billing_is_off() {
+    let (plugins, _dir) = start(|_| {});
+    assert!(!plugins.billing_enabled().await.unwrap());
+    let request = herald::plugins::CheckoutRequest {
+        project_id: "prj_1".into(),
+        plan: "pro".into(),
+        email: "owner@example.com".into(),
+        success_url: "https://app.example.com/ok".into(),
+        cancel_url: "https://app.example.com/cancel".into(),
+    };
+    let err = plugins
+        .billing_checkout(&request)
+        .await
+        .unwrap()
+        .unwrap_err();
+    assert!(
+        matches!(err, herald::plugins::BillingError::Disabled(ref m) if m.contains("billing is off")),
+        "{err:?}"
+    );
+}
