@@ -130,7 +130,7 @@ fn startup(data: &Path, cache: &Path, runs: usize) {
         let _ = child.wait();
         if run == 0 {
             println!(
-                "serve start-up, cold plugin cache (first run): {:.0} ms",
+                "serve start-up, first run (creates the database): {:.0} ms",
                 ready.as_secs_f64() * 1e3
             );
         } else {

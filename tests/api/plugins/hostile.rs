@@ -265,3 +265,59 @@ fn replace_all(haystack: &[u8], from: &[u8], to: &[u8]) -> Vec<u8> {
     assert!(replaced > 0);
     out
 }
+
+#[tokio::test]
+async fn http_responses_are_capped_in_size_and_time() {
+    let (big, _) = super::servers::http_server(
+        "200 OK",
+        String::new(),
+        r#"{"padding":"0123456789012345678901234567890123456789"}"#,
+    )
+    .await;
+    let (plugins, _dir) = start(|s| {
+        s.webhook_allow_private = true;
+        s.http_max_response_bytes = 16;
+        s.http_timeout_ms = 300;
+    });
+    let result = plugins
+        .run_step(
+            "WEBHOOK",
+            &input(json!({ "url": format!("http://{big}/") })),
+        )
+        .await
+        .unwrap();
+    let Outcome::Fail { message } = result.outcome else {
+        panic!("{:?}", result.outcome)
+    };
+    assert!(
+        message.contains("response larger than 16 bytes"),
+        "{message}"
+    );
+
+    // A server that accepts and never answers: the request times out, the step fails.
+    let silent = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = silent.local_addr().unwrap();
+    tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((socket, _)) = silent.accept().await {
+            held.push(socket);
+        }
+    });
+    let started = Instant::now();
+    let result = plugins
+        .run_step(
+            "WEBHOOK",
+            &input(json!({ "url": format!("http://{addr}/") })),
+        )
+        .await
+        .unwrap();
+    let Outcome::Fail { message } = result.outcome else {
+        panic!("{:?}", result.outcome)
+    };
+    assert!(message.contains("timed out"), "{message}");
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "{:?}",
+        started.elapsed()
+    );
+}
