@@ -270,8 +270,7 @@ pub async fn spawn_with_state(
             .await;
         let _ = stop_tx.send(true);
         let _ = maintenance.await;
-        let grace_jobs = grace;
-        if tokio::time::timeout(grace_jobs, workers).await.is_err() {
+        if tokio::time::timeout(grace, workers).await.is_err() {
             tracing::warn!(
                 "jobs still running at shutdown; they resume on the next start after their lease"
             );

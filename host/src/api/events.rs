@@ -276,12 +276,8 @@ impl EventsApi {
         let name = event_name(&event_name_param)?;
         let count = state
             .store()
-            .event_names(auth.0.project_id())
-            .await?
-            .into_iter()
-            .find(|n| n.name == name.as_str())
-            .map(|n| n.count)
-            .unwrap_or(0);
+            .count_events_named(auth.0.project_id(), name.as_str())
+            .await?;
         Ok(Json(EventUsage {
             event_name: name.as_str().to_string(),
             count,

@@ -271,14 +271,20 @@ impl Store {
                 }
             };
             if !changed.is_empty() {
-                let list = placeholders(3, changed.len());
+                // Delete binds the project and the ids; the updates also bind the new state.
                 let sql = match action {
-                    BulkAction::Delete => format!("DELETE FROM contacts WHERE project_id = $1 AND $2 = $2 AND id IN ({list})"),
+                    BulkAction::Delete => {
+                        format!("DELETE FROM contacts WHERE project_id = $1 AND id IN ({})", placeholders(2, changed.len()))
+                    }
                     _ => format!(
-                        "UPDATE contacts SET subscribed = $2, version = version + 1, updated_at = {now} WHERE project_id = $1 AND id IN ({list})"
+                        "UPDATE contacts SET subscribed = $2, version = version + 1, updated_at = {now} WHERE project_id = $1 AND id IN ({})",
+                        placeholders(3, changed.len())
                     ),
                 };
-                let mut q = sqlx::query(&sql).bind(project.as_str()).bind(action == BulkAction::Subscribe);
+                let mut q = sqlx::query(&sql).bind(project.as_str());
+                if action != BulkAction::Delete {
+                    q = q.bind(action == BulkAction::Subscribe);
+                }
                 for id in &changed {
                     q = q.bind(*id);
                 }

@@ -266,19 +266,6 @@ impl Store {
         row.map(Into::into).ok_or(StoreError::NotFound)
     }
 
-    /// A contact of a project by address.
-    pub async fn contact_by_email(
-        &self,
-        project: &ProjectId,
-        email: &EmailAddress,
-    ) -> StoreResult<Option<Contact>> {
-        let sql = format!("SELECT {COLUMNS} FROM contacts WHERE project_id = $1 AND email = $2");
-        let row: Option<ContactRow> = on_db!(self.db(), pool => {
-            sqlx::query_as(&sql).bind(project.as_str()).bind(email.as_str()).fetch_optional(pool).await?
-        });
-        Ok(row.map(Into::into))
-    }
-
     /// A page of a project's contacts, newest first, optionally filtered by a case-insensitive
     /// substring of the address.
     pub async fn list_contacts(

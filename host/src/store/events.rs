@@ -142,6 +142,18 @@ impl Store {
         Ok(rows)
     }
 
+    /// How many events of a project have `name`.
+    pub async fn count_events_named(&self, project: &ProjectId, name: &str) -> StoreResult<i64> {
+        let n: i64 = on_db!(self.db(), pool => {
+            sqlx::query_scalar("SELECT COUNT(*) FROM events WHERE project_id = $1 AND name = $2")
+                .bind(project.as_str())
+                .bind(name)
+                .fetch_one(pool)
+                .await?
+        });
+        Ok(n)
+    }
+
     /// Totals of a project's events.
     pub async fn event_totals(&self, project: &ProjectId) -> StoreResult<EventTotals> {
         let now = now_ms();

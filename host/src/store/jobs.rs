@@ -182,31 +182,6 @@ impl Store {
         Ok(n == 1)
     }
 
-    /// Saves a checkpoint and progress; false when the worker no longer owns the job.
-    pub async fn checkpoint_job(
-        &self,
-        id: &str,
-        worker: &str,
-        checkpoint: &Value,
-        progress: i32,
-    ) -> StoreResult<bool> {
-        let n = on_db_write!(self.db(), pool => {
-            sqlx::query(
-                "UPDATE jobs SET checkpoint = $3, progress = $4, updated_at = $5 \
-                 WHERE id = $1 AND locked_by = $2 AND state = 'running'",
-            )
-            .bind(id)
-            .bind(worker)
-            .bind(Json(checkpoint))
-            .bind(progress)
-            .bind(now_ms())
-            .execute(pool)
-            .await?
-            .rows_affected()
-        });
-        Ok(n == 1)
-    }
-
     /// Marks a job completed with its result; false when the worker no longer owns it.
     pub async fn complete_job(&self, id: &str, worker: &str, result: &Value) -> StoreResult<bool> {
         let n = on_db_write!(self.db(), pool => {
