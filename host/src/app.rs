@@ -6,6 +6,7 @@ use jsonwebtoken::{DecodingKey, EncodingKey};
 
 use crate::config::Settings;
 use crate::jobs::JobQueue;
+use crate::plugins::Plugins;
 use crate::ratelimit::RateLimiter;
 use crate::store::Store;
 
@@ -20,13 +21,19 @@ struct Inner {
     settings: Settings,
     rate_limiter: RateLimiter,
     jobs: JobQueue,
+    plugins: Arc<Plugins>,
     jwt_encoding: EncodingKey,
     jwt_decoding: DecodingKey,
 }
 
 impl AppState {
     /// Builds the state; `jwt_secret` signs dashboard sessions.
-    pub fn new(store: Store, settings: Settings, jwt_secret: &str) -> AppState {
+    pub fn new(
+        store: Store,
+        settings: Settings,
+        plugins: Arc<Plugins>,
+        jwt_secret: &str,
+    ) -> AppState {
         let rate_limiter = RateLimiter::for_store(&store);
         let jobs = JobQueue::new(store.clone(), settings.queue());
         AppState {
@@ -35,6 +42,7 @@ impl AppState {
                 settings,
                 rate_limiter,
                 jobs,
+                plugins,
                 jwt_encoding: EncodingKey::from_secret(jwt_secret.as_bytes()),
                 jwt_decoding: DecodingKey::from_secret(jwt_secret.as_bytes()),
             }),
@@ -59,6 +67,11 @@ impl AppState {
     /// The durable job queue.
     pub fn jobs(&self) -> &JobQueue {
         &self.inner.jobs
+    }
+
+    /// The plugin platform (transport, DNS verifier, billing, steps).
+    pub fn plugins(&self) -> &Arc<Plugins> {
+        &self.inner.plugins
     }
 
     /// Key that signs session tokens.

@@ -125,14 +125,9 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             let settings = settings(cli.config.as_ref(), &db, listen)?;
             herald::telemetry::init(&settings);
             let url = settings.database_url();
-            let plugins = std::sync::Arc::new(herald::plugins::Plugins::start(
-                &settings.plugins,
-                &settings.data_dir,
-            )?);
-            plugins.reload_on_sighup();
-            tracing::info!(loaded = plugins.list().len(), "plugins ready");
             tracing::info!(database = %redact(&url), "opening database and applying migrations");
             let server = herald::server::spawn(settings).await?;
+            server.state.plugins().reload_on_sighup();
             tracing::info!(
                 address = %server.addr,
                 database = server.state.store().db().backend().name(),

@@ -24,10 +24,19 @@ use crate::app::AppState;
 use crate::config::Settings;
 use crate::domain::ids::RequestId;
 use crate::events::{EventConsumer, EventDispatcher};
+use crate::plugins::Plugins;
 use crate::store::{Db, Store};
 
-/// Opens the database, applies migrations and builds the shared state.
+/// Starts the plugin platform, opens the database, applies migrations and builds the shared
+/// state.
 pub async fn build_state(settings: Settings) -> anyhow::Result<AppState> {
+    let plugin_settings = settings.plugins.clone();
+    let data_dir = settings.data_dir.clone();
+    // Loading compiles (or reads from the cache) every component: blocking work.
+    let plugins =
+        tokio::task::spawn_blocking(move || Plugins::start(&plugin_settings, &data_dir)).await??;
+    let plugins = Arc::new(plugins);
+    tracing::info!(loaded = plugins.list().len(), "plugins ready");
     let url = settings.database_url();
     let db = Db::connect(&url, settings.database_max_connections).await?;
     db.migrate().await?;
@@ -36,7 +45,7 @@ pub async fn build_state(settings: Settings) -> anyhow::Result<AppState> {
         Some(s) if !s.is_empty() => s.clone(),
         _ => store.setting_or_init("jwt_secret", random_secret).await?,
     };
-    Ok(AppState::new(store, settings, &secret))
+    Ok(AppState::new(store, settings, plugins, &secret))
 }
 
 fn random_secret() -> String {

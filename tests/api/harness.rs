@@ -125,6 +125,14 @@ impl TestApp {
             data_dir: dir.path().to_path_buf(),
             database_url: Some(url.clone()),
             database_max_connections: 4,
+            plugins: herald::plugins::PluginSettings {
+                // Compiled components are cached by content hash: one cache for every test.
+                cache_dir: Some(
+                    std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("plugin-cache"),
+                ),
+                pool_instances: 16,
+                ..Default::default()
+            },
             ..Settings::default()
         };
         adjust(&mut settings);

@@ -5,6 +5,7 @@ mod accounts;
 mod auth_matrix;
 mod cli;
 mod contacts;
+mod dnsd;
 mod events;
 mod harness;
 mod http;
