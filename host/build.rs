@@ -99,7 +99,42 @@ fn cargo(root: &Path, target_dir: &Path, group: &Group) {
     }
 }
 
+/// Makes sure the toolchain has the standard library for `wasm32-wasip2`: `rust-toolchain.toml`
+/// names the target, but rustup installs listed targets only when it installs the toolchain
+/// itself, not when the pinned version was already there. A fresh machine must need no manual
+/// step, so the target is added here when it is missing.
+fn ensure_wasm_target() {
+    let rustc = std::env::var_os("RUSTC").unwrap_or_else(|| "rustc".into());
+    let sysroot = Command::new(&rustc)
+        .args(["--print", "sysroot"])
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| PathBuf::from(String::from_utf8_lossy(&o.stdout).trim().to_string()));
+    let installed = sysroot
+        .as_ref()
+        .is_some_and(|root| root.join("lib/rustlib/wasm32-wasip2/lib").is_dir());
+    if installed {
+        return;
+    }
+    let mut cmd = Command::new("rustup");
+    if let Some(toolchain) = std::env::var_os("RUSTUP_TOOLCHAIN") {
+        cmd.env("RUSTUP_TOOLCHAIN", toolchain);
+    }
+    match cmd.args(["target", "add", "wasm32-wasip2"]).output() {
+        Ok(out) if out.status.success() => {}
+        Ok(out) => panic!(
+            "the wasm32-wasip2 target is missing and `rustup target add wasm32-wasip2` failed:\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        ),
+        Err(e) => panic!(
+            "the wasm32-wasip2 target is missing and rustup cannot be run ({e}); install the target with `rustup target add wasm32-wasip2`"
+        ),
+    }
+}
+
 fn main() {
+    ensure_wasm_target();
     let manifest_dir = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").unwrap());
     let root = manifest_dir.parent().unwrap().to_path_buf();
     let out_dir = PathBuf::from(std::env::var("OUT_DIR").unwrap());

@@ -35,7 +35,7 @@ impl AppState {
         jwt_secret: &str,
     ) -> AppState {
         let rate_limiter = RateLimiter::for_store(&store);
-        let jobs = JobQueue::new(store.clone(), settings.queue());
+        let jobs = JobQueue::new(store.clone(), &settings, plugins.clone());
         AppState {
             inner: Arc::new(Inner {
                 store,

@@ -61,6 +61,39 @@ pub struct Settings {
     pub log_format: LogFormat,
     /// The plugin runtime (`[plugins]`, `HERALD_PLUGINS__<NAME>`).
     pub plugins: crate::plugins::PluginSettings,
+    /// Sending domains (`[domains]`, `HERALD_DOMAINS__<NAME>`).
+    pub domains: DomainSettings,
+}
+
+/// Settings of sending domains and their DNS checks.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(default)]
+pub struct DomainSettings {
+    /// The host that receives bounces: the target of each domain's return-path MX record.
+    /// Defaults to the host of `public_url`.
+    pub mail_host: Option<String>,
+    /// The SPF mechanism that authorises this service's outgoing mail, e.g. `include:_spf.mail.example`
+    /// or `ip4:203.0.113.7`. Defaults to `a:<mail_host>`.
+    pub spf_include: Option<String>,
+    /// Seconds between background checks of pending and failed domains.
+    pub check_interval_seconds: u64,
+    /// Seconds between background checks of verified domains.
+    pub verified_check_interval_seconds: u64,
+    /// Development only: accept `from` addresses on domains that are not verified (mail from
+    /// them is sent unsigned). Logged loudly at start when on.
+    pub allow_unverified: bool,
+}
+
+impl Default for DomainSettings {
+    fn default() -> DomainSettings {
+        DomainSettings {
+            mail_host: None,
+            spf_include: None,
+            check_interval_seconds: 300,
+            verified_check_interval_seconds: 86_400,
+            allow_unverified: false,
+        }
+    }
 }
 
 impl Default for Settings {
@@ -84,6 +117,7 @@ impl Default for Settings {
             log: "info".into(),
             log_format: LogFormat::Text,
             plugins: crate::plugins::PluginSettings::default(),
+            domains: DomainSettings::default(),
         }
     }
 }
@@ -121,6 +155,34 @@ impl Settings {
             poll_interval: std::time::Duration::from_millis(self.jobs_poll_interval_ms.max(10)),
             lease: std::time::Duration::from_secs(self.jobs_lease_seconds.max(1)),
             max_attempts: self.jobs_max_attempts.max(1),
+        }
+    }
+
+    /// The bounce host in effect (`domains.mail_host`, else the host of the public URL).
+    pub fn mail_host(&self) -> String {
+        if let Some(host) = self.domains.mail_host.as_deref().filter(|h| !h.is_empty()) {
+            return host.trim_end_matches('.').to_ascii_lowercase();
+        }
+        let url = self.public_url();
+        let rest = url.split_once("://").map(|x| x.1).unwrap_or(&url);
+        let authority = rest.split('/').next().unwrap_or(rest);
+        let host = match authority.strip_prefix('[') {
+            Some(v6) => v6.split(']').next().unwrap_or(v6),
+            None => authority.split(':').next().unwrap_or(authority),
+        };
+        host.to_ascii_lowercase()
+    }
+
+    /// The SPF mechanism in effect (`domains.spf_include`, else `a:<mail_host>`).
+    pub fn spf_include(&self) -> String {
+        match self
+            .domains
+            .spf_include
+            .as_deref()
+            .filter(|s| !s.is_empty())
+        {
+            Some(spf) => spf.to_string(),
+            None => format!("a:{}", self.mail_host()),
         }
     }
 

@@ -30,6 +30,12 @@ use crate::store::{Db, Store};
 /// Starts the plugin platform, opens the database, applies migrations and builds the shared
 /// state.
 pub async fn build_state(settings: Settings) -> anyhow::Result<AppState> {
+    if settings.domains.allow_unverified {
+        tracing::warn!(
+            "domains.allow_unverified is ON: mail may be sent from domains that are not verified, \
+             unsigned. This is for development only; never run production like this."
+        );
+    }
     let plugin_settings = settings.plugins.clone();
     let data_dir = settings.data_dir.clone();
     // Loading compiles (or reads from the cache) every component: blocking work.

@@ -57,9 +57,18 @@ impl DnsServer {
         tokio::spawn(async move {
             let mut buf = vec![0u8; 4096];
             while let Ok((n, peer)) = udp.recv_from(&mut buf).await {
-                if let Some(reply) = answer(&zone, &buf[..n]) {
-                    let _ = udp.send_to(&reply, peer).await;
-                }
+                let Some((reply, limit)) = answer(&zone, &buf[..n]) else {
+                    continue;
+                };
+                // Too large for the client's UDP buffer: set TC so that it asks again over TCP.
+                let bytes = match reply.to_vec() {
+                    Ok(b) if b.len() <= limit => b,
+                    _ => match reply.truncate().to_vec() {
+                        Ok(b) => b,
+                        Err(_) => continue,
+                    },
+                };
+                let _ = udp.send_to(&bytes, peer).await;
             }
         });
         let zone = server.zone.clone();
@@ -76,7 +85,8 @@ impl DnsServer {
                         if socket.read_exact(&mut query).await.is_err() {
                             return;
                         }
-                        let Some(reply) = answer(&zone, &query) else {
+                        let Some(reply) = answer(&zone, &query).and_then(|(m, _)| m.to_vec().ok())
+                        else {
                             continue;
                         };
                         let mut framed = (reply.len() as u16).to_be_bytes().to_vec();
@@ -167,7 +177,8 @@ fn under(name: &str, suffix: &str) -> bool {
     name == suffix || name.ends_with(&format!(".{suffix}"))
 }
 
-fn answer(zone: &Mutex<Zone>, query: &[u8]) -> Option<Vec<u8>> {
+/// The response to a query and the largest UDP payload the client accepts.
+fn answer(zone: &Mutex<Zone>, query: &[u8]) -> Option<(Message, usize)> {
     let request = Message::from_vec(query).ok()?;
     let question = request.queries.first()?.clone();
     let asked = key(&question.name().to_ascii());
@@ -182,6 +193,10 @@ fn answer(zone: &Mutex<Zone>, query: &[u8]) -> Option<Vec<u8>> {
     response.metadata.recursion_desired = request.metadata.recursion_desired;
     response.metadata.recursion_available = true;
     response.add_query(question.clone());
+    let limit = request
+        .edns
+        .as_ref()
+        .map_or(512, |e| usize::from(e.max_payload()).max(512));
     if let Some(edns) = &request.edns {
         let mut reply_edns = edns.clone();
         reply_edns.set_max_payload(4096);
@@ -238,5 +253,5 @@ fn answer(zone: &Mutex<Zone>, query: &[u8]) -> Option<Vec<u8>> {
             });
         response.add_authority(Record::from_rdata(name(&apex), 1, soa(&apex)));
     }
-    response.to_vec().ok()
+    Some((response, limit))
 }

@@ -33,6 +33,8 @@ pub enum ErrorCode {
     RateLimitExceeded,
     IdempotencyKeyReused,
     ReservedEvent,
+    DomainNotVerified,
+    PluginError,
     InternalError,
 }
 
@@ -55,6 +57,8 @@ impl ErrorCode {
             ErrorCode::RateLimitExceeded => "RATE_LIMIT_EXCEEDED",
             ErrorCode::IdempotencyKeyReused => "IDEMPOTENCY_KEY_REUSED",
             ErrorCode::ReservedEvent => "RESERVED_EVENT",
+            ErrorCode::DomainNotVerified => "DOMAIN_NOT_VERIFIED",
+            ErrorCode::PluginError => "PLUGIN_ERROR",
             ErrorCode::InternalError => "INTERNAL_ERROR",
         }
     }
@@ -185,6 +189,33 @@ impl ApiError {
             StoreError::NotFound => ApiError::not_found(what),
             StoreError::Conflict(c) => ApiError::conflict(format!("{what} conflict: {c}")),
             other => ApiError::internal(other),
+        }
+    }
+}
+
+impl From<crate::plugins::PluginError> for ApiError {
+    /// A plugin that failed (trapped, timed out, misbehaved) is the deployment's problem, not
+    /// the caller's: 502 `PLUGIN_ERROR`, with the plugin's message logged and shown.
+    fn from(err: crate::plugins::PluginError) -> ApiError {
+        tracing::warn!(error = %err, "plugin call failed");
+        ApiError::new(
+            StatusCode::BAD_GATEWAY,
+            ErrorCode::PluginError,
+            format!("a plugin failed: {err}"),
+        )
+        .suggest("retry later; if it persists, the operator should check the plugin's logs")
+    }
+}
+
+impl From<crate::domains::SenderError> for ApiError {
+    fn from(err: crate::domains::SenderError) -> ApiError {
+        match err {
+            crate::domains::SenderError::NotVerified(_) => ApiError::new(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                ErrorCode::DomainNotVerified,
+                err.to_string(),
+            ),
+            crate::domains::SenderError::Store(e) => e.into(),
         }
     }
 }

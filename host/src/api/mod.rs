@@ -5,6 +5,7 @@ pub mod auth;
 pub mod contact_fields;
 pub mod contact_jobs;
 pub mod contacts;
+pub mod domains;
 pub mod error;
 pub mod events;
 pub mod extract;
@@ -21,6 +22,8 @@ pub enum ApiTags {
     Contacts,
     /// Tracking and reading events.
     Events,
+    /// Sending domains and their DNS records.
+    Domains,
     /// Dashboard login.
     Auth,
     /// The logged-in user and their projects.
@@ -39,6 +42,7 @@ pub type Apis = (
     contact_jobs::ContactJobsApi,
     track::TrackApi,
     events::EventsApi,
+    domains::DomainsApi,
 );
 
 /// The OpenAPI service that serves every endpoint and generates the spec.
@@ -53,6 +57,7 @@ pub fn service() -> OpenApiService<Apis, ()> {
             contact_jobs::ContactJobsApi,
             track::TrackApi,
             events::EventsApi,
+            domains::DomainsApi,
         ),
         "Herald",
         env!("CARGO_PKG_VERSION"),

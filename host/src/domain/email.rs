@@ -134,7 +134,7 @@ fn parse_local(local: &str) -> Result<String, EmailError> {
     Ok(local.to_ascii_lowercase())
 }
 
-fn parse_domain(domain: &str) -> Result<String, EmailError> {
+pub(crate) fn parse_domain(domain: &str) -> Result<String, EmailError> {
     let domain = domain.strip_suffix('.').unwrap_or(domain);
     if domain.starts_with('[') {
         return Err(EmailError::Domain(

@@ -73,6 +73,10 @@ prefixed_id!(
     JobId, "job"
 );
 prefixed_id!(
+    /// A sending domain of a project.
+    DomainId, "dom"
+);
+prefixed_id!(
     /// A dashboard login session.
     SessionId, "ses"
 );

@@ -9,4 +9,5 @@ pub mod keys;
 pub mod pagination;
 pub mod password;
 pub mod project;
+pub mod sending_domain;
 pub mod time;

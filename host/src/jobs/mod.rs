@@ -7,6 +7,7 @@
 //! from its last checkpoint and never applies a chunk twice.
 
 pub mod bulk;
+pub mod domains;
 pub mod import;
 
 use std::collections::HashMap;
@@ -96,13 +97,31 @@ pub struct JobQueue {
 }
 
 impl JobQueue {
-    /// A queue with the built-in handlers.
-    pub fn new(store: Store, config: QueueConfig) -> JobQueue {
+    /// A queue with the built-in handlers: imports, bulk actions and domain checks.
+    pub fn new(
+        store: Store,
+        settings: &crate::config::Settings,
+        plugins: Arc<crate::plugins::Plugins>,
+    ) -> JobQueue {
         let handlers: Vec<Arc<dyn JobHandler>> = vec![
             Arc::new(import::ImportContacts),
             Arc::new(bulk::BulkContacts),
+            Arc::new(domains::DomainChecks {
+                plugins,
+                settings: settings.clone(),
+            }),
         ];
-        JobQueue::with_handlers(store, config, handlers)
+        JobQueue::with_handlers(store, settings.queue(), handlers)
+    }
+
+    /// Wakes an idle worker of this instance to look for due jobs now.
+    pub fn wake(&self) {
+        self.wake.notify_one();
+    }
+
+    /// The queue's settings.
+    pub fn config(&self) -> &QueueConfig {
+        &self.config
     }
 
     /// A queue with the given handlers (the built-in ones, or others such as the later sending

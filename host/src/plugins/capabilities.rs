@@ -12,7 +12,7 @@ use hickory_resolver::net::runtime::TokioRuntimeProvider;
 use hickory_resolver::proto::rr::{RData, RecordType};
 use lettre::transport::smtp::PoolConfig;
 use lettre::transport::smtp::authentication::Credentials;
-use lettre::transport::smtp::client::{Tls, TlsParameters};
+use lettre::transport::smtp::client::{Certificate, Tls, TlsParameters};
 use lettre::{AsyncSmtpTransport, AsyncTransport, Tokio1Executor};
 use wasmtime::component::ResourceTable;
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
@@ -69,6 +69,10 @@ fn resolver(settings: &PluginSettings) -> Result<TokioResolver, String> {
     let options = builder.options_mut();
     options.timeout = Duration::from_millis(settings.dns_timeout_ms);
     options.attempts = 1;
+    // Plugins look records up to check them (domain verification): a record just published must
+    // be seen within seconds, so answers are cached briefly whatever TTL the zone gives.
+    options.positive_max_ttl = Some(Duration::from_secs(60));
+    options.negative_max_ttl = Some(Duration::from_secs(5));
     builder.build().map_err(|e| e.to_string())
 }
 
@@ -78,14 +82,28 @@ fn smtp_transport(
     let Some(host) = &settings.smtp_host else {
         return Ok(None);
     };
+    let parameters = || -> Result<TlsParameters, String> {
+        let mut builder = TlsParameters::builder(host.clone());
+        if let Some(path) = &settings.smtp_ca_file {
+            let shown = path.display();
+            let pem = std::fs::read(path)
+                .map_err(|e| format!("plugins.smtp_ca_file `{shown}` cannot be read: {e}"))?;
+            if !pem.windows(27).any(|w| w == b"-----BEGIN CERTIFICATE-----") {
+                return Err(format!(
+                    "plugins.smtp_ca_file `{shown}` holds no PEM certificate (-----BEGIN CERTIFICATE-----)"
+                ));
+            }
+            let ca = Certificate::from_pem(&pem).map_err(|e| {
+                format!("plugins.smtp_ca_file `{shown}` holds no PEM certificate: {e}")
+            })?;
+            builder = builder.add_root_certificate(ca);
+        }
+        builder.build().map_err(|e| format!("SMTP TLS: {e}"))
+    };
     let tls = match settings.smtp_tls {
         SmtpTls::None => Tls::None,
-        SmtpTls::Starttls => {
-            Tls::Required(TlsParameters::new(host.clone()).map_err(|e| format!("SMTP TLS: {e}"))?)
-        }
-        SmtpTls::Tls => {
-            Tls::Wrapper(TlsParameters::new(host.clone()).map_err(|e| format!("SMTP TLS: {e}"))?)
-        }
+        SmtpTls::Starttls => Tls::Required(parameters()?),
+        SmtpTls::Tls => Tls::Wrapper(parameters()?),
     };
     let mut builder = AsyncSmtpTransport::<Tokio1Executor>::builder_dangerous(host)
         .port(settings.smtp_port)
@@ -319,6 +337,9 @@ pub struct CallState {
     pub limiter: MemoryLimiter,
     /// The capability the plugin called without a grant, if it did.
     pub denied: Option<&'static str>,
+    /// Wall time spent waiting on host I/O (DNS, HTTP, SMTP, files) in this call; the guest's
+    /// deadline does not count it (each capability has its own timeout).
+    pub io_time: Duration,
 }
 
 impl CallState {
@@ -341,6 +362,7 @@ impl CallState {
                 hit: false,
             },
             denied: None,
+            io_time: Duration::ZERO,
         }
     }
 
@@ -400,7 +422,9 @@ impl http::Host for CallState {
         let Some(client) = &granted.http else {
             return Err(self.deny("http"));
         };
+        let started = std::time::Instant::now();
         let result = client.send(request, &self.services).await;
+        self.io_time += started.elapsed();
         if let Err(err) = &result {
             tracing::debug!(plugin = &*granted.plugin, error = %err, "plugin HTTP request failed");
         }
@@ -449,7 +473,10 @@ impl dns::Host for CallState {
         } else {
             format!("{name}.")
         };
-        Ok(match resolver.lookup(fqdn.as_str(), rtype).await {
+        let started = std::time::Instant::now();
+        let answer = resolver.lookup(fqdn.as_str(), rtype).await;
+        self.io_time += started.elapsed();
+        Ok(match answer {
             Ok(lookup) => Ok(lookup
                 .answers()
                 .iter()
@@ -492,7 +519,10 @@ impl smtp::Host for CallState {
             Ok(e) => e,
             Err(e) => return Ok(Err(smtp::Error::Permanent(e.to_string()))),
         };
-        Ok(match transport.send_raw(&envelope, &message).await {
+        let started = std::time::Instant::now();
+        let sent = transport.send_raw(&envelope, &message).await;
+        self.io_time += started.elapsed();
+        Ok(match sent {
             Ok(response) => Ok(format!(
                 "{} {}",
                 response.code(),
@@ -553,7 +583,10 @@ impl outbox::Host for CallState {
             index.flush().await?;
             Ok::<_, std::io::Error>(())
         };
-        Ok(match write.await {
+        let started = std::time::Instant::now();
+        let written = write.await;
+        self.io_time += started.elapsed();
+        Ok(match written {
             Ok(()) => Ok(path.display().to_string()),
             Err(e) => Err(format!("writing {}: {e}", path.display())),
         })

@@ -64,7 +64,11 @@ macro_rules! call {
             let instance = pre.instantiate_async(&mut store).await?;
             instance.$iface().$method(&mut store $(, $arg)*).await
         };
-        let outcome = tokio::time::timeout(plugin.limits.timeout + CALL_GRACE, call).await;
+        let outcome = tokio::time::timeout(
+            plugin.limits.timeout + plugin.limits.io_budget + CALL_GRACE,
+            call,
+        )
+        .await;
         finish(&plugin.info.name, &plugin.limits, &store, outcome)
     }};
 }
@@ -262,6 +266,7 @@ impl Plugins {
                 .unwrap_or(settings.memory_bytes)
                 .min(settings.memory_bytes),
             fuel: manifest.limits.fuel,
+            io_budget: Duration::from_millis(settings.io_budget_ms),
         };
         let http = match &manifest.capabilities.http {
             Some(grant) => {

@@ -272,9 +272,23 @@ impl Runtime {
         let state = CallState::new(granted.clone(), self.services.clone(), limits.memory_bytes);
         let mut store = Store::new(&self.engine, state);
         store.limiter(|state| &mut state.limiter);
-        let ticks = limits.timeout.as_millis() / EPOCH_TICK.as_millis() + 1;
-        store.set_epoch_deadline(u64::try_from(ticks).unwrap_or(u64::MAX));
-        store.epoch_deadline_trap();
+        // The deadline counts the guest's own time: time spent waiting on host I/O (bounded by
+        // each capability's timeout, and in all by `io_budget_ms`) is added back when the epoch
+        // deadline is reached.
+        let ticks = |d: Duration| {
+            u64::try_from(d.as_millis() / EPOCH_TICK.as_millis() + 1).unwrap_or(u64::MAX)
+        };
+        store.set_epoch_deadline(ticks(limits.timeout));
+        let started = std::time::Instant::now();
+        let timeout = limits.timeout;
+        store.epoch_deadline_callback(move |ctx| {
+            let guest = started.elapsed().saturating_sub(ctx.data().io_time);
+            if guest < timeout {
+                Ok(wasmtime::UpdateDeadline::Continue(ticks(timeout - guest)))
+            } else {
+                Err(Trap::Interrupt.into())
+            }
+        });
         if self.settings.fuel.is_some() {
             let fuel = limits.fuel.or(self.settings.fuel).unwrap_or(u64::MAX);
             // Fuel is enabled on the engine whenever `settings.fuel` is set.
@@ -287,8 +301,10 @@ impl Runtime {
 /// The effective limits of one plugin's calls.
 #[derive(Clone, Debug)]
 pub struct CallLimits {
-    /// Wall-time deadline.
+    /// Wall-time deadline of the guest's own work (host I/O not counted).
     pub timeout: Duration,
+    /// Most wall time the call may additionally spend waiting on host I/O.
+    pub io_budget: Duration,
     /// Memory cap in bytes.
     pub memory_bytes: u64,
     /// Fuel per call, when metered.

@@ -25,8 +25,12 @@ pub struct PluginSettings {
     pub dir: Option<PathBuf>,
     /// Where compiled components are cached; defaults to `<data_dir>/plugin-cache`.
     pub cache_dir: Option<PathBuf>,
-    /// Wall-time limit of one plugin call, in milliseconds.
+    /// Wall-time limit of one plugin call's own work, in milliseconds; time spent waiting on
+    /// host I/O (DNS, HTTP, SMTP) is not counted here.
     pub timeout_ms: u64,
+    /// Most wall time one plugin call may spend waiting on host I/O, in milliseconds, on top of
+    /// `timeout_ms` (each capability also has its own timeout).
+    pub io_budget_ms: u64,
     /// Memory limit of one plugin instance, in bytes.
     pub memory_bytes: u64,
     /// Fuel (roughly, WebAssembly instructions) per call; unset means no fuel metering.
@@ -65,6 +69,9 @@ pub struct PluginSettings {
     pub smtp_port: u16,
     /// `none`, `starttls` or `tls`.
     pub smtp_tls: SmtpTls,
+    /// A PEM file of certificate authorities to trust for the relay's certificate, in addition
+    /// to the public roots (for a relay with a private CA).
+    pub smtp_ca_file: Option<PathBuf>,
     /// SMTP user name (with `smtp_password`).
     pub smtp_username: Option<String>,
     /// SMTP password.
@@ -81,6 +88,7 @@ impl Default for PluginSettings {
             dir: None,
             cache_dir: None,
             timeout_ms: 2_000,
+            io_budget_ms: 60_000,
             memory_bytes: 64 * 1024 * 1024,
             fuel: None,
             max_result_bytes: 1024 * 1024,
@@ -100,6 +108,7 @@ impl Default for PluginSettings {
             smtp_host: None,
             smtp_port: 587,
             smtp_tls: SmtpTls::Starttls,
+            smtp_ca_file: None,
             smtp_username: None,
             smtp_password: None,
             smtp_pool_size: 4,

@@ -63,6 +63,16 @@ pub(crate) fn data_key_counts_sql(backend: super::Backend) -> &'static str {
 
 /// The suffix that lets concurrent claimers on PostgreSQL skip each other's rows. SQLite has a
 /// single writer, so a claim there is atomic without it.
+/// Deletes the queued jobs of kind `$1` whose payload names `$2` under `key` (a fixed
+/// identifier, never user input).
+pub(crate) fn delete_queued_jobs_for_sql(backend: super::Backend, key: &'static str) -> String {
+    let field = match backend {
+        super::Backend::Sqlite => format!("json_extract(payload, '$.{key}')"),
+        super::Backend::Postgres => format!("payload->>'{key}'"),
+    };
+    format!("DELETE FROM jobs WHERE kind = $1 AND state = 'queued' AND {field} = $2")
+}
+
 pub(crate) fn skip_locked(backend: super::Backend) -> &'static str {
     match backend {
         super::Backend::Sqlite => "",

@@ -98,10 +98,7 @@ impl Store {
         let id = JobId::generate();
         let now = now_ms();
         on_db_write!(self.db(), pool => {
-            sqlx::query(
-                "INSERT INTO jobs (id, project_id, kind, payload, input, state, progress, attempts, max_attempts, \
-                 run_at, created_at, updated_at) VALUES ($1, $2, $3, $4, $5, 'queued', 0, 0, $6, $7, $8, $8)",
-            )
+            sqlx::query(INSERT_JOB)
             .bind(id.as_str())
             .bind(job.project_id.as_ref().map(|p| p.as_str()))
             .bind(&job.kind)
@@ -123,6 +120,19 @@ impl Store {
             sqlx::query_as(&sql).bind(project.as_str()).bind(id.as_str()).fetch_optional(pool).await?
         });
         Ok(row)
+    }
+
+    /// Jobs of `kind` waiting to run (queued or running), across projects.
+    pub async fn count_queued_jobs(&self, kind: &str) -> StoreResult<i64> {
+        let n: i64 = on_db!(self.db(), pool => {
+            sqlx::query_scalar(
+                "SELECT COUNT(*) FROM jobs WHERE kind = $1 AND state IN ('queued', 'running')",
+            )
+            .bind(kind)
+            .fetch_one(pool)
+            .await?
+        });
+        Ok(n)
     }
 
     /// Any job by id (for workers and tests).
@@ -234,6 +244,12 @@ impl Store {
         Ok(n == 1)
     }
 }
+
+/// Inserts a queued job; binds id, project, kind, payload, input, max attempts, run at, now.
+/// Shared with stores that enqueue a job inside their own transaction.
+pub(crate) const INSERT_JOB: &str = "INSERT INTO jobs (id, project_id, kind, payload, input, state, progress, \
+     attempts, max_attempts, run_at, created_at, updated_at) \
+     VALUES ($1, $2, $3, $4, $5, 'queued', 0, 0, $6, $7, $8, $8)";
 
 /// Completes a job; binds id, worker, result, now. Shared with transactional handlers.
 pub(crate) const COMPLETE_JOB: &str = "UPDATE jobs SET state = 'completed', result = $3, progress = 100, \

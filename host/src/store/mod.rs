@@ -10,6 +10,7 @@ pub mod accounts;
 pub mod bulk;
 pub mod contacts;
 pub mod dialect;
+pub mod domains;
 pub mod events;
 pub mod idempotency;
 pub mod jobs;

@@ -132,6 +132,23 @@ async fn dns_server() -> SocketAddr {
     addr
 }
 
+/// Installs the hostile test step as `hostile`, granted only `dns`: its `dns` mode looks a name
+/// up and reports the answers.
+fn install_dns_probe(plugins: &herald::plugins::Plugins) {
+    let grants = Grants {
+        dns: true,
+        ..Grants::default()
+    };
+    let plugin = plugins
+        .load(
+            &manifest("hostile", World::Step, grants),
+            HOSTILE,
+            "test".into(),
+        )
+        .unwrap();
+    plugins.install(plugin).unwrap();
+}
+
 fn domain(name: &str) -> SendingDomain {
     SendingDomain {
         name: name.into(),
@@ -146,18 +163,7 @@ fn domain(name: &str) -> SendingDomain {
 async fn the_dns_capability_resolves_every_record_type_through_the_configured_nameserver() {
     let addr = dns_server().await;
     let (plugins, _dir) = start(|s| s.dns_nameservers = vec![addr.to_string()]);
-    let grants = Grants {
-        dns: true,
-        ..Grants::default()
-    };
-    let plugin = plugins
-        .load(
-            &manifest("hostile", World::Step, grants),
-            HOSTILE,
-            "test".into(),
-        )
-        .unwrap();
-    plugins.install(plugin).unwrap();
+    install_dns_probe(&plugins);
     let cases = [
         ("a.example.test", "A", json!(["192.0.2.10"])),
         ("a.example.test", "AAAA", json!(["2001:db8::a"])),
@@ -254,5 +260,65 @@ async fn the_default_verifier_lists_and_verifies_the_records() {
     assert_eq!(checked[0].found, ["v=DKIM1; p=WRONG"]);
     for record in &checked[1..] {
         assert!(matches!(record.status, RecordStatus::Pending), "{record:?}");
+    }
+}
+
+#[tokio::test]
+async fn time_spent_waiting_on_dns_does_not_count_against_the_plugin_deadline() {
+    // Every lookup waits the whole DNS timeout (the server never answers): four lookups take
+    // about four times 400 ms, far beyond the 300 ms deadline of the guest's own work.
+    let dns = crate::dnsd::DnsServer::start().await;
+    dns.silence("silent.test");
+    let (plugins, _dir) = start(|s| {
+        s.dns_nameservers = vec![dns.nameserver()];
+        s.dns_timeout_ms = 400;
+        s.timeout_ms = 300;
+    });
+    let started = std::time::Instant::now();
+    let checked = plugins
+        .verify_domain(&domain("silent.test"))
+        .await
+        .expect("the call finishes: I/O time is not guest time");
+    assert!(started.elapsed() >= Duration::from_millis(1200));
+    assert_eq!(checked.len(), 4);
+    for record in &checked {
+        assert!(matches!(record.status, RecordStatus::Pending), "{record:?}");
+    }
+
+    // The I/O budget still bounds the whole call.
+    let (plugins, _dir) = start(|s| {
+        s.dns_nameservers = vec![dns.nameserver()];
+        s.dns_timeout_ms = 400;
+        s.timeout_ms = 300;
+        s.io_budget_ms = 500;
+    });
+    let err = plugins
+        .verify_domain(&domain("silent.test"))
+        .await
+        .expect_err("beyond the I/O budget the call ends");
+    assert!(
+        matches!(err, herald::plugins::PluginError::Timeout { .. }),
+        "{err:?}"
+    );
+}
+
+#[tokio::test]
+async fn the_dns_capability_follows_cnames_to_addresses() {
+    let dns = crate::dnsd::DnsServer::start().await;
+    dns.cname("www.site.test", "host.site.test");
+    dns.ip("host.site.test", "192.0.2.7".parse().unwrap());
+    dns.ip("host.site.test", "2001:db8::7".parse().unwrap());
+    let (plugins, _dir) = start(|s| s.dns_nameservers = vec![dns.nameserver()]);
+    install_dns_probe(&plugins);
+    for (record, expected) in [
+        ("A", json!(["192.0.2.7"])),
+        ("AAAA", json!(["2001:db8::7"])),
+    ] {
+        let config = json!({ "plugin": "hostile", "mode": "dns", "name": "www.site.test", "record": record });
+        let result = plugins.run_step("PLUGIN", &input(config)).await.unwrap();
+        let herald::plugins::Effect::SetContext { value, .. } = &result.effects[0] else {
+            panic!("{result:?}")
+        };
+        assert_eq!(value, &expected, "{record}");
     }
 }

@@ -1,9 +1,10 @@
-//! Small real servers on loopback for the tests: HTTP (one canned answer), SMTP and DNS.
+//! A small real HTTP server on loopback for the tests (one canned answer); SMTP is in
+//! `smtpd.rs`, DNS in `dnsd.rs`.
 
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 
-use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 
 /// One HTTP request as received.
@@ -66,87 +67,4 @@ pub async fn http_server(
         }
     });
     (addr, seen)
-}
-
-/// What the SMTP server received.
-#[derive(Clone, Debug, Default)]
-pub struct SmtpLog {
-    pub auth: Vec<String>,
-    pub mail_from: Vec<String>,
-    pub rcpt_to: Vec<String>,
-    pub data: Vec<String>,
-}
-
-/// A small SMTP server: EHLO with `AUTH PLAIN`, MAIL, RCPT (recipients starting with `reject`
-/// get 550, `later` get 451), DATA, RSET, NOOP, QUIT.
-pub async fn smtp_server() -> (SocketAddr, Arc<Mutex<SmtpLog>>) {
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let log = Arc::new(Mutex::new(SmtpLog::default()));
-    let shared = log.clone();
-    tokio::spawn(async move {
-        while let Ok((socket, _)) = listener.accept().await {
-            let log = shared.clone();
-            tokio::spawn(async move {
-                let (read, mut write) = socket.into_split();
-                let mut lines = BufReader::new(read);
-                let _ = write.write_all(b"220 test.local ESMTP ready\r\n").await;
-                let mut line = String::new();
-                loop {
-                    line.clear();
-                    if lines.read_line(&mut line).await.unwrap_or(0) == 0 {
-                        return;
-                    }
-                    let cmd = line.trim_end().to_string();
-                    let upper = cmd.to_ascii_uppercase();
-                    let reply: String = if upper.starts_with("EHLO") || upper.starts_with("HELO") {
-                        "250-test.local\r\n250-AUTH PLAIN\r\n250 8BITMIME\r\n".into()
-                    } else if let Some(b64) = upper.strip_prefix("AUTH PLAIN ").map(|_| &cmd[11..])
-                    {
-                        log.lock().unwrap().auth.push(b64.to_string());
-                        "235 2.7.0 authenticated\r\n".into()
-                    } else if upper.starts_with("MAIL FROM:") {
-                        log.lock().unwrap().mail_from.push(cmd[10..].to_string());
-                        "250 2.1.0 ok\r\n".into()
-                    } else if upper.starts_with("RCPT TO:") {
-                        let to = cmd[8..].to_string();
-                        if to.contains("reject") {
-                            "550 5.1.1 no such user\r\n".into()
-                        } else if to.contains("later") {
-                            "451 4.3.0 try again later\r\n".into()
-                        } else {
-                            log.lock().unwrap().rcpt_to.push(to);
-                            "250 2.1.5 ok\r\n".into()
-                        }
-                    } else if upper == "DATA" {
-                        let _ = write.write_all(b"354 go ahead\r\n").await;
-                        let mut data = String::new();
-                        loop {
-                            line.clear();
-                            if lines.read_line(&mut line).await.unwrap_or(0) == 0 {
-                                return;
-                            }
-                            if line == ".\r\n" {
-                                break;
-                            }
-                            data.push_str(&line);
-                        }
-                        log.lock().unwrap().data.push(data);
-                        "250 2.0.0 queued as TEST123\r\n".into()
-                    } else if upper == "QUIT" {
-                        let _ = write.write_all(b"221 bye\r\n").await;
-                        return;
-                    } else if upper == "RSET" || upper == "NOOP" {
-                        "250 ok\r\n".into()
-                    } else {
-                        "502 command not implemented\r\n".into()
-                    };
-                    if write.write_all(reply.as_bytes()).await.is_err() {
-                        return;
-                    }
-                }
-            });
-        }
-    });
-    (addr, log)
 }

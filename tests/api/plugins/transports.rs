@@ -3,7 +3,8 @@
 use base64::Engine as _;
 use herald::plugins::{DeliveryError, DeliveryEventKind, OutgoingMessage, SmtpTls};
 
-use super::{servers, start};
+use super::{settings, start};
+use crate::smtpd::{SmtpServer, SmtpTlsMode, TestPki};
 
 fn message(id: &str, to: &str) -> OutgoingMessage {
     OutgoingMessage {
@@ -94,7 +95,7 @@ async fn outbox_notifications_are_authenticated_and_parsed() {
 
 #[tokio::test]
 async fn smtp_delivers_through_a_real_server_with_auth() {
-    let (addr, log) = servers::smtp_server().await;
+    let SmtpServer { addr, log } = SmtpServer::start().await;
     let (plugins, _dir) = start(|s| {
         s.transport = "smtp".into();
         s.smtp_host = Some("127.0.0.1".into());
@@ -149,6 +150,114 @@ async fn smtp_delivers_through_a_real_server_with_auth() {
         .unwrap()
         .unwrap_err();
     assert!(matches!(err, DeliveryError::Transient(_)), "{err:?}");
+}
+
+/// A relay with a certificate from a private CA, trusted through `plugins.smtp_ca_file`.
+fn tls_relay(
+    s: &mut herald::plugins::PluginSettings,
+    port: u16,
+    tls: SmtpTls,
+    ca: &std::path::Path,
+) {
+    s.transport = "smtp".into();
+    s.smtp_host = Some("localhost".into());
+    s.smtp_port = port;
+    s.smtp_tls = tls;
+    s.smtp_ca_file = Some(ca.to_path_buf());
+    s.smtp_pool_size = 2;
+}
+
+#[tokio::test]
+async fn smtp_upgrades_with_starttls_verifies_the_relay_and_reuses_pooled_connections() {
+    let pki = TestPki::generate();
+    let relay = SmtpServer::start_with(SmtpTlsMode::Starttls, Some(&pki)).await;
+    let ca_dir = tempfile::tempdir().unwrap();
+    let ca = ca_dir.path().join("ca.pem");
+    std::fs::write(&ca, &pki.ca_pem).unwrap();
+    let (plugins, _dir) = start(|s| tls_relay(s, relay.addr.port(), SmtpTls::Starttls, &ca));
+    for i in 0..5 {
+        let to = format!("ada{i}@example.com");
+        plugins
+            .deliver(None, &message(&format!("msg_tls{i}"), &to))
+            .await
+            .unwrap()
+            .expect("delivered over STARTTLS");
+    }
+    let log = relay.log.lock().unwrap().clone();
+    assert_eq!(log.data.len(), 5);
+    assert_eq!(log.over_tls, [true; 5], "every message went over TLS");
+    assert!(log.data[2].contains("Subject: Hello msg_tls2"));
+    // Sends share pooled connections instead of connecting for each message (lettre returns a
+    // connection to the pool in a background task, so a send right after another may open a
+    // second one, never more than the pool's size of 2).
+    assert!(log.connections <= 2, "{log:?}");
+}
+
+#[tokio::test]
+async fn smtp_speaks_tls_from_the_first_byte() {
+    let pki = TestPki::generate();
+    let relay = SmtpServer::start_with(SmtpTlsMode::Implicit, Some(&pki)).await;
+    let ca_dir = tempfile::tempdir().unwrap();
+    let ca = ca_dir.path().join("ca.pem");
+    std::fs::write(&ca, &pki.ca_pem).unwrap();
+    let (plugins, _dir) = start(|s| tls_relay(s, relay.addr.port(), SmtpTls::Tls, &ca));
+    plugins
+        .deliver(None, &message("msg_wrapped", "ada@example.com"))
+        .await
+        .unwrap()
+        .expect("delivered over TLS");
+    let log = relay.log.lock().unwrap().clone();
+    assert_eq!(log.over_tls, [true]);
+    assert_eq!(log.rcpt_to, ["<ada@example.com>"]);
+}
+
+#[tokio::test]
+async fn smtp_refuses_a_relay_whose_certificate_it_cannot_verify() {
+    let pki = TestPki::generate();
+    let relay = SmtpServer::start_with(SmtpTlsMode::Starttls, Some(&pki)).await;
+    // Trust another CA: the relay's certificate does not chain to it.
+    let other = TestPki::generate();
+    let ca_dir = tempfile::tempdir().unwrap();
+    let ca = ca_dir.path().join("other.pem");
+    std::fs::write(&ca, &other.ca_pem).unwrap();
+    let (plugins, _dir) = start(|s| tls_relay(s, relay.addr.port(), SmtpTls::Starttls, &ca));
+    let err = plugins
+        .deliver(None, &message("msg_untrusted", "ada@example.com"))
+        .await
+        .unwrap()
+        .unwrap_err();
+    let text = format!("{err:?}").to_lowercase();
+    assert!(
+        text.contains("certificate") || text.contains("tls"),
+        "{err:?}"
+    );
+    let log = relay.log.lock().unwrap().clone();
+    assert!(log.mail_from.is_empty() && log.data.is_empty(), "{log:?}");
+
+    // A CA file that cannot be read or holds no certificate stops start-up with a clear message.
+    let dir = tempfile::tempdir().unwrap();
+    for (path, expect) in [
+        (dir.path().join("missing.pem"), "cannot be read"),
+        (
+            {
+                let p = dir.path().join("empty.pem");
+                std::fs::write(&p, "not a certificate").unwrap();
+                p
+            },
+            "holds no PEM certificate",
+        ),
+    ] {
+        let mut s = settings();
+        tls_relay(&mut s, relay.addr.port(), SmtpTls::Starttls, &path);
+        let err = herald::plugins::Plugins::start(&s, dir.path())
+            .err()
+            .expect("start-up refuses the CA file")
+            .to_string();
+        assert!(
+            err.contains("plugins.smtp_ca_file") && err.contains(expect),
+            "{err}"
+        );
+    }
 }
 
 #[tokio::test]

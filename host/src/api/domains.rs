@@ -1,0 +1,332 @@
+//! `/domains`: sending domains, their DKIM key and DNS records, and verification.
+
+use poem_openapi::param::Path;
+use poem_openapi::payload::Json;
+use poem_openapi::{ApiResponse, Object, OpenApi};
+
+use super::ApiTags;
+use super::error::ApiError;
+use super::extract::{JsonBody, SecretKeyAuth};
+use crate::app::AppState;
+use crate::domain::ids::{DomainId, ProjectId};
+use crate::domain::sending_domain::{
+    DkimKey, DnsRecordState, DomainName, DomainNameError, RecordStatus,
+};
+use crate::domain::time::to_rfc3339;
+use crate::jobs::domains::{CHECK, next_check};
+use crate::store::domains::{Domain, NewDomain};
+use crate::store::jobs::NewJob;
+
+/// `POST /domains` body.
+#[derive(Object, serde::Deserialize)]
+#[oai(rename_all = "camelCase")]
+#[serde(rename_all = "camelCase")]
+pub struct CreateDomain {
+    /// The domain to send from, e.g. `mail.example.com` (Unicode names are accepted).
+    pub domain: String,
+    /// Whether addresses on subdomains of this domain may send once it is verified
+    /// (default false).
+    pub allow_subdomains: Option<bool>,
+}
+
+/// `PATCH /domains/:id` body.
+#[derive(Object, serde::Deserialize)]
+#[oai(rename_all = "camelCase")]
+#[serde(rename_all = "camelCase")]
+pub struct UpdateDomain {
+    /// Whether addresses on subdomains of this domain may send.
+    pub allow_subdomains: bool,
+}
+
+/// A DNS record to publish and its state.
+#[derive(Object)]
+#[oai(rename_all = "camelCase")]
+pub struct DnsRecordBody {
+    /// `TXT` or `MX`.
+    #[oai(rename = "type")]
+    pub record_type: String,
+    /// The full name to publish it at.
+    pub name: String,
+    /// The value to publish (an MX value is `preference host`).
+    pub value: String,
+    /// `pending` (not found yet), `verified` or `failed` (found with another value).
+    pub status: String,
+    /// Whether verification needs it; DMARC is recommended only.
+    pub required: bool,
+    /// What DNS answered at the name in the last check.
+    pub found: Vec<String>,
+}
+
+impl From<DnsRecordState> for DnsRecordBody {
+    fn from(r: DnsRecordState) -> DnsRecordBody {
+        DnsRecordBody {
+            record_type: r.record_type,
+            name: r.name,
+            value: r.value,
+            status: match r.status {
+                RecordStatus::Pending => "pending",
+                RecordStatus::Verified => "verified",
+                RecordStatus::Failed => "failed",
+            }
+            .into(),
+            required: r.required,
+            found: r.found,
+        }
+    }
+}
+
+/// A sending domain.
+#[derive(Object)]
+#[oai(rename_all = "camelCase")]
+pub struct DomainBody {
+    /// Its id (`dom_…`).
+    pub id: String,
+    /// The domain name (IDNs in their ASCII form).
+    pub domain: String,
+    /// `pending`, `verified` or `failed`.
+    pub status: String,
+    /// The records to publish, each with its own status.
+    pub records: Vec<DnsRecordBody>,
+    /// Why the domain is not verified, when it is not.
+    pub failure_reason: Option<String>,
+    /// Whether subdomains may send under it.
+    pub allow_subdomains: bool,
+    /// The DKIM selector of its key.
+    pub dkim_selector: String,
+    /// When it was added.
+    pub created_at: String,
+    /// When it was first verified.
+    pub verified_at: Option<String>,
+    /// When its records were last checked.
+    pub last_checked_at: Option<String>,
+}
+
+impl From<Domain> for DomainBody {
+    fn from(d: Domain) -> DomainBody {
+        DomainBody {
+            id: d.id.into_string(),
+            domain: d.name.as_str().to_string(),
+            status: d.status.as_str().into(),
+            records: d.records.into_iter().map(Into::into).collect(),
+            failure_reason: d.failure_reason,
+            allow_subdomains: d.allow_subdomains,
+            dkim_selector: d.dkim_selector,
+            created_at: to_rfc3339(d.created_at),
+            verified_at: d.verified_at.map(to_rfc3339),
+            last_checked_at: d.last_checked_at.map(to_rfc3339),
+        }
+    }
+}
+
+/// Answer of `POST /domains`.
+#[derive(ApiResponse)]
+pub enum CreatedDomain {
+    /// Added; publish `records`, then verify.
+    #[oai(status = 201)]
+    Created(Json<DomainBody>),
+}
+
+/// Answer of `DELETE /domains/:id`.
+#[derive(ApiResponse)]
+pub enum DeletedDomain {
+    /// Removed.
+    #[oai(status = 204)]
+    Deleted,
+}
+
+fn domain_id(id: &str) -> Result<DomainId, ApiError> {
+    DomainId::parse(id).ok_or_else(|| ApiError::not_found("domain"))
+}
+
+/// The domains endpoints.
+pub struct DomainsApi;
+
+#[OpenApi(tag = "ApiTags::Domains")]
+impl DomainsApi {
+    /// Add a sending domain
+    ///
+    /// Generates an RSA-2048 DKIM key for the domain (the private key never leaves the service)
+    /// and answers the DNS records to publish: DKIM TXT, SPF TXT and the return-path MX
+    /// (required) and DMARC TXT (recommended). The domain is checked in the background every
+    /// 5 minutes until it is verified, or at once with `GET /domains/:id/verify`.
+    #[oai(path = "/domains", method = "post", operation_id = "createDomain")]
+    async fn create(
+        &self,
+        auth: SecretKeyAuth,
+        state: poem::web::Data<&AppState>,
+        body: JsonBody<CreateDomain>,
+    ) -> Result<CreatedDomain, ApiError> {
+        let project = auth.0.project_id();
+        let name = DomainName::parse(&body.0.domain).map_err(|e| {
+            let code = match e {
+                DomainNameError::Syntax(_) => "invalid",
+                DomainNameError::Reserved(_) => "reserved",
+            };
+            ApiError::invalid_field("domain", code, e.to_string())
+        })?;
+        let key = tokio::task::spawn_blocking(DkimKey::generate)
+            .await
+            .map_err(ApiError::internal)?
+            .map_err(ApiError::internal)?;
+        let records = crate::domains::records_to_publish(
+            state.plugins(),
+            state.settings(),
+            &name,
+            &key.selector,
+            &key.public_base64,
+        )
+        .await?;
+        let new = NewDomain {
+            name,
+            allow_subdomains: body.0.allow_subdomains.unwrap_or(false),
+            dkim_selector: key.selector,
+            dkim_private_key: key.private_pem,
+            dkim_public_key: key.public_base64,
+            records,
+        };
+        // The first background check runs soon after the domain is added; later ones follow the
+        // check intervals.
+        let check = NewJob {
+            run_at: crate::domain::time::now_ms(),
+            ..next_check(
+                state.settings(),
+                crate::domain::sending_domain::DomainStatus::Pending,
+                state.jobs().config().max_attempts,
+            )
+        };
+        debug_assert_eq!(check.kind, CHECK);
+        let domain = state
+            .store()
+            .insert_domain(project, &new, &check)
+            .await
+            .map_err(|e| match e {
+                crate::store::StoreError::Conflict(_) => {
+                    ApiError::conflict(format!("the project already has the domain {}", new.name))
+                        .suggest("list the project's domains with GET /domains/project/:projectId")
+                }
+                other => other.into(),
+            })?;
+        state.jobs().wake();
+        Ok(CreatedDomain::Created(Json(domain.into())))
+    }
+
+    /// Domains of a project
+    ///
+    /// Every domain of the key's project, verified and pending. Only the key's own project id
+    /// is answered; any other id is 404.
+    #[oai(
+        path = "/domains/project/:projectId",
+        method = "get",
+        operation_id = "projectDomains"
+    )]
+    async fn of_project(
+        &self,
+        auth: SecretKeyAuth,
+        state: poem::web::Data<&AppState>,
+        /// The project's id (`prj_…`); must be the key's own.
+        #[oai(name = "projectId")]
+        project_id: Path<String>,
+    ) -> Result<Json<Vec<DomainBody>>, ApiError> {
+        let own = auth.0.project_id();
+        if ProjectId::parse(&project_id).as_ref() != Some(own) {
+            return Err(ApiError::not_found("project"));
+        }
+        let domains = state.store().domains(own).await?;
+        Ok(Json(domains.into_iter().map(Into::into).collect()))
+    }
+
+    /// Get a domain
+    #[oai(path = "/domains/:id", method = "get", operation_id = "getDomain")]
+    async fn get(
+        &self,
+        auth: SecretKeyAuth,
+        state: poem::web::Data<&AppState>,
+        /// The domain's id.
+        id: Path<String>,
+    ) -> Result<Json<DomainBody>, ApiError> {
+        let id = domain_id(&id)?;
+        let domain = state
+            .store()
+            .domain(auth.0.project_id(), &id)
+            .await
+            .map_err(|e| ApiError::from_store(e, "domain"))?;
+        Ok(Json(domain.into()))
+    }
+
+    /// Verify a domain now
+    ///
+    /// Looks the domain's records up at once and answers the updated domain. A domain that was
+    /// verified and whose required records are gone becomes `failed` with the reason.
+    #[oai(
+        path = "/domains/:id/verify",
+        method = "get",
+        operation_id = "verifyDomain"
+    )]
+    async fn verify(
+        &self,
+        auth: SecretKeyAuth,
+        state: poem::web::Data<&AppState>,
+        /// The domain's id.
+        id: Path<String>,
+    ) -> Result<Json<DomainBody>, ApiError> {
+        let project = auth.0.project_id();
+        let id = domain_id(&id)?;
+        let domain = state
+            .store()
+            .domain(project, &id)
+            .await
+            .map_err(|e| ApiError::from_store(e, "domain"))?;
+        let checked = crate::domains::check(state.plugins(), state.settings(), &domain).await?;
+        let domain = state
+            .store()
+            .save_domain_check(project, &id, &checked)
+            .await
+            .map_err(|e| ApiError::from_store(e, "domain"))?;
+        Ok(Json(domain.into()))
+    }
+
+    /// Update a domain
+    ///
+    /// Sets whether addresses on subdomains may send under this domain.
+    #[oai(path = "/domains/:id", method = "patch", operation_id = "updateDomain")]
+    async fn update(
+        &self,
+        auth: SecretKeyAuth,
+        state: poem::web::Data<&AppState>,
+        /// The domain's id.
+        id: Path<String>,
+        body: JsonBody<UpdateDomain>,
+    ) -> Result<Json<DomainBody>, ApiError> {
+        let id = domain_id(&id)?;
+        let domain = state
+            .store()
+            .set_domain_subdomains(auth.0.project_id(), &id, body.0.allow_subdomains)
+            .await
+            .map_err(|e| ApiError::from_store(e, "domain"))?;
+        Ok(Json(domain.into()))
+    }
+
+    /// Remove a domain
+    ///
+    /// Mail can no longer be sent from it; its key is deleted.
+    #[oai(
+        path = "/domains/:id",
+        method = "delete",
+        operation_id = "deleteDomain"
+    )]
+    async fn delete(
+        &self,
+        auth: SecretKeyAuth,
+        state: poem::web::Data<&AppState>,
+        /// The domain's id.
+        id: Path<String>,
+    ) -> Result<DeletedDomain, ApiError> {
+        let id = domain_id(&id)?;
+        state
+            .store()
+            .delete_domain(auth.0.project_id(), &id)
+            .await
+            .map_err(|e| ApiError::from_store(e, "domain"))?;
+        Ok(DeletedDomain::Deleted)
+    }
+}

@@ -1,0 +1,406 @@
+//! Sending domains: their names, DKIM keys, the state of their DNS records, and the rule that
+//! decides which verified domain may send for an address.
+//!
+//! The sender rule (also in `docs/decisions.md`): the domain of a `from` address is covered by a
+//! verified domain of the project when it is that domain exactly, or a subdomain of it and that
+//! verified domain has `allowSubdomains` set. The closest covering domain signs the mail.
+
+use std::fmt;
+
+use base64::Engine as _;
+use rsa::pkcs1::{EncodeRsaPrivateKey, LineEnding};
+use rsa::pkcs8::EncodePublicKey;
+use serde::{Deserialize, Serialize};
+
+use super::email::{EmailError, parse_domain};
+
+/// A sending domain's name: lower-case ASCII (IDNs in punycode), at least two labels.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct DomainName(String);
+
+/// Why a string is not a usable sending domain.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum DomainNameError {
+    /// Not a valid host name.
+    #[error("{0}")]
+    Syntax(String),
+    /// A name that can never receive public DNS records.
+    #[error("`{0}` is a reserved name that cannot publish DNS records; use a domain you own")]
+    Reserved(String),
+}
+
+impl DomainName {
+    /// Parses a domain as a user types it: surrounding spaces, a trailing dot, capitals and
+    /// Unicode are accepted; a scheme, a path, an `@` or a port are not.
+    pub fn parse(input: &str) -> Result<DomainName, DomainNameError> {
+        let input = input.trim();
+        if input.is_empty() {
+            return Err(DomainNameError::Syntax(
+                "the domain is empty; send a name like example.com".into(),
+            ));
+        }
+        if input.contains("://") || input.contains('/') || input.contains('@') {
+            return Err(DomainNameError::Syntax(
+                "send only the domain name, like example.com, without a scheme, path or @".into(),
+            ));
+        }
+        if input.contains(':') {
+            return Err(DomainNameError::Syntax(
+                "send only the domain name, without a port".into(),
+            ));
+        }
+        let ascii = parse_domain(input).map_err(|e| match e {
+            EmailError::Domain(why) => {
+                DomainNameError::Syntax(format!("the domain is not valid: {why}"))
+            }
+            other => DomainNameError::Syntax(other.to_string()),
+        })?;
+        let tld = ascii.rsplit('.').next().unwrap_or_default();
+        if matches!(
+            tld,
+            "localhost" | "local" | "invalid" | "example" | "internal"
+        ) || ascii == "example.com"
+            || ascii == "example.org"
+            || ascii == "example.net"
+        {
+            return Err(DomainNameError::Reserved(ascii));
+        }
+        Ok(DomainName(ascii))
+    }
+
+    /// Wraps a value read back from the store.
+    pub(crate) fn from_trusted(s: String) -> DomainName {
+        DomainName(s)
+    }
+
+    /// The name.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    /// This name and every parent with at least two labels, closest first:
+    /// `a.b.example.com`, `b.example.com`, `example.com`.
+    pub fn self_and_parents(host: &str) -> Vec<String> {
+        let host = host.trim_end_matches('.').to_ascii_lowercase();
+        let mut out = Vec::new();
+        let mut rest = host.as_str();
+        while rest.contains('.') {
+            out.push(rest.to_string());
+            rest = rest.split_once('.').map(|x| x.1).unwrap_or_default();
+        }
+        out
+    }
+}
+
+impl fmt::Display for DomainName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// Verification state of a domain.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DomainStatus {
+    /// Its required records have not all been found yet.
+    Pending,
+    /// Every required record is published with the expected value.
+    Verified,
+    /// A required record has a wrong value, or disappeared after verification.
+    Failed,
+}
+
+impl DomainStatus {
+    /// The wire and storage name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DomainStatus::Pending => "pending",
+            DomainStatus::Verified => "verified",
+            DomainStatus::Failed => "failed",
+        }
+    }
+
+    /// Reads a stored name.
+    pub fn parse(s: &str) -> Option<DomainStatus> {
+        match s {
+            "pending" => Some(DomainStatus::Pending),
+            "verified" => Some(DomainStatus::Verified),
+            "failed" => Some(DomainStatus::Failed),
+            _ => None,
+        }
+    }
+}
+
+/// State of one DNS record.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RecordStatus {
+    /// Not found yet.
+    Pending,
+    /// Found with the expected value.
+    Verified,
+    /// Found with another value.
+    Failed,
+}
+
+/// One DNS record a domain must (or should) publish, with what the last check found.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DnsRecordState {
+    /// `TXT`, `MX` or `CNAME`.
+    #[serde(rename = "type")]
+    pub record_type: String,
+    /// Full name to publish at.
+    pub name: String,
+    /// Value to publish.
+    pub value: String,
+    /// Whether verification needs it (DMARC is only recommended).
+    pub required: bool,
+    /// Its state.
+    pub status: RecordStatus,
+    /// What DNS answered at the name in the last check.
+    #[serde(default)]
+    pub found: Vec<String>,
+}
+
+/// What a check concluded.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CheckOutcome {
+    /// The new status.
+    pub status: DomainStatus,
+    /// Why it is not verified, in words a person can act on.
+    pub reason: Option<String>,
+}
+
+/// A short description of a record for messages.
+fn describe(r: &DnsRecordState) -> String {
+    let what = if r.name.contains("._domainkey.") {
+        "DKIM"
+    } else if r.name.starts_with("_dmarc.") {
+        "DMARC"
+    } else if r.record_type == "MX" {
+        "return-path MX"
+    } else {
+        "SPF"
+    };
+    format!("the {what} {} record at {}", r.record_type, r.name)
+}
+
+/// Decides a domain's status from a check of its records. `was_verified` says whether it had been
+/// verified before, so that records that vanish turn it `failed` rather than back to `pending`.
+pub fn conclude(records: &[DnsRecordState], was_verified: bool) -> CheckOutcome {
+    let required: Vec<&DnsRecordState> = records.iter().filter(|r| r.required).collect();
+    if !required.is_empty() && required.iter().all(|r| r.status == RecordStatus::Verified) {
+        return CheckOutcome {
+            status: DomainStatus::Verified,
+            reason: None,
+        };
+    }
+    if let Some(wrong) = required.iter().find(|r| r.status == RecordStatus::Failed) {
+        return CheckOutcome {
+            status: DomainStatus::Failed,
+            reason: Some(format!(
+                "{} has another value (found: {}); publish: {}",
+                describe(wrong),
+                wrong.found.join(" | "),
+                wrong.value
+            )),
+        };
+    }
+    let missing: Vec<String> = required
+        .iter()
+        .filter(|r| r.status == RecordStatus::Pending)
+        .map(|r| describe(r))
+        .collect();
+    if was_verified {
+        CheckOutcome {
+            status: DomainStatus::Failed,
+            reason: Some(format!(
+                "{} disappeared after the domain was verified; publish it again",
+                missing.join(", ")
+            )),
+        }
+    } else {
+        CheckOutcome {
+            status: DomainStatus::Pending,
+            reason: Some(format!("waiting for {}", missing.join(", "))),
+        }
+    }
+}
+
+/// A verified domain of a project, as the sender rule sees it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct VerifiedDomain {
+    /// Its name.
+    pub name: String,
+    /// Whether subdomains may send under it.
+    pub allow_subdomains: bool,
+}
+
+/// The verified domain that covers `host` (the domain of a from address), if any: the closest
+/// one, matching exactly, or as a parent when it allows subdomains.
+pub fn covering<'a>(host: &str, verified: &'a [VerifiedDomain]) -> Option<&'a VerifiedDomain> {
+    let host = host.trim_end_matches('.').to_ascii_lowercase();
+    DomainName::self_and_parents(&host)
+        .into_iter()
+        .find_map(|candidate| {
+            verified
+                .iter()
+                .find(|d| d.name == candidate && (candidate == host || d.allow_subdomains))
+        })
+}
+
+/// A freshly generated DKIM key.
+pub struct DkimKey {
+    /// The selector (the label before `._domainkey.`).
+    pub selector: String,
+    /// The private key, PKCS#1 PEM; stored, used to sign, never shown.
+    pub private_pem: String,
+    /// The public key for the `p=` tag: base64 of the DER SubjectPublicKeyInfo.
+    pub public_base64: String,
+}
+
+impl DkimKey {
+    /// Generates an RSA-2048 key with a fresh selector `herald<6 hex>`; CPU-heavy (tens of ms).
+    pub fn generate() -> Result<DkimKey, String> {
+        use rand::RngCore;
+        let mut rng = rand::thread_rng();
+        let key = rsa::RsaPrivateKey::new(&mut rng, 2048).map_err(|e| e.to_string())?;
+        let private_pem = key
+            .to_pkcs1_pem(LineEnding::LF)
+            .map_err(|e| e.to_string())?
+            .to_string();
+        let der = key
+            .to_public_key()
+            .to_public_key_der()
+            .map_err(|e| e.to_string())?;
+        let public_base64 = base64::engine::general_purpose::STANDARD.encode(der.as_bytes());
+        let mut tag = [0u8; 3];
+        rng.fill_bytes(&mut tag);
+        Ok(DkimKey {
+            selector: format!("herald{}", hex::encode(tag)),
+            private_pem,
+            public_base64,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record(name: &str, required: bool, status: RecordStatus) -> DnsRecordState {
+        DnsRecordState {
+            record_type: "TXT".into(),
+            name: name.into(),
+            value: "v".into(),
+            required,
+            status,
+            found: vec!["other".into()],
+        }
+    }
+
+    #[test]
+    fn names_are_normalised_and_junk_is_refused() {
+        assert_eq!(
+            DomainName::parse(" Mail.Example.co.UK. ").unwrap().as_str(),
+            "mail.example.co.uk"
+        );
+        assert_eq!(
+            DomainName::parse("bücher.de").unwrap().as_str(),
+            "xn--bcher-kva.de"
+        );
+        for bad in [
+            "",
+            "https://acme.io",
+            "acme.io/path",
+            "ann@acme.io",
+            "acme.io:25",
+            "acme",
+            "-acme.io",
+            "acme..io",
+            "[127.0.0.1]",
+            "acme.123",
+        ] {
+            assert!(
+                matches!(DomainName::parse(bad), Err(DomainNameError::Syntax(_))),
+                "{bad}"
+            );
+        }
+        for reserved in ["mail.localhost", "example.com", "printer.local"] {
+            assert!(
+                matches!(
+                    DomainName::parse(reserved),
+                    Err(DomainNameError::Reserved(_))
+                ),
+                "{reserved}"
+            );
+        }
+    }
+
+    #[test]
+    fn status_follows_the_required_records() {
+        use RecordStatus::*;
+        let all = [
+            record("s._domainkey.acme.io", true, Verified),
+            record("acme.io", true, Verified),
+            record("_dmarc.acme.io", false, Pending),
+        ];
+        assert_eq!(conclude(&all, false).status, DomainStatus::Verified);
+
+        let missing = [
+            record("s._domainkey.acme.io", true, Pending),
+            record("acme.io", true, Verified),
+        ];
+        let outcome = conclude(&missing, false);
+        assert_eq!(outcome.status, DomainStatus::Pending);
+        assert!(outcome.reason.unwrap().contains("DKIM TXT record"));
+        let outcome = conclude(&missing, true);
+        assert_eq!(outcome.status, DomainStatus::Failed);
+        assert!(outcome.reason.unwrap().contains("disappeared"));
+
+        let wrong = [
+            record("s._domainkey.acme.io", true, Verified),
+            record("acme.io", true, Failed),
+        ];
+        let outcome = conclude(&wrong, false);
+        assert_eq!(outcome.status, DomainStatus::Failed);
+        assert!(
+            outcome
+                .reason
+                .unwrap()
+                .contains("SPF TXT record at acme.io")
+        );
+    }
+
+    #[test]
+    fn subdomains_are_covered_only_when_allowed() {
+        let verified = vec![
+            VerifiedDomain {
+                name: "acme.io".into(),
+                allow_subdomains: false,
+            },
+            VerifiedDomain {
+                name: "news.beta.io".into(),
+                allow_subdomains: true,
+            },
+        ];
+        assert_eq!(covering("acme.io", &verified).unwrap().name, "acme.io");
+        assert!(covering("mail.acme.io", &verified).is_none());
+        assert!(covering("otheracme.io", &verified).is_none());
+        assert_eq!(
+            covering("eu.news.beta.io", &verified).unwrap().name,
+            "news.beta.io"
+        );
+        assert!(covering("beta.io", &verified).is_none());
+    }
+
+    #[test]
+    fn dkim_keys_are_rsa_2048_with_fresh_selectors() {
+        let a = DkimKey::generate().unwrap();
+        let b = DkimKey::generate().unwrap();
+        assert_ne!(a.selector, b.selector);
+        assert!(a.private_pem.starts_with("-----BEGIN RSA PRIVATE KEY-----"));
+        // SPKI of a 2048-bit key: 294 bytes, 392 base64 characters.
+        assert_eq!(a.public_base64.len(), 392);
+    }
+}

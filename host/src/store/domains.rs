@@ -1,0 +1,397 @@
+//! Sending domains. A domain is written together with its first background check job, and every
+//! background check writes the domain's new state, completes its job and schedules the next check
+//! in one transaction guarded by the job's lease: a crash never loses the chain of checks and
+//! never forks it.
+
+use serde_json::Value;
+use sqlx::FromRow;
+use sqlx::types::Json;
+
+use super::dialect::{BeginWrite, delete_queued_jobs_for_sql};
+use super::jobs::{COMPLETE_JOB, INSERT_JOB, NewJob};
+use super::{Store, StoreError, StoreResult};
+use crate::domain::ids::{DomainId, JobId, ProjectId};
+use crate::domain::sending_domain::{DnsRecordState, DomainName, DomainStatus, VerifiedDomain};
+use crate::domain::time::now_ms;
+use crate::{on_db, on_db_write};
+
+/// The job kind of background domain checks (`jobs::domains::CHECK`).
+pub const CHECK_KIND: &str = "domains.check";
+
+/// A stored sending domain (without its private key).
+#[derive(Clone, Debug)]
+pub struct Domain {
+    /// Its id.
+    pub id: DomainId,
+    /// Its project.
+    pub project_id: ProjectId,
+    /// Its name.
+    pub name: DomainName,
+    /// Its status.
+    pub status: DomainStatus,
+    /// Whether subdomains may send under it.
+    pub allow_subdomains: bool,
+    /// The DKIM selector.
+    pub dkim_selector: String,
+    /// The DKIM public key (`p=`).
+    pub dkim_public_key: String,
+    /// The records to publish with their last known state.
+    pub records: Vec<DnsRecordState>,
+    /// Why it is not verified.
+    pub failure_reason: Option<String>,
+    /// Created, unix ms.
+    pub created_at: i64,
+    /// First verified, unix ms.
+    pub verified_at: Option<i64>,
+    /// Last checked, unix ms.
+    pub last_checked_at: Option<i64>,
+}
+
+#[derive(FromRow)]
+struct DomainRow {
+    id: String,
+    project_id: String,
+    name: String,
+    status: String,
+    allow_subdomains: bool,
+    dkim_selector: String,
+    dkim_public_key: String,
+    records: Json<Vec<DnsRecordState>>,
+    failure_reason: Option<String>,
+    created_at: i64,
+    verified_at: Option<i64>,
+    last_checked_at: Option<i64>,
+}
+
+const COLUMNS: &str = "id, project_id, name, status, allow_subdomains, dkim_selector, dkim_public_key, \
+     records, failure_reason, created_at, verified_at, last_checked_at";
+
+impl TryFrom<DomainRow> for Domain {
+    type Error = StoreError;
+
+    fn try_from(r: DomainRow) -> Result<Domain, StoreError> {
+        Ok(Domain {
+            id: DomainId::from_trusted(r.id),
+            project_id: ProjectId::from_trusted(r.project_id),
+            name: DomainName::from_trusted(r.name),
+            status: DomainStatus::parse(&r.status)
+                .ok_or_else(|| StoreError::Corrupt(format!("domain status `{}`", r.status)))?,
+            allow_subdomains: r.allow_subdomains,
+            dkim_selector: r.dkim_selector,
+            dkim_public_key: r.dkim_public_key,
+            records: r.records.0,
+            failure_reason: r.failure_reason,
+            created_at: r.created_at,
+            verified_at: r.verified_at,
+            last_checked_at: r.last_checked_at,
+        })
+    }
+}
+
+/// A domain to add.
+pub struct NewDomain {
+    /// Its name.
+    pub name: DomainName,
+    /// Whether subdomains may send under it.
+    pub allow_subdomains: bool,
+    /// DKIM selector.
+    pub dkim_selector: String,
+    /// DKIM private key, PKCS#1 PEM.
+    pub dkim_private_key: String,
+    /// DKIM public key, base64 SPKI.
+    pub dkim_public_key: String,
+    /// The records to publish, all pending.
+    pub records: Vec<DnsRecordState>,
+}
+
+/// The result of a check, to store.
+pub struct CheckedDomain {
+    /// The new status.
+    pub status: DomainStatus,
+    /// The records with their states.
+    pub records: Vec<DnsRecordState>,
+    /// Why it is not verified.
+    pub failure_reason: Option<String>,
+}
+
+/// The signing identity of a verified domain.
+#[derive(Clone, Debug)]
+pub struct SigningDomain {
+    /// The domain name (DKIM `d=`).
+    pub name: String,
+    /// DKIM selector (`s=`).
+    pub selector: String,
+    /// The private key, PKCS#1 PEM.
+    pub private_key: String,
+}
+
+/// Queues the check job `$job` (a [`NewJob`]) of domain `$id` inside the transaction `$tx`.
+macro_rules! insert_check {
+    ($tx:expr, $id:expr, $project:expr, $job:expr, $now:expr) => {{
+        let payload = serde_json::json!({ "domainId": $id.as_str() });
+        sqlx::query(INSERT_JOB)
+            .bind(JobId::generate().as_str())
+            .bind($project.as_str())
+            .bind(&$job.kind)
+            .bind(Json(&payload))
+            .bind(None::<&[u8]>)
+            .bind($job.max_attempts)
+            .bind($job.run_at)
+            .bind($now)
+            .execute($tx)
+            .await?;
+    }};
+}
+
+impl Store {
+    /// Adds a domain and schedules its first background check (`check` describes the job);
+    /// `Conflict` when the project already has it.
+    pub async fn insert_domain(
+        &self,
+        project: &ProjectId,
+        domain: &NewDomain,
+        check: &NewJob,
+    ) -> StoreResult<Domain> {
+        let id = DomainId::generate();
+        let now = now_ms();
+        on_db_write!(self.db(), pool => {
+            let mut tx = pool.begin_write().await?;
+            sqlx::query(
+                "INSERT INTO domains (id, project_id, name, status, allow_subdomains, dkim_selector, \
+                 dkim_private_key, dkim_public_key, records, created_at, updated_at) \
+                 VALUES ($1, $2, $3, 'pending', $4, $5, $6, $7, $8, $9, $9)",
+            )
+            .bind(id.as_str())
+            .bind(project.as_str())
+            .bind(domain.name.as_str())
+            .bind(domain.allow_subdomains)
+            .bind(&domain.dkim_selector)
+            .bind(&domain.dkim_private_key)
+            .bind(&domain.dkim_public_key)
+            .bind(Json(&domain.records))
+            .bind(now)
+            .execute(&mut *tx)
+            .await
+            .map_err(|e| StoreError::unique(e, "the project already has this domain"))?;
+            insert_check!(&mut *tx, &id, project, check, now);
+            tx.commit().await?;
+        });
+        self.domain(project, &id).await
+    }
+
+    /// A domain of a project.
+    pub async fn domain(&self, project: &ProjectId, id: &DomainId) -> StoreResult<Domain> {
+        let sql = format!("SELECT {COLUMNS} FROM domains WHERE project_id = $1 AND id = $2");
+        let row: Option<DomainRow> = on_db!(self.db(), pool => {
+            sqlx::query_as(&sql).bind(project.as_str()).bind(id.as_str()).fetch_optional(pool).await?
+        });
+        row.ok_or(StoreError::NotFound)?.try_into()
+    }
+
+    /// A domain by id alone (for the background checks).
+    pub async fn domain_by_id(&self, id: &str) -> StoreResult<Option<Domain>> {
+        let sql = format!("SELECT {COLUMNS} FROM domains WHERE id = $1");
+        let row: Option<DomainRow> = on_db!(self.db(), pool => {
+            sqlx::query_as(&sql).bind(id).fetch_optional(pool).await?
+        });
+        row.map(Domain::try_from).transpose()
+    }
+
+    /// Every domain of a project, oldest first.
+    pub async fn domains(&self, project: &ProjectId) -> StoreResult<Vec<Domain>> {
+        let sql = format!("SELECT {COLUMNS} FROM domains WHERE project_id = $1 ORDER BY id");
+        let rows: Vec<DomainRow> = on_db!(self.db(), pool => {
+            sqlx::query_as(&sql).bind(project.as_str()).fetch_all(pool).await?
+        });
+        rows.into_iter().map(Domain::try_from).collect()
+    }
+
+    /// Sets whether subdomains may send under a domain.
+    pub async fn set_domain_subdomains(
+        &self,
+        project: &ProjectId,
+        id: &DomainId,
+        allow: bool,
+    ) -> StoreResult<Domain> {
+        let n = on_db_write!(self.db(), pool => {
+            sqlx::query(
+                "UPDATE domains SET allow_subdomains = $3, updated_at = $4 \
+                 WHERE project_id = $1 AND id = $2",
+            )
+            .bind(project.as_str())
+            .bind(id.as_str())
+            .bind(allow)
+            .bind(now_ms())
+            .execute(pool)
+            .await?
+            .rows_affected()
+        });
+        if n == 0 {
+            return Err(StoreError::NotFound);
+        }
+        self.domain(project, id).await
+    }
+
+    /// Removes a domain and its queued background check (a check running right now finds the
+    /// domain gone and schedules no other).
+    pub async fn delete_domain(&self, project: &ProjectId, id: &DomainId) -> StoreResult<()> {
+        let cancel = delete_queued_jobs_for_sql(self.db().backend(), "domainId");
+        let n = on_db_write!(self.db(), pool => {
+            let mut tx = pool.begin_write().await?;
+            let n = sqlx::query("DELETE FROM domains WHERE project_id = $1 AND id = $2")
+                .bind(project.as_str())
+                .bind(id.as_str())
+                .execute(&mut *tx)
+                .await?
+                .rows_affected();
+            sqlx::query(&cancel)
+                .bind(CHECK_KIND)
+                .bind(id.as_str())
+                .execute(&mut *tx)
+                .await?;
+            tx.commit().await?;
+            n
+        });
+        if n == 0 {
+            return Err(StoreError::NotFound);
+        }
+        Ok(())
+    }
+
+    /// Stores the result of a check made on request.
+    pub async fn save_domain_check(
+        &self,
+        project: &ProjectId,
+        id: &DomainId,
+        check: &CheckedDomain,
+    ) -> StoreResult<Domain> {
+        let n = on_db_write!(self.db(), pool => {
+            sqlx::query(SAVE_CHECK)
+                .bind(id.as_str())
+                .bind(check.status.as_str())
+                .bind(Json(&check.records))
+                .bind(check.failure_reason.as_deref())
+                .bind(now_ms())
+                .bind(project.as_str())
+                .execute(pool)
+                .await?
+                .rows_affected()
+        });
+        if n == 0 {
+            return Err(StoreError::NotFound);
+        }
+        self.domain(project, id).await
+    }
+
+    /// Stores a background check's result, completes its job and schedules the next check, in
+    /// one transaction guarded by the job's lease. `None` when the worker lost the lease; the
+    /// domain may have been deleted meanwhile, in which case only the job completes.
+    pub async fn finish_domain_check(
+        &self,
+        domain: &Domain,
+        (job_id, worker): (&str, &str),
+        check: &CheckedDomain,
+        next: &NewJob,
+    ) -> StoreResult<Option<()>> {
+        let now = now_ms();
+        let result = serde_json::json!({
+            "domainId": domain.id.as_str(),
+            "status": check.status.as_str(),
+        });
+        on_db_write!(self.db(), pool => {
+            let mut tx = pool.begin_write().await?;
+            let owned = sqlx::query(COMPLETE_JOB)
+                .bind(job_id)
+                .bind(worker)
+                .bind(Json(&result))
+                .bind(now)
+                .execute(&mut *tx)
+                .await?
+                .rows_affected();
+            if owned != 1 {
+                return Ok(None);
+            }
+            let updated = sqlx::query(SAVE_CHECK)
+                .bind(domain.id.as_str())
+                .bind(check.status.as_str())
+                .bind(Json(&check.records))
+                .bind(check.failure_reason.as_deref())
+                .bind(now)
+                .bind(domain.project_id.as_str())
+                .execute(&mut *tx)
+                .await?
+                .rows_affected();
+            if updated == 1 {
+                insert_check!(&mut *tx, &domain.id, &domain.project_id, next, now);
+            }
+            tx.commit().await?;
+        });
+        Ok(Some(()))
+    }
+
+    /// Completes a check job whose domain no longer exists.
+    pub async fn end_domain_checks(&self, job_id: &str, worker: &str) -> StoreResult<bool> {
+        self.complete_job(job_id, worker, &Value::from("domain deleted"))
+            .await
+    }
+
+    /// The project's verified domains among `names` (a host and its parents).
+    pub async fn verified_domains(
+        &self,
+        project: &ProjectId,
+        names: &[String],
+    ) -> StoreResult<Vec<VerifiedDomain>> {
+        if names.is_empty() {
+            return Ok(Vec::new());
+        }
+        let list = super::dialect::placeholders(2, names.len());
+        let sql = format!(
+            "SELECT name, allow_subdomains FROM domains \
+             WHERE project_id = $1 AND status = 'verified' AND name IN ({list})"
+        );
+        let rows: Vec<(String, bool)> = on_db!(self.db(), pool => {
+            let mut q = sqlx::query_as(&sql).bind(project.as_str());
+            for n in names {
+                q = q.bind(n);
+            }
+            q.fetch_all(pool).await?
+        });
+        Ok(rows
+            .into_iter()
+            .map(|(name, allow_subdomains)| VerifiedDomain {
+                name,
+                allow_subdomains,
+            })
+            .collect())
+    }
+
+    /// The DKIM signing identity of a verified domain of the project.
+    pub async fn signing_domain(
+        &self,
+        project: &ProjectId,
+        name: &str,
+    ) -> StoreResult<Option<SigningDomain>> {
+        let row: Option<(String, String, String)> = on_db!(self.db(), pool => {
+            sqlx::query_as(
+                "SELECT name, dkim_selector, dkim_private_key FROM domains \
+                 WHERE project_id = $1 AND name = $2 AND status = 'verified'",
+            )
+            .bind(project.as_str())
+            .bind(name)
+            .fetch_optional(pool)
+            .await?
+        });
+        Ok(row.map(|(name, selector, private_key)| SigningDomain {
+            name,
+            selector,
+            private_key,
+        }))
+    }
+}
+
+/// Writes a check; binds id, status, records, reason, now, project. `verified_at` keeps the first
+/// verification time.
+const SAVE_CHECK: &str = "UPDATE domains SET status = $2, records = $3, failure_reason = $4, \
+     last_checked_at = $5, updated_at = $5, \
+     verified_at = CASE WHEN $2 = 'verified' AND verified_at IS NULL THEN $5 ELSE verified_at END \
+     WHERE id = $1 AND project_id = $6";
