@@ -10,3 +10,4 @@ pub mod pagination;
 pub mod password;
 pub mod project;
 pub mod time;
+pub mod verification;
