@@ -13,3 +13,4 @@ mod isolation;
 mod jobs;
 mod plugins;
 mod rate_limit;
+mod verify;

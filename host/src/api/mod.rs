@@ -11,6 +11,7 @@ pub mod extract;
 pub mod meta;
 pub mod track;
 pub mod users;
+pub mod verify;
 
 use poem_openapi::{OpenApiService, Tags};
 
@@ -27,6 +28,8 @@ pub enum ApiTags {
     Projects,
     /// Health, readiness and deployment configuration.
     Meta,
+    /// Email address verification.
+    Verification,
 }
 
 /// Every API of the service.
@@ -39,6 +42,7 @@ pub type Apis = (
     contact_jobs::ContactJobsApi,
     track::TrackApi,
     events::EventsApi,
+    verify::VerifyApi,
 );
 
 /// The OpenAPI service that serves every endpoint and generates the spec.
@@ -53,6 +57,7 @@ pub fn service() -> OpenApiService<Apis, ()> {
             contact_jobs::ContactJobsApi,
             track::TrackApi,
             events::EventsApi,
+            verify::VerifyApi,
         ),
         "Herald",
         env!("CARGO_PKG_VERSION"),
