@@ -148,8 +148,13 @@ pub fn typo_correction(domain: &str) -> Option<String> {
         if p_suffix.split('.').count() + 1 != labels {
             continue;
         }
+        let allowed = name_edits_allowed(p_name);
+        // Each edit changes the length by one at most: skip the work when that already fails.
+        if name.len().abs_diff(p_name.len()) > allowed {
+            continue;
+        }
         let name_edits = osa_distance(name, p_name);
-        if name_edits > name_edits_allowed(p_name) {
+        if name_edits > allowed {
             continue;
         }
         let suffix_edits = osa_distance(suffix, p_suffix);
