@@ -5,7 +5,8 @@
 //! The cache is only a cache: every instance keeps its own, and losing it costs lookups only.
 //! It holds the facts of a domain for `verify_cache_seconds`; a domain that DNS could not tell
 //! about (timeout, failure) is not cached, so the next request asks again. Concurrent requests
-//! for a domain that is not cached share one set of lookups.
+//! for a domain that is not cached share one set of lookups and its outcome, a failure included
+//! (they do not queue up to try again one after another).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -23,8 +24,9 @@ use crate::plugins::PluginSettings;
 /// Most domains the cache holds; past it, expired entries go first, then arbitrary ones.
 const MAX_CACHED_DOMAINS: usize = 100_000;
 
-/// A cache slot: filled once with the facts and when they were fetched.
-type Slot = Arc<OnceCell<(Instant, DnsFacts)>>;
+/// A cache slot: filled once with the outcome of the lookups and, for facts, when they were
+/// fetched. A filled failure is shared with the requests that waited for it, then replaced.
+type Slot = Arc<OnceCell<Result<(Instant, DnsFacts), DnsUnknown>>>;
 
 /// Verifies addresses: syntax and lists in memory, DNS through the host's resolver.
 pub struct Verifier {
@@ -71,39 +73,38 @@ impl Verifier {
     /// The DNS facts of `domain`, from the cache when they are fresh.
     pub async fn dns_facts(&self, domain: &str) -> Result<DnsFacts, DnsUnknown> {
         let slot = self.slot(domain);
-        let (_, facts) = slot
-            .get_or_try_init(|| async {
-                let started = Instant::now();
-                let result = self.lookup(domain).await;
-                tracing::debug!(
-                    domain,
-                    elapsed_ms = started.elapsed().as_millis() as u64,
-                    result = ?result,
-                    "verification DNS lookup"
-                );
-                result.map(|facts| (Instant::now(), facts))
-            })
-            .await?;
-        Ok(*facts)
+        slot.get_or_init(|| async {
+            let started = Instant::now();
+            let result = self.lookup(domain).await;
+            tracing::debug!(
+                domain,
+                elapsed_ms = started.elapsed().as_millis() as u64,
+                result = ?result,
+                "verification DNS lookup"
+            );
+            result.map(|facts| (Instant::now(), facts))
+        })
+        .await
+        .clone()
+        .map(|(_, facts)| facts)
     }
 
     /// The cache slot of `domain`: the cached one while fresh (or still being filled), else a
     /// new one.
     fn slot(&self, domain: &str) -> Slot {
         let mut cache = self.cache.lock().unwrap_or_else(|p| p.into_inner());
-        let fresh = |slot: &Slot| match slot.get() {
-            Some((at, _)) => at.elapsed() < self.ttl,
-            None => true,
-        };
-        if let Some(slot) = cache.get(domain).filter(|s| fresh(s)) {
+        let fresh =
+            |slot: &Slot| matches!(slot.get(), Some(Ok((at, _))) if at.elapsed() < self.ttl);
+        // A slot still being filled is joined; a fresh one answers; any other is replaced.
+        if let Some(slot) = cache
+            .get(domain)
+            .filter(|s| fresh(s) || (s.get().is_none() && Arc::strong_count(s) > 1))
+        {
             return slot.clone();
         }
         if cache.len() >= MAX_CACHED_DOMAINS {
             // Keep fresh facts and lookups in flight; then make room regardless.
-            cache.retain(|_, slot| {
-                Arc::strong_count(slot) > 1
-                    || slot.get().is_some_and(|(at, _)| at.elapsed() < self.ttl)
-            });
+            cache.retain(|_, slot| Arc::strong_count(slot) > 1 || fresh(slot));
             let excess = (cache.len() + 1).saturating_sub(MAX_CACHED_DOMAINS);
             let evicted: Vec<String> = cache.keys().take(excess).cloned().collect();
             for key in evicted {

@@ -187,6 +187,21 @@ async fn verify_a_silent_dns_answers_quickly_as_unverified() {
     let started = Instant::now();
     verify(&app, &p, "bob@slow.com").await;
     assert!(started.elapsed() >= Duration::from_millis(350));
+
+    // Concurrent requests share one set of lookups and its failure: none of them waits for the
+    // others to time out first.
+    let started = Instant::now();
+    let addresses: Vec<String> = (0..6).map(|i| format!("user{i}@slow.com")).collect();
+    let answers = futures::future::join_all(addresses.iter().map(|a| verify(&app, &p, a))).await;
+    let took = started.elapsed();
+    assert!(
+        took < Duration::from_millis(1_500),
+        "six concurrent requests took {took:?}"
+    );
+    for answer in answers {
+        assert_eq!(answer["valid"], false);
+        assert!(reasons(&answer)[0].starts_with("DNS did not answer in time"));
+    }
 }
 
 #[tokio::test]
