@@ -9,6 +9,7 @@ use crate::jobs::JobQueue;
 use crate::plugins::Plugins;
 use crate::ratelimit::RateLimiter;
 use crate::store::Store;
+use crate::verify::Verifier;
 
 /// Shared, cheaply cloned application state.
 #[derive(Clone)]
@@ -22,6 +23,7 @@ struct Inner {
     rate_limiter: RateLimiter,
     jobs: JobQueue,
     plugins: Arc<Plugins>,
+    verifier: Verifier,
     jwt_encoding: EncodingKey,
     jwt_decoding: DecodingKey,
 }
@@ -36,6 +38,7 @@ impl AppState {
     ) -> AppState {
         let rate_limiter = RateLimiter::for_store(&store);
         let jobs = JobQueue::new(store.clone(), &settings, plugins.clone());
+        let verifier = Verifier::new(&settings);
         AppState {
             inner: Arc::new(Inner {
                 store,
@@ -43,6 +46,7 @@ impl AppState {
                 rate_limiter,
                 jobs,
                 plugins,
+                verifier,
                 jwt_encoding: EncodingKey::from_secret(jwt_secret.as_bytes()),
                 jwt_decoding: DecodingKey::from_secret(jwt_secret.as_bytes()),
             }),
@@ -72,6 +76,11 @@ impl AppState {
     /// The plugin platform (transport, DNS verifier, billing, steps).
     pub fn plugins(&self) -> &Arc<Plugins> {
         &self.inner.plugins
+    }
+
+    /// Email address verification (`POST /v1/verify`).
+    pub fn verifier(&self) -> &Verifier {
+        &self.inner.verifier
     }
 
     /// Key that signs session tokens.

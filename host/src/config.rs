@@ -55,6 +55,12 @@ pub struct Settings {
     pub jobs_lease_seconds: u64,
     /// Attempts before a failing job is marked failed.
     pub jobs_max_attempts: i32,
+    /// How long `POST /v1/verify` waits for each DNS answer, in milliseconds; a domain whose
+    /// answers do not come in time is reported as unverified. Nameservers are
+    /// `plugins.dns_nameservers`.
+    pub verify_dns_timeout_ms: u64,
+    /// How long `POST /v1/verify` keeps what DNS said about a domain, in seconds (`0`: no cache).
+    pub verify_cache_seconds: u64,
     /// Log filter (`tracing` env-filter syntax), e.g. `info` or `herald=debug`.
     pub log: String,
     /// `text` or `json`.
@@ -114,6 +120,8 @@ impl Default for Settings {
             jobs_poll_interval_ms: 500,
             jobs_lease_seconds: 30,
             jobs_max_attempts: 5,
+            verify_dns_timeout_ms: 2_000,
+            verify_cache_seconds: 600,
             log: "info".into(),
             log_format: LogFormat::Text,
             plugins: crate::plugins::PluginSettings::default(),

@@ -15,3 +15,4 @@ pub mod ratelimit;
 pub mod server;
 pub mod store;
 pub mod telemetry;
+pub mod verify;

@@ -12,6 +12,7 @@ pub mod extract;
 pub mod meta;
 pub mod track;
 pub mod users;
+pub mod verify;
 
 use poem_openapi::{OpenApiService, Tags};
 
@@ -30,6 +31,8 @@ pub enum ApiTags {
     Projects,
     /// Health, readiness and deployment configuration.
     Meta,
+    /// Email address verification.
+    Verification,
 }
 
 /// Every API of the service.
@@ -43,6 +46,7 @@ pub type Apis = (
     track::TrackApi,
     events::EventsApi,
     domains::DomainsApi,
+    verify::VerifyApi,
 );
 
 /// The OpenAPI service that serves every endpoint and generates the spec.
@@ -58,6 +62,7 @@ pub fn service() -> OpenApiService<Apis, ()> {
             track::TrackApi,
             events::EventsApi,
             domains::DomainsApi,
+            verify::VerifyApi,
         ),
         "Herald",
         env!("CARGO_PKG_VERSION"),

@@ -5,6 +5,8 @@
 //! string of printable ASCII; an `@`; a domain of at least two labels, each 1..=63 letters, digits
 //! or inner hyphens, with an alphabetic or `xn--` top-level label. Internationalised domains are
 //! accepted and stored in their ASCII (punycode) form. The whole address is at most 254 octets.
+//! Local parts with non-ASCII characters (RFC 6531) are not accepted, and an address sent with a
+//! display name (`Ann <ann@example.com>`) is refused with a message saying to send it bare.
 //! Addresses are stored lower-cased, so that `Ann@Example.com` and `ann@example.com` are one
 //! contact.
 
@@ -32,7 +34,14 @@ pub enum EmailError {
     /// The address is longer than SMTP allows.
     #[error("the address is longer than 254 characters")]
     TooLong,
+    /// A display name or angle brackets came with the address (`Ann <ann@example.com>`).
+    #[error("send only the address, without a name or angle brackets, like ann@example.com")]
+    DisplayName,
 }
+
+/// Longest input worth parsing: a 64-octet local part, `@` and a 253-octet domain written in
+/// Unicode (at most four UTF-8 bytes for each character of its ASCII form), with room to spare.
+const MAX_INPUT_BYTES: usize = 2048;
 
 impl EmailAddress {
     /// Parses and normalises an address.
@@ -40,6 +49,12 @@ impl EmailAddress {
         let input = input.trim();
         if input.is_empty() {
             return Err(EmailError::Empty);
+        }
+        if input.len() > MAX_INPUT_BYTES {
+            return Err(EmailError::TooLong);
+        }
+        if input.ends_with('>') && input.contains('<') && !input.starts_with('"') {
+            return Err(EmailError::DisplayName);
         }
         let at = input.rfind('@').ok_or(EmailError::MissingAt)?;
         let (local, domain) = (&input[..at], &input[at + 1..]);
@@ -68,6 +83,16 @@ impl EmailAddress {
     /// The domain part.
     pub fn domain(&self) -> &str {
         self.0.rsplit_once('@').map(|(_, d)| d).unwrap_or("")
+    }
+
+    /// The local part (before the last `@`), quotes included when it is quoted.
+    pub fn local_part(&self) -> &str {
+        self.0.rsplit_once('@').map(|(l, _)| l).unwrap_or("")
+    }
+
+    /// Whether the local part is a quoted string (`"john doe"@example.org`).
+    pub fn is_quoted(&self) -> bool {
+        self.0.starts_with('"')
     }
 }
 
@@ -127,6 +152,10 @@ fn parse_local(local: &str) -> Result<String, EmailError> {
     if let Some(bad) = local.chars().find(|&c| c != '.' && !is_atext(c)) {
         return Err(if bad.is_whitespace() {
             EmailError::LocalPart("it contains a space; quote it or remove the space")
+        } else if !bad.is_ascii() {
+            EmailError::LocalPart(
+                "it contains non-ASCII characters, which are not accepted before the @",
+            )
         } else {
             EmailError::LocalPart("it contains a character that needs quoting")
         });
@@ -234,5 +263,135 @@ mod tests {
             EmailAddress::parse(&long),
             Err(EmailError::LocalPart(_))
         ));
+    }
+
+    #[test]
+    fn quoted_local_parts() {
+        for (input, local) in [
+            (r#""john doe"@example.org"#, r#""john doe""#),
+            (r#""Ann@Home"@example.org"#, r#""Ann@Home""#),
+            (r#""a\"b"@example.org"#, r#""a\"b""#),
+            (r#""a\\b"@example.org"#, r#""a\\b""#),
+            (r#""(),:;<>[]"@example.org"#, r#""(),:;<>[]""#),
+            (r#"""@example.org"#, r#""""#),
+        ] {
+            let parsed = EmailAddress::parse(input).unwrap_or_else(|e| panic!("{input}: {e}"));
+            assert_eq!(parsed.local_part(), local, "{input}");
+            assert!(parsed.is_quoted());
+            assert_eq!(parsed.domain(), "example.org");
+        }
+        for bad in [
+            r#""unterminated@example.org"#,
+            r#""a"b"@example.org"#,
+            r#""a\"@example.org"#,
+            "\"tab\there\"@example.org",
+            "\"caf\u{e9}\"@example.org",
+        ] {
+            assert!(
+                matches!(EmailAddress::parse(bad), Err(EmailError::LocalPart(_))),
+                "{bad} should be rejected"
+            );
+        }
+    }
+
+    #[test]
+    fn dot_atom_edges() {
+        let specials = "!#$%&'*+-/=?^_`{|}~";
+        let parsed = EmailAddress::parse(&format!("a{specials}z@example.com")).unwrap();
+        assert_eq!(parsed.local_part(), format!("a{specials}z"));
+        assert!(!parsed.is_quoted());
+        assert!(EmailAddress::parse("a.b.c@example.com").is_ok());
+        assert!(EmailAddress::parse("a.@example.com").is_err());
+        assert!(EmailAddress::parse("a(comment)@example.com").is_err());
+        assert_eq!(
+            EmailAddress::parse("jos\u{e9}@example.com"),
+            Err(EmailError::LocalPart(
+                "it contains non-ASCII characters, which are not accepted before the @"
+            ))
+        );
+        assert_eq!(
+            EmailAddress::parse("Ann Lee <ann@example.com>"),
+            Err(EmailError::DisplayName)
+        );
+        assert_eq!(
+            EmailAddress::parse("<ann@example.com>"),
+            Err(EmailError::DisplayName)
+        );
+    }
+
+    #[test]
+    fn domain_edges() {
+        // A trailing root dot is dropped; digits-only labels are fine except as the TLD.
+        assert_eq!(
+            EmailAddress::parse("a@Example.COM.").unwrap().domain(),
+            "example.com"
+        );
+        assert_eq!(
+            EmailAddress::parse("a@123.com").unwrap().domain(),
+            "123.com"
+        );
+        assert_eq!(
+            EmailAddress::parse("a@x.y.z.io").unwrap().domain(),
+            "x.y.z.io"
+        );
+        // IDN: Unicode in any case becomes punycode; punycode input passes through.
+        assert_eq!(
+            EmailAddress::parse("a@BÜCHER.de").unwrap().domain(),
+            "xn--bcher-kva.de"
+        );
+        assert_eq!(
+            EmailAddress::parse("a@пример.рф").unwrap().domain(),
+            "xn--e1afmkfd.xn--p1ai"
+        );
+        assert_eq!(
+            EmailAddress::parse("a@xn--bcher-kva.de").unwrap().domain(),
+            "xn--bcher-kva.de"
+        );
+        for bad in [
+            "a@example..com",
+            "a@.example.com",
+            "a@example.com-",
+            "a@exa mple.com",
+        ] {
+            assert!(
+                matches!(EmailAddress::parse(bad), Err(EmailError::Domain(_))),
+                "{bad} should be rejected"
+            );
+        }
+    }
+
+    #[test]
+    fn length_limits() {
+        let local64 = "l".repeat(64);
+        assert!(EmailAddress::parse(&format!("{local64}@example.com")).is_ok());
+        let label63 = "d".repeat(63);
+        assert!(EmailAddress::parse(&format!("a@{label63}.com")).is_ok());
+        assert!(matches!(
+            EmailAddress::parse(&format!("a@{label63}d.com")),
+            Err(EmailError::Domain(_))
+        ));
+        // 64 + 1 + 189 = 254 octets is the most an address may have.
+        let domain189 = format!(
+            "{}.{}.{}.com",
+            "a".repeat(63),
+            "b".repeat(63),
+            "c".repeat(57)
+        );
+        assert_eq!(domain189.len(), 189);
+        assert!(EmailAddress::parse(&format!("{local64}@{domain189}")).is_ok());
+        let domain190 = format!(
+            "{}.{}.{}.com",
+            "a".repeat(63),
+            "b".repeat(63),
+            "c".repeat(58)
+        );
+        assert_eq!(
+            EmailAddress::parse(&format!("{local64}@{domain190}")),
+            Err(EmailError::TooLong)
+        );
+        assert_eq!(
+            EmailAddress::parse(&"x".repeat(5000)),
+            Err(EmailError::TooLong)
+        );
     }
 }

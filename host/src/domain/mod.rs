@@ -11,3 +11,4 @@ pub mod password;
 pub mod project;
 pub mod sending_domain;
 pub mod time;
+pub mod verification;

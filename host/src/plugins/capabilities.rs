@@ -52,7 +52,8 @@ fn nameserver(spec: &str) -> Result<NameServerConfig, String> {
     Ok(NameServerConfig::new(ip, true, vec![udp, tcp]))
 }
 
-fn resolver(settings: &PluginSettings) -> Result<TokioResolver, String> {
+/// The host's DNS resolver (also used by email verification, with its own timeout).
+pub(crate) fn resolver(settings: &PluginSettings) -> Result<TokioResolver, String> {
     let mut builder = if settings.dns_nameservers.is_empty() {
         TokioResolver::builder_tokio().map_err(|e| format!("system DNS configuration: {e}"))?
     } else {
