@@ -6,6 +6,8 @@ use jsonwebtoken::{DecodingKey, EncodingKey};
 
 use crate::config::Settings;
 use crate::jobs::JobQueue;
+use crate::mail::dkim::DkimSigner;
+use crate::mail::links::LinkSigner;
 use crate::plugins::Plugins;
 use crate::ratelimit::RateLimiter;
 use crate::store::Store;
@@ -24,6 +26,8 @@ struct Inner {
     jobs: JobQueue,
     plugins: Arc<Plugins>,
     verifier: Verifier,
+    links: LinkSigner,
+    dkim: DkimSigner,
     jwt_encoding: EncodingKey,
     jwt_decoding: DecodingKey,
 }
@@ -39,6 +43,7 @@ impl AppState {
         let rate_limiter = RateLimiter::for_store(&store);
         let jobs = JobQueue::new(store.clone(), &settings, plugins.clone());
         let verifier = Verifier::new(&settings);
+        let links = LinkSigner::new(jwt_secret, &settings.public_url());
         AppState {
             inner: Arc::new(Inner {
                 store,
@@ -47,6 +52,8 @@ impl AppState {
                 jobs,
                 plugins,
                 verifier,
+                links,
+                dkim: DkimSigner::default(),
                 jwt_encoding: EncodingKey::from_secret(jwt_secret.as_bytes()),
                 jwt_decoding: DecodingKey::from_secret(jwt_secret.as_bytes()),
             }),
@@ -81,6 +88,16 @@ impl AppState {
     /// Email address verification (`POST /v1/verify`).
     pub fn verifier(&self) -> &Verifier {
         &self.inner.verifier
+    }
+
+    /// Makes and checks the signed links of emails.
+    pub fn links(&self) -> &LinkSigner {
+        &self.inner.links
+    }
+
+    /// Signs messages with their domain's DKIM key.
+    pub fn dkim(&self) -> &DkimSigner {
+        &self.inner.dkim
     }
 
     /// Key that signs session tokens.

@@ -69,6 +69,25 @@ pub struct Settings {
     pub plugins: crate::plugins::PluginSettings,
     /// Sending domains (`[domains]`, `HERALD_DOMAINS__<NAME>`).
     pub domains: DomainSettings,
+    /// Sending (`[sending]`, `HERALD_SENDING__<NAME>`).
+    pub sending: SendingSettings,
+}
+
+/// Settings of sending.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(default)]
+pub struct SendingSettings {
+    /// Emails per second per project handed to the transport, across all instances (0: no
+    /// limit). Emails over the budget wait in the queue.
+    pub per_project_per_second: u32,
+}
+
+impl Default for SendingSettings {
+    fn default() -> SendingSettings {
+        SendingSettings {
+            per_project_per_second: 100,
+        }
+    }
 }
 
 /// Settings of sending domains and their DNS checks.
@@ -126,6 +145,7 @@ impl Default for Settings {
             log_format: LogFormat::Text,
             plugins: crate::plugins::PluginSettings::default(),
             domains: DomainSettings::default(),
+            sending: SendingSettings::default(),
         }
     }
 }

@@ -70,6 +70,7 @@ pub fn app(state: AppState) -> impl Endpoint<Output = Response> {
     Route::new()
         .nest("/docs", ui)
         .at("/openapi.json", spec)
+        .at("/webhooks/notify", poem::post(api::notify::notify))
         .nest("/", service)
         .with(Cors::new())
         .data(state)
@@ -99,6 +100,9 @@ async fn handle<E: Endpoint>(
     // The CSV import takes a 5 MB file plus its multipart framing.
     let max_body = if path == "/contacts/import" {
         max_body.max(crate::jobs::import::MAX_FILE_BYTES + 64 * 1024)
+    } else if path == "/v1/send" {
+        // 10 MB of attachments arrive base64-encoded, with the HTML and the rest of the body.
+        max_body.max(crate::api::send::MAX_REQUEST_BYTES)
     } else {
         max_body
     };
@@ -242,6 +246,11 @@ pub async fn spawn_with_state(
         .first()
         .and_then(|a| a.as_socket_addr().copied())
         .ok_or_else(|| anyhow::anyhow!("listener has no socket address"))?;
+    if settings.public_url.is_none() {
+        // Links in emails must reach this server: without a configured public URL, use the
+        // address actually bound (the configured one may say port 0).
+        state.links().use_bound_url(&format!("http://{addr}"));
+    }
     let (tx, rx) = oneshot::channel::<()>();
     let grace = Duration::from_secs(settings.shutdown_grace_seconds);
     let endpoint = app(state.clone());
@@ -257,6 +266,9 @@ pub async fn spawn_with_state(
                     maintenance_state.rate_limiter().prune().await;
                     if let Err(err) = maintenance_state.store().prune_idempotency_keys().await {
                         tracing::warn!(error = %err, "could not prune idempotency keys");
+                    }
+                    if let Err(err) = maintenance_state.store().prune_send_windows().await {
+                        tracing::warn!(error = %err, "could not prune send windows");
                     }
                 }
                 _ = maintenance_stop.changed() => break,

@@ -7,12 +7,34 @@ use reqwest::header::HeaderMap;
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 
+/// The settings every test server starts from: a random port, `dir` as the data directory, the
+/// given database, a compile cache shared by all tests and a small plugin pool.
+pub fn test_settings(dir: &std::path::Path, url: &str) -> Settings {
+    Settings {
+        listen: "127.0.0.1:0".into(),
+        data_dir: dir.to_path_buf(),
+        database_url: Some(url.to_string()),
+        database_max_connections: 4,
+        plugins: herald::plugins::PluginSettings {
+            // Compiled components are cached by content hash: one cache for every test.
+            cache_dir: Some(
+                std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("plugin-cache"),
+            ),
+            pool_instances: 16,
+            ..Default::default()
+        },
+        ..Settings::default()
+    }
+}
+
 /// A running server with its own fresh database.
 pub struct TestApp {
-    pub server: RunningServer,
+    /// The server, when this test started it (not for [`TestApp::attach`]).
+    server: Option<RunningServer>,
+    base_url: String,
     pub client: reqwest::Client,
     pub database_url: String,
-    _dir: tempfile::TempDir,
+    _dir: Option<tempfile::TempDir>,
 }
 
 /// The answer to one request.
@@ -109,6 +131,37 @@ impl TestApp {
         TestApp::start(dir, url, adjust).await
     }
 
+    /// A client of a server started elsewhere (e.g. on a runtime a test kills).
+    pub fn attach(addr: std::net::SocketAddr, database_url: String) -> TestApp {
+        TestApp {
+            server: None,
+            base_url: format!("http://{addr}"),
+            client: reqwest::Client::builder().build().unwrap(),
+            database_url,
+            _dir: None,
+        }
+    }
+
+    /// A server on an existing database, with its own data directory.
+    pub async fn spawn_on(url: &str, adjust: impl FnOnce(&mut Settings)) -> TestApp {
+        let dir = tempfile::tempdir().expect("temp dir");
+        TestApp::start(dir, url.to_string(), adjust).await
+    }
+
+    /// The state of the server this test started.
+    pub fn state(&self) -> &herald::app::AppState {
+        &self
+            .server
+            .as_ref()
+            .expect("a server this test started")
+            .state
+    }
+
+    /// The server's base URL.
+    pub fn base_url(&self) -> &str {
+        &self.base_url
+    }
+
     /// A second server on the same database (another "instance").
     pub async fn spawn_sharing(&self, adjust: impl FnOnce(&mut Settings)) -> TestApp {
         let dir = tempfile::tempdir().expect("temp dir");
@@ -120,36 +173,23 @@ impl TestApp {
         url: String,
         adjust: impl FnOnce(&mut Settings),
     ) -> TestApp {
-        let mut settings = Settings {
-            listen: "127.0.0.1:0".into(),
-            data_dir: dir.path().to_path_buf(),
-            database_url: Some(url.clone()),
-            database_max_connections: 4,
-            plugins: herald::plugins::PluginSettings {
-                // Compiled components are cached by content hash: one cache for every test.
-                cache_dir: Some(
-                    std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("plugin-cache"),
-                ),
-                pool_instances: 16,
-                ..Default::default()
-            },
-            ..Settings::default()
-        };
+        let mut settings = test_settings(dir.path(), &url);
         adjust(&mut settings);
         let server = herald::server::spawn(settings)
             .await
             .expect("server starts");
         let client = reqwest::Client::builder().build().unwrap();
         TestApp {
-            server,
+            base_url: server.url(),
+            server: Some(server),
             client,
             database_url: url,
-            _dir: dir,
+            _dir: Some(dir),
         }
     }
 
     pub fn url(&self, path: &str) -> String {
-        format!("{}{}", self.server.url(), path)
+        format!("{}{}", self.base_url, path)
     }
 
     /// Sends a request with an optional bearer key and JSON body.
@@ -248,7 +288,9 @@ impl TestApp {
     }
 
     pub async fn stop(self) {
-        self.server.stop().await.expect("clean stop");
+        if let Some(server) = self.server {
+            server.stop().await.expect("clean stop");
+        }
     }
 }
 

@@ -36,7 +36,7 @@ pub async fn upload(
 
 /// Polls a job (`import` or `bulk`) until it finishes; answers its last status.
 pub async fn wait_job(app: &TestApp, key: &str, kind: &str, id: &str) -> Value {
-    wait_job_at(&app.client, &app.server.url(), key, kind, id).await
+    wait_job_at(&app.client, app.base_url(), key, kind, id).await
 }
 
 async fn wait_job_at(

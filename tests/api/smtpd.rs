@@ -1,7 +1,8 @@
 //! A real SMTP server on loopback for the tests: EHLO (advertising `AUTH PLAIN`, and `STARTTLS`
 //! when it has a certificate), AUTH PLAIN, MAIL, RCPT (recipients starting with `reject` get 550,
-//! `later` get 451), DATA, RSET, NOOP, QUIT; plain, upgraded with STARTTLS, or TLS from the first
-//! byte. It records what it received and how many connections it accepted.
+//! `later` get 451, `flaky` get 451 the first time only), DATA, RSET, NOOP, QUIT; plain, upgraded
+//! with STARTTLS, or TLS from the first byte. It records what it received and how many
+//! connections it accepted.
 
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
@@ -27,6 +28,8 @@ pub struct SmtpLog {
     pub data: Vec<String>,
     /// For each accepted message, whether it arrived over TLS.
     pub over_tls: Vec<bool>,
+    /// `flaky…` recipients already refused once (they are accepted the second time).
+    pub refused_once: Vec<String>,
 }
 
 /// How the server speaks TLS.
@@ -85,6 +88,25 @@ pub struct SmtpServer {
     pub addr: SocketAddr,
     /// What it received.
     pub log: Arc<Mutex<SmtpLog>>,
+}
+
+impl SmtpServer {
+    /// The log once at least `n` messages arrived (waits up to 20 seconds).
+    pub async fn received(&self, n: usize) -> SmtpLog {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        loop {
+            let log = self.log.lock().unwrap().clone();
+            if log.data.len() >= n {
+                return log;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{} of {n} messages arrived: {log:?}",
+                log.data.len()
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+    }
 }
 
 trait Stream: AsyncRead + AsyncWrite + Unpin + Send {}
@@ -176,6 +198,9 @@ async fn session(
                 "550 5.1.1 no such user\r\n".into()
             } else if to.contains("later") {
                 "451 4.3.0 try again later\r\n".into()
+            } else if to.contains("flaky") && !log.lock().unwrap().refused_once.contains(&to) {
+                log.lock().unwrap().refused_once.push(to);
+                "451 4.3.0 greylisted, try again\r\n".into()
             } else {
                 log.lock().unwrap().rcpt_to.push(to);
                 "250 2.1.5 ok\r\n".into()

@@ -1,15 +1,20 @@
 //! The HTTP API: typed poem-openapi handlers by resource. Handlers parse requests into domain
 //! types, call the store, and map results to response types; they hold no SQL and no rules.
 
+pub mod activity;
 pub mod auth;
 pub mod contact_fields;
 pub mod contact_jobs;
 pub mod contacts;
 pub mod domains;
+pub mod emails;
 pub mod error;
 pub mod events;
 pub mod extract;
+pub mod links;
 pub mod meta;
+pub mod notify;
+pub mod send;
 pub mod track;
 pub mod users;
 pub mod verify;
@@ -23,6 +28,12 @@ pub enum ApiTags {
     Contacts,
     /// Tracking and reading events.
     Events,
+    /// Sending email.
+    Sending,
+    /// The activity feed of emails.
+    Activity,
+    /// Pages and redirects that emails link to (no authentication: the link is signed).
+    Links,
     /// Sending domains and their DNS records.
     Domains,
     /// Dashboard login.
@@ -35,34 +46,47 @@ pub enum ApiTags {
     Verification,
 }
 
-/// Every API of the service.
+/// Every API of the service, in groups (a tuple of APIs is itself an API; poem-openapi takes
+/// tuples of up to 16).
 pub type Apis = (
-    meta::MetaApi,
-    auth::AuthApi,
-    users::UsersApi,
-    contacts::ContactsApi,
-    contact_fields::ContactFieldsApi,
-    contact_jobs::ContactJobsApi,
-    track::TrackApi,
-    events::EventsApi,
-    domains::DomainsApi,
-    verify::VerifyApi,
+    (meta::MetaApi, auth::AuthApi, users::UsersApi),
+    (
+        contacts::ContactsApi,
+        contact_fields::ContactFieldsApi,
+        contact_jobs::ContactJobsApi,
+        track::TrackApi,
+        events::EventsApi,
+        verify::VerifyApi,
+    ),
+    (
+        domains::DomainsApi,
+        send::SendApi,
+        emails::EmailsApi,
+        links::LinksApi,
+        activity::ActivityApi,
+    ),
 );
 
 /// The OpenAPI service that serves every endpoint and generates the spec.
 pub fn service() -> OpenApiService<Apis, ()> {
     OpenApiService::new(
         (
-            meta::MetaApi,
-            auth::AuthApi,
-            users::UsersApi,
-            contacts::ContactsApi,
-            contact_fields::ContactFieldsApi,
-            contact_jobs::ContactJobsApi,
-            track::TrackApi,
-            events::EventsApi,
-            domains::DomainsApi,
-            verify::VerifyApi,
+            (meta::MetaApi, auth::AuthApi, users::UsersApi),
+            (
+                contacts::ContactsApi,
+                contact_fields::ContactFieldsApi,
+                contact_jobs::ContactJobsApi,
+                track::TrackApi,
+                events::EventsApi,
+                verify::VerifyApi,
+            ),
+            (
+                domains::DomainsApi,
+                send::SendApi,
+                emails::EmailsApi,
+                links::LinksApi,
+                activity::ActivityApi,
+            ),
         ),
         "Herald",
         env!("CARGO_PKG_VERSION"),

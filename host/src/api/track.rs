@@ -94,11 +94,13 @@ pub fn request_hash(body: &impl Serialize) -> String {
         .collect()
 }
 
-fn replay_or_conflict(
+/// The first response stored under an idempotency key, deserialized, when `endpoint` and the
+/// request's `hash` match it; 409 `IDEMPOTENCY_KEY_REUSED` otherwise.
+pub fn replayed<T: serde::de::DeserializeOwned>(
     stored: crate::store::idempotency::StoredResponse,
     endpoint: &str,
     hash: &str,
-) -> Result<TrackResult, ApiError> {
+) -> Result<T, ApiError> {
     if stored.endpoint != endpoint || stored.request_hash != hash {
         return Err(ApiError::new(
             StatusCode::CONFLICT,
@@ -107,8 +109,15 @@ fn replay_or_conflict(
         )
         .suggest("use a new key for a new request"));
     }
-    let body: TrackResponse =
-        serde_json::from_value(stored.response).map_err(ApiError::internal)?;
+    serde_json::from_value(stored.response).map_err(ApiError::internal)
+}
+
+fn replay_or_conflict(
+    stored: crate::store::idempotency::StoredResponse,
+    endpoint: &str,
+    hash: &str,
+) -> Result<TrackResult, ApiError> {
+    let body: TrackResponse = replayed(stored, endpoint, hash)?;
     Ok(TrackResult::Ok(Json(body), Some("true".into())))
 }
 

@@ -44,6 +44,10 @@ pub struct ProjectBody {
     pub secret_key_hint: String,
     /// Whether the project is disabled.
     pub disabled: bool,
+    /// Whether emails carry an open-tracking pixel (default true).
+    pub track_opens: bool,
+    /// Whether emails' links go through click-tracking redirects (default true).
+    pub track_clicks: bool,
     /// Creation time.
     pub created_at: String,
     /// Last change.
@@ -58,6 +62,8 @@ fn project_body(p: Project, role: Role) -> ProjectBody {
         public_key_hint: p.public_key_hint,
         secret_key_hint: p.secret_key_hint,
         disabled: p.disabled,
+        track_opens: p.track_opens,
+        track_clicks: p.track_clicks,
         created_at: to_rfc3339(p.created_at),
         updated_at: to_rfc3339(p.updated_at),
     }
@@ -98,9 +104,15 @@ pub struct CreateProject {
 
 /// Change a project's settings.
 #[derive(Object, Deserialize)]
+#[oai(rename_all = "camelCase")]
+#[serde(rename_all = "camelCase")]
 pub struct UpdateProject {
     /// New display name.
     pub name: Option<String>,
+    /// Whether emails carry an open-tracking pixel.
+    pub track_opens: Option<bool>,
+    /// Whether emails' links go through click-tracking redirects.
+    pub track_clicks: Option<bool>,
 }
 
 #[derive(ApiResponse)]
@@ -221,14 +233,23 @@ impl UsersApi {
                 "only an OWNER or ADMIN may change project settings",
             ));
         }
-        let project = match body.0.name {
-            Some(name) => state
+        let body = body.0;
+        let name = body.name.as_deref().map(project_name).transpose()?;
+        let mut project = project;
+        if let Some(name) = name {
+            project = state
                 .store()
-                .rename_project(&project.id, &project_name(&name)?)
+                .rename_project(&project.id, &name)
                 .await
-                .map_err(|e| ApiError::from_store(e, "project"))?,
-            None => project,
-        };
+                .map_err(|e| ApiError::from_store(e, "project"))?;
+        }
+        if body.track_opens.is_some() || body.track_clicks.is_some() {
+            project = state
+                .store()
+                .set_project_tracking(&project.id, body.track_opens, body.track_clicks)
+                .await
+                .map_err(|e| ApiError::from_store(e, "project"))?;
+        }
         Ok(Json(project_body(project, role)))
     }
 

@@ -77,6 +77,14 @@ prefixed_id!(
     DomainId, "dom"
 );
 prefixed_id!(
+    /// One email: a message to one recipient.
+    EmailId, "eml"
+);
+prefixed_id!(
+    /// An entry of an email's history and of the activity feed.
+    ActivityId, "act"
+);
+prefixed_id!(
     /// A dashboard login session.
     SessionId, "ses"
 );

@@ -9,6 +9,8 @@ pub mod keys;
 pub mod pagination;
 pub mod password;
 pub mod project;
+pub mod send;
 pub mod sending_domain;
+pub mod template;
 pub mod time;
 pub mod verification;

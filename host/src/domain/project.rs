@@ -58,6 +58,10 @@ pub struct Project {
     pub secret_key_hint: String,
     /// A disabled project's keys answer 403 `PROJECT_DISABLED`.
     pub disabled: bool,
+    /// Whether its emails carry an open pixel.
+    pub track_opens: bool,
+    /// Whether its emails' links go through click redirects.
+    pub track_clicks: bool,
     /// Creation time, unix ms.
     pub created_at: i64,
     /// Last change, unix ms.

@@ -7,6 +7,7 @@
 //! from its last checkpoint and never applies a chunk twice.
 
 pub mod bulk;
+pub mod deliver;
 pub mod domains;
 pub mod import;
 
@@ -97,7 +98,7 @@ pub struct JobQueue {
 }
 
 impl JobQueue {
-    /// A queue with the built-in handlers: imports, bulk actions and domain checks.
+    /// A queue with the built-in handlers: imports, bulk actions, domain checks and deliveries.
     pub fn new(
         store: Store,
         settings: &crate::config::Settings,
@@ -107,8 +108,13 @@ impl JobQueue {
             Arc::new(import::ImportContacts),
             Arc::new(bulk::BulkContacts),
             Arc::new(domains::DomainChecks {
-                plugins,
+                plugins: plugins.clone(),
                 settings: settings.clone(),
+            }),
+            Arc::new(deliver::Deliveries {
+                plugins,
+                per_second: settings.sending.per_project_per_second,
+                stale_hand_off: settings.queue().lease,
             }),
         ];
         JobQueue::with_handlers(store, settings.queue(), handlers)

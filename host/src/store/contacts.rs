@@ -266,6 +266,16 @@ impl Store {
         row.map(Into::into).ok_or(StoreError::NotFound)
     }
 
+    /// A contact by id alone, for signed links (the token names the contact; its project comes
+    /// from the row).
+    pub async fn contact_by_id(&self, id: &ContactId) -> StoreResult<Contact> {
+        let sql = format!("SELECT {COLUMNS} FROM contacts WHERE id = $1");
+        let row: Option<ContactRow> = on_db!(self.db(), pool => {
+            sqlx::query_as(&sql).bind(id.as_str()).fetch_optional(pool).await?
+        });
+        row.map(Into::into).ok_or(StoreError::NotFound)
+    }
+
     /// A page of a project's contacts, newest first, optionally filtered by a case-insensitive
     /// substring of the address.
     pub async fn list_contacts(
@@ -356,6 +366,32 @@ impl Store {
         };
         let effects = Effects {
             source,
+            ..Effects::default()
+        };
+        self.write_contact(project, Target::Id(id), &req, &effects)
+            .await
+            .map(|(o, _)| o)
+    }
+
+    /// Unsubscribes a contact because of `source` (a bounce, a complaint) with a reason that the
+    /// `contact.unsubscribed` event carries.
+    pub async fn unsubscribe_contact(
+        &self,
+        project: &ProjectId,
+        id: &ContactId,
+        source: SubscriptionSource,
+        reason: Option<&str>,
+    ) -> StoreResult<UpsertOutcome> {
+        let data = DataPatch::default();
+        let req = Request {
+            email: None,
+            subscribed: Some(false),
+            subscribed_default: false,
+            data: &data,
+        };
+        let effects = Effects {
+            source,
+            reason,
             ..Effects::default()
         };
         self.write_contact(project, Target::Id(id), &req, &effects)

@@ -7,10 +7,12 @@
 //! the [`on_db!`] macro; the few statements that differ live in [`dialect`].
 
 pub mod accounts;
+pub mod activity;
 pub mod bulk;
 pub mod contacts;
 pub mod dialect;
 pub mod domains;
+pub mod emails;
 pub mod events;
 pub mod idempotency;
 pub mod jobs;

@@ -10,8 +10,8 @@ use crate::domain::project::{Project, ProjectName, Role};
 use crate::domain::time::now_ms;
 use crate::{on_db, on_db_write};
 
-const PROJECT_COLUMNS: &str =
-    "p.id, p.name, p.public_key_hint, p.secret_key_hint, p.disabled, p.created_at, p.updated_at";
+const PROJECT_COLUMNS: &str = "p.id, p.name, p.public_key_hint, p.secret_key_hint, p.disabled, p.track_opens, p.track_clicks, \
+     p.created_at, p.updated_at";
 
 #[derive(FromRow)]
 struct ProjectRow {
@@ -20,6 +20,8 @@ struct ProjectRow {
     public_key_hint: String,
     secret_key_hint: String,
     disabled: bool,
+    track_opens: bool,
+    track_clicks: bool,
     created_at: i64,
     updated_at: i64,
 }
@@ -32,6 +34,8 @@ impl From<ProjectRow> for Project {
             public_key_hint: r.public_key_hint,
             secret_key_hint: r.secret_key_hint,
             disabled: r.disabled,
+            track_opens: r.track_opens,
+            track_clicks: r.track_clicks,
             created_at: r.created_at,
             updated_at: r.updated_at,
         }
@@ -148,6 +152,30 @@ impl Store {
             sqlx::query_as(&sql)
                 .bind(project.as_str())
                 .bind(name.as_str())
+                .bind(now_ms())
+                .fetch_optional(pool)
+                .await?
+        });
+        row.map(Into::into).ok_or(StoreError::NotFound)
+    }
+
+    /// Switches open and click tracking; `None` keeps a setting.
+    pub async fn set_project_tracking(
+        &self,
+        project: &ProjectId,
+        opens: Option<bool>,
+        clicks: Option<bool>,
+    ) -> StoreResult<Project> {
+        let sql = format!(
+            "UPDATE projects SET track_opens = COALESCE($2, track_opens), \
+             track_clicks = COALESCE($3, track_clicks), updated_at = $4 WHERE id = $1 RETURNING {}",
+            PROJECT_COLUMNS.replace("p.", "")
+        );
+        let row: Option<ProjectRow> = on_db_write!(self.db(), pool => {
+            sqlx::query_as(&sql)
+                .bind(project.as_str())
+                .bind(opens)
+                .bind(clicks)
                 .bind(now_ms())
                 .fetch_optional(pool)
                 .await?

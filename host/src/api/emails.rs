@@ -1,0 +1,112 @@
+//! `GET /emails/:id`: one email with its status and history.
+
+use poem_openapi::param::Path;
+use poem_openapi::payload::Json;
+use poem_openapi::{Object, OpenApi};
+
+use super::ApiTags;
+use super::error::ApiError;
+use super::extract::SecretKeyAuth;
+use crate::app::AppState;
+use crate::domain::ids::EmailId;
+use crate::domain::time::to_rfc3339;
+
+/// One entry of an email's history.
+#[derive(Object)]
+#[oai(rename_all = "camelCase")]
+pub struct EmailHistoryBody {
+    /// `queued`, `sent`, `delivered`, `opened`, `clicked`, `bounced`, `complained` or `failed`.
+    #[oai(rename = "type")]
+    pub kind: String,
+    /// The provider's answer, the bounce reason or the clicked link.
+    pub detail: Option<String>,
+    /// When it happened.
+    pub created_at: String,
+}
+
+/// An email: one message to one recipient.
+#[derive(Object)]
+#[oai(rename_all = "camelCase")]
+pub struct EmailBody {
+    /// Its id (`eml_…`).
+    pub id: String,
+    /// The furthest state reached: `queued`, `sent`, `delivered`, `opened`, `clicked`, or
+    /// `bounced`, `complained`, `failed`.
+    pub status: String,
+    /// `transactional` or `marketing`.
+    #[oai(rename = "type")]
+    pub kind: String,
+    /// The sender's address.
+    pub from: String,
+    /// The recipient's address.
+    pub to: String,
+    /// The rendered subject.
+    pub subject: String,
+    /// The recipient's contact.
+    pub contact_id: Option<String>,
+    /// The template it was rendered from.
+    pub template_id: Option<String>,
+    /// Its `Message-ID`.
+    pub message_id: String,
+    /// The transport's id for it.
+    pub provider_id: Option<String>,
+    /// Why it failed, when it did.
+    pub error: Option<String>,
+    /// Hand-offs to the transport so far.
+    pub attempts: i32,
+    /// When it was queued.
+    pub created_at: String,
+    /// When the transport accepted it.
+    pub sent_at: Option<String>,
+    /// Everything that happened to it, oldest first.
+    pub history: Vec<EmailHistoryBody>,
+}
+
+/// The emails endpoint.
+pub struct EmailsApi;
+
+#[OpenApi(tag = "ApiTags::Sending")]
+impl EmailsApi {
+    /// Get an email
+    ///
+    /// An email of the project with its status and history.
+    #[oai(path = "/emails/:id", method = "get", operation_id = "getEmail")]
+    async fn get(
+        &self,
+        auth: SecretKeyAuth,
+        state: poem::web::Data<&AppState>,
+        /// The email's id (`eml_…`).
+        id: Path<String>,
+    ) -> Result<Json<EmailBody>, ApiError> {
+        let id = EmailId::parse(&id).ok_or_else(|| ApiError::not_found("email"))?;
+        let (e, history) = state
+            .store()
+            .email(auth.0.project_id(), &id)
+            .await
+            .map_err(|e| ApiError::from_store(e, "email"))?;
+        Ok(Json(EmailBody {
+            id: e.id,
+            status: e.status,
+            kind: e.kind,
+            from: e.from_address,
+            to: e.to_address,
+            subject: e.subject,
+            contact_id: e.contact_id,
+            template_id: e.template_id,
+            message_id: e.message_id,
+            provider_id: e.provider_id,
+            error: e.error,
+            attempts: e.attempts,
+            created_at: to_rfc3339(e.created_at),
+            sent_at: e.sent_at.map(to_rfc3339),
+            history: history
+                .into_iter()
+                .map(|h| EmailHistoryBody {
+                    kind: h.kind,
+                    detail: h.detail,
+                    created_at: to_rfc3339(h.created_at),
+                })
+                .collect(),
+        }))
+    }
+}

@@ -1,0 +1,335 @@
+//! The links emails carry, served without authentication (the signed token is the credential):
+//! subscription pages that work without JavaScript, the one-click unsubscribe of RFC 8058, the
+//! open pixel and click redirects that only ever lead to the links that were in the email.
+
+use poem_openapi::param::Path;
+use poem_openapi::payload::{Binary, Html};
+use poem_openapi::{ApiResponse, OpenApi};
+
+use super::ApiTags;
+use super::error::ApiError;
+use crate::app::AppState;
+use crate::domain::contact::{Contact, ContactChange};
+use crate::domain::event::SubscriptionSource;
+use crate::domain::ids::ContactId;
+use crate::mail::links::LinkTarget;
+use crate::store::StoreError;
+use crate::store::emails::status;
+
+/// A 1×1 transparent GIF.
+const PIXEL: &[u8] = &[
+    0x47, 0x49, 0x46, 0x38, 0x39, 0x61, 0x01, 0x00, 0x01, 0x00, 0x80, 0x00, 0x00, 0x00, 0x00, 0x00,
+    0xff, 0xff, 0xff, 0x21, 0xf9, 0x04, 0x01, 0x00, 0x00, 0x00, 0x00, 0x2c, 0x00, 0x00, 0x00, 0x00,
+    0x01, 0x00, 0x01, 0x00, 0x00, 0x02, 0x02, 0x44, 0x01, 0x00, 0x3b,
+];
+
+/// A subscription page.
+#[derive(ApiResponse)]
+pub enum PageResponse {
+    /// The page.
+    #[oai(status = 200)]
+    Ok(Html<String>),
+    /// The link is not valid (or its contact is gone).
+    #[oai(status = 404)]
+    NotFound(Html<String>),
+}
+
+/// The open pixel.
+#[derive(ApiResponse)]
+pub enum PixelResponse {
+    /// A transparent GIF, never cached.
+    #[oai(status = 200, content_type = "image/gif")]
+    Gif(Binary<Vec<u8>>, #[oai(header = "Cache-Control")] String),
+}
+
+/// A click redirect.
+#[derive(ApiResponse)]
+pub enum RedirectResponse {
+    /// To the link that was in the email.
+    #[oai(status = 302)]
+    Found(#[oai(header = "Location")] String),
+    /// The link is not valid.
+    #[oai(status = 404)]
+    NotFound(Html<String>),
+}
+
+fn escape(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+}
+
+fn page(title: &str, body: &str) -> String {
+    format!(
+        "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\">\
+         <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\
+         <title>{title}</title><style>body{{font-family:system-ui,sans-serif;max-width:32rem;margin:4rem auto;padding:0 1rem;color:#222}}\
+         button{{font-size:1rem;padding:.6rem 1.2rem;cursor:pointer}}</style></head>\
+         <body><h1>{title}</h1>{body}</body></html>"
+    )
+}
+
+fn not_found() -> String {
+    page(
+        "Link not valid",
+        "<p>This link is not valid or has expired. Use the link from your most recent email.</p>",
+    )
+}
+
+fn form(action: &str, label: &str) -> String {
+    format!(
+        "<form method=\"post\" action=\"{}\"><button type=\"submit\">{}</button></form>",
+        escape(action),
+        escape(label)
+    )
+}
+
+/// The contact a subscription token names, if the token is genuine and the contact exists.
+async fn contact_of(state: &AppState, token: &str) -> Result<Option<Contact>, ApiError> {
+    let Some(LinkTarget::Contact { contact_id }) = state.links().verify(token) else {
+        return Ok(None);
+    };
+    let Some(id) = ContactId::parse(&contact_id) else {
+        return Ok(None);
+    };
+    match state.store().contact_by_id(&id).await {
+        Ok(c) => Ok(Some(c)),
+        Err(StoreError::NotFound) => Ok(None),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Answers a page about the contact a token names, after setting its subscription to `change`
+/// (source `link`) when given; a 404 page when the token is not genuine.
+async fn with_contact(
+    state: &AppState,
+    token: &str,
+    change: Option<bool>,
+    render: impl FnOnce(&AppState, &Contact) -> String,
+) -> Result<PageResponse, ApiError> {
+    let Some(mut contact) = contact_of(state, token).await? else {
+        return Ok(PageResponse::NotFound(Html(not_found())));
+    };
+    if let Some(subscribed) = change {
+        let change = ContactChange {
+            subscribed: Some(subscribed),
+            ..ContactChange::default()
+        };
+        contact = state
+            .store()
+            .update_contact(
+                &contact.project_id,
+                &contact.id,
+                &change,
+                SubscriptionSource::Link,
+            )
+            .await
+            .map_err(|e| ApiError::from_store(e, "contact"))?
+            .contact;
+    }
+    Ok(PageResponse::Ok(Html(render(state, &contact))))
+}
+
+/// The contact's address, escaped and bold.
+fn strong(contact: &Contact) -> String {
+    format!("<strong>{}</strong>", escape(contact.email.as_str()))
+}
+
+/// A paragraph (already HTML) and a one-button form.
+fn paragraph_form(html: &str, action: &str, label: &str) -> String {
+    format!("<p>{html}</p>{}", form(action, label))
+}
+
+fn manage_page(state: &AppState, contact: &Contact, note: &str) -> String {
+    let links = state.links();
+    let (state_text, action) = if contact.subscribed {
+        (
+            "You are subscribed",
+            form(&links.unsubscribe_url(contact.id.as_str()), "Unsubscribe"),
+        )
+    } else {
+        (
+            "You are unsubscribed",
+            form(&links.subscribe_url(contact.id.as_str()), "Subscribe again"),
+        )
+    };
+    page(
+        "Email preferences",
+        &format!("{note}<p>{state_text} as {}.</p>{action}", strong(contact)),
+    )
+}
+
+/// The subscription pages and tracking links.
+pub struct LinksApi;
+
+#[OpenApi(tag = "ApiTags::Links")]
+impl LinksApi {
+    /// Unsubscribe page
+    ///
+    /// Shows a button that unsubscribes (a GET changes nothing, so link scanners cannot
+    /// unsubscribe anyone).
+    #[oai(
+        path = "/unsubscribe/:token",
+        method = "get",
+        operation_id = "unsubscribePage"
+    )]
+    async fn unsubscribe_page(
+        &self,
+        state: poem::web::Data<&AppState>,
+        /// The signed token from the email.
+        token: Path<String>,
+    ) -> Result<PageResponse, ApiError> {
+        with_contact(&state, &token, None, |state, contact| {
+            let action = state.links().unsubscribe_url(contact.id.as_str());
+            let question = format!("Stop receiving email at {}?", strong(contact));
+            page(
+                "Unsubscribe",
+                &paragraph_form(&question, &action, "Unsubscribe"),
+            )
+        })
+        .await
+    }
+
+    /// Unsubscribe
+    ///
+    /// The form's submit and the one-click unsubscribe of RFC 8058 (`List-Unsubscribe-Post:
+    /// List-Unsubscribe=One-Click`): unsubscribes the contact (event `contact.unsubscribed` with
+    /// source `link`).
+    #[oai(
+        path = "/unsubscribe/:token",
+        method = "post",
+        operation_id = "unsubscribe"
+    )]
+    async fn unsubscribe(
+        &self,
+        state: poem::web::Data<&AppState>,
+        /// The signed token from the email.
+        token: Path<String>,
+    ) -> Result<PageResponse, ApiError> {
+        with_contact(&state, &token, Some(false), |state, contact| {
+            let action = state.links().subscribe_url(contact.id.as_str());
+            let said = format!("{} will no longer receive these emails.", strong(contact));
+            page(
+                "You are unsubscribed",
+                &paragraph_form(&said, &action, "Subscribe again"),
+            )
+        })
+        .await
+    }
+
+    /// Subscribe page
+    #[oai(
+        path = "/subscribe/:token",
+        method = "get",
+        operation_id = "subscribePage"
+    )]
+    async fn subscribe_page(
+        &self,
+        state: poem::web::Data<&AppState>,
+        /// The signed token from the email.
+        token: Path<String>,
+    ) -> Result<PageResponse, ApiError> {
+        with_contact(&state, &token, None, |state, contact| {
+            let action = state.links().subscribe_url(contact.id.as_str());
+            let question = format!("Receive email at {} again?", strong(contact));
+            page(
+                "Subscribe",
+                &paragraph_form(&question, &action, "Subscribe"),
+            )
+        })
+        .await
+    }
+
+    /// Subscribe
+    ///
+    /// Subscribes the contact (event `contact.subscribed` with source `link`).
+    #[oai(
+        path = "/subscribe/:token",
+        method = "post",
+        operation_id = "subscribe"
+    )]
+    async fn subscribe(
+        &self,
+        state: poem::web::Data<&AppState>,
+        /// The signed token from the email.
+        token: Path<String>,
+    ) -> Result<PageResponse, ApiError> {
+        with_contact(&state, &token, Some(true), |state, contact| {
+            manage_page(
+                state,
+                contact,
+                "<p>Thank you, you are subscribed again.</p>",
+            )
+        })
+        .await
+    }
+
+    /// Preferences page
+    ///
+    /// Shows the contact's subscription state with a button to change it.
+    #[oai(path = "/manage/:token", method = "get", operation_id = "managePage")]
+    async fn manage(
+        &self,
+        state: poem::web::Data<&AppState>,
+        /// The signed token from the email.
+        token: Path<String>,
+    ) -> Result<PageResponse, ApiError> {
+        with_contact(&state, &token, None, |state, contact| {
+            manage_page(state, contact, "")
+        })
+        .await
+    }
+
+    /// Open pixel
+    ///
+    /// Records that the email was opened (when the project tracks opens) and answers a
+    /// transparent GIF, also for unknown tokens.
+    #[oai(path = "/t/o/:token", method = "get", operation_id = "trackOpen")]
+    async fn open(
+        &self,
+        state: poem::web::Data<&AppState>,
+        /// The signed token from the email.
+        token: Path<String>,
+    ) -> Result<PixelResponse, ApiError> {
+        if let Some(LinkTarget::Open { email_id }) = state.links().verify(&token)
+            && let Err(err) = state
+                .store()
+                .record_email_event(&email_id, status::OPENED, None)
+                .await
+        {
+            tracing::warn!(error = %err, "could not record an open");
+        }
+        Ok(PixelResponse::Gif(
+            Binary(PIXEL.to_vec()),
+            "no-store, no-cache, must-revalidate, max-age=0".into(),
+        ))
+    }
+
+    /// Click redirect
+    ///
+    /// Records the click and redirects to the link that was in the email. Tokens are signed, so
+    /// the redirect can never lead anywhere else.
+    #[oai(path = "/t/c/:token", method = "get", operation_id = "trackClick")]
+    async fn click(
+        &self,
+        state: poem::web::Data<&AppState>,
+        /// The signed token from the email.
+        token: Path<String>,
+    ) -> Result<RedirectResponse, ApiError> {
+        let Some(LinkTarget::Click { email_id, index }) = state.links().verify(&token) else {
+            return Ok(RedirectResponse::NotFound(Html(not_found())));
+        };
+        let Some(url) = state.store().email_link(&email_id, index).await? else {
+            return Ok(RedirectResponse::NotFound(Html(not_found())));
+        };
+        if let Err(err) = state
+            .store()
+            .record_email_event(&email_id, status::CLICKED, Some(&url))
+            .await
+        {
+            tracing::warn!(error = %err, "could not record a click");
+        }
+        Ok(RedirectResponse::Found(url))
+    }
+}

@@ -1,0 +1,411 @@
+//! `POST /v1/send`: transactional email. The request is checked whole before anything is
+//! written (every invalid field is reported at once); then each recipient is processed in
+//! order and every email is queued in one transaction.
+
+use std::collections::BTreeMap;
+
+use poem::Request;
+use poem::http::StatusCode;
+use poem_openapi::payload::Json;
+use poem_openapi::{ApiResponse, Object, OpenApi};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::ApiTags;
+use super::contacts::parse_data;
+use super::error::{ApiError, ErrorCode, FieldError};
+use super::extract::{JsonBody, SecretKeyAuth};
+use super::track::{idempotency_key, replayed, request_hash};
+use crate::app::AppState;
+use crate::domain::email::EmailAddress;
+use crate::domain::send::{
+    AttachmentInput, Mailbox, Problem, check_subject, parse_attachments, parse_headers,
+    parse_mailbox, parse_recipients,
+};
+use crate::domain::template::CompiledTemplate;
+use crate::domain::time::{now_ms, to_rfc3339};
+use crate::domains::{SenderError, authorize_sender};
+use crate::sending::{Idempotency, QueuedEmail, SendError, SendPlan};
+use crate::store::StoreError;
+use crate::store::contacts::IDEMPOTENCY_CONFLICT;
+
+/// Largest `/v1/send` request body: 10 MB of attachments in base64 plus the rest.
+pub const MAX_REQUEST_BYTES: usize = 16 * 1024 * 1024;
+
+const ENDPOINT: &str = "/v1/send";
+
+/// An attachment.
+#[derive(Object, Deserialize, Serialize, Clone)]
+#[oai(rename_all = "camelCase")]
+#[serde(rename_all = "camelCase")]
+pub struct AttachmentBody {
+    /// File name, 1 to 255 characters.
+    pub filename: String,
+    /// The content, base64.
+    pub content: String,
+    /// MIME type, e.g. `application/pdf`.
+    pub content_type: String,
+    /// `attachment` (default) or `inline` (shown in the body as `cid:<contentId>`).
+    pub disposition: Option<String>,
+    /// The Content-ID of an inline attachment (required for `inline`).
+    pub content_id: Option<String>,
+}
+
+/// Send a transactional email.
+#[derive(Object, Deserialize, Serialize)]
+#[oai(rename_all = "camelCase")]
+#[serde(rename_all = "camelCase")]
+pub struct SendRequest {
+    /// Recipients: `"ann@example.com"`, `"Ann <ann@example.com>"`, `{ "name", "email" }`, or an
+    /// array of up to 50 of these. Each gets their own email, contact upsert and rendering.
+    pub to: Value,
+    /// Subject, 1 to 998 characters, no line breaks. Required unless `template` is given
+    /// (then it overrides the template's).
+    pub subject: Option<String>,
+    /// HTML body. Required unless `template` is given (then it overrides the template's).
+    pub body: Option<String>,
+    /// A template id (`tpl_…`): its subject, body, from and reply-to are used unless given here.
+    pub template: Option<String>,
+    /// Sender: an address on a verified domain, `"Name <address>"` or `{ "name", "email" }`.
+    /// Required unless the template has one.
+    pub from: Option<Value>,
+    /// Deprecated: the sender's name, used only when `from` is an address without a name.
+    #[oai(deprecated)]
+    pub name: Option<String>,
+    /// Subscription state: new contacts default to `false`; existing ones keep theirs when
+    /// omitted. A change emits `contact.subscribed` or `contact.unsubscribed`.
+    pub subscribed: Option<bool>,
+    /// Template variables and contact data, by the custom data rules.
+    pub data: Option<BTreeMap<String, Value>>,
+    /// Extra headers; values at most 998 characters, no CR or LF.
+    pub headers: Option<BTreeMap<String, String>>,
+    /// Reply-To address.
+    pub reply: Option<String>,
+    /// Up to 10 attachments, 10 MB decoded in all.
+    pub attachments: Option<Vec<AttachmentBody>>,
+}
+
+/// A recipient's contact.
+#[derive(Object, Deserialize, Serialize)]
+pub struct SentContact {
+    /// The contact's id.
+    pub id: String,
+    /// The contact's address.
+    pub email: String,
+}
+
+/// One queued email.
+#[derive(Object, Deserialize, Serialize)]
+pub struct SentEmail {
+    /// The recipient's contact.
+    pub contact: SentContact,
+    /// The email's id (`eml_…`).
+    pub email: String,
+}
+
+/// What was queued.
+#[derive(Object, Deserialize, Serialize)]
+pub struct SendData {
+    /// One entry per recipient, in order.
+    pub emails: Vec<SentEmail>,
+    /// When the request was accepted.
+    pub timestamp: String,
+}
+
+/// `{ success: true, data }`.
+#[derive(Object, Deserialize, Serialize)]
+pub struct SendResponse {
+    /// Always `true`.
+    pub success: bool,
+    /// What was queued.
+    pub data: SendData,
+}
+
+#[derive(ApiResponse)]
+enum SendResult {
+    /// Queued for delivery (or, with a reused `Idempotency-Key`, the first response replayed).
+    #[oai(status = 200)]
+    Ok(
+        Json<SendResponse>,
+        /// `true` when this is the replay of an earlier request with the same key.
+        #[oai(header = "Idempotent-Replayed")]
+        Option<String>,
+    ),
+}
+
+fn respond(queued: &[QueuedEmail], at: i64) -> SendResponse {
+    SendResponse {
+        success: true,
+        data: SendData {
+            emails: queued
+                .iter()
+                .map(|q| SentEmail {
+                    contact: SentContact {
+                        id: q.contact.id.to_string(),
+                        email: q.contact.email.to_string(),
+                    },
+                    email: q.email_id.to_string(),
+                })
+                .collect(),
+            timestamp: to_rfc3339(at),
+        },
+    }
+}
+
+fn field_errors(problems: Vec<Problem>) -> Vec<FieldError> {
+    problems
+        .into_iter()
+        .map(|p| FieldError::new(p.field, p.code, p.message))
+        .collect()
+}
+
+/// Checks the whole request and turns it into a plan; every problem is reported at once.
+async fn plan(
+    state: &AppState,
+    project: &crate::domain::project::Project,
+    body: &SendRequest,
+) -> Result<SendPlan, ApiError> {
+    let mut problems = Vec::new();
+    let recipients = parse_recipients(&body.to, &mut problems);
+
+    let template = match &body.template {
+        Some(id) => match state.store().template_for_send(&project.id, id).await? {
+            Some(t) => Some(t),
+            None => {
+                problems.push(Problem {
+                    field: "template".into(),
+                    code: "not_found",
+                    message: format!("no template `{id}` in this project"),
+                });
+                None
+            }
+        },
+        None => None,
+    };
+    if let Some(subject) = &body.subject {
+        check_subject(subject, "subject", &mut problems);
+    }
+    if body.body.as_deref() == Some("") {
+        problems.push(Problem {
+            field: "body".into(),
+            code: "too_short",
+            message: "the body is empty".into(),
+        });
+    }
+    let subject = body
+        .subject
+        .clone()
+        .or_else(|| template.as_ref().map(|t| t.subject.clone()));
+    let html = body
+        .body
+        .clone()
+        .or_else(|| template.as_ref().map(|t| t.body.clone()));
+    if body.template.is_none() {
+        for (field, missing) in [("subject", subject.is_none()), ("body", html.is_none())] {
+            if missing {
+                problems.push(Problem {
+                    field: field.into(),
+                    code: "required",
+                    message: format!("`{field}` is required unless a template is given"),
+                });
+            }
+        }
+    }
+
+    let from = match &body.from {
+        Some(value) => parse_mailbox(value, "from", &mut problems).map(|mut m| {
+            if m.name.is_none() && matches!(value, Value::String(_)) {
+                m.name = body
+                    .name
+                    .as_deref()
+                    .map(str::trim)
+                    .filter(|n| !n.is_empty() && !n.contains(['\r', '\n']))
+                    .map(str::to_string);
+            }
+            m
+        }),
+        None => match template.as_ref().and_then(|t| t.from.clone()) {
+            Some(from) => Some(from),
+            None => {
+                if template.is_some() || body.template.is_none() {
+                    problems.push(Problem {
+                        field: "from".into(),
+                        code: "required",
+                        message: "`from` is required unless the template has a from address".into(),
+                    });
+                }
+                None
+            }
+        },
+    };
+    let reply_to = match &body.reply {
+        Some(r) => match EmailAddress::parse(r) {
+            Ok(a) => Some(a),
+            Err(e) => {
+                problems.push(Problem {
+                    field: "reply".into(),
+                    code: "invalid_email",
+                    message: e.to_string(),
+                });
+                None
+            }
+        },
+        None => template.as_ref().and_then(|t| t.reply_to.clone()),
+    };
+    let data = match parse_data(body.data.clone()) {
+        Ok(d) => Some(d),
+        Err(e) => {
+            problems.extend(e.errors.into_iter().map(|f| Problem {
+                field: f.field,
+                code: "invalid_key",
+                message: f.message,
+            }));
+            None
+        }
+    };
+    let headers = body
+        .headers
+        .as_ref()
+        .map(|h| parse_headers(h.iter(), &mut problems))
+        .unwrap_or_default();
+    let inputs: Vec<AttachmentInput<'_>> = body
+        .attachments
+        .iter()
+        .flatten()
+        .map(|a| AttachmentInput {
+            filename: &a.filename,
+            content: &a.content,
+            content_type: &a.content_type,
+            disposition: a.disposition.as_deref(),
+            content_id: a.content_id.as_deref(),
+        })
+        .collect();
+    let attachments = parse_attachments(&inputs, &mut problems);
+    let content = match (&subject, &html) {
+        (Some(subject), Some(html)) => match CompiledTemplate::compile(subject, html) {
+            Ok(c) => Some(c),
+            Err(e) => {
+                problems.push(Problem {
+                    field: e.field.to_string(),
+                    code: "template_syntax",
+                    message: e.describe(),
+                });
+                None
+            }
+        },
+        _ => None,
+    };
+    if !problems.is_empty() {
+        return Err(ApiError::validation(field_errors(problems)));
+    }
+    let (Some(from), Some(data), Some(content)) = (from, data, content) else {
+        return Err(ApiError::internal("a checked send request lacks a part"));
+    };
+    let sender = authorize_sender(state.store(), state.settings(), &project.id, &from.email)
+        .await
+        .map_err(|e| match e {
+            SenderError::NotVerified(_) => {
+                let message = e.to_string();
+                ApiError::new(
+                    StatusCode::UNPROCESSABLE_ENTITY,
+                    ErrorCode::DomainNotVerified,
+                    message.clone(),
+                )
+                .with_errors(vec![FieldError::new("from", "domain_not_verified", message)])
+                .suggest("verify the domain with GET /domains/:id/verify once its DNS records are published")
+            }
+            SenderError::Store(s) => s.into(),
+        })?;
+    Ok(SendPlan {
+        recipients,
+        from: Mailbox {
+            name: from.name,
+            email: from.email,
+        },
+        sender,
+        reply_to,
+        content,
+        template_id: template.as_ref().map(|t| t.id.clone()),
+        marketing: template.as_ref().is_some_and(|t| t.marketing),
+        subscribed: body.subscribed,
+        data,
+        headers,
+        attachments,
+    })
+}
+
+/// The sending endpoint.
+pub struct SendApi;
+
+#[OpenApi(tag = "ApiTags::Sending")]
+impl SendApi {
+    /// Send an email
+    ///
+    /// Queues one email per recipient, in order: each recipient's contact is created or updated
+    /// (new contacts are unsubscribed unless `subscribed` says otherwise), the content is rendered
+    /// with the contact's variables, and the message is DKIM-signed with the sending domain's key.
+    /// Either a `template` or both `subject` and `body` are required. With `Idempotency-Key`, the
+    /// same request within 24 hours returns the first response and sends nothing again.
+    #[oai(path = "/v1/send", method = "post", operation_id = "send")]
+    async fn send(
+        &self,
+        auth: SecretKeyAuth,
+        state: poem::web::Data<&AppState>,
+        req: &Request,
+        body: JsonBody<SendRequest>,
+    ) -> Result<SendResult, ApiError> {
+        let project = &auth.0.project;
+        let key = idempotency_key(req)?;
+        let hash = request_hash(&body.0);
+        if let Some(key) = &key
+            && let Some(stored) = state.store().idempotent_response(&project.id, key).await?
+        {
+            let body: SendResponse = replayed(stored, ENDPOINT, &hash)?;
+            return Ok(SendResult::Ok(Json(body), Some("true".into())));
+        }
+        let plan = plan(&state, project, &body.0).await?;
+        let at = now_ms();
+        let respond_json = |queued: &[QueuedEmail]| {
+            serde_json::to_value(respond(queued, at)).unwrap_or(Value::Null)
+        };
+        let idempotency = key.as_deref().map(|k| Idempotency {
+            key: k,
+            endpoint: ENDPOINT,
+            request_hash: &hash,
+            respond: &respond_json,
+        });
+        match crate::sending::send(&state, project, &plan, idempotency).await {
+            Ok(queued) => Ok(SendResult::Ok(Json(respond(&queued, at)), None)),
+            Err(SendError::Store(StoreError::Conflict(IDEMPOTENCY_CONFLICT))) => {
+                let key = key.unwrap_or_default();
+                match state.store().idempotent_response(&project.id, &key).await? {
+                    Some(stored) => {
+                        let body: SendResponse = replayed(stored, ENDPOINT, &hash)?;
+                        Ok(SendResult::Ok(Json(body), Some("true".into())))
+                    }
+                    None => Err(ApiError::conflict(
+                        "a request with this Idempotency-Key is in progress; retry",
+                    )),
+                }
+            }
+            Err(e @ SendError::TooLarge { .. }) => Err(ApiError::new(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                ErrorCode::PayloadTooLarge,
+                e.to_string(),
+            )
+            .suggest("send large files as links")),
+            Err(SendError::Render(e)) => Err(ApiError::validation(vec![FieldError::new(
+                e.field,
+                "template_render",
+                e.to_string(),
+            )])),
+            Err(SendError::Mime(e)) => Err(ApiError::validation(vec![FieldError::new(
+                "body",
+                "invalid",
+                e.to_string(),
+            )])),
+            Err(SendError::Store(e)) => Err(e.into()),
+            Err(e @ SendError::Dkim(_)) => Err(ApiError::internal(e)),
+        }
+    }
+}

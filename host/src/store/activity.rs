@@ -1,0 +1,182 @@
+//! The activity feed: what happened to a project's emails (sent, delivered, opened, clicked,
+//! bounced, complained, failed) and inbound mail, from the emails' history.
+
+use sqlx::FromRow;
+
+use super::{Store, StoreResult};
+use crate::domain::ids::ProjectId;
+use crate::domain::pagination::{Page, PageRequest};
+use crate::on_db;
+
+/// One entry of the feed.
+#[derive(Clone, Debug, FromRow)]
+pub struct ActivityItem {
+    /// Its id (`act_…`).
+    pub id: String,
+    /// What happened.
+    pub kind: String,
+    /// The email.
+    pub email_id: Option<String>,
+    /// The contact.
+    pub contact_id: Option<String>,
+    /// The recipient.
+    pub to_address: Option<String>,
+    /// The email's subject.
+    pub subject: Option<String>,
+    /// Detail (the clicked link, the bounce reason, the provider's answer).
+    pub detail: Option<String>,
+    /// When.
+    pub created_at: i64,
+}
+
+/// Counts by kind.
+#[derive(Clone, Debug, Default, FromRow)]
+pub struct KindCount {
+    /// The kind.
+    pub kind: String,
+    /// How many.
+    pub count: i64,
+}
+
+/// Counts by day and kind.
+#[derive(Clone, Debug, FromRow)]
+pub struct DayKindCount {
+    /// Days since the Unix epoch.
+    pub day: i64,
+    /// The kind.
+    pub kind: String,
+    /// How many.
+    pub count: i64,
+}
+
+/// An email waiting in the queue.
+#[derive(Clone, Debug, FromRow)]
+pub struct UpcomingEmail {
+    /// The email's id.
+    pub id: String,
+    /// The recipient.
+    pub to_address: String,
+    /// The subject.
+    pub subject: String,
+    /// When it was queued.
+    pub created_at: i64,
+}
+
+const SELECT_ITEMS: &str = "SELECT a.id, a.kind, a.email_id, a.contact_id, m.to_address, m.subject, a.detail, \
+     a.created_at FROM email_events a LEFT JOIN emails m ON m.id = a.email_id";
+
+impl Store {
+    /// A page of the feed, newest first, optionally of one kind (`queued` entries are not part of
+    /// the feed).
+    pub async fn activity(
+        &self,
+        project: &ProjectId,
+        kind: Option<&str>,
+        page: &PageRequest,
+    ) -> StoreResult<Page<ActivityItem>> {
+        let mut where_ = "a.project_id = $1 AND a.kind <> 'queued'".to_string();
+        let mut n = 1;
+        if kind.is_some() {
+            n += 1;
+            where_.push_str(&format!(" AND a.kind = ${n}"));
+        }
+        let mut sql = format!("{SELECT_ITEMS} WHERE {where_}");
+        if page.after.is_some() {
+            sql.push_str(&format!(" AND a.id < ${}", n + 1));
+        }
+        sql.push_str(&format!(" ORDER BY a.id DESC LIMIT {}", page.limit + 1));
+        let count_sql = format!("SELECT COUNT(*) FROM email_events a WHERE {where_}");
+        let (rows, total): (Vec<ActivityItem>, i64) = on_db!(self.db(), pool => {
+            let mut q = sqlx::query_as(&sql).bind(project.as_str());
+            let mut c = sqlx::query_scalar(&count_sql).bind(project.as_str());
+            if let Some(kind) = kind {
+                q = q.bind(kind);
+                c = c.bind(kind);
+            }
+            if let Some(after) = &page.after {
+                q = q.bind(after);
+            }
+            let rows = q.fetch_all(pool).await?;
+            let total = if page.is_first() { c.fetch_one(pool).await? } else { 0 };
+            (rows, total)
+        });
+        Ok(Page::from_rows(rows, page, total, |a| a.id.as_str()))
+    }
+
+    /// Entries per kind since `since` (unix ms).
+    pub async fn activity_counts(
+        &self,
+        project: &ProjectId,
+        since: i64,
+    ) -> StoreResult<Vec<KindCount>> {
+        let rows = on_db!(self.db(), pool => {
+            sqlx::query_as(
+                "SELECT kind, COUNT(*) AS count FROM email_events WHERE project_id = $1 AND created_at >= $2 \
+                 GROUP BY kind ORDER BY kind",
+            )
+            .bind(project.as_str())
+            .bind(since)
+            .fetch_all(pool)
+            .await?
+        });
+        Ok(rows)
+    }
+
+    /// Entries per day and kind since `since` (unix ms).
+    pub async fn activity_daily(
+        &self,
+        project: &ProjectId,
+        since: i64,
+    ) -> StoreResult<Vec<DayKindCount>> {
+        let rows = on_db!(self.db(), pool => {
+            sqlx::query_as(
+                "SELECT created_at / 86400000 AS day, kind, COUNT(*) AS count FROM email_events \
+                 WHERE project_id = $1 AND created_at >= $2 GROUP BY created_at / 86400000, kind \
+                 ORDER BY day, kind",
+            )
+            .bind(project.as_str())
+            .bind(since)
+            .fetch_all(pool)
+            .await?
+        });
+        Ok(rows)
+    }
+
+    /// The kinds present in a project's feed.
+    pub async fn activity_kinds(&self, project: &ProjectId) -> StoreResult<Vec<String>> {
+        let rows = on_db!(self.db(), pool => {
+            sqlx::query_scalar(
+                "SELECT DISTINCT kind FROM email_events WHERE project_id = $1 AND kind <> 'queued' ORDER BY kind",
+            )
+            .bind(project.as_str())
+            .fetch_all(pool)
+            .await?
+        });
+        Ok(rows)
+    }
+
+    /// Emails of a project still waiting to be handed to the transport, oldest first.
+    pub async fn upcoming_emails(
+        &self,
+        project: &ProjectId,
+        limit: u32,
+    ) -> StoreResult<(Vec<UpcomingEmail>, i64)> {
+        let (rows, total) = on_db!(self.db(), pool => {
+            let rows: Vec<UpcomingEmail> = sqlx::query_as(&format!(
+                "SELECT id, to_address, subject, created_at FROM emails \
+                 WHERE project_id = $1 AND status = 'queued' ORDER BY id LIMIT {limit}"
+            ))
+            .bind(project.as_str())
+            .fetch_all(pool)
+            .await?;
+            let total: i64 = sqlx::query_scalar(
+                "SELECT COUNT(*) FROM emails WHERE project_id = $1 AND status = 'queued'",
+            )
+            .bind(project.as_str())
+            .fetch_one(pool)
+            .await?;
+            (rows, total)
+        });
+        Ok((rows, total))
+    }
+}

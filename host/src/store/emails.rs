@@ -1,0 +1,629 @@
+//! Emails and their history.
+//!
+//! A send writes every email of the request, each with its first history entry (`queued`) and
+//! its delivery job, and the request's idempotency key, in one transaction: either the whole
+//! request is queued or nothing is. A delivery job hands the stored message to the transport,
+//! then records the outcome, the email's new status and the job's completion in one
+//! transaction (see `jobs/send.rs` for what a crash between the two can cause).
+
+use serde_json::Value;
+use sqlx::FromRow;
+use sqlx::types::Json;
+
+use super::contacts::IDEMPOTENCY_CONFLICT;
+use super::dialect::BeginWrite;
+use super::jobs::{COMPLETE_JOB, INSERT_JOB};
+use super::{Store, StoreError, StoreResult};
+use crate::domain::email::EmailAddress;
+use crate::domain::ids::{ActivityId, ContactId, EmailId, JobId, ProjectId};
+use crate::domain::send::Mailbox;
+use crate::domain::time::now_ms;
+use crate::{on_db, on_db_write};
+
+/// The job kind that delivers one email.
+pub const DELIVER_KIND: &str = "emails.deliver";
+
+/// Statuses of an email, in the order they progress.
+pub mod status {
+    /// Waiting for its delivery job.
+    pub const QUEUED: &str = "queued";
+    /// Accepted by the transport.
+    pub const SENT: &str = "sent";
+    /// Accepted by the recipient's server.
+    pub const DELIVERED: &str = "delivered";
+    /// Opened.
+    pub const OPENED: &str = "opened";
+    /// A link was clicked.
+    pub const CLICKED: &str = "clicked";
+    /// Bounced.
+    pub const BOUNCED: &str = "bounced";
+    /// Marked as spam.
+    pub const COMPLAINED: &str = "complained";
+    /// Could not be delivered.
+    pub const FAILED: &str = "failed";
+
+    /// How far along a status is; a later event never moves an email back.
+    pub fn rank(s: &str) -> u8 {
+        match s {
+            QUEUED => 0,
+            SENT => 1,
+            DELIVERED => 2,
+            OPENED => 3,
+            CLICKED => 4,
+            BOUNCED | COMPLAINED | FAILED => 5,
+            _ => 0,
+        }
+    }
+}
+
+/// An email to queue.
+#[derive(Clone, Debug)]
+pub struct NewEmail {
+    /// Its id.
+    pub id: EmailId,
+    /// The contact it goes to.
+    pub contact_id: ContactId,
+    /// The template it was rendered from.
+    pub template_id: Option<String>,
+    /// `transactional` or `marketing`.
+    pub kind: &'static str,
+    /// The From address.
+    pub from_address: String,
+    /// The recipient.
+    pub to_address: String,
+    /// The rendered subject.
+    pub subject: String,
+    /// `Message-ID` without brackets.
+    pub message_id: String,
+    /// The envelope sender (bounces go here).
+    pub envelope_from: String,
+    /// The domain whose DKIM key signed it.
+    pub signed_by: Option<String>,
+    /// The links that click redirects may lead to, by index.
+    pub links: Vec<String>,
+    /// The complete signed message.
+    pub raw: Vec<u8>,
+}
+
+/// What sending needs of a template.
+#[derive(Clone, Debug)]
+pub struct TemplateForSend {
+    /// Its id.
+    pub id: String,
+    /// Subject source.
+    pub subject: String,
+    /// HTML body source.
+    pub body: String,
+    /// Its sender, if it has one.
+    pub from: Option<Mailbox>,
+    /// Its Reply-To, if it has one.
+    pub reply_to: Option<EmailAddress>,
+    /// Whether it is a `MARKETING` template.
+    pub marketing: bool,
+}
+
+/// An idempotency key to store with a request's writes.
+pub struct IdempotentWrite<'a> {
+    /// The caller's key.
+    pub key: &'a str,
+    /// The endpoint.
+    pub endpoint: &'a str,
+    /// Hash of the request.
+    pub request_hash: &'a str,
+    /// The response to replay.
+    pub response: &'a Value,
+}
+
+/// What a delivery job needs of its email.
+#[derive(Clone, Debug, FromRow)]
+pub struct Deliverable {
+    /// The email's id.
+    pub id: String,
+    /// Its project.
+    pub project_id: String,
+    /// Its contact.
+    pub contact_id: Option<String>,
+    /// Its status.
+    pub status: String,
+    /// The envelope sender.
+    pub envelope_from: String,
+    /// The recipient.
+    pub to_address: String,
+    /// The message, until handed off.
+    pub raw: Option<Vec<u8>>,
+    /// When a hand-off last started.
+    pub handed_off_at: Option<i64>,
+}
+
+/// How a delivery ended.
+pub enum DeliveryOutcome<'a> {
+    /// The transport accepted it.
+    Sent {
+        /// The provider's id.
+        provider_id: &'a str,
+        /// The provider's answer.
+        detail: Option<&'a str>,
+    },
+    /// It cannot be delivered.
+    Failed {
+        /// Why.
+        error: &'a str,
+    },
+}
+
+/// An email as the API shows it.
+#[derive(Clone, Debug, FromRow)]
+pub struct EmailRecord {
+    /// Its id.
+    pub id: String,
+    /// Its contact.
+    pub contact_id: Option<String>,
+    /// Its template.
+    pub template_id: Option<String>,
+    /// `transactional` or `marketing`.
+    pub kind: String,
+    /// From.
+    pub from_address: String,
+    /// To.
+    pub to_address: String,
+    /// Subject.
+    pub subject: String,
+    /// Status.
+    pub status: String,
+    /// Message-ID.
+    pub message_id: String,
+    /// The provider's id.
+    pub provider_id: Option<String>,
+    /// Why it failed.
+    pub error: Option<String>,
+    /// Delivery attempts.
+    pub attempts: i32,
+    /// Created.
+    pub created_at: i64,
+    /// Handed to the transport.
+    pub sent_at: Option<i64>,
+}
+
+/// One entry of an email's history.
+#[derive(Clone, Debug, FromRow)]
+pub struct HistoryEntry {
+    /// What happened.
+    pub kind: String,
+    /// Detail (the provider's answer, the bounce reason, the clicked link).
+    pub detail: Option<String>,
+    /// When.
+    pub created_at: i64,
+}
+
+/// An event recorded for an email.
+#[derive(Clone, Debug)]
+pub struct RecordedEvent {
+    /// The email's project.
+    pub project_id: ProjectId,
+    /// The email's contact.
+    pub contact_id: Option<ContactId>,
+    /// Whether this is the first event of its kind for the email.
+    pub first: bool,
+}
+
+/// Inserts one history entry; binds id, project, email, contact, kind, detail, at.
+const INSERT_ACTIVITY: &str = "INSERT INTO email_events (id, project_id, email_id, contact_id, kind, detail, created_at) \
+     VALUES ($1, $2, $3, $4, $5, $6, $7)";
+
+impl Store {
+    /// Queues the emails of one request, their history and delivery jobs, and the request's
+    /// idempotency key, in one transaction. `Conflict(IDEMPOTENCY_CONFLICT)` when the key was
+    /// taken meanwhile (nothing is written then).
+    pub async fn queue_emails(
+        &self,
+        project: &ProjectId,
+        emails: &[NewEmail],
+        max_attempts: i32,
+        idempotency: Option<IdempotentWrite<'_>>,
+    ) -> StoreResult<()> {
+        let now = now_ms();
+        on_db_write!(self.db(), pool => {
+            let mut tx = pool.begin_write().await?;
+            for e in emails {
+                sqlx::query(
+                    "INSERT INTO emails (id, project_id, contact_id, template_id, kind, from_address, to_address, \
+                     subject, status, message_id, envelope_from, signed_by, links, raw, created_at, updated_at) \
+                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 'queued', $9, $10, $11, $12, $13, $14, $14)",
+                )
+                .bind(e.id.as_str())
+                .bind(project.as_str())
+                .bind(e.contact_id.as_str())
+                .bind(e.template_id.as_deref())
+                .bind(e.kind)
+                .bind(&e.from_address)
+                .bind(&e.to_address)
+                .bind(&e.subject)
+                .bind(&e.message_id)
+                .bind(&e.envelope_from)
+                .bind(e.signed_by.as_deref())
+                .bind(Json(&e.links))
+                .bind(&e.raw)
+                .bind(now)
+                .execute(&mut *tx)
+                .await?;
+                sqlx::query(INSERT_ACTIVITY)
+                    .bind(ActivityId::generate().as_str())
+                    .bind(project.as_str())
+                    .bind(e.id.as_str())
+                    .bind(e.contact_id.as_str())
+                    .bind(status::QUEUED)
+                    .bind(None::<&str>)
+                    .bind(now)
+                    .execute(&mut *tx)
+                    .await?;
+                sqlx::query(INSERT_JOB)
+                    .bind(JobId::generate().as_str())
+                    .bind(project.as_str())
+                    .bind(DELIVER_KIND)
+                    .bind(Json(serde_json::json!({ "emailId": e.id.as_str() })))
+                    .bind(None::<&[u8]>)
+                    .bind(max_attempts)
+                    .bind(now)
+                    .bind(now)
+                    .execute(&mut *tx)
+                    .await?;
+            }
+            if let Some(idem) = idempotency {
+                sqlx::query("DELETE FROM idempotency_keys WHERE project_id = $1 AND key = $2 AND created_at < $3")
+                    .bind(project.as_str())
+                    .bind(idem.key)
+                    .bind(now - super::idempotency::TTL_MS)
+                    .execute(&mut *tx)
+                    .await?;
+                sqlx::query(
+                    "INSERT INTO idempotency_keys (project_id, key, endpoint, request_hash, status, response, created_at) \
+                     VALUES ($1, $2, $3, $4, 200, $5, $6)",
+                )
+                .bind(project.as_str())
+                .bind(idem.key)
+                .bind(idem.endpoint)
+                .bind(idem.request_hash)
+                .bind(Json(idem.response))
+                .bind(now)
+                .execute(&mut *tx)
+                .await
+                .map_err(|e| StoreError::unique(e, IDEMPOTENCY_CONFLICT))?;
+            }
+            tx.commit().await?;
+        });
+        Ok(())
+    }
+
+    /// An email of a project with its history, oldest first.
+    pub async fn email(
+        &self,
+        project: &ProjectId,
+        id: &EmailId,
+    ) -> StoreResult<(EmailRecord, Vec<HistoryEntry>)> {
+        let (record, history) = on_db!(self.db(), pool => {
+            let record: Option<EmailRecord> = sqlx::query_as(
+                "SELECT id, contact_id, template_id, kind, from_address, to_address, subject, status, \
+                 message_id, provider_id, error, attempts, created_at, sent_at \
+                 FROM emails WHERE project_id = $1 AND id = $2",
+            )
+            .bind(project.as_str())
+            .bind(id.as_str())
+            .fetch_optional(pool)
+            .await?;
+            let history: Vec<HistoryEntry> = sqlx::query_as(
+                "SELECT kind, detail, created_at FROM email_events WHERE email_id = $1 ORDER BY id",
+            )
+            .bind(id.as_str())
+            .fetch_all(pool)
+            .await?;
+            (record, history)
+        });
+        Ok((record.ok_or(StoreError::NotFound)?, history))
+    }
+
+    /// Records what happened to an email (`delivered`, `opened`, `clicked`, `bounced`,
+    /// `soft_bounced`, `complained`): a history entry, the first time of the kind, and the status
+    /// when it moves forward (never back). `None` when there is no such email.
+    pub async fn record_email_event(
+        &self,
+        email_id: &str,
+        kind: &str,
+        detail: Option<&str>,
+    ) -> StoreResult<Option<RecordedEvent>> {
+        let now = now_ms();
+        let lock = super::dialect::for_update(self.db().backend());
+        let column = match kind {
+            status::DELIVERED => Some("delivered_at"),
+            status::OPENED => Some("opened_at"),
+            status::CLICKED => Some("clicked_at"),
+            status::BOUNCED => Some("bounced_at"),
+            status::COMPLAINED => Some("complained_at"),
+            _ => None,
+        };
+        let first_sql = match column {
+            Some(c) => format!("{c} IS NULL"),
+            None => "TRUE".to_string(),
+        };
+        let select = format!(
+            "SELECT project_id, contact_id, status, {first_sql} FROM emails WHERE id = $1{lock}"
+        );
+        let recorded = on_db_write!(self.db(), pool => {
+            let mut tx = pool.begin_write().await?;
+            let row: Option<(String, Option<String>, String, bool)> =
+                sqlx::query_as(&select).bind(email_id).fetch_optional(&mut *tx).await?;
+            let Some((project_id, contact_id, current, first)) = row else {
+                return Ok(None);
+            };
+            sqlx::query(INSERT_ACTIVITY)
+                .bind(ActivityId::generate().as_str())
+                .bind(&project_id)
+                .bind(email_id)
+                .bind(contact_id.as_deref())
+                .bind(kind)
+                .bind(detail)
+                .bind(now)
+                .execute(&mut *tx)
+                .await?;
+            let advance = status::rank(kind) > status::rank(&current) && kind != "soft_bounced";
+            if let Some(column) = column {
+                sqlx::query(&format!(
+                    "UPDATE emails SET {column} = COALESCE({column}, $2), status = CASE WHEN $3 THEN $4 ELSE status END, \
+                     updated_at = $2 WHERE id = $1"
+                ))
+                .bind(email_id)
+                .bind(now)
+                .bind(advance)
+                .bind(kind)
+                .execute(&mut *tx)
+                .await?;
+            }
+            tx.commit().await?;
+            RecordedEvent {
+                project_id: ProjectId::from_trusted(project_id),
+                contact_id: contact_id.map(ContactId::from_trusted),
+                first,
+            }
+        });
+        Ok(Some(recorded))
+    }
+
+    /// Records inbound mail in a project's activity (no email of ours is involved).
+    pub async fn record_inbound(
+        &self,
+        project: &ProjectId,
+        contact: Option<&ContactId>,
+        detail: Option<&str>,
+    ) -> StoreResult<()> {
+        on_db_write!(self.db(), pool => {
+            sqlx::query(INSERT_ACTIVITY)
+                .bind(ActivityId::generate().as_str())
+                .bind(project.as_str())
+                .bind(None::<&str>)
+                .bind(contact.map(|c| c.as_str()))
+                .bind("inbound")
+                .bind(detail)
+                .bind(now_ms())
+                .execute(pool)
+                .await?;
+        });
+        Ok(())
+    }
+
+    /// The `index`th tracked link of an email.
+    pub async fn email_link(&self, email_id: &str, index: usize) -> StoreResult<Option<String>> {
+        let links: Option<Json<Vec<String>>> = on_db!(self.db(), pool => {
+            sqlx::query_scalar("SELECT links FROM emails WHERE id = $1")
+                .bind(email_id)
+                .fetch_optional(pool)
+                .await?
+        });
+        Ok(links.and_then(|l| l.0.get(index).cloned()))
+    }
+
+    /// A template of the project, as sending uses it.
+    pub async fn template_for_send(
+        &self,
+        project: &ProjectId,
+        id: &str,
+    ) -> StoreResult<Option<TemplateForSend>> {
+        type Row = (
+            String,
+            String,
+            String,
+            String,
+            Option<String>,
+            Option<String>,
+            Option<String>,
+        );
+        let row: Option<Row> = on_db!(self.db(), pool => {
+            sqlx::query_as(
+                "SELECT id, subject, body, type, from_email, from_name, reply_to FROM templates \
+                 WHERE project_id = $1 AND id = $2",
+            )
+            .bind(project.as_str())
+            .bind(id)
+            .fetch_optional(pool)
+            .await?
+        });
+        Ok(row.map(
+            |(id, subject, body, kind, from_email, from_name, reply_to)| TemplateForSend {
+                id,
+                subject,
+                body,
+                from: from_email.map(|e| Mailbox {
+                    name: from_name,
+                    email: EmailAddress::from_trusted(e),
+                }),
+                reply_to: reply_to.map(EmailAddress::from_trusted),
+                marketing: kind == "MARKETING",
+            },
+        ))
+    }
+
+    /// The email a delivery job delivers.
+    pub async fn deliverable(&self, id: &str) -> StoreResult<Option<Deliverable>> {
+        let row = on_db!(self.db(), pool => {
+            sqlx::query_as(
+                "SELECT id, project_id, contact_id, status, envelope_from, to_address, raw, handed_off_at \
+                 FROM emails WHERE id = $1",
+            )
+            .bind(id)
+            .fetch_optional(pool)
+            .await?
+        });
+        Ok(row)
+    }
+
+    /// Claims the hand-off of a queued email to the transport: false when another worker
+    /// started one less than `stale_ms` ago (a job whose lease lapsed while its worker was still
+    /// handing off must not hand off the same message in parallel).
+    pub async fn start_hand_off(&self, id: &str, stale_ms: i64) -> StoreResult<bool> {
+        let now = now_ms();
+        let n = on_db_write!(self.db(), pool => {
+            sqlx::query(
+                "UPDATE emails SET handed_off_at = $2, attempts = attempts + 1, updated_at = $2 \
+                 WHERE id = $1 AND status = 'queued' AND (handed_off_at IS NULL OR handed_off_at < $3)",
+            )
+            .bind(id)
+            .bind(now)
+            .bind(now - stale_ms)
+            .execute(pool)
+            .await?
+            .rows_affected()
+        });
+        Ok(n == 1)
+    }
+
+    /// Notes that a hand-off ended without the transport taking the message (a transient
+    /// error), so that the retry is not reported as a possible duplicate.
+    pub async fn end_hand_off(&self, id: &str) -> StoreResult<()> {
+        on_db_write!(self.db(), pool => {
+            sqlx::query("UPDATE emails SET handed_off_at = NULL, updated_at = $2 WHERE id = $1")
+                .bind(id)
+                .bind(now_ms())
+                .execute(pool)
+                .await?;
+        });
+        Ok(())
+    }
+
+    /// Records how a delivery ended, drops the stored message, and completes the job, in one
+    /// transaction guarded by the job's lease; false when the lease was lost.
+    pub async fn finish_delivery(
+        &self,
+        email: &Deliverable,
+        (job_id, worker): (&str, &str),
+        outcome: DeliveryOutcome<'_>,
+    ) -> StoreResult<bool> {
+        let now = now_ms();
+        let (new_status, detail, provider_id, error) = match &outcome {
+            DeliveryOutcome::Sent {
+                provider_id,
+                detail,
+            } => (status::SENT, *detail, Some(*provider_id), None),
+            DeliveryOutcome::Failed { error } => (status::FAILED, Some(*error), None, Some(*error)),
+        };
+        let result = serde_json::json!({ "emailId": email.id, "status": new_status });
+        let owned = on_db_write!(self.db(), pool => {
+            let mut tx = pool.begin_write().await?;
+            let owned = sqlx::query(COMPLETE_JOB)
+                .bind(job_id)
+                .bind(worker)
+                .bind(Json(&result))
+                .bind(now)
+                .execute(&mut *tx)
+                .await?
+                .rows_affected();
+            if owned == 1 {
+                let column = if new_status == status::SENT { "sent_at" } else { "failed_at" };
+                sqlx::query(&format!(
+                    "UPDATE emails SET status = $2, provider_id = COALESCE($3, provider_id), error = $4, \
+                     raw = NULL, {column} = $5, updated_at = $5 WHERE id = $1 AND status = 'queued'"
+                ))
+                .bind(&email.id)
+                .bind(new_status)
+                .bind(provider_id)
+                .bind(error)
+                .bind(now)
+                .execute(&mut *tx)
+                .await?;
+                sqlx::query(INSERT_ACTIVITY)
+                    .bind(ActivityId::generate().as_str())
+                    .bind(&email.project_id)
+                    .bind(&email.id)
+                    .bind(email.contact_id.as_deref())
+                    .bind(new_status)
+                    .bind(detail)
+                    .bind(now)
+                    .execute(&mut *tx)
+                    .await?;
+                tx.commit().await?;
+            }
+            owned == 1
+        });
+        Ok(owned)
+    }
+
+    /// Completes a delivery job that has nothing to do (its email is gone or already handed
+    /// off).
+    pub async fn skip_delivery(&self, job_id: &str, worker: &str, why: &str) -> StoreResult<bool> {
+        self.complete_job(job_id, worker, &Value::from(why)).await
+    }
+
+    /// Takes one slot of a project's per-second send budget; `Err(next_window_ms)` when the
+    /// current second is used up. Shared by every instance through the database.
+    pub async fn take_send_slot(
+        &self,
+        project: &str,
+        per_second: u32,
+    ) -> StoreResult<Result<(), i64>> {
+        let now = now_ms();
+        let window = now - now.rem_euclid(1000);
+        let taken: Option<i32> = on_db_write!(self.db(), pool => {
+            sqlx::query_scalar(
+                "INSERT INTO send_windows (project_id, window_start, sent) VALUES ($1, $2, 1) \
+                 ON CONFLICT (project_id, window_start) DO UPDATE SET sent = send_windows.sent + 1 \
+                 WHERE send_windows.sent < $3 RETURNING sent",
+            )
+            .bind(project)
+            .bind(window)
+            .bind(i64::from(per_second))
+            .fetch_optional(pool)
+            .await?
+        });
+        Ok(match taken {
+            Some(_) => Ok(()),
+            None => Err(window + 1000),
+        })
+    }
+
+    /// Forgets send windows older than a minute.
+    pub async fn prune_send_windows(&self) -> StoreResult<u64> {
+        let n = on_db_write!(self.db(), pool => {
+            sqlx::query("DELETE FROM send_windows WHERE window_start < $1")
+                .bind(now_ms() - 60_000)
+                .execute(pool)
+                .await?
+                .rows_affected()
+        });
+        Ok(n)
+    }
+
+    /// Puts a claimed job back to wait until `run_at` without counting the attempt.
+    pub async fn postpone_job(&self, id: &str, worker: &str, run_at: i64) -> StoreResult<bool> {
+        let n = on_db_write!(self.db(), pool => {
+            sqlx::query(
+                "UPDATE jobs SET state = 'queued', run_at = $3, attempts = attempts - 1, locked_by = NULL, \
+                 locked_until = NULL, updated_at = $4 WHERE id = $1 AND locked_by = $2 AND state = 'running'",
+            )
+            .bind(id)
+            .bind(worker)
+            .bind(run_at)
+            .bind(now_ms())
+            .execute(pool)
+            .await?
+            .rows_affected()
+        });
+        Ok(n == 1)
+    }
+}

@@ -1,0 +1,437 @@
+//! What happens after a send: the signed unsubscribe, subscribe and preferences links, the open
+//! pixel and click redirects, delivery notifications (a bounce unsubscribes the contact), and the
+//! activity feed.
+
+use herald::config::Settings;
+use mail_parser::MessageParser;
+use reqwest::Method;
+use serde_json::{Value, json};
+
+use crate::dnsd::DnsServer;
+use crate::domains::{verified_domain, with_dns};
+use crate::harness::{TestApp, TestProject, read};
+use crate::smtpd::SmtpServer;
+
+const SECRET: &str = "notify-secret-1";
+
+struct Sent {
+    app: TestApp,
+    p: TestProject,
+    smtp: SmtpServer,
+    _dns: DnsServer,
+    email_id: String,
+    contact_id: String,
+    html: String,
+}
+
+/// Sends one email with a link and an unsubscribe link to ann@example.com and returns what
+/// arrived.
+async fn sent(adjust: impl FnOnce(&mut Settings)) -> Sent {
+    let dns = DnsServer::start().await;
+    let smtp = SmtpServer::start().await;
+    let app = TestApp::spawn_with(|s| {
+        with_dns(&dns)(s);
+        s.plugins.transport = "smtp".into();
+        s.plugins.smtp_host = Some("127.0.0.1".into());
+        s.plugins.smtp_port = smtp.addr.port();
+        s.plugins.smtp_tls = herald::plugins::SmtpTls::None;
+        s.plugins.notify_secret = Some(SECRET.into());
+        s.jobs_poll_interval_ms = 50;
+        adjust(s);
+    })
+    .await;
+    let p = app.project().await;
+    verified_domain(&app, &p, &dns, "acme.test").await;
+    p.contact(&app, "ann@example.com", json!({})).await;
+    let r = app
+        .post(
+            "/v1/send",
+            &p.secret_key,
+            json!({
+                "to": "ann@example.com",
+                "from": "hello@acme.test",
+                "subject": "News",
+                "body": "<p><a href=\"https://shop.example/sale?a=1&amp;b=2\">Sale</a> \
+                         <a href=\"{{unsubscribeUrl}}\">Unsubscribe</a> <a href=\"{{manageUrl}}\">Preferences</a></p>"
+            }),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    let email_id = r.body["data"]["emails"][0]["email"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let contact_id = r.body["data"]["emails"][0]["contact"]["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let html = html_of(&smtp.received(1).await.data[0]);
+    Sent {
+        app,
+        p,
+        smtp,
+        _dns: dns,
+        email_id,
+        contact_id,
+        html,
+    }
+}
+
+/// The HTML part of a received message.
+fn html_of(raw: &str) -> String {
+    MessageParser::default()
+        .parse(raw.as_bytes())
+        .unwrap()
+        .body_html(0)
+        .unwrap()
+        .into_owned()
+}
+
+/// The `href`s of the HTML, in order.
+fn hrefs(html: &str) -> Vec<String> {
+    html.split("href=\"")
+        .skip(1)
+        .map(|rest| rest.split('"').next().unwrap().replace("&amp;", "&"))
+        .collect()
+}
+
+fn img_src(html: &str) -> String {
+    html.split("<img src=\"")
+        .nth(1)
+        .and_then(|r| r.split('"').next())
+        .unwrap()
+        .to_string()
+}
+
+/// A client that does not follow redirects.
+fn no_redirects() -> reqwest::Client {
+    reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap()
+}
+
+async fn contact(app: &TestApp, p: &TestProject, id: &str) -> Value {
+    app.get(&format!("/contacts/{id}"), &p.secret_key)
+        .await
+        .body
+}
+
+async fn history(app: &TestApp, p: &TestProject, id: &str) -> Vec<String> {
+    let r = app.get(&format!("/emails/{id}"), &p.secret_key).await;
+    r.body["history"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| h["type"].as_str().unwrap().to_string())
+        .collect()
+}
+
+#[tokio::test]
+async fn unsubscribe_links_work_without_javascript_and_in_one_click() {
+    let s = sent(|_| {}).await;
+    let links = hrefs(&s.html);
+    let unsubscribe = links
+        .iter()
+        .find(|l| l.contains("/unsubscribe/"))
+        .expect("the unsubscribe link")
+        .clone();
+    let manage = links
+        .iter()
+        .find(|l| l.contains("/manage/"))
+        .expect("the preferences link")
+        .clone();
+    let client = no_redirects();
+
+    // Opening the page changes nothing (link scanners open links); it shows a form.
+    let page = client.get(&unsubscribe).send().await.unwrap();
+    assert_eq!(page.status(), 200);
+    assert!(
+        page.headers()["content-type"]
+            .to_str()
+            .unwrap()
+            .starts_with("text/html")
+    );
+    let body = page.text().await.unwrap();
+    assert!(body.contains("ann@example.com"), "{body}");
+    assert!(body.contains("<form method=\"post\""), "{body}");
+    assert!(!body.contains("<script"));
+    assert_eq!(
+        contact(&s.app, &s.p, &s.contact_id).await["subscribed"],
+        true
+    );
+
+    // The one-click POST of RFC 8058 unsubscribes, with the event's source `link`.
+    let r = client
+        .post(&unsubscribe)
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body("List-Unsubscribe=One-Click")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    assert_eq!(
+        contact(&s.app, &s.p, &s.contact_id).await["subscribed"],
+        false
+    );
+    let events = s
+        .app
+        .get("/events?name=contact.unsubscribed", &s.p.secret_key)
+        .await;
+    assert_eq!(events.body["data"][0]["data"]["source"], "link");
+
+    // The preferences page shows the state and resubscribes.
+    let body = client
+        .get(&manage)
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(body.contains("You are unsubscribed"), "{body}");
+    let subscribe = body
+        .split("action=\"")
+        .nth(1)
+        .unwrap()
+        .split('"')
+        .next()
+        .unwrap()
+        .to_string();
+    assert!(subscribe.contains("/subscribe/"));
+    let r = client.post(&subscribe).send().await.unwrap();
+    assert_eq!(r.status(), 200);
+    assert!(r.text().await.unwrap().contains("You are subscribed"));
+    assert_eq!(
+        contact(&s.app, &s.p, &s.contact_id).await["subscribed"],
+        true
+    );
+
+    // A forged or altered token is refused, and changes nothing.
+    let forged = unsubscribe.replace("/unsubscribe/", "/unsubscribe/x");
+    let r = client.post(&forged).send().await.unwrap();
+    assert_eq!(r.status(), 404);
+    let (prefix, token) = unsubscribe.rsplit_once('/').unwrap();
+    let (payload, tag) = token.split_once('.').unwrap();
+    let mut other = payload.to_string();
+    other.push('A');
+    let r = client
+        .post(format!("{prefix}/{other}.{tag}"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 404);
+    assert_eq!(
+        contact(&s.app, &s.p, &s.contact_id).await["subscribed"],
+        true
+    );
+}
+
+#[tokio::test]
+async fn opens_and_clicks_are_recorded_and_redirects_only_lead_to_the_emails_links() {
+    let s = sent(|_| {}).await;
+    let client = no_redirects();
+    // The tracked link redirects to the original, and is recorded.
+    let tracked = hrefs(&s.html)
+        .into_iter()
+        .find(|l| l.contains("/t/c/"))
+        .expect("a tracked link");
+    let r = client.get(&tracked).send().await.unwrap();
+    assert_eq!(r.status(), 302);
+    assert_eq!(r.headers()["location"], "https://shop.example/sale?a=1&b=2");
+    // The pixel is a GIF and never cached.
+    let pixel = img_src(&s.html);
+    assert!(pixel.contains("/t/o/"));
+    let r = client.get(&pixel).send().await.unwrap();
+    assert_eq!(r.status(), 200);
+    assert_eq!(r.headers()["content-type"], "image/gif");
+    assert!(
+        r.headers()["cache-control"]
+            .to_str()
+            .unwrap()
+            .contains("no-store")
+    );
+    assert!(r.bytes().await.unwrap().starts_with(b"GIF89a"));
+
+    let email = s
+        .app
+        .get(&format!("/emails/{}", s.email_id), &s.p.secret_key)
+        .await;
+    assert_eq!(email.body["status"], "clicked", "{}", email.body);
+    let kinds = history(&s.app, &s.p, &s.email_id).await;
+    assert_eq!(kinds, ["queued", "sent", "clicked", "opened"]);
+    let click = &email.body["history"][2];
+    assert_eq!(click["detail"], "https://shop.example/sale?a=1&b=2");
+
+    // Tokens cannot be made to lead elsewhere: an index that was not in the email, or an
+    // altered token, is 404.
+    let (prefix, _) = tracked.rsplit_once('/').unwrap();
+    let r = client
+        .get(format!("{prefix}/bm90LWEtdG9rZW4.AAAAAAAAAAAAAAAAAAAAAA"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 404);
+
+    // A project that switched tracking off gets neither pixel nor redirects.
+    let quiet = sent(|_| {}).await;
+    let r = quiet
+        .app
+        .call_with(
+            &quiet.p.owner,
+            Method::PATCH,
+            &format!("/users/@me/projects/{}", quiet.p.id),
+            None,
+            Some(json!({ "trackOpens": false, "trackClicks": false })),
+            &[],
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.body["trackOpens"], false);
+    let r = quiet
+        .app
+        .post(
+            "/v1/send",
+            &quiet.p.secret_key,
+            json!({ "to": "ann@example.com", "from": "hello@acme.test", "subject": "s",
+                    "body": "<a href=\"https://shop.example/\">x</a>" }),
+        )
+        .await;
+    assert_eq!(r.status, 200);
+    let html = html_of(&quiet.smtp.received(2).await.data[1]);
+    assert!(html.contains("href=\"https://shop.example/\""), "{html}");
+    assert!(!html.contains("/t/o/"), "{html}");
+}
+
+/// A delivery status notification (RFC 3464) about `email_id`, as a relay returns it.
+fn dsn(email_id: &str, action: &str, status: &str) -> String {
+    format!(
+        "From: MAILER-DAEMON@mx.example.com\r\nContent-Type: multipart/report; report-type=delivery-status\r\n\r\n\
+         Reporting-MTA: dns; mx.example.com\r\n\r\nFinal-Recipient: rfc822; ann@example.com\r\nAction: {action}\r\n\
+         Status: {status}\r\nDiagnostic-Code: smtp; 550 5.1.1 mailbox unknown\r\n\r\n\
+         Message-ID: <{email_id}@acme.test>\r\nX-Herald-Message-Id: <{email_id}@acme.test>\r\n\r\n"
+    )
+}
+
+async fn notify(app: &TestApp, secret: Option<&str>, body: String) -> crate::harness::Reply {
+    let mut req = app
+        .client
+        .post(app.url("/webhooks/notify"))
+        .header("content-type", "message/rfc822")
+        .body(body);
+    if let Some(secret) = secret {
+        req = req.header("x-herald-secret", secret);
+    }
+    read(req.send().await.unwrap()).await
+}
+
+#[tokio::test]
+async fn a_hard_bounce_marks_the_email_and_unsubscribes_the_contact() {
+    let s = sent(|_| {}).await;
+    // Without the secret, or with a wrong one: refused, nothing changes.
+    for secret in [None, Some("wrong")] {
+        let r = notify(&s.app, secret, dsn(&s.email_id, "failed", "5.1.1")).await;
+        r.assert_error(401, "UNAUTHORIZED");
+    }
+    assert_eq!(
+        contact(&s.app, &s.p, &s.contact_id).await["subscribed"],
+        true
+    );
+    assert_eq!(
+        history(&s.app, &s.p, &s.email_id).await.last().unwrap(),
+        "sent"
+    );
+
+    // A delivery, then a hard bounce.
+    let r = notify(&s.app, Some(SECRET), dsn(&s.email_id, "delivered", "2.0.0")).await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.body["applied"], 1);
+    let r = notify(&s.app, Some(SECRET), dsn(&s.email_id, "failed", "5.1.1")).await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.body, json!({ "received": 1, "applied": 1, "ignored": 0 }));
+    let email = s
+        .app
+        .get(&format!("/emails/{}", s.email_id), &s.p.secret_key)
+        .await;
+    assert_eq!(email.body["status"], "bounced");
+    assert_eq!(
+        history(&s.app, &s.p, &s.email_id).await,
+        ["queued", "sent", "delivered", "bounced"]
+    );
+    assert_eq!(
+        contact(&s.app, &s.p, &s.contact_id).await["subscribed"],
+        false
+    );
+    let events = s
+        .app
+        .get("/events?name=contact.unsubscribed", &s.p.secret_key)
+        .await;
+    let data = &events.body["data"][0]["data"];
+    assert_eq!(data["source"], "bounce");
+    assert!(
+        data["reason"].as_str().unwrap().contains("mailbox unknown"),
+        "{data}"
+    );
+
+    // A notification about a message that is not ours is counted and ignored.
+    let r = notify(
+        &s.app,
+        Some(SECRET),
+        dsn("eml_00000000000000000000000000000000", "failed", "5.1.1"),
+    )
+    .await;
+    assert_eq!(r.body["ignored"], 1);
+
+    // The feed shows what happened, newest first, and its counts.
+    let feed = s.app.get("/activity", &s.p.secret_key).await;
+    assert_eq!(feed.status, 200, "{}", feed.body);
+    let kinds: Vec<&str> = feed.body["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["type"].as_str().unwrap())
+        .collect();
+    assert_eq!(kinds, ["bounced", "delivered", "sent"]);
+    assert_eq!(feed.body["data"][0]["email"], "ann@example.com");
+    assert_eq!(feed.body["data"][0]["subject"], "News");
+    assert_eq!(feed.body["total"], 3);
+    let bounced = s
+        .app
+        .get("/activity?type=bounced&limit=1", &s.p.secret_key)
+        .await;
+    assert_eq!(bounced.body["data"].as_array().unwrap().len(), 1);
+    s.app
+        .get("/activity?type=nonsense", &s.p.secret_key)
+        .await
+        .assert_error(400, "BAD_REQUEST");
+    let types = s.app.get("/activity/types", &s.p.secret_key).await;
+    assert_eq!(types.body["types"], json!(["bounced", "delivered", "sent"]));
+    let stats = s.app.get("/activity/stats?days=7", &s.p.secret_key).await;
+    assert_eq!(stats.body["totals"]["sent"], 1);
+    assert_eq!(stats.body["bounceRate"], 1.0);
+    assert_eq!(stats.body["daily"].as_array().unwrap().len(), 1);
+    let recent = s.app.get("/activity/recent-count", &s.p.secret_key).await;
+    assert_eq!(recent.body["count"], 3);
+    let upcoming = s.app.get("/activity/upcoming", &s.p.secret_key).await;
+    assert_eq!(upcoming.body["queuedEmails"], 0);
+
+    // Another project sees none of it.
+    let q = s.app.project().await;
+    let other = s.app.get("/activity", &q.secret_key).await;
+    assert_eq!(other.body["total"], 0);
+    s.app
+        .get(&format!("/emails/{}", s.email_id), &q.secret_key)
+        .await
+        .assert_error(404, "NOT_FOUND");
+}
+
+#[tokio::test]
+async fn notifications_are_refused_until_a_secret_is_configured() {
+    let s = sent(|settings| settings.plugins.notify_secret = None).await;
+    let r = notify(&s.app, None, dsn(&s.email_id, "failed", "5.1.1")).await;
+    r.assert_error(403, "FORBIDDEN");
+    assert_eq!(
+        contact(&s.app, &s.p, &s.contact_id).await["subscribed"],
+        true
+    );
+}

@@ -1,0 +1,629 @@
+//! `POST /v1/send` end to end: through HTTP, the durable queue and the `smtp` transport plugin
+//! into a real SMTP server on loopback; the MIME structure, headers, attachments and rendered
+//! body as received; the DKIM signature checked by an independent verifier (mail-auth) against
+//! the key published in the loopback DNS; validation, idempotency, retries, failures and a
+//! server killed in the middle of its queue.
+
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use base64::Engine as _;
+use herald::config::Settings;
+use herald::plugins::SmtpTls;
+use mail_parser::{MessageParser, MimeHeaders};
+use serde_json::{Value, json};
+
+use crate::dnsd::DnsServer;
+use crate::domains::{verified_domain, with_dns};
+use crate::harness::{TestApp, TestProject};
+use crate::smtpd::{SmtpLog, SmtpServer};
+
+/// An app that resolves through `dns` and delivers through the `smtp` transport to `smtp`.
+fn with_mail<'a>(dns: &'a DnsServer, smtp: SocketAddr) -> impl FnOnce(&mut Settings) + 'a {
+    move |s: &mut Settings| {
+        with_dns(dns)(s);
+        s.plugins.transport = "smtp".into();
+        s.plugins.smtp_host = Some("127.0.0.1".into());
+        s.plugins.smtp_port = smtp.port();
+        s.plugins.smtp_tls = SmtpTls::None;
+        s.jobs_poll_interval_ms = 50;
+    }
+}
+
+struct Setup {
+    dns: DnsServer,
+    smtp: SmtpServer,
+    app: TestApp,
+    p: TestProject,
+}
+
+async fn setup(adjust: impl FnOnce(&mut Settings)) -> Setup {
+    let dns = DnsServer::start().await;
+    let smtp = SmtpServer::start().await;
+    let app = TestApp::spawn_with(|s| {
+        with_mail(&dns, smtp.addr)(s);
+        adjust(s);
+    })
+    .await;
+    let p = app.project().await;
+    verified_domain(&app, &p, &dns, "acme.test").await;
+    Setup { dns, smtp, app, p }
+}
+
+async fn send(app: &TestApp, p: &TestProject, body: Value) -> crate::harness::Reply {
+    app.post("/v1/send", &p.secret_key, body).await
+}
+
+/// Waits until `n` messages arrived.
+async fn received(smtp: &SmtpServer, n: usize) -> SmtpLog {
+    smtp.received(n).await
+}
+
+/// Waits until the email has `status`.
+async fn email_with_status(app: &TestApp, p: &TestProject, id: &str, status: &str) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let r = app.get(&format!("/emails/{id}"), &p.secret_key).await;
+        assert_eq!(r.status, 200, "{}", r.body);
+        if r.body["status"] == status {
+            return r.body;
+        }
+        assert!(Instant::now() < deadline, "never {status}: {}", r.body);
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+fn b64(bytes: &[u8]) -> String {
+    base64::engine::general_purpose::STANDARD.encode(bytes)
+}
+
+/// Checks the DKIM signature of `raw` with mail-auth, resolving through `dns`.
+async fn dkim_passes(dns: &DnsServer, raw: &[u8]) -> bool {
+    use hickory_resolver::config::{
+        ConnectionConfig, NameServerConfig, ResolverConfig, ResolverOpts,
+    };
+    let addr: SocketAddr = dns.nameserver().parse().unwrap();
+    let mut udp = ConnectionConfig::udp();
+    udp.port = addr.port();
+    let mut tcp = ConnectionConfig::tcp();
+    tcp.port = addr.port();
+    let config = ResolverConfig::from_name_servers(vec![NameServerConfig::new(
+        addr.ip(),
+        true,
+        vec![udp, tcp],
+    )]);
+    let authenticator =
+        mail_auth::MessageAuthenticator::new(config, ResolverOpts::default()).unwrap();
+    let message = mail_auth::AuthenticatedMessage::parse(raw).expect("a parsable message");
+    let results = authenticator.verify_dkim(&message).await;
+    !results.is_empty()
+        && results
+            .iter()
+            .all(|r| r.result() == &mail_auth::DkimResult::Pass)
+}
+
+#[tokio::test]
+async fn a_send_arrives_over_smtp_rendered_with_attachments_and_a_valid_dkim_signature() {
+    let Setup { dns, smtp, app, p } = setup(|_| {}).await;
+    let png = [0x89u8, b'P', b'N', b'G', 13, 10, 26, 10, 1, 2, 3];
+    let r = send(
+        &app,
+        &p,
+        json!({
+            "to": [{ "name": "Ann Example", "email": "Ann@Example.com" }],
+            "from": { "name": "Acme", "email": "hello@acme.test" },
+            "reply": "support@acme.test",
+            "subject": "Welcome, {{firstName ?? \"friend\"}}",
+            "body": "<html><body><p>Hello <b>{{firstName}}</b> on the {{plan}} plan, {{note ?? 'no note'}}.</p>\
+                     <p><a href=\"https://acme.test/start?x=1&amp;y=2\">Start</a> \
+                     <a href=\"{{unsubscribeUrl}}\">Unsubscribe</a></p>\
+                     <img src=\"cid:logo\"></body></html>",
+            "data": { "firstName": "Ann", "plan": { "value": "pro", "persistent": false } },
+            "headers": { "X-Campaign": "welcome-1" },
+            "attachments": [
+                { "filename": "notes.txt", "content": b64(b"hello attachment"), "contentType": "text/plain" },
+                { "filename": "logo.png", "content": b64(&png), "contentType": "image/png",
+                  "disposition": "inline", "contentId": "logo" }
+            ]
+        }),
+    )
+    .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.body["success"], true);
+    let emails = r.body["data"]["emails"].as_array().unwrap();
+    assert_eq!(emails.len(), 1);
+    assert_eq!(emails[0]["contact"]["email"], "ann@example.com");
+    let email_id = emails[0]["email"].as_str().unwrap().to_string();
+    assert!(email_id.starts_with("eml_"));
+    assert!(r.body["data"]["timestamp"].is_string());
+
+    let log = received(&smtp, 1).await;
+    assert_eq!(log.rcpt_to, ["<ann@example.com>"]);
+    assert_eq!(
+        log.mail_from,
+        [format!("<bounces+{email_id}@bounces.acme.test>")],
+        "bounces go to the return-path domain"
+    );
+    let raw = log.data[0].as_bytes();
+    let message = MessageParser::default().parse(raw).expect("MIME parses");
+    assert_eq!(message.subject(), Some("Welcome, Ann"));
+    let from = message.from().unwrap().first().unwrap();
+    assert_eq!(from.name(), Some("Acme"));
+    assert_eq!(from.address(), Some("hello@acme.test"));
+    assert_eq!(
+        message.to().unwrap().first().unwrap().address(),
+        Some("ann@example.com")
+    );
+    assert_eq!(
+        message.reply_to().unwrap().first().unwrap().address(),
+        Some("support@acme.test")
+    );
+    assert_eq!(
+        message.message_id(),
+        Some(format!("{email_id}@acme.test").as_str())
+    );
+    assert_eq!(
+        message.header_raw("X-Campaign").map(str::trim),
+        Some("welcome-1")
+    );
+    assert!(
+        message.header("List-Unsubscribe").is_none(),
+        "transactional mail has no List-Unsubscribe"
+    );
+    // mixed( related( alternative(text, html), logo ), notes.txt )
+    assert_eq!(
+        message.content_type().map(|c| c.subtype()),
+        Some(Some("mixed"))
+    );
+    let html = message.body_html(0).expect("an HTML part").into_owned();
+    assert!(
+        html.contains("Hello <b>Ann</b> on the pro plan, no note."),
+        "{html}"
+    );
+    assert!(
+        !html.contains("https://acme.test/start"),
+        "links are tracked: {html}"
+    );
+    assert!(html.contains("/t/c/"), "{html}");
+    assert!(html.contains("/t/o/"), "an open pixel: {html}");
+    assert!(
+        html.contains("/unsubscribe/"),
+        "the unsubscribe link stays: {html}"
+    );
+    let text = message.body_text(0).expect("a text part").into_owned();
+    assert!(text.contains("Hello Ann on the pro plan"), "{text}");
+    let attachments: Vec<_> = message.attachments().collect();
+    assert_eq!(attachments.len(), 2, "{attachments:?}");
+    let notes = attachments
+        .iter()
+        .find(|a| a.attachment_name() == Some("notes.txt"))
+        .expect("notes.txt");
+    assert_eq!(notes.contents(), b"hello attachment");
+    let logo = attachments
+        .iter()
+        .find(|a| a.content_id() == Some("logo"))
+        .expect("the inline logo");
+    assert_eq!(logo.contents(), png);
+
+    // The DKIM signature verifies against the key published in DNS.
+    assert!(message.header("DKIM-Signature").is_some());
+    assert!(dkim_passes(&dns, raw).await, "DKIM must pass");
+    // A changed body does not.
+    let tampered = log.data[0].replace("Hello <b>Ann</b>", "Hello <b>Eve</b>");
+    assert!(!dkim_passes(&dns, tampered.as_bytes()).await);
+
+    // The email is recorded with its history; the contact exists, unsubscribed, with the
+    // persistent data only.
+    let email = email_with_status(&app, &p, &email_id, "sent").await;
+    assert_eq!(email["type"], "transactional");
+    let kinds: Vec<&str> = email["history"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| h["type"].as_str().unwrap())
+        .collect();
+    assert_eq!(kinds, ["queued", "sent"]);
+    let contact_id = emails[0]["contact"]["id"].as_str().unwrap();
+    let contact = app
+        .get(&format!("/contacts/{contact_id}"), &p.secret_key)
+        .await;
+    assert_eq!(contact.body["subscribed"], false);
+    assert_eq!(contact.body["data"]["firstName"], "Ann");
+    assert!(contact.body["data"].get("plan").is_none());
+}
+
+#[tokio::test]
+async fn every_recipient_gets_their_own_contact_rendering_and_email() {
+    let Setup { smtp, app, p, .. } = setup(|_| {}).await;
+    // An existing, subscribed contact keeps its state; a new one is unsubscribed.
+    p.contact(&app, "old@example.com", json!({ "firstName": "Olga" }))
+        .await;
+    let r = send(
+        &app,
+        &p,
+        json!({
+            "to": ["old@example.com", "New Person <new@example.com>"],
+            "from": "hello@acme.test",
+            "name": "Acme Support",
+            "subject": "Hi {{firstName ?? \"there\"}}",
+            "body": "<p>Dear {{firstName ?? email}}</p>"
+        }),
+    )
+    .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    let emails = r.body["data"]["emails"].as_array().unwrap();
+    assert_eq!(emails.len(), 2);
+    assert_eq!(emails[0]["contact"]["email"], "old@example.com");
+    assert_eq!(emails[1]["contact"]["email"], "new@example.com");
+    let log = received(&smtp, 2).await;
+    let mut subjects: Vec<String> = log
+        .data
+        .iter()
+        .map(|d| {
+            let m = MessageParser::default().parse(d.as_bytes()).unwrap();
+            assert_eq!(
+                m.from().unwrap().first().unwrap().name(),
+                Some("Acme Support"),
+                "the deprecated name fills in a bare from"
+            );
+            m.subject().unwrap().to_string()
+        })
+        .collect();
+    subjects.sort();
+    assert_eq!(subjects, ["Hi Olga", "Hi there"]);
+    let old = app
+        .get(
+            &format!("/contacts/{}", emails[0]["contact"]["id"].as_str().unwrap()),
+            &p.secret_key,
+        )
+        .await;
+    assert_eq!(old.body["subscribed"], true);
+    let new = app
+        .get(
+            &format!("/contacts/{}", emails[1]["contact"]["id"].as_str().unwrap()),
+            &p.secret_key,
+        )
+        .await;
+    assert_eq!(new.body["subscribed"], false);
+
+    // `subscribed: true` subscribes and records the event with source `send`.
+    let r = send(
+        &app,
+        &p,
+        json!({ "to": "new@example.com", "from": "hello@acme.test", "subject": "s", "body": "b", "subscribed": true }),
+    )
+    .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    let events = app
+        .get("/events?name=contact.subscribed", &p.secret_key)
+        .await;
+    let data = &events.body["data"].as_array().unwrap()[0]["data"];
+    assert_eq!(data["source"], "send");
+}
+
+#[tokio::test]
+async fn invalid_requests_name_every_bad_field_in_the_send_error_body() {
+    let Setup { app, p, .. } = setup(|_| {}).await;
+    let r = send(
+        &app,
+        &p,
+        json!({
+            "to": ["ok@example.com", "not-an-address", { "name": "x" }],
+            "from": "hello@acme.test",
+            "subject": "Line\r\nBcc: victim@example.com",
+            "body": "",
+            "reply": "nope",
+            "headers": { "X-Evil": "a\r\nBcc: x@y.z", "Subject": "again" },
+            "attachments": [{ "filename": "a.txt", "content": "!!!", "contentType": "text/plain" }],
+            "data": { "": 1 }
+        }),
+    )
+    .await;
+    assert_eq!(r.status, 422, "{}", r.body);
+    // The /v1/send error body: { code, error, message, time, requestId, errors }.
+    assert_eq!(r.body["code"], 422);
+    assert_eq!(r.body["error"], "VALIDATION_ERROR");
+    assert!(r.body["time"].is_i64());
+    assert!(r.body["requestId"].as_str().unwrap().starts_with("req_"));
+    let mut fields: Vec<&str> = r.body["errors"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["field"].as_str().unwrap())
+        .collect();
+    fields.sort();
+    assert_eq!(
+        fields,
+        [
+            "attachments[0].content",
+            "body",
+            "data.",
+            "headers.Subject",
+            "headers.X-Evil",
+            "reply",
+            "subject",
+            "to[1]",
+            "to[2].email"
+        ],
+        "{}",
+        r.body
+    );
+
+    // The content rule: a template, or both subject and body.
+    let r = send(
+        &app,
+        &p,
+        json!({ "to": "a@example.com", "from": "hello@acme.test", "subject": "only a subject" }),
+    )
+    .await;
+    assert_eq!(r.status, 422);
+    assert_eq!(r.body["errors"][0]["field"], "body");
+    // A template that does not parse names its position.
+    let r = send(
+        &app,
+        &p,
+        json!({ "to": "a@example.com", "from": "hello@acme.test", "subject": "s", "body": "<p>{{#if x}}open" }),
+    )
+    .await;
+    assert_eq!(r.status, 422, "{}", r.body);
+    assert_eq!(r.body["errors"][0]["field"], "body");
+    // Missing `to`, wrong JSON types, the public key, a body that is not JSON.
+    let r = send(
+        &app,
+        &p,
+        json!({ "from": "hello@acme.test", "subject": "s", "body": "b" }),
+    )
+    .await;
+    assert_eq!(r.status, 422);
+    assert_eq!(r.body["errors"][0]["field"], "to");
+    let r = send(&app, &p, json!({ "to": "a@example.com", "subject": 5 })).await;
+    assert_eq!(r.status, 400);
+    assert_eq!(r.body["error"], "INVALID_REQUEST_BODY");
+    let r = app
+        .post(
+            "/v1/send",
+            &p.public_key,
+            json!({ "to": "a@example.com", "from": "hello@acme.test", "subject": "s", "body": "b" }),
+        )
+        .await;
+    assert_eq!(r.status, 401);
+    assert_eq!(r.body["error"], "INVALID_API_KEY");
+    // Nothing was written by any of these.
+    let contacts = app.get("/contacts", &p.secret_key).await;
+    assert_eq!(contacts.body["total"], 0, "{}", contacts.body);
+}
+
+#[tokio::test]
+async fn from_addresses_must_be_on_a_verified_domain() {
+    let Setup { dns, app, p, .. } = setup(|_| {}).await;
+    let body =
+        |from: &str| json!({ "to": "a@example.com", "from": from, "subject": "s", "body": "b" });
+    for from in ["hello@other.test", "hello@mail.acme.test"] {
+        let r = send(&app, &p, body(from)).await;
+        assert_eq!(r.status, 422, "{from}: {}", r.body);
+        assert_eq!(r.body["error"], "DOMAIN_NOT_VERIFIED");
+        assert_eq!(r.body["errors"][0]["field"], "from");
+    }
+    // A subdomain may send once its verified parent allows subdomains.
+    let domains = app
+        .get(&format!("/domains/project/{}", p.id), &p.secret_key)
+        .await;
+    let id = domains.body[0]["id"].as_str().unwrap();
+    app.patch(
+        &format!("/domains/{id}"),
+        &p.secret_key,
+        json!({ "allowSubdomains": true }),
+    )
+    .await;
+    let r = send(&app, &p, body("hello@mail.acme.test")).await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    // Another project's verified domain does not count.
+    let q = app.project().await;
+    let r = send(&app, &q, body("hello@acme.test")).await;
+    assert_eq!(r.body["error"], "DOMAIN_NOT_VERIFIED");
+    drop(dns);
+
+    // The development setting lets an unverified domain send, unsigned.
+    let dns = DnsServer::start().await;
+    let smtp = SmtpServer::start().await;
+    let dev = TestApp::spawn_with(|s| {
+        with_mail(&dns, smtp.addr)(s);
+        s.domains.allow_unverified = true;
+    })
+    .await;
+    let d = dev.project().await;
+    let r = send(&dev, &d, body("hello@unverified.test")).await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    let log = received(&smtp, 1).await;
+    assert!(!log.data[0].contains("DKIM-Signature"));
+    assert_eq!(log.mail_from, ["<hello@unverified.test>"]);
+}
+
+#[tokio::test]
+async fn an_idempotency_key_sends_once() {
+    let Setup { smtp, app, p, .. } = setup(|_| {}).await;
+    let body = json!({ "to": ["a@example.com", "b@example.com"], "from": "hello@acme.test", "subject": "s", "body": "b" });
+    let headers = [("Idempotency-Key", "order-42")];
+    let keyed = |body: Value| {
+        app.call_with(
+            &app.client,
+            reqwest::Method::POST,
+            "/v1/send",
+            Some(&p.secret_key),
+            Some(body),
+            &headers,
+        )
+    };
+    let first = keyed(body.clone()).await;
+    assert_eq!(first.status, 200, "{}", first.body);
+    let again = keyed(body.clone()).await;
+    assert_eq!(again.status, 200);
+    assert_eq!(again.body, first.body);
+    assert_eq!(again.header("idempotent-replayed"), Some("true"));
+    let other = keyed(
+        json!({ "to": "c@example.com", "from": "hello@acme.test", "subject": "s", "body": "b" }),
+    )
+    .await;
+    assert_eq!(other.status, 409);
+    assert_eq!(other.body["error"], "IDEMPOTENCY_KEY_REUSED");
+    received(&smtp, 2).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(smtp.log.lock().unwrap().data.len(), 2, "sent once");
+}
+
+#[tokio::test]
+async fn transient_failures_are_retried_and_permanent_ones_fail_with_the_reason() {
+    let Setup { smtp, app, p, .. } = setup(|s| s.jobs_max_attempts = 3).await;
+    let one =
+        |to: &str| json!({ "to": to, "from": "hello@acme.test", "subject": "s", "body": "b" });
+    let flaky = send(&app, &p, one("flaky@example.com")).await;
+    let flaky_id = flaky.body["data"]["emails"][0]["email"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let rejected = send(&app, &p, one("reject@example.com")).await;
+    let rejected_id = rejected.body["data"]["emails"][0]["email"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let later = send(&app, &p, one("later@example.com")).await;
+    let later_id = later.body["data"]["emails"][0]["email"]
+        .as_str()
+        .unwrap()
+        .to_string();
+
+    // Greylisted once (451), then accepted on the retry.
+    let email = email_with_status(&app, &p, &flaky_id, "sent").await;
+    assert_eq!(email["attempts"], 2, "{email}");
+    assert_eq!(
+        smtp.log.lock().unwrap().refused_once,
+        ["<flaky@example.com>"]
+    );
+    // 550: failed at once with the server's reason.
+    let email = email_with_status(&app, &p, &rejected_id, "failed").await;
+    assert_eq!(email["attempts"], 1);
+    assert!(
+        email["error"].as_str().unwrap().contains("no such user"),
+        "{email}"
+    );
+    // 451 every time: failed after the last attempt.
+    let email = email_with_status(&app, &p, &later_id, "failed").await;
+    assert_eq!(email["attempts"], 3, "{email}");
+    assert!(
+        email["error"]
+            .as_str()
+            .unwrap()
+            .contains("gave up after 3 attempts"),
+        "{email}"
+    );
+}
+
+#[tokio::test]
+async fn the_project_throttle_spreads_sends_over_seconds() {
+    let Setup { smtp, app, p, .. } = setup(|s| s.sending.per_project_per_second = 2).await;
+    let to: Vec<String> = (0..6).map(|i| format!("t{i}@example.com")).collect();
+    let started = Instant::now();
+    let r = send(
+        &app,
+        &p,
+        json!({ "to": to, "from": "hello@acme.test", "subject": "s", "body": "b" }),
+    )
+    .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert!(
+        started.elapsed() < Duration::from_millis(1000),
+        "the request only queues"
+    );
+    received(&smtp, 6).await;
+    // 6 emails at 2 per one-second window need three windows: two window boundaries pass.
+    assert!(
+        started.elapsed() > Duration::from_millis(1000),
+        "{:?}",
+        started.elapsed()
+    );
+}
+
+#[tokio::test]
+async fn a_server_killed_mid_queue_finishes_after_restart_without_doubles() {
+    let dns = DnsServer::start().await;
+    let smtp = SmtpServer::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let url = crate::harness::fresh_database_url(dir.path()).await;
+    let configure = |s: &mut Settings| {
+        with_mail(&dns, smtp.addr)(s);
+        s.sending.per_project_per_second = 1;
+        s.jobs_lease_seconds = 1;
+    };
+
+    // The first instance runs on its own runtime, so that it can be killed outright: its tasks
+    // stop wherever they are, nothing is shut down cleanly.
+    let mut settings = crate::harness::test_settings(dir.path(), &url);
+    configure(&mut settings);
+    let (addr_tx, addr_rx) = std::sync::mpsc::channel();
+    let (kill_tx, kill_rx) = std::sync::mpsc::channel::<()>();
+    let doomed = std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap();
+        let server = rt
+            .block_on(herald::server::spawn(settings))
+            .expect("starts");
+        addr_tx.send(server.addr).unwrap();
+        let _ = kill_rx.recv();
+        std::mem::forget(server);
+        rt.shutdown_background();
+    });
+    let addr = addr_rx.recv().unwrap();
+    let first = TestApp::attach(addr, url.clone());
+    let p = first.project().await;
+    verified_domain(&first, &p, &dns, "acme.test").await;
+    let to: Vec<String> = (0..5).map(|i| format!("k{i}@example.com")).collect();
+    let r = send(
+        &first,
+        &p,
+        json!({ "to": to, "from": "hello@acme.test", "subject": "s", "body": "b" }),
+    )
+    .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    let ids: Vec<String> = r.body["data"]["emails"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["email"].as_str().unwrap().to_string())
+        .collect();
+    // Kill it once the first email is recorded as sent (the throttle holds the others back).
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let sent = first
+            .get(&format!("/emails/{}", ids[0]), &p.secret_key)
+            .await;
+        if sent.body["status"] == "sent" {
+            break;
+        }
+        assert!(Instant::now() < deadline, "{}", sent.body);
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    kill_tx.send(()).unwrap();
+    doomed.join().unwrap();
+    let before = smtp.log.lock().unwrap().data.len();
+    assert!(
+        before < 5,
+        "the kill came before the queue drained ({before} sent)"
+    );
+
+    // A new instance on the same database finishes the queue.
+    let second = TestApp::spawn_on(&url, configure).await;
+    let log = received(&smtp, 5).await;
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let log_after = smtp.log.lock().unwrap().clone();
+    assert_eq!(log_after.data.len(), 5, "none doubled: {log:?}");
+    let mut rcpts = log_after.rcpt_to.clone();
+    rcpts.sort();
+    rcpts.dedup();
+    assert_eq!(rcpts.len(), 5);
+    for id in &ids {
+        email_with_status(&second, &p, id, "sent").await;
+    }
+}
