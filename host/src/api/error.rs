@@ -396,6 +396,51 @@ impl ApiResponse for ApiError {
     }
 }
 
+/// An error of `/v1/send` and `/v1/verify`. The middleware renders every error of those paths in
+/// their body (`PublicErrorBody`); this wrapper makes the OpenAPI document say so.
+#[derive(Debug)]
+pub struct PublicApiError(pub ApiError);
+
+impl From<ApiError> for PublicApiError {
+    fn from(err: ApiError) -> PublicApiError {
+        PublicApiError(err)
+    }
+}
+
+impl std::fmt::Display for PublicApiError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Display::fmt(&self.0, f)
+    }
+}
+
+impl std::error::Error for PublicApiError {}
+
+impl poem::error::ResponseError for PublicApiError {
+    fn status(&self) -> StatusCode {
+        self.0.status
+    }
+
+    fn as_response(&self) -> Response {
+        self.0.render(ErrorStyle::Public, "").into_response()
+    }
+}
+
+impl ApiResponse for PublicApiError {
+    fn meta() -> MetaResponses {
+        let mut meta = ApiError::meta();
+        for response in &mut meta.responses {
+            for content in &mut response.content {
+                content.schema = PublicErrorBody::schema_ref();
+            }
+        }
+        meta
+    }
+
+    fn register(registry: &mut Registry) {
+        ApiError::register(registry);
+    }
+}
+
 /// Turns any error that reached the middleware into an [`ApiError`].
 pub fn classify(err: poem::Error) -> ApiError {
     use poem::error::{MethodNotAllowedError, NotFoundError, ReadBodyError};
@@ -407,6 +452,12 @@ pub fn classify(err: poem::Error) -> ApiError {
     if err.is::<ApiError>() {
         return err
             .downcast::<ApiError>()
+            .unwrap_or_else(ApiError::internal);
+    }
+    if err.is::<PublicApiError>() {
+        return err
+            .downcast::<PublicApiError>()
+            .map(|e| e.0)
             .unwrap_or_else(ApiError::internal);
     }
     if err.is::<NotFoundError>() {

@@ -13,7 +13,7 @@ use serde_json::Value;
 
 use super::ApiTags;
 use super::contacts::parse_data;
-use super::error::{ApiError, ErrorCode, FieldError};
+use super::error::{ApiError, ErrorCode, FieldError, PublicApiError};
 use super::extract::{JsonBody, SecretKeyAuth};
 use super::track::{idempotency_key, replayed, request_hash};
 use crate::app::AppState;
@@ -353,59 +353,69 @@ impl SendApi {
         state: poem::web::Data<&AppState>,
         req: &Request,
         body: JsonBody<SendRequest>,
-    ) -> Result<SendResult, ApiError> {
-        let project = &auth.0.project;
-        let key = idempotency_key(req)?;
-        let hash = request_hash(&body.0);
-        if let Some(key) = &key
-            && let Some(stored) = state.store().idempotent_response(&project.id, key).await?
-        {
-            let body: SendResponse = replayed(stored, ENDPOINT, &hash)?;
-            return Ok(SendResult::Ok(Json(body), Some("true".into())));
-        }
-        let plan = plan(&state, project, &body.0).await?;
-        let at = now_ms();
-        let respond_json = |queued: &[QueuedEmail]| {
-            serde_json::to_value(respond(queued, at)).unwrap_or(Value::Null)
-        };
-        let idempotency = key.as_deref().map(|k| Idempotency {
-            key: k,
-            endpoint: ENDPOINT,
-            request_hash: &hash,
-            respond: &respond_json,
-        });
-        match crate::sending::send(&state, project, &plan, idempotency).await {
-            Ok(queued) => Ok(SendResult::Ok(Json(respond(&queued, at)), None)),
-            Err(SendError::Store(StoreError::Conflict(IDEMPOTENCY_CONFLICT))) => {
-                let key = key.unwrap_or_default();
-                match state.store().idempotent_response(&project.id, &key).await? {
-                    Some(stored) => {
-                        let body: SendResponse = replayed(stored, ENDPOINT, &hash)?;
-                        Ok(SendResult::Ok(Json(body), Some("true".into())))
-                    }
-                    None => Err(ApiError::conflict(
-                        "a request with this Idempotency-Key is in progress; retry",
-                    )),
+    ) -> Result<SendResult, PublicApiError> {
+        send(&state, &auth, req, body.0)
+            .await
+            .map_err(PublicApiError)
+    }
+}
+
+async fn send(
+    state: &AppState,
+    auth: &SecretKeyAuth,
+    req: &Request,
+    body: SendRequest,
+) -> Result<SendResult, ApiError> {
+    let project = &auth.0.project;
+    let key = idempotency_key(req)?;
+    let hash = request_hash(&body);
+    if let Some(key) = &key
+        && let Some(stored) = state.store().idempotent_response(&project.id, key).await?
+    {
+        let body: SendResponse = replayed(stored, ENDPOINT, &hash)?;
+        return Ok(SendResult::Ok(Json(body), Some("true".into())));
+    }
+    let plan = plan(state, project, &body).await?;
+    let at = now_ms();
+    let respond_json =
+        |queued: &[QueuedEmail]| serde_json::to_value(respond(queued, at)).unwrap_or(Value::Null);
+    let idempotency = key.as_deref().map(|k| Idempotency {
+        key: k,
+        endpoint: ENDPOINT,
+        request_hash: &hash,
+        respond: &respond_json,
+    });
+    match crate::sending::send(state, project, &plan, idempotency).await {
+        Ok(queued) => Ok(SendResult::Ok(Json(respond(&queued, at)), None)),
+        Err(SendError::Store(StoreError::Conflict(IDEMPOTENCY_CONFLICT))) => {
+            let key = key.unwrap_or_default();
+            match state.store().idempotent_response(&project.id, &key).await? {
+                Some(stored) => {
+                    let body: SendResponse = replayed(stored, ENDPOINT, &hash)?;
+                    Ok(SendResult::Ok(Json(body), Some("true".into())))
                 }
+                None => Err(ApiError::conflict(
+                    "a request with this Idempotency-Key is in progress; retry",
+                )),
             }
-            Err(e @ SendError::TooLarge { .. }) => Err(ApiError::new(
-                StatusCode::PAYLOAD_TOO_LARGE,
-                ErrorCode::PayloadTooLarge,
-                e.to_string(),
-            )
-            .suggest("send large files as links")),
-            Err(SendError::Render(e)) => Err(ApiError::validation(vec![FieldError::new(
-                e.field,
-                "template_render",
-                e.to_string(),
-            )])),
-            Err(SendError::Mime(e)) => Err(ApiError::validation(vec![FieldError::new(
-                "body",
-                "invalid",
-                e.to_string(),
-            )])),
-            Err(SendError::Store(e)) => Err(e.into()),
-            Err(e @ SendError::Dkim(_)) => Err(ApiError::internal(e)),
         }
+        Err(e @ SendError::TooLarge { .. }) => Err(ApiError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            ErrorCode::PayloadTooLarge,
+            e.to_string(),
+        )
+        .suggest("send large files as links")),
+        Err(SendError::Render(e)) => Err(ApiError::validation(vec![FieldError::new(
+            e.field,
+            "template_render",
+            e.to_string(),
+        )])),
+        Err(SendError::Mime(e)) => Err(ApiError::validation(vec![FieldError::new(
+            "body",
+            "invalid",
+            e.to_string(),
+        )])),
+        Err(SendError::Store(e)) => Err(e.into()),
+        Err(e @ SendError::Dkim(_)) => Err(ApiError::internal(e)),
     }
 }

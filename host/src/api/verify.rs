@@ -6,7 +6,7 @@ use poem_openapi::{Object, OpenApi};
 use serde::{Deserialize, Serialize};
 
 use super::ApiTags;
-use super::error::ApiError;
+use super::error::PublicApiError;
 use super::extract::{JsonBody, SecretKeyAuth};
 use crate::app::AppState;
 use crate::domain::verification::Verdict;
@@ -100,7 +100,7 @@ impl VerifyApi {
         _auth: SecretKeyAuth,
         state: poem::web::Data<&AppState>,
         body: JsonBody<VerifyRequest>,
-    ) -> Result<Json<VerifyResponse>, ApiError> {
+    ) -> Result<Json<VerifyResponse>, PublicApiError> {
         let verdict = state.verifier().verify(&body.0.email).await;
         Ok(Json(VerifyResponse {
             success: true,
