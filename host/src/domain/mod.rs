@@ -10,4 +10,5 @@ pub mod pagination;
 pub mod password;
 pub mod project;
 pub mod sending_domain;
+pub mod template;
 pub mod time;

@@ -1,0 +1,927 @@
+//! The template renderer: Handlebars (`handlebars` crate) with Herald's fallback operator, no I/O.
+//!
+//! A template is a subject and an HTML body. [`CompiledTemplate::compile`] parses both once;
+//! [`CompiledTemplate::render`] fills them with one recipient's variables as many times as needed
+//! (no parsing per render), and derives the plain-text alternative from the rendered HTML.
+//!
+//! The rules (also in `docs/decisions.md`, section "Templates"):
+//!
+//! - `{{name}}` and dotted paths `{{profile.tier}}` render a variable; a missing or null value
+//!   renders nothing.
+//! - `{{name ?? fallback}}` renders the fallback when `name` is missing, null or the empty string.
+//!   The fallback is a quoted string (`"…"` or `'…'`), a number, or another path, and may itself
+//!   be followed by `??` (`{{nickname ?? firstName ?? "there"}}`: the first present value wins).
+//!   The operator works in `{{ }}` and `{{{ }}}`, with any whitespace around `??`. It is rewritten
+//!   into a call of the internal helper `__fallback` before parsing, keeping line numbers and
+//!   reporting columns of the original text.
+//! - In the body, `{{ }}` escapes HTML (`& < > " ' ` =`) and `{{{ }}}` inserts the value raw.
+//!   The subject is plain text: nothing is escaped, and line breaks in the rendered subject
+//!   become single spaces.
+//! - The block helpers `if`, `unless`, `each`, `with`, `raw` and the helpers `lookup`, `eq`,
+//!   `ne`, `gt`, `gte`, `lt`, `lte`, `and`, `or`, `not`, `len` are available; any other helper,
+//!   partials and decorators are errors at compile time, with their position.
+//! - The text alternative: see [`html_to_text`].
+
+mod text;
+
+use std::sync::LazyLock;
+
+use handlebars::template::{Parameter, TemplateElement};
+use handlebars::{
+    Context, Handlebars, Helper, HelperDef, RenderContext, RenderError, Renderable, ScopedJson,
+    StringOutput, Template,
+};
+use serde_json::Value;
+
+pub use text::html_to_text;
+
+/// The internal helper the fallback operator is rewritten into.
+const FALLBACK_HELPER: &str = "__fallback";
+
+/// Helpers a template may call (the `handlebars` built-ins but `log`, and the fallback).
+const HELPERS: [&str; 17] = [
+    "if",
+    "unless",
+    "each",
+    "with",
+    "raw",
+    "lookup",
+    "eq",
+    "ne",
+    "gt",
+    "gte",
+    "lt",
+    "lte",
+    "and",
+    "or",
+    "not",
+    "len",
+    FALLBACK_HELPER,
+];
+
+/// A template that does not compile or render.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{}", self.describe())]
+pub struct TemplateError {
+    /// `subject` or `body`.
+    pub field: &'static str,
+    /// 1-based line of the problem, when known.
+    pub line: Option<usize>,
+    /// 1-based column (in characters) of the problem, when known.
+    pub column: Option<usize>,
+    /// What is wrong, without the position.
+    pub message: String,
+}
+
+impl TemplateError {
+    /// The message with its position: `line 2, column 7: …`.
+    pub fn describe(&self) -> String {
+        match (self.line, self.column) {
+            (Some(l), Some(c)) => format!("line {l}, column {c}: {}", self.message),
+            (Some(l), None) => format!("line {l}: {}", self.message),
+            _ => self.message.clone(),
+        }
+    }
+}
+
+/// One rendering of a template.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Rendered {
+    /// The subject, plain text on one line.
+    pub subject: String,
+    /// The HTML body.
+    pub html: String,
+    /// The plain-text alternative derived from `html`.
+    pub text: String,
+}
+
+/// A subject and body parsed once, ready to render many times. Cheap to share (`Send + Sync`).
+#[derive(Clone, Debug)]
+pub struct CompiledTemplate {
+    subject: Template,
+    html: Template,
+}
+
+impl CompiledTemplate {
+    /// Parses a subject and an HTML body; the error names the field and the position.
+    pub fn compile(subject: &str, html: &str) -> Result<CompiledTemplate, TemplateError> {
+        Ok(CompiledTemplate {
+            subject: compile_one("subject", subject)?,
+            html: compile_one("body", html)?,
+        })
+    }
+
+    /// Renders with `vars` (an object of variables; anything else renders every variable as
+    /// missing).
+    pub fn render(&self, vars: &Value) -> Result<Rendered, TemplateError> {
+        let ctx = Context::from(vars.clone());
+        let subject = render_one("subject", &self.subject, &PLAIN, &ctx)?;
+        let html = render_one("body", &self.html, &HTML, &ctx)?;
+        let text = html_to_text(&html);
+        Ok(Rendered {
+            subject: one_line(&subject),
+            html,
+            text,
+        })
+    }
+}
+
+/// The registry for the body: HTML escaping in `{{ }}`.
+static HTML: LazyLock<Handlebars<'static>> = LazyLock::new(|| registry(true));
+/// The registry for the subject: no escaping.
+static PLAIN: LazyLock<Handlebars<'static>> = LazyLock::new(|| registry(false));
+
+fn registry(escape_html: bool) -> Handlebars<'static> {
+    let mut hb = Handlebars::new();
+    if !escape_html {
+        hb.register_escape_fn(handlebars::no_escape);
+    }
+    hb.register_helper(FALLBACK_HELPER, Box::new(Fallback));
+    hb
+}
+
+/// `{{__fallback a b c}}`: the first parameter that is present, not null and not `""`.
+struct Fallback;
+
+impl HelperDef for Fallback {
+    fn call_inner<'reg: 'rc, 'rc>(
+        &self,
+        h: &Helper<'rc>,
+        _: &'reg Handlebars<'reg>,
+        _: &'rc Context,
+        _: &mut RenderContext<'reg, 'rc>,
+    ) -> Result<ScopedJson<'rc>, RenderError> {
+        let chosen = h
+            .params()
+            .iter()
+            .map(|p| p.value())
+            .find(|v| !matches!(v, Value::Null) && v.as_str() != Some(""));
+        Ok(ScopedJson::Derived(chosen.cloned().unwrap_or(Value::Null)))
+    }
+}
+
+fn render_one(
+    field: &'static str,
+    template: &Template,
+    registry: &'static Handlebars<'static>,
+    ctx: &Context,
+) -> Result<String, TemplateError> {
+    let mut rc = RenderContext::new(None);
+    let mut out = StringOutput::new();
+    template
+        .render(registry, ctx, &mut rc, &mut out)
+        .map_err(|e| TemplateError {
+            field,
+            line: e.line_no,
+            column: e.column_no,
+            message: e.reason().to_string(),
+        })?;
+    out.into_string().map_err(|e| TemplateError {
+        field,
+        line: None,
+        column: None,
+        message: e.to_string(),
+    })
+}
+
+/// Line breaks (and the runs they form) become one space.
+fn one_line(s: &str) -> String {
+    if !s.contains(['\r', '\n']) {
+        return s.to_string();
+    }
+    let mut out = String::with_capacity(s.len());
+    let mut in_break = false;
+    for c in s.chars() {
+        if c == '\r' || c == '\n' {
+            if !in_break {
+                out.push(' ');
+            }
+            in_break = true;
+        } else {
+            out.push(c);
+            in_break = false;
+        }
+    }
+    out
+}
+
+// -----------------------------------------------------------------------------------------------
+// Compiling
+
+fn compile_one(field: &'static str, source: &str) -> Result<Template, TemplateError> {
+    let at = |line: usize, column: usize, message: String| TemplateError {
+        field,
+        line: Some(line),
+        column: Some(column),
+        message,
+    };
+    let rewritten = rewrite_fallbacks(source).map_err(|e| at(e.line, e.column, e.message))?;
+    let template = Template::compile(&rewritten.text).map_err(|e| match e.pos() {
+        Some((line, column)) => {
+            let found = syntax_error(&rewritten.text, e.reason(), line, column);
+            let column = rewritten.original_column(found.line, found.column);
+            at(found.line, column, found.message)
+        }
+        None => TemplateError {
+            field,
+            line: None,
+            column: None,
+            message: e.reason().to_string(),
+        },
+    })?;
+    check_elements(&template).map_err(|e| {
+        let column = rewritten.original_column(e.line, e.column);
+        at(e.line, column, e.message)
+    })?;
+    Ok(template)
+}
+
+/// A readable account of a parse error of the `handlebars` crate at `line`:`column` of `text`.
+fn syntax_error(
+    text: &str,
+    reason: &handlebars::TemplateErrorReason,
+    line: usize,
+    column: usize,
+) -> Located {
+    use handlebars::TemplateErrorReason as R;
+    let here = Position { line, column };
+    let message = match reason {
+        R::MismatchingClosedHelper(open, close) => {
+            format!("the block `{{{{#{open}}}}}` is closed by `{{{{/{close}}}}}`")
+        }
+        R::InvalidSyntax(_) => {
+            let offset = byte_offset(text, line, column);
+            let rest = &text[offset..];
+            let last_open = text[..offset].rfind("{{");
+            if let Some(open) = last_open.filter(|&o| !text[o..].contains("}}")) {
+                return Position::default()
+                    .after(&text[..open])
+                    .located("this `{{` is not closed by `}}`".into());
+            }
+            if rest.trim().is_empty() {
+                "the template ends inside a block: close every `{{#name …}}` with `{{/name}}`"
+                    .to_string()
+            } else {
+                let mut snippet: String =
+                    rest.chars().take_while(|&c| c != '\n').take(20).collect();
+                if let Some(close) = snippet.find("}}") {
+                    snippet.truncate(close + 2);
+                }
+                format!(
+                    "unexpected `{snippet}`: an expression holds a name, a path such as \
+                     `profile.tier`, or a helper and its arguments, and is closed by `}}}}`"
+                )
+            }
+        }
+        other => other.to_string(),
+    };
+    here.located(message)
+}
+
+/// The byte offset of a 1-based line and column (in characters).
+fn byte_offset(text: &str, line: usize, column: usize) -> usize {
+    let line_start: usize = text
+        .split_inclusive('\n')
+        .take(line.saturating_sub(1))
+        .map(str::len)
+        .sum();
+    let line_text = &text[line_start.min(text.len())..];
+    line_start
+        + line_text
+            .char_indices()
+            .nth(column.saturating_sub(1))
+            .map_or(line_text.len(), |(i, _)| i)
+}
+
+/// A problem found at a position of the template.
+struct Located {
+    line: usize,
+    column: usize,
+    message: String,
+}
+
+/// Rejects helpers Herald does not offer, partials and decorators.
+fn check_elements(template: &Template) -> Result<(), Located> {
+    for (i, element) in template.elements.iter().enumerate() {
+        let (line, column) = template.mapping.get(i).map_or((1, 1), |m| (m.0, m.1));
+        let fail = |message: String| Located {
+            line,
+            column,
+            message,
+        };
+        match element {
+            TemplateElement::Expression(h)
+            | TemplateElement::HtmlExpression(h)
+            | TemplateElement::HelperBlock(h) => {
+                let name = h.name.as_name().unwrap_or_default();
+                let call = h.block || !h.params.is_empty() || !h.hash.is_empty();
+                if call {
+                    check_helper(name).map_err(fail)?;
+                } else if HELPERS.contains(&name) {
+                    return Err(fail(format!(
+                        "`{name}` is a helper and needs arguments, as in `{{{{#{name} value}}}}`"
+                    )));
+                }
+                for p in h.params.iter().chain(h.hash.values()) {
+                    check_parameter(p).map_err(fail)?;
+                }
+                for inner in [&h.template, &h.inverse].into_iter().flatten() {
+                    check_elements(inner)?;
+                }
+            }
+            TemplateElement::PartialExpression(_) | TemplateElement::PartialBlock(_) => {
+                return Err(fail("partials (`{{> name}}`) are not supported".into()));
+            }
+            TemplateElement::DecoratorExpression(_) | TemplateElement::DecoratorBlock(_) => {
+                return Err(fail("decorators (`{{* name}}`) are not supported".into()));
+            }
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+fn check_parameter(p: &Parameter) -> Result<(), String> {
+    if let Parameter::Subexpression(sub) = p {
+        if sub.is_helper() {
+            check_helper(sub.name())?;
+        }
+        for inner in sub.params().into_iter().flatten() {
+            check_parameter(inner)?;
+        }
+        for inner in sub.hash().into_iter().flat_map(|h| h.values()) {
+            check_parameter(inner)?;
+        }
+    }
+    Ok(())
+}
+
+fn check_helper(name: &str) -> Result<(), String> {
+    if HELPERS.contains(&name) {
+        Ok(())
+    } else {
+        Err(format!(
+            "unknown helper `{name}`; the helpers are {}",
+            HELPERS[..HELPERS.len() - 1].join(", ")
+        ))
+    }
+}
+
+// -----------------------------------------------------------------------------------------------
+// The fallback operator
+
+/// A template with `??` rewritten, and where the rewriting inserted text.
+struct Rewritten {
+    text: String,
+    /// `(line, column in the rewritten text, inserted characters)`, in order.
+    inserts: Vec<(usize, usize, usize)>,
+}
+
+impl Rewritten {
+    /// The column in the original text of a position in the rewritten text.
+    fn original_column(&self, line: usize, column: usize) -> usize {
+        let mut shift = 0;
+        for &(l, c, len) in &self.inserts {
+            if l == line && c < column {
+                // A position inside the inserted text maps to where it was inserted.
+                shift += len.min(column - c);
+            }
+        }
+        column - shift
+    }
+}
+
+/// Text inserted before the first operand of a `??` expression.
+const INSERT: &str = "__fallback ";
+
+/// Rewrites `{{a ?? b ?? c}}` into `{{__fallback a    b    c}}`: each `??` becomes two spaces
+/// and the helper name is inserted before the first operand, so lines never move and columns
+/// map back through [`Rewritten::original_column`]. Comments, raw blocks and escaped mustaches
+/// (`\{{`) are left alone.
+fn rewrite_fallbacks(src: &str) -> Result<Rewritten, Located> {
+    let mut out = Rewritten {
+        text: String::with_capacity(src.len()),
+        inserts: Vec::new(),
+    };
+    if !src.contains("??") {
+        out.text.push_str(src);
+        return Ok(out);
+    }
+    let bytes = src.as_bytes();
+    let mut pos = Position::default();
+    let mut copied = 0;
+    let mut i = 0;
+    while let Some(found) = src[i..].find("{{") {
+        let open = i + found;
+        let backslashes = bytes[..open]
+            .iter()
+            .rev()
+            .take_while(|&&b| b == b'\\')
+            .count();
+        if backslashes == 1 {
+            i = open + 2;
+            continue;
+        }
+        let rest = &src[open..];
+        let skipped = if rest.starts_with("{{{{") {
+            // A raw block, through its closing `{{{{/name}}}}`.
+            Some(
+                rest.find("{{{{/")
+                    .and_then(|c| rest[c..].find("}}}}").map(|e| c + e + 4)),
+            )
+        } else if rest.starts_with("{{!--") {
+            Some(rest.find("--}}").map(|e| e + 4))
+        } else if rest.starts_with("{{!") {
+            Some(rest.find("}}").map(|e| e + 2))
+        } else {
+            None
+        };
+        if let Some(len) = skipped {
+            i = len.map_or(src.len(), |n| open + n);
+            continue;
+        }
+        let Some(m) = Mustache::parse(src, open) else {
+            // Unclosed: the parser reports it.
+            break;
+        };
+        let operators = m.operators(src);
+        if operators.is_empty() {
+            i = m.end;
+            continue;
+        }
+        pos.advance(&src[copied..m.body_start]);
+        let body = &src[m.body_start..m.body_end];
+        let trimmed = body.trim_start();
+        let value_expression = !(trimmed.starts_with(['#', '/', '^', '>', '!', '*', '&'])
+            || trimmed.starts_with("else")
+                && trimmed[4..]
+                    .chars()
+                    .next()
+                    .is_none_or(|c| !is_symbol_char(c)));
+        if !value_expression {
+            let at = pos.after(&src[m.body_start..operators[0]]);
+            return Err(at.located(
+                "`??` works only in a value expression, `{{name ?? \"fallback\"}}` or \
+                 `{{{name ?? \"fallback\"}}}`, not in blocks, partials or `{{& }}`"
+                    .into(),
+            ));
+        }
+        // Check the operands: each one token (a path, a literal or a subexpression).
+        let mut starts = vec![m.body_start];
+        starts.extend(operators.iter().map(|o| o + 2));
+        let mut ends: Vec<usize> = operators.clone();
+        ends.push(m.body_end);
+        for (k, (&s, &e)) in starts.iter().zip(&ends).enumerate() {
+            let operand = &src[s..e];
+            if operand.trim().is_empty() {
+                let (anchor, message) = if k == 0 {
+                    (
+                        operators[0],
+                        "`??` needs a value before it, as in `{{name ?? \"there\"}}`",
+                    )
+                } else {
+                    (
+                        operators[k - 1],
+                        "`??` needs a fallback after it: a quoted string, a number or a path",
+                    )
+                };
+                return Err(pos
+                    .after(&src[m.body_start..anchor])
+                    .located(message.into()));
+            }
+            if let Some(gap) = top_level_space(operand.trim()) {
+                let lead = operand.len() - operand.trim_start().len();
+                let at = pos.after(&src[m.body_start..s + lead + gap]);
+                return Err(at.located(
+                    "each side of `??` must be one path, quoted string or number; put a helper \
+                     call in parentheses, as in `{{(lookup items 0) ?? \"none\"}}`"
+                        .into(),
+                ));
+            }
+        }
+        // Copy up to the first operand, insert the helper name, blank the operators.
+        let first = m.body_start + (body.len() - trimmed.len());
+        out.text.push_str(&src[copied..first]);
+        let at = pos.after(&src[m.body_start..first]);
+        let earlier: usize = out
+            .inserts
+            .iter()
+            .filter(|insert| insert.0 == at.line)
+            .map(|insert| insert.2)
+            .sum();
+        out.inserts
+            .push((at.line, at.column + earlier, INSERT.len()));
+        out.text.push_str(INSERT);
+        let mut from = first;
+        for &o in &operators {
+            out.text.push_str(&src[from..o]);
+            out.text.push_str("  ");
+            from = o + 2;
+        }
+        out.text.push_str(&src[from..m.end]);
+        pos.advance(&src[m.body_start..m.end]);
+        copied = m.end;
+        i = m.end;
+    }
+    out.text.push_str(&src[copied..]);
+    Ok(out)
+}
+
+/// Line and column (1-based, in characters) while walking the source.
+#[derive(Clone, Copy)]
+struct Position {
+    line: usize,
+    column: usize,
+}
+
+impl Default for Position {
+    fn default() -> Position {
+        Position { line: 1, column: 1 }
+    }
+}
+
+impl Position {
+    fn advance(&mut self, text: &str) {
+        for c in text.chars() {
+            if c == '\n' {
+                self.line += 1;
+                self.column = 1;
+            } else {
+                self.column += 1;
+            }
+        }
+    }
+
+    fn after(self, text: &str) -> Position {
+        let mut p = self;
+        p.advance(text);
+        p
+    }
+
+    fn located(self, message: String) -> Located {
+        Located {
+            line: self.line,
+            column: self.column,
+            message,
+        }
+    }
+}
+
+/// One `{{ … }}` or `{{{ … }}}` of the source (byte offsets).
+struct Mustache {
+    /// Start of the expression, after `{{`, `~` and `{`.
+    body_start: usize,
+    /// End of the expression, before the closing `~`, `}` and `}}`.
+    body_end: usize,
+    /// After the closing braces.
+    end: usize,
+}
+
+impl Mustache {
+    /// The mustache opening at `open`, or `None` when it is not closed.
+    fn parse(src: &str, open: usize) -> Option<Mustache> {
+        let bytes = src.as_bytes();
+        let mut p = open + 2;
+        if bytes.get(p) == Some(&b'~') {
+            p += 1;
+        }
+        let triple = bytes.get(p) == Some(&b'{');
+        if triple {
+            p += 1;
+            if bytes.get(p) == Some(&b'~') {
+                p += 1;
+            }
+        }
+        let body_start = p;
+        let closers: &[&str] = if triple {
+            &["~}}}", "}}}", "}~}}"]
+        } else {
+            &["~}}", "}}"]
+        };
+        top_level(src, body_start, src.len())
+            .filter(|&(_, b)| b == b'~' || b == b'}')
+            .find_map(|(p, _)| {
+                let close = closers.iter().find(|c| src[p..].starts_with(**c))?;
+                Some(Mustache {
+                    body_start,
+                    body_end: p,
+                    end: p + close.len(),
+                })
+            })
+    }
+
+    /// Byte offsets of the `??` operators outside quotes, parentheses and brackets.
+    fn operators(&self, src: &str) -> Vec<usize> {
+        let mut found: Vec<usize> = Vec::new();
+        for (p, b) in top_level(src, self.body_start, self.body_end) {
+            let pair = b == b'?' && src.as_bytes().get(p + 1) == Some(&b'?');
+            if pair && found.last().is_none_or(|&last| last + 1 != p) {
+                found.push(p);
+            }
+        }
+        found
+    }
+}
+
+/// The byte offset of the first whitespace outside quotes, parentheses and brackets.
+fn top_level_space(operand: &str) -> Option<usize> {
+    top_level(operand, 0, operand.len())
+        .find(|(_, b)| b.is_ascii_whitespace())
+        .map(|(p, _)| p)
+}
+
+/// The bytes of `src[from..to]` outside quoted strings, parentheses (subexpressions) and
+/// brackets (path segments such as `[first name]`), with their offsets.
+fn top_level(src: &str, from: usize, to: usize) -> impl Iterator<Item = (usize, u8)> + '_ {
+    let bytes = src.as_bytes();
+    let mut quote = None;
+    let mut escaped = false;
+    let mut in_brackets = false;
+    let mut depth = 0usize;
+    (from..to).filter_map(move |p| {
+        let b = bytes[p];
+        if let Some(q) = quote {
+            if escaped {
+                escaped = false;
+            } else if b == b'\\' {
+                escaped = true;
+            } else if b == q {
+                quote = None;
+            }
+            return None;
+        }
+        if in_brackets {
+            in_brackets = b != b']';
+            return None;
+        }
+        match b {
+            b'"' | b'\'' => quote = Some(b),
+            b'[' => in_brackets = true,
+            b'(' => depth += 1,
+            b')' => depth = depth.saturating_sub(1),
+            _ if depth == 0 => return Some((p, b)),
+            _ => {}
+        }
+        None
+    })
+}
+
+/// Characters of a Handlebars identifier (the `handlebars` grammar's `symbol_char`).
+fn is_symbol_char(c: char) -> bool {
+    c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '$' | ':') || !c.is_ascii()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn render(body: &str, vars: &Value) -> String {
+        CompiledTemplate::compile("s", body)
+            .unwrap()
+            .render(vars)
+            .unwrap()
+            .html
+    }
+
+    fn subject(subject: &str, vars: &Value) -> String {
+        CompiledTemplate::compile(subject, "b")
+            .unwrap()
+            .render(vars)
+            .unwrap()
+            .subject
+    }
+
+    fn body_error(body: &str) -> TemplateError {
+        CompiledTemplate::compile("s", body).unwrap_err()
+    }
+
+    #[test]
+    fn variables_and_nested_paths() {
+        let vars = json!({ "name": "Ann", "profile": { "tier": "gold", "seats": 3 } });
+        assert_eq!(
+            render("Hi {{name}}, {{profile.tier}} ({{ profile.seats }})", &vars),
+            "Hi Ann, gold (3)"
+        );
+        assert_eq!(render("{{missing}}|{{profile.nope}}|", &vars), "||");
+        assert_eq!(
+            render("{{flag}} {{n}}", &json!({ "flag": true, "n": 2.5 })),
+            "true 2.5"
+        );
+    }
+
+    #[test]
+    fn fallback_to_a_quoted_string_a_number_or_a_path() {
+        let vars = json!({ "first": "Ann", "empty": "", "nothing": null });
+        assert_eq!(render("{{nick ?? \"friend\"}}", &vars), "friend");
+        assert_eq!(render("{{nick ?? 'friend'}}", &vars), "friend");
+        assert_eq!(render("{{count ?? 0}}", &vars), "0");
+        assert_eq!(render("{{count ?? -1.5}}", &vars), "-1.5");
+        assert_eq!(render("{{nick ?? first}}", &vars), "Ann");
+        assert_eq!(render("{{nick ?? empty ?? nothing ?? \"x\"}}", &vars), "x");
+        // A present value wins; a missing path fallback renders nothing.
+        assert_eq!(render("{{first ?? \"friend\"}}", &vars), "Ann");
+        assert_eq!(render("{{nick ?? other}}", &vars), "");
+    }
+
+    #[test]
+    fn fallback_applies_to_missing_null_and_empty_but_not_to_zero_or_false() {
+        let vars = json!({ "null": null, "empty": "", "zero": 0, "no": false, "space": " " });
+        let t = "[{{absent ?? 'd'}}][{{null ?? 'd'}}][{{empty ?? 'd'}}][{{zero ?? 'd'}}]\
+                 [{{no ?? 'd'}}][{{space ?? 'd'}}]";
+        assert_eq!(render(t, &vars), "[d][d][d][0][false][ ]");
+    }
+
+    #[test]
+    fn fallback_accepts_whitespace_variations_and_nested_paths() {
+        let vars = json!({ "profile": { "tier": "" } });
+        for t in [
+            "{{profile.tier ?? \"free\"}}",
+            "{{profile.tier??\"free\"}}",
+            "{{  profile.tier   ??   \"free\"  }}",
+            "{{\tprofile.tier\n??\n'free'}}",
+            "{{~ profile.tier ?? \"free\" ~}}",
+        ] {
+            assert_eq!(render(t, &vars), "free", "{t}");
+        }
+    }
+
+    #[test]
+    fn fallback_text_keeps_question_marks_and_braces_in_quotes() {
+        let vars = json!({});
+        assert_eq!(render("{{a ?? \"why?? }}\"}}", &vars), "why?? }}");
+        // `??` outside mustaches is text.
+        assert_eq!(render("What?? {{a ?? 'x'}}", &vars), "What?? x");
+        // Comments and escaped mustaches are left alone.
+        assert_eq!(render("{{!-- a ?? b --}}{{! c ?? d }}ok", &vars), "ok");
+        assert_eq!(render("\\{{a ?? b}}", &vars), "{{a ?? b}}");
+        // Brackets and parentheses hide `??`, quotes and braces.
+        assert_eq!(
+            render("{{[it's ?? }}] ?? 'x'}}", &json!({ "it's ?? }}": "y" })),
+            "y"
+        );
+        assert_eq!(render("{{[it's ?? }}] ?? 'x'}}", &vars), "x");
+    }
+
+    #[test]
+    fn html_is_escaped_in_double_braces_and_raw_in_triple() {
+        let vars = json!({ "v": "<b>\"Tom\" & 'Jerry'</b>" });
+        assert_eq!(
+            render("{{v}}", &vars),
+            "&lt;b&gt;&quot;Tom&quot; &amp; &#x27;Jerry&#x27;&lt;/b&gt;"
+        );
+        assert_eq!(render("{{{v}}}", &vars), "<b>\"Tom\" & 'Jerry'</b>");
+        // The fallback is escaped or raw the same way.
+        assert_eq!(render("{{x ?? v}}", &vars), render("{{v}}", &vars));
+        assert_eq!(render("{{{ x ?? v }}}", &vars), "<b>\"Tom\" & 'Jerry'</b>");
+        assert_eq!(render("{{{x??\"<i>\"}}}", &vars), "<i>");
+        assert_eq!(render("{{~{x ?? v}~}}", &vars), "<b>\"Tom\" & 'Jerry'</b>");
+    }
+
+    #[test]
+    fn the_subject_is_plain_text_on_one_line() {
+        let vars = json!({ "v": "Tom & <Jerry>", "multi": "a\r\nb\nc" });
+        assert_eq!(subject("Hi {{v}}", &vars), "Hi Tom & <Jerry>");
+        assert_eq!(subject("{{multi}}!", &vars), "a b c!");
+        assert_eq!(subject("{{name ?? \"you & me\"}}", &vars), "you & me");
+    }
+
+    #[test]
+    fn blocks_and_helpers_work() {
+        let vars = json!({ "items": [{ "n": "a" }, { "n": "b" }], "vip": true, "plan": "pro" });
+        assert_eq!(
+            render(
+                "{{#each items}}{{n}}{{#unless @last}},{{/unless}}{{/each}}{{#if vip}}!{{else}}?{{/if}}",
+                &vars
+            ),
+            "a,b!"
+        );
+        assert_eq!(
+            render("{{#if (eq plan \"pro\")}}P{{/if}}{{len items}}", &vars),
+            "P2"
+        );
+    }
+
+    #[test]
+    fn parse_errors_carry_field_line_and_column() {
+        let e = body_error("<p>\n  Hello {{name</p>");
+        assert_eq!(e.field, "body");
+        assert_eq!((e.line, e.column), (Some(2), Some(9)), "{e:?}");
+        assert_eq!(
+            e.to_string(),
+            "line 2, column 9: this `{{` is not closed by `}}`"
+        );
+
+        let e = body_error("<p>\n{{#if vip}}\nhi");
+        assert_eq!(e.line, Some(3));
+        assert!(e.message.contains("ends inside a block"), "{e}");
+
+        let e = body_error("a {{}} b");
+        assert_eq!((e.line, e.column), (Some(1), Some(5)), "{e}");
+        assert!(e.message.starts_with("unexpected `}}`"), "{e}");
+        // Columns count characters, not bytes.
+        let e = body_error("é ü {{}}");
+        assert_eq!(e.column, Some(7), "{e}");
+        let e = body_error("é {{a ?? 'ü'}} {{}}");
+        assert_eq!(e.column, Some(18), "{e}");
+
+        let e = body_error("line one\n{{#if a}}x{{/each}}");
+        assert_eq!((e.line, e.field), (Some(2), "body"));
+        assert!(e.message.contains("closed by"), "{e}");
+
+        let e = CompiledTemplate::compile("Hi {{#if}}", "ok").unwrap_err();
+        assert_eq!(e.field, "subject");
+        assert_eq!(e.line, Some(1));
+    }
+
+    #[test]
+    fn positions_after_a_fallback_refer_to_the_original_text() {
+        // The rewrite inserts text before `a`; the error after it must still point at `{{/x}}`
+        // in the original line.
+        let e = body_error("{{a ?? 'b'}} {{#if c}}{{/x}}");
+        assert_eq!(e.line, Some(1));
+        let original_col = "{{a ?? 'b'}} {{#if c}}".chars().count() + 1;
+        assert!(
+            e.column.unwrap() <= original_col,
+            "column {:?} is beyond the original text",
+            e.column
+        );
+        let e = body_error("x\n{{a ?? 'b'}} {{nope 1}}");
+        assert_eq!((e.line, e.column), (Some(2), Some(14)), "{e}");
+    }
+
+    #[test]
+    fn misuses_of_the_operator_are_errors_at_their_position() {
+        let e = body_error("ab\ncd {{name ?? }}");
+        assert_eq!((e.line, e.column), (Some(2), Some(11)), "{e}");
+        assert!(e.message.contains("fallback after it"), "{e}");
+
+        let e = body_error("{{ ?? 'x'}}");
+        assert_eq!((e.line, e.column), (Some(1), Some(4)), "{e}");
+        assert!(e.message.contains("value before it"), "{e}");
+
+        let e = body_error("{{lookup a 0 ?? 'x'}}");
+        assert_eq!((e.line, e.column), (Some(1), Some(9)), "{e}");
+        assert!(e.message.contains("parentheses"), "{e}");
+
+        let e = body_error("{{#if a ?? b}}x{{/if}}");
+        assert!(e.message.contains("value expression"), "{e}");
+        assert_eq!((e.line, e.column), (Some(1), Some(9)), "{e}");
+
+        // A helper call in parentheses is one operand.
+        assert_eq!(render("{{(lookup a 0) ?? 'x'}}", &json!({ "a": [] })), "x");
+    }
+
+    #[test]
+    fn unknown_helpers_partials_and_decorators_are_rejected_at_compile_time() {
+        let e = body_error("ok\n  {{shout name}}");
+        assert_eq!((e.line, e.column), (Some(2), Some(3)), "{e}");
+        assert!(e.message.contains("unknown helper `shout`"), "{e}");
+        assert!(
+            body_error("{{#if (shout a)}}x{{/if}}")
+                .message
+                .contains("shout")
+        );
+        assert!(body_error("{{log a}}").message.contains("unknown helper"));
+        assert!(body_error("{{> footer}}").message.contains("partials"));
+        assert!(body_error("{{*inline}}").message.contains("decorators"));
+        assert!(body_error("{{if}}").message.contains("needs arguments"));
+    }
+
+    #[test]
+    fn render_errors_name_the_field_and_position() {
+        let t = CompiledTemplate::compile("s", "a\n{{#each}}x{{/each}}").unwrap();
+        let e = t.render(&json!({})).unwrap_err();
+        assert_eq!((e.field, e.line), ("body", Some(2)), "{e:?}");
+    }
+
+    #[test]
+    fn the_text_part_is_derived_from_the_rendered_html() {
+        let t = CompiledTemplate::compile(
+            "s",
+            "<h1>Hi {{name}}</h1><p>Visit <a href=\"{{url}}\">our site</a>.</p>",
+        )
+        .unwrap();
+        let r = t
+            .render(&json!({ "name": "Ann & Bob", "url": "https://x.test/?a=1&b=2" }))
+            .unwrap();
+        assert_eq!(
+            r.text,
+            "Hi Ann & Bob\n\nVisit our site (https://x.test/?a=1&b=2)."
+        );
+    }
+
+    #[test]
+    fn a_compiled_template_renders_many_times() {
+        let t = CompiledTemplate::compile("Hi {{name ?? 'you'}}", "<p>{{name}}</p>").unwrap();
+        for (vars, want) in [
+            (json!({ "name": "Ann" }), "Hi Ann"),
+            (json!({}), "Hi you"),
+            (json!(null), "Hi you"),
+        ] {
+            assert_eq!(t.render(&vars).unwrap().subject, want);
+        }
+        fn shared<T: Send + Sync>(_: &T) {}
+        shared(&t);
+    }
+}
