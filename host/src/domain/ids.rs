@@ -77,6 +77,10 @@ prefixed_id!(
     DomainId, "dom"
 );
 prefixed_id!(
+    /// A template of a project.
+    TemplateId, "tpl"
+);
+prefixed_id!(
     /// A dashboard login session.
     SessionId, "ses"
 );

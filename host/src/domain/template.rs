@@ -21,7 +21,11 @@
 //!   `ne`, `gt`, `gte`, `lt`, `lte`, `and`, `or`, `not`, `len` are available; any other helper,
 //!   partials and decorators are errors at compile time, with their position.
 //! - The text alternative: see [`html_to_text`].
+//!
+//! The rules of a stored template's other fields (name, type, subject length, sender name) are
+//! in [`fields`].
 
+pub mod fields;
 mod text;
 
 use std::sync::LazyLock;
@@ -124,6 +128,15 @@ impl CompiledTemplate {
             text,
         })
     }
+}
+
+/// Checks the parts given (a subject, a body, or both) without keeping them: every error, the
+/// subject's first. For validating a change that sends only one part.
+pub fn check(subject: Option<&str>, body: Option<&str>) -> Vec<TemplateError> {
+    [("subject", subject), ("body", body)]
+        .into_iter()
+        .filter_map(|(field, source)| compile_one(field, source?).err())
+        .collect()
 }
 
 /// The registry for the body: HTML escaping in `{{ }}`.
