@@ -15,3 +15,4 @@ mod jobs;
 mod plugins;
 mod rate_limit;
 mod smtpd;
+mod templates;

@@ -10,6 +10,7 @@ pub mod error;
 pub mod events;
 pub mod extract;
 pub mod meta;
+pub mod templates;
 pub mod track;
 pub mod users;
 
@@ -24,6 +25,8 @@ pub enum ApiTags {
     Events,
     /// Sending domains and their DNS records.
     Domains,
+    /// Email templates: subject and HTML body with variables.
+    Templates,
     /// Dashboard login.
     Auth,
     /// The logged-in user and their projects.
@@ -43,6 +46,7 @@ pub type Apis = (
     track::TrackApi,
     events::EventsApi,
     domains::DomainsApi,
+    templates::TemplatesApi,
 );
 
 /// The OpenAPI service that serves every endpoint and generates the spec.
@@ -58,6 +62,7 @@ pub fn service() -> OpenApiService<Apis, ()> {
             track::TrackApi,
             events::EventsApi,
             domains::DomainsApi,
+            templates::TemplatesApi,
         ),
         "Herald",
         env!("CARGO_PKG_VERSION"),
