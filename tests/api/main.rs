@@ -17,4 +17,5 @@ mod plugins;
 mod rate_limit;
 mod send;
 mod smtpd;
+mod templates;
 mod verify;

@@ -15,6 +15,7 @@ pub mod links;
 pub mod meta;
 pub mod notify;
 pub mod send;
+pub mod templates;
 pub mod track;
 pub mod users;
 pub mod verify;
@@ -36,6 +37,8 @@ pub enum ApiTags {
     Links,
     /// Sending domains and their DNS records.
     Domains,
+    /// Email templates: subject and HTML body with variables.
+    Templates,
     /// Dashboard login.
     Auth,
     /// The logged-in user and their projects.
@@ -64,6 +67,7 @@ pub type Apis = (
         emails::EmailsApi,
         links::LinksApi,
         activity::ActivityApi,
+        templates::TemplatesApi,
     ),
 );
 
@@ -86,6 +90,7 @@ pub fn service() -> OpenApiService<Apis, ()> {
                 emails::EmailsApi,
                 links::LinksApi,
                 activity::ActivityApi,
+                templates::TemplatesApi,
             ),
         ),
         "Herald",

@@ -18,11 +18,13 @@ use super::extract::{JsonBody, SecretKeyAuth};
 use super::track::{idempotency_key, replayed, request_hash};
 use crate::app::AppState;
 use crate::domain::email::EmailAddress;
+use crate::domain::ids::TemplateId;
 use crate::domain::send::{
     AttachmentInput, Mailbox, Problem, check_subject, parse_attachments, parse_headers,
     parse_mailbox, parse_recipients,
 };
 use crate::domain::template::CompiledTemplate;
+use crate::domain::template::fields::TemplateType;
 use crate::domain::time::{now_ms, to_rfc3339};
 use crate::domains::{SenderError, authorize_sender};
 use crate::sending::{Idempotency, QueuedEmail, SendError, SendPlan};
@@ -169,17 +171,24 @@ async fn plan(
     let recipients = parse_recipients(&body.to, &mut problems);
 
     let template = match &body.template {
-        Some(id) => match state.store().template_for_send(&project.id, id).await? {
-            Some(t) => Some(t),
-            None => {
+        Some(id) => {
+            let found = match TemplateId::parse(id) {
+                Some(tid) => match state.store().template(&project.id, &tid).await {
+                    Ok(t) => Some(t.fields),
+                    Err(StoreError::NotFound) => None,
+                    Err(e) => return Err(e.into()),
+                },
+                None => None,
+            };
+            if found.is_none() {
                 problems.push(Problem {
                     field: "template".into(),
                     code: "not_found",
                     message: format!("no template `{id}` in this project"),
                 });
-                None
             }
-        },
+            found
+        }
         None => None,
     };
     if let Some(subject) = &body.subject {
@@ -188,7 +197,7 @@ async fn plan(
     if body.body.as_deref() == Some("") {
         problems.push(Problem {
             field: "body".into(),
-            code: "too_short",
+            code: "required",
             message: "the body is empty".into(),
         });
     }
@@ -224,7 +233,12 @@ async fn plan(
             }
             m
         }),
-        None => match template.as_ref().and_then(|t| t.from.clone()) {
+        None => match template.as_ref().and_then(|t| {
+            t.from_email.clone().map(|email| Mailbox {
+                name: t.from_name.clone(),
+                email,
+            })
+        }) {
             Some(from) => Some(from),
             None => {
                 if template.is_some() || body.template.is_none() {
@@ -325,8 +339,10 @@ async fn plan(
         sender,
         reply_to,
         content,
-        template_id: template.as_ref().map(|t| t.id.clone()),
-        marketing: template.as_ref().is_some_and(|t| t.marketing),
+        template_id: body.template.clone().filter(|_| template.is_some()),
+        marketing: template
+            .as_ref()
+            .is_some_and(|t| t.template_type == TemplateType::Marketing),
         subscribed: body.subscribed,
         data,
         headers,

@@ -85,6 +85,10 @@ prefixed_id!(
     ActivityId, "act"
 );
 prefixed_id!(
+    /// A template of a project.
+    TemplateId, "tpl"
+);
+prefixed_id!(
     /// A dashboard login session.
     SessionId, "ses"
 );

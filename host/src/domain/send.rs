@@ -4,11 +4,10 @@
 use serde_json::Value;
 
 use super::email::EmailAddress;
+use super::template::fields::{check_from_name, check_subject as template_check_subject};
 
 /// Most recipients of one request (each gets its own email).
 pub const MAX_RECIPIENTS: usize = 50;
-/// Longest subject, in characters.
-pub const MAX_SUBJECT_CHARS: usize = 998;
 /// Longest header value, in characters.
 pub const MAX_HEADER_VALUE_CHARS: usize = 998;
 /// Most custom headers.
@@ -19,8 +18,6 @@ pub const MAX_ATTACHMENTS: usize = 10;
 pub const MAX_ATTACHMENT_BYTES: usize = 10 * 1024 * 1024;
 /// Largest complete message (MIME, after encoding), in bytes.
 pub const MAX_MESSAGE_BYTES: usize = 40 * 1024 * 1024;
-/// Largest display name, in characters.
-pub const MAX_NAME_CHARS: usize = 200;
 
 /// Headers the service writes itself; a request may not set them.
 pub const RESERVED_HEADERS: [&str; 16] = [
@@ -73,27 +70,16 @@ impl Problem {
 }
 
 fn check_name(name: &str, field: &str, problems: &mut Vec<Problem>) -> Option<String> {
-    let name = name.trim();
-    if name.is_empty() {
+    if name.trim().is_empty() {
         return None;
     }
-    if name.contains(['\r', '\n']) {
-        problems.push(Problem::new(
-            field,
-            "invalid",
-            "a name may not contain line breaks",
-        ));
-        return None;
+    match check_from_name(name) {
+        Ok(name) => Some(name),
+        Err((code, message)) => {
+            problems.push(Problem::new(field, code, message));
+            None
+        }
     }
-    if name.chars().count() > MAX_NAME_CHARS {
-        problems.push(Problem::new(
-            field,
-            "too_long",
-            format!("a name may have at most {MAX_NAME_CHARS} characters"),
-        ));
-        return None;
-    }
-    Some(name.to_string())
 }
 
 /// Parses `"ann@example.com"`, `"Ann <ann@example.com>"` or `{ "name": "Ann", "email": "…" }`.
@@ -198,22 +184,10 @@ pub fn parse_recipients(value: &Value, problems: &mut Vec<Problem>) -> Vec<Mailb
     }
 }
 
-/// Checks a subject: 1 to 998 characters, no line breaks.
+/// Checks a subject: 1 to 998 characters, no line breaks (the rule templates follow too).
 pub fn check_subject(subject: &str, field: &str, problems: &mut Vec<Problem>) {
-    if subject.is_empty() {
-        problems.push(Problem::new(field, "too_short", "the subject is empty"));
-    } else if subject.chars().count() > MAX_SUBJECT_CHARS {
-        problems.push(Problem::new(
-            field,
-            "too_long",
-            format!("the subject may have at most {MAX_SUBJECT_CHARS} characters"),
-        ));
-    } else if subject.contains(['\r', '\n']) {
-        problems.push(Problem::new(
-            field,
-            "invalid",
-            "the subject may not contain line breaks",
-        ));
+    if let Err((code, message)) = template_check_subject(subject) {
+        problems.push(Problem::new(field, code, message));
     }
 }
 
@@ -479,7 +453,7 @@ mod tests {
         check_subject(&"x".repeat(999), "subject", &mut p);
         assert_eq!(
             p.iter().map(|p| p.code).collect::<Vec<_>>(),
-            ["invalid", "too_short", "too_long"]
+            ["invalid", "required", "too_long"]
         );
         let headers: Vec<(String, String)> = vec![
             ("X-Ok".into(), "fine".into()),

@@ -14,14 +14,19 @@
 //!   The operator works in `{{ }}` and `{{{ }}}`, with any whitespace around `??`. It is rewritten
 //!   into a call of the internal helper `__fallback` before parsing, keeping line numbers and
 //!   reporting columns of the original text.
-//! - In the body, `{{ }}` escapes HTML (`& < > " ' ` =`) and `{{{ }}}` inserts the value raw.
+//! - In the body, `{{ }}` escapes HTML (`&`, `<`, `>`, `"`, `'`, the backtick and `=`) and
+//!   `{{{ }}}` inserts the value raw.
 //!   The subject is plain text: nothing is escaped, and line breaks in the rendered subject
 //!   become single spaces.
 //! - The block helpers `if`, `unless`, `each`, `with`, `raw` and the helpers `lookup`, `eq`,
 //!   `ne`, `gt`, `gte`, `lt`, `lte`, `and`, `or`, `not`, `len` are available; any other helper,
 //!   partials and decorators are errors at compile time, with their position.
 //! - The text alternative: see [`html_to_text`].
+//!
+//! The rules of a stored template's other fields (name, type, subject length, sender name) are
+//! in [`fields`].
 
+pub mod fields;
 mod text;
 
 use std::sync::LazyLock;
@@ -98,8 +103,15 @@ pub struct Rendered {
 /// A subject and body parsed once, ready to render many times. Cheap to share (`Send + Sync`).
 #[derive(Clone, Debug)]
 pub struct CompiledTemplate {
-    subject: Template,
-    html: Template,
+    subject: Part,
+    html: Part,
+}
+
+/// One compiled part, with what maps its positions back to the text as written.
+#[derive(Clone, Debug)]
+struct Part {
+    template: Template,
+    columns: ColumnMap,
 }
 
 impl CompiledTemplate {
@@ -124,6 +136,15 @@ impl CompiledTemplate {
             text,
         })
     }
+}
+
+/// Checks the parts given (a subject, a body, or both) without keeping them: every error, the
+/// subject's first. For validating a change that sends only one part.
+pub fn check(subject: Option<&str>, body: Option<&str>) -> Vec<TemplateError> {
+    [("subject", subject), ("body", body)]
+        .into_iter()
+        .filter_map(|(field, source)| compile_one(field, source?).err())
+        .collect()
 }
 
 /// The registry for the body: HTML escaping in `{{ }}`.
@@ -162,18 +183,21 @@ impl HelperDef for Fallback {
 
 fn render_one(
     field: &'static str,
-    template: &Template,
+    part: &Part,
     registry: &'static Handlebars<'static>,
     ctx: &Context,
 ) -> Result<String, TemplateError> {
     let mut rc = RenderContext::new(None);
     let mut out = StringOutput::new();
-    template
+    part.template
         .render(registry, ctx, &mut rc, &mut out)
         .map_err(|e| TemplateError {
             field,
             line: e.line_no,
-            column: e.column_no,
+            column: e
+                .line_no
+                .zip(e.column_no)
+                .map(|(l, c)| part.columns.original_column(l, c)),
             message: e.reason().to_string(),
         })?;
     out.into_string().map_err(|e| TemplateError {
@@ -208,7 +232,7 @@ fn one_line(s: &str) -> String {
 // -----------------------------------------------------------------------------------------------
 // Compiling
 
-fn compile_one(field: &'static str, source: &str) -> Result<Template, TemplateError> {
+fn compile_one(field: &'static str, source: &str) -> Result<Part, TemplateError> {
     let at = |line: usize, column: usize, message: String| TemplateError {
         field,
         line: Some(line),
@@ -219,7 +243,7 @@ fn compile_one(field: &'static str, source: &str) -> Result<Template, TemplateEr
     let template = Template::compile(&rewritten.text).map_err(|e| match e.pos() {
         Some((line, column)) => {
             let found = syntax_error(&rewritten.text, e.reason(), line, column);
-            let column = rewritten.original_column(found.line, found.column);
+            let column = rewritten.columns.original_column(found.line, found.column);
             at(found.line, column, found.message)
         }
         None => TemplateError {
@@ -230,10 +254,13 @@ fn compile_one(field: &'static str, source: &str) -> Result<Template, TemplateEr
         },
     })?;
     check_elements(&template).map_err(|e| {
-        let column = rewritten.original_column(e.line, e.column);
+        let column = rewritten.columns.original_column(e.line, e.column);
         at(e.line, column, e.message)
     })?;
-    Ok(template)
+    Ok(Part {
+        template,
+        columns: rewritten.columns,
+    })
 }
 
 /// A readable account of a parse error of the `handlebars` crate at `line`:`column` of `text`.
@@ -373,15 +400,19 @@ fn check_helper(name: &str) -> Result<(), String> {
 /// A template with `??` rewritten, and where the rewriting inserted text.
 struct Rewritten {
     text: String,
-    /// `(line, column in the rewritten text, inserted characters)`, in order.
-    inserts: Vec<(usize, usize, usize)>,
+    columns: ColumnMap,
 }
 
-impl Rewritten {
+/// Where the rewriting inserted text: `(line, column in the rewritten text, inserted
+/// characters)`, in order.
+#[derive(Clone, Debug, Default)]
+struct ColumnMap(Vec<(usize, usize, usize)>);
+
+impl ColumnMap {
     /// The column in the original text of a position in the rewritten text.
     fn original_column(&self, line: usize, column: usize) -> usize {
         let mut shift = 0;
-        for &(l, c, len) in &self.inserts {
+        for &(l, c, len) in &self.0 {
             if l == line && c < column {
                 // A position inside the inserted text maps to where it was inserted.
                 shift += len.min(column - c);
@@ -396,12 +427,12 @@ const INSERT: &str = "__fallback ";
 
 /// Rewrites `{{a ?? b ?? c}}` into `{{__fallback a    b    c}}`: each `??` becomes two spaces
 /// and the helper name is inserted before the first operand, so lines never move and columns
-/// map back through [`Rewritten::original_column`]. Comments, raw blocks and escaped mustaches
+/// map back through [`ColumnMap::original_column`]. Comments, raw blocks and escaped mustaches
 /// (`\{{`) are left alone.
 fn rewrite_fallbacks(src: &str) -> Result<Rewritten, Located> {
     let mut out = Rewritten {
         text: String::with_capacity(src.len()),
-        inserts: Vec::new(),
+        columns: ColumnMap::default(),
     };
     if !src.contains("??") {
         out.text.push_str(src);
@@ -504,12 +535,14 @@ fn rewrite_fallbacks(src: &str) -> Result<Rewritten, Located> {
         out.text.push_str(&src[copied..first]);
         let at = pos.after(&src[m.body_start..first]);
         let earlier: usize = out
-            .inserts
+            .columns
+            .0
             .iter()
             .filter(|insert| insert.0 == at.line)
             .map(|insert| insert.2)
             .sum();
-        out.inserts
+        out.columns
+            .0
             .push((at.line, at.column + earlier, INSERT.len()));
         out.text.push_str(INSERT);
         let mut from = first;
@@ -892,7 +925,15 @@ mod tests {
     fn render_errors_name_the_field_and_position() {
         let t = CompiledTemplate::compile("s", "a\n{{#each}}x{{/each}}").unwrap();
         let e = t.render(&json!({})).unwrap_err();
-        assert_eq!((e.field, e.line), ("body", Some(2)), "{e:?}");
+        assert_eq!(
+            (e.field, e.line, e.column),
+            ("body", Some(2), Some(1)),
+            "{e:?}"
+        );
+        // Columns after a fallback refer to the text as written.
+        let t = CompiledTemplate::compile("s", "{{a ?? 'b'}} {{#each}}x{{/each}}").unwrap();
+        let e = t.render(&json!({})).unwrap_err();
+        assert_eq!((e.line, e.column), (Some(1), Some(14)), "{e:?}");
     }
 
     #[test]

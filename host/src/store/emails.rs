@@ -14,9 +14,7 @@ use super::contacts::IDEMPOTENCY_CONFLICT;
 use super::dialect::BeginWrite;
 use super::jobs::{COMPLETE_JOB, INSERT_JOB};
 use super::{Store, StoreError, StoreResult};
-use crate::domain::email::EmailAddress;
 use crate::domain::ids::{ActivityId, ContactId, EmailId, JobId, ProjectId};
-use crate::domain::send::Mailbox;
 use crate::domain::time::now_ms;
 use crate::{on_db, on_db_write};
 
@@ -83,23 +81,6 @@ pub struct NewEmail {
     pub links: Vec<String>,
     /// The complete signed message.
     pub raw: Vec<u8>,
-}
-
-/// What sending needs of a template.
-#[derive(Clone, Debug)]
-pub struct TemplateForSend {
-    /// Its id.
-    pub id: String,
-    /// Subject source.
-    pub subject: String,
-    /// HTML body source.
-    pub body: String,
-    /// Its sender, if it has one.
-    pub from: Option<Mailbox>,
-    /// Its Reply-To, if it has one.
-    pub reply_to: Option<EmailAddress>,
-    /// Whether it is a `MARKETING` template.
-    pub marketing: bool,
 }
 
 /// An idempotency key to store with a request's writes.
@@ -418,46 +399,6 @@ impl Store {
                 .await?
         });
         Ok(links.and_then(|l| l.0.get(index).cloned()))
-    }
-
-    /// A template of the project, as sending uses it.
-    pub async fn template_for_send(
-        &self,
-        project: &ProjectId,
-        id: &str,
-    ) -> StoreResult<Option<TemplateForSend>> {
-        type Row = (
-            String,
-            String,
-            String,
-            String,
-            Option<String>,
-            Option<String>,
-            Option<String>,
-        );
-        let row: Option<Row> = on_db!(self.db(), pool => {
-            sqlx::query_as(
-                "SELECT id, subject, body, type, from_email, from_name, reply_to FROM templates \
-                 WHERE project_id = $1 AND id = $2",
-            )
-            .bind(project.as_str())
-            .bind(id)
-            .fetch_optional(pool)
-            .await?
-        });
-        Ok(row.map(
-            |(id, subject, body, kind, from_email, from_name, reply_to)| TemplateForSend {
-                id,
-                subject,
-                body,
-                from: from_email.map(|e| Mailbox {
-                    name: from_name,
-                    email: EmailAddress::from_trusted(e),
-                }),
-                reply_to: reply_to.map(EmailAddress::from_trusted),
-                marketing: kind == "MARKETING",
-            },
-        ))
     }
 
     /// The email a delivery job delivers.

@@ -19,6 +19,7 @@ pub mod jobs;
 pub mod projects;
 pub mod rate_limits;
 pub mod settings;
+pub mod templates;
 
 use std::path::Path;
 use std::str::FromStr;
