@@ -86,8 +86,10 @@ async fn total(app: &TestApp, p: &TestProject) -> i64 {
 
 #[tokio::test]
 async fn a_template_is_created_read_changed_and_deleted() {
-    let app = TestApp::spawn().await;
+    let dns = crate::dnsd::DnsServer::start().await;
+    let app = TestApp::spawn_with(crate::domains::with_dns(&dns)).await;
     let p = app.project().await;
+    crate::domains::verified_domain(&app, &p, &dns, "acme.test").await;
     let created = create(&app, &p, welcome()).await;
     assert!(id(&created).starts_with("tpl_"), "{created}");
     assert_eq!(created["name"], "Welcome");
@@ -582,13 +584,18 @@ async fn a_from_address_needs_a_verified_domain_of_the_project() {
         .patch(&path, &p.secret_key, json!({ "from": null }))
         .await;
     assert_eq!(r.body["from"], Value::Null, "{}", r.body);
-    // A reply-to address needs no verified domain.
+    // The reply-to address follows the same rule.
     let r = app
         .patch(
             &path,
             &p.secret_key,
             json!({ "replyTo": "someone@elsewhere.test" }),
         )
+        .await;
+    r.assert_error(422, "DOMAIN_NOT_VERIFIED");
+    assert_eq!(r.error_fields(), ["replyTo"]);
+    let r = app
+        .patch(&path, &p.secret_key, json!({ "replyTo": "help@acme.test" }))
         .await;
     assert_eq!(r.status, 200, "{}", r.body);
 }

@@ -283,18 +283,20 @@ fn address(s: &str) -> Result<EmailAddress, Violation> {
     EmailAddress::parse(s).map_err(|e| ("invalid_email", e.to_string()))
 }
 
-/// 422 `DOMAIN_NOT_VERIFIED` unless `from` may send for the project (the sender rule).
+/// 422 `DOMAIN_NOT_VERIFIED` on `field` unless the address is on a domain that may send for the
+/// project (the sender rule; templates hold both `from` and `replyTo` to it).
 async fn authorize_from(
     state: &AppState,
     project: &ProjectId,
     from: &EmailAddress,
+    field: &str,
 ) -> Result<(), ApiError> {
     crate::domains::authorize_sender(state.store(), state.settings(), project, from)
         .await
         .map(|_| ())
         .map_err(|e| {
             let error = ApiError::from(e);
-            let field = FieldError::new("from", "domain_not_verified", error.message.clone());
+            let field = FieldError::new(field, "domain_not_verified", error.message.clone());
             error
                 .with_errors(vec![field])
                 .suggest("verify the domain with POST /domains and GET /domains/:id/verify")
@@ -382,7 +384,10 @@ impl TemplatesApi {
             reply_to: reply_to.flatten(),
         };
         if let Some(from) = &new.from_email {
-            authorize_from(&state, project, from).await?;
+            authorize_from(&state, project, from, "from").await?;
+        }
+        if let Some(reply_to) = &new.reply_to {
+            authorize_from(&state, project, reply_to, "replyTo").await?;
         }
         let template = state.store().insert_template(project, &new).await?;
         Ok(CreatedTemplate::Created(Json(template.into())))
@@ -448,7 +453,10 @@ impl TemplatesApi {
             .await
             .map_err(|e| ApiError::from_store(e, "template"))?;
         if let Some(Some(from)) = &from_email {
-            authorize_from(&state, project, from).await?;
+            authorize_from(&state, project, from, "from").await?;
+        }
+        if let Some(Some(reply_to)) = &reply_to {
+            authorize_from(&state, project, reply_to, "replyTo").await?;
         }
         let patch = TemplatePatch {
             name,
