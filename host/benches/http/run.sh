@@ -82,13 +82,13 @@ PY
   # A verified domain for the signed run: added through the API (which makes its RSA-2048 key),
   # then marked verified in the database, since the benchmark's DNS does not publish its records.
   curl -sf "http://127.0.0.1:$PORT/domains" -H "Authorization: Bearer $HERALD_BENCH_KEY" \
-    -H 'Content-Type: application/json' -d '{"domain":"dkim-bench.example"}' >/dev/null
+    -H 'Content-Type: application/json' -d '{"domain":"dkim-bench.test"}' >/dev/null
   sleep 1 # let the first background check (which finds no records here) pass
   case "$url" in
     sqlite*) python3 -c "import sqlite3,sys;c=sqlite3.connect(sys.argv[1]);c.execute(\"UPDATE domains SET status='verified'\");c.commit()" "$WORK/bench.db";;
     *) psql "$url" -qc "UPDATE domains SET status='verified'";;
   esac
-  for run in "signed dkim-bench.example" "unsigned plain-bench.example"; do
+  for run in "signed dkim-bench.test" "unsigned plain-bench.example"; do
     set -- $run
     export HERALD_BENCH_FROM="hello@$2"
     BEFORE=$(curl -sf "http://127.0.0.1:$PORT/activity/stats?days=1" -H "Authorization: Bearer $HERALD_BENCH_KEY" | python3 -c "import json,sys;print(json.load(sys.stdin)['totals'].get('sent',0))")
