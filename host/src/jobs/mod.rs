@@ -214,6 +214,8 @@ impl JobQueue {
                     async move {
                         this.execute(job, worker).await;
                         drop(permit);
+                        // A slot is free: look for due jobs now rather than at the next poll.
+                        this.wake.notify_one();
                     }
                     .instrument(span),
                 );
