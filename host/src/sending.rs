@@ -15,6 +15,7 @@ use crate::domain::project::Project;
 use crate::domain::send::{Attachment, MAX_MESSAGE_BYTES, Mailbox};
 use crate::domain::template::{CompiledTemplate, Rendered};
 use crate::domains::Sender;
+use crate::mail::links::ContactUrls;
 use crate::mail::mime::{self, Outgoing};
 use crate::mail::tracking;
 use crate::store::StoreError;
@@ -86,22 +87,21 @@ pub enum SendError {
 /// The variables a template sees for one contact: its stored data, this request's one-off
 /// values, then the service's own (`email`, `id`, `svc_id`, `svc_email` and the three signed
 /// links).
-pub fn variables(state: &AppState, contact: &Contact, transient: &Map<String, Value>) -> Value {
+pub fn variables(contact: &Contact, transient: &Map<String, Value>, urls: &ContactUrls) -> Value {
     let mut vars = contact.data.clone();
     for (k, v) in transient {
         vars.insert(k.clone(), v.clone());
     }
     let id = contact.id.as_str();
     let email = contact.email.as_str();
-    let links = state.links();
     for (k, v) in [
         ("email", email.to_string()),
         ("id", id.to_string()),
         ("svc_id", id.to_string()),
         ("svc_email", email.to_string()),
-        ("unsubscribeUrl", links.unsubscribe_url(id)),
-        ("subscribeUrl", links.subscribe_url(id)),
-        ("manageUrl", links.manage_url(id)),
+        ("unsubscribeUrl", urls.unsubscribe.clone()),
+        ("subscribeUrl", urls.subscribe.clone()),
+        ("manageUrl", urls.manage.clone()),
     ] {
         vars.insert(k.to_string(), Value::String(v));
     }
@@ -117,17 +117,19 @@ fn build_email(
     to: &Mailbox,
 ) -> Result<NewEmail, SendError> {
     let id = EmailId::generate();
-    let vars = variables(state, contact, &plan.data.transient);
+    let links = state.links();
+    let urls = links.contact_urls(contact.id.as_str());
+    let vars = variables(contact, &plan.data.transient, &urls);
     let Rendered {
         subject,
         html,
         text,
     } = plan.content.render(&vars)?;
-    let links = state.links();
-    let unsubscribe = links.unsubscribe_url(contact.id.as_str());
-    let subscribe = links.subscribe_url(contact.id.as_str());
-    let manage = links.manage_url(contact.id.as_str());
-    let keep = [unsubscribe.as_str(), subscribe.as_str(), manage.as_str()];
+    let keep = [
+        urls.unsubscribe.as_str(),
+        urls.subscribe.as_str(),
+        urls.manage.as_str(),
+    ];
     let (mut html, tracked) = if project.track_clicks {
         tracking::rewrite_links(&html, &keep, |i| links.click_url(id.as_str(), i))
     } else {
@@ -155,7 +157,7 @@ fn build_email(
         message_id: &message_id,
         headers: &plan.headers,
         attachments: &plan.attachments,
-        list_unsubscribe: plan.marketing.then_some(unsubscribe.as_str()),
+        list_unsubscribe: plan.marketing.then_some(urls.unsubscribe.as_str()),
     };
     let mut message = mime::build(&outgoing)?;
     if let Some(s) = signing {

@@ -163,6 +163,7 @@ fn rate(part: i64, whole: i64) -> f64 {
 }
 
 /// The activity endpoints.
+#[derive(Default)]
 pub struct ActivityApi;
 
 #[OpenApi(tag = "ApiTags::Activity")]
@@ -196,13 +197,6 @@ impl ActivityApi {
         }
         let page = PageRequest::new(limit.0, cursor.0.as_deref(), |id| {
             ActivityId::parse(id).is_some()
-        })
-        .map_err(|e| {
-            ApiError::bad_request(e.to_string()).with_errors(vec![FieldError::new(
-                "cursor",
-                "invalid",
-                e.to_string(),
-            )])
         })?;
         let page = state
             .store()
@@ -240,14 +234,11 @@ impl ActivityApi {
             .activity_counts(project, since)
             .await?
             .into_iter()
-            .filter(|k| k.kind != "queued")
             .map(|k| (k.kind, k.count))
             .collect();
         let mut daily: BTreeMap<i64, BTreeMap<String, i64>> = BTreeMap::new();
         for d in state.store().activity_daily(project, since).await? {
-            if d.kind != "queued" {
-                daily.entry(d.day).or_default().insert(d.kind, d.count);
-            }
+            daily.entry(d.day).or_default().insert(d.kind, d.count);
         }
         let sent = totals.get("sent").copied().unwrap_or(0);
         let get = |k: &str| totals.get(k).copied().unwrap_or(0);
@@ -288,7 +279,6 @@ impl ActivityApi {
             .activity_counts(auth.0.project_id(), since)
             .await?
             .into_iter()
-            .filter(|k| k.kind != "queued")
             .map(|k| k.count)
             .sum();
         Ok(Json(RecentCount {

@@ -97,6 +97,7 @@ fn invalid_credentials() -> ApiError {
 }
 
 /// The authentication endpoints.
+#[derive(Default)]
 pub struct AuthApi;
 
 #[OpenApi(tag = "ApiTags::Auth")]

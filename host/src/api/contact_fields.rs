@@ -80,6 +80,7 @@ fn field_ref(field: &str) -> Result<FieldRef, ApiError> {
 }
 
 /// The field endpoints.
+#[derive(Default)]
 pub struct ContactFieldsApi;
 
 #[OpenApi(tag = "ApiTags::Contacts")]

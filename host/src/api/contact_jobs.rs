@@ -193,6 +193,7 @@ async fn enqueue_bulk(
 }
 
 /// Lookup, import and bulk endpoints.
+#[derive(Default)]
 pub struct ContactJobsApi;
 
 #[OpenApi(tag = "ApiTags::Contacts")]

@@ -9,7 +9,7 @@ use serde::Deserialize;
 use serde_json::{Map, Value};
 
 use super::ApiTags;
-use super::error::{ApiError, FieldError};
+use super::error::ApiError;
 use super::extract::{JsonBody, SecretKeyAuth};
 use crate::app::AppState;
 use crate::domain::contact::{Contact, ContactChange, ContactUpsert};
@@ -168,6 +168,7 @@ fn contact_id(id: &str) -> Result<ContactId, ApiError> {
 }
 
 /// The contacts endpoints.
+#[derive(Default)]
 pub struct ContactsApi;
 
 #[OpenApi(tag = "ApiTags::Contacts")]
@@ -191,13 +192,6 @@ impl ContactsApi {
     ) -> Result<Json<ContactPage>, ApiError> {
         let page = PageRequest::new(limit.0, cursor.0.as_deref(), |id| {
             ContactId::parse(id).is_some()
-        })
-        .map_err(|e| {
-            ApiError::bad_request(e.to_string()).with_errors(vec![FieldError::new(
-                "cursor",
-                "invalid",
-                e.to_string(),
-            )])
         })?;
         let search = search.0.filter(|s| !s.trim().is_empty());
         let page = state

@@ -13,7 +13,7 @@ use crate::domain::sending_domain::{
     DkimKey, DnsRecordState, DomainName, DomainNameError, RecordStatus,
 };
 use crate::domain::time::to_rfc3339;
-use crate::jobs::domains::{CHECK, next_check};
+use crate::jobs::domains::next_check;
 use crate::store::domains::{Domain, NewDomain};
 use crate::store::jobs::NewJob;
 
@@ -139,6 +139,7 @@ fn domain_id(id: &str) -> Result<DomainId, ApiError> {
 }
 
 /// The domains endpoints.
+#[derive(Default)]
 pub struct DomainsApi;
 
 #[OpenApi(tag = "ApiTags::Domains")]
@@ -194,7 +195,6 @@ impl DomainsApi {
                 state.jobs().config().max_attempts,
             )
         };
-        debug_assert_eq!(check.kind, CHECK);
         let domain = state
             .store()
             .insert_domain(project, &new, &check)

@@ -63,6 +63,7 @@ pub struct EmailBody {
 }
 
 /// The emails endpoint.
+#[derive(Default)]
 pub struct EmailsApi;
 
 #[OpenApi(tag = "ApiTags::Sending")]

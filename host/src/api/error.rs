@@ -220,6 +220,17 @@ impl From<crate::domains::SenderError> for ApiError {
     }
 }
 
+impl From<crate::domain::pagination::CursorError> for ApiError {
+    /// 400 `BAD_REQUEST` on the field `cursor`.
+    fn from(err: crate::domain::pagination::CursorError) -> ApiError {
+        ApiError::bad_request(err.to_string()).with_errors(vec![FieldError::new(
+            "cursor",
+            "invalid",
+            err.to_string(),
+        )])
+    }
+}
+
 impl From<StoreError> for ApiError {
     fn from(err: StoreError) -> ApiError {
         ApiError::from_store(err, "resource")

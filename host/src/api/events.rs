@@ -8,7 +8,7 @@ use poem_openapi::{Object, OpenApi};
 use serde_json::Value;
 
 use super::ApiTags;
-use super::error::{ApiError, FieldError};
+use super::error::ApiError;
 use super::extract::SecretKeyAuth;
 use crate::app::AppState;
 use crate::domain::event::{EventName, StoredEvent};
@@ -129,13 +129,9 @@ fn name_body(n: crate::store::events::EventNameCount) -> EventNameBody {
 }
 
 fn page_request(limit: Option<u32>, cursor: Option<&str>) -> Result<PageRequest, ApiError> {
-    PageRequest::new(limit, cursor, |id| EventId::parse(id).is_some()).map_err(|e| {
-        ApiError::bad_request(e.to_string()).with_errors(vec![FieldError::new(
-            "cursor",
-            "invalid",
-            e.to_string(),
-        )])
-    })
+    Ok(PageRequest::new(limit, cursor, |id| {
+        EventId::parse(id).is_some()
+    })?)
 }
 
 fn event_name(name: &str) -> Result<EventName, ApiError> {
@@ -144,6 +140,7 @@ fn event_name(name: &str) -> Result<EventName, ApiError> {
 }
 
 /// The events endpoints.
+#[derive(Default)]
 pub struct EventsApi;
 
 #[OpenApi(tag = "ApiTags::Events")]

@@ -161,6 +161,7 @@ fn manage_page(state: &AppState, contact: &Contact, note: &str) -> String {
 }
 
 /// The subscription pages and tracking links.
+#[derive(Default)]
 pub struct LinksApi;
 
 #[OpenApi(tag = "ApiTags::Links")]

@@ -58,6 +58,7 @@ pub struct DeploymentConfig {
 }
 
 /// Health, readiness and configuration.
+#[derive(Default)]
 pub struct MetaApi;
 
 #[OpenApi(tag = "ApiTags::Meta")]

@@ -50,7 +50,8 @@ pub enum ApiTags {
 }
 
 /// Every API of the service, in groups (a tuple of APIs is itself an API; poem-openapi takes
-/// tuples of up to 16).
+/// tuples of up to 16). Each API is a unit struct, so `service()` builds this with `default()`:
+/// a new API is added here only.
 pub type Apis = (
     (meta::MetaApi, auth::AuthApi, users::UsersApi),
     (
@@ -73,30 +74,7 @@ pub type Apis = (
 
 /// The OpenAPI service that serves every endpoint and generates the spec.
 pub fn service() -> OpenApiService<Apis, ()> {
-    OpenApiService::new(
-        (
-            (meta::MetaApi, auth::AuthApi, users::UsersApi),
-            (
-                contacts::ContactsApi,
-                contact_fields::ContactFieldsApi,
-                contact_jobs::ContactJobsApi,
-                track::TrackApi,
-                events::EventsApi,
-                verify::VerifyApi,
-            ),
-            (
-                domains::DomainsApi,
-                send::SendApi,
-                emails::EmailsApi,
-                links::LinksApi,
-                activity::ActivityApi,
-                templates::TemplatesApi,
-            ),
-        ),
-        "Herald",
-        env!("CARGO_PKG_VERSION"),
-    )
-    .description(
+    OpenApiService::new(Apis::default(), "Herald", env!("CARGO_PKG_VERSION")).description(
         "Self-hostable email delivery and contact engagement. Authenticate with \
          `Authorization: Bearer <sk_… or pk_…>`; errors use the bodies described in ErrorBody \
          and PublicErrorBody.",

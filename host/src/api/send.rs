@@ -351,6 +351,7 @@ async fn plan(
 }
 
 /// The sending endpoint.
+#[derive(Default)]
 pub struct SendApi;
 
 #[OpenApi(tag = "ApiTags::Sending")]

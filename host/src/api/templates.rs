@@ -304,6 +304,7 @@ async fn authorize_from(
 }
 
 /// The templates endpoints.
+#[derive(Default)]
 pub struct TemplatesApi;
 
 #[OpenApi(tag = "ApiTags::Templates")]
@@ -327,13 +328,6 @@ impl TemplatesApi {
     ) -> Result<Json<TemplatePage>, ApiError> {
         let page = PageRequest::new(limit.0, cursor.0.as_deref(), |id| {
             TemplateId::parse(id).is_some()
-        })
-        .map_err(|e| {
-            ApiError::bad_request(e.to_string()).with_errors(vec![FieldError::new(
-                "cursor",
-                "invalid",
-                e.to_string(),
-            )])
         })?;
         let page = state
             .store()

@@ -222,6 +222,7 @@ async fn track(
 }
 
 /// Tracking endpoints.
+#[derive(Default)]
 pub struct TrackApi;
 
 #[OpenApi(tag = "ApiTags::Events")]

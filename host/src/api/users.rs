@@ -147,6 +147,7 @@ async fn membership(
 }
 
 /// The user and project management endpoints.
+#[derive(Default)]
 pub struct UsersApi;
 
 #[OpenApi(tag = "ApiTags::Projects")]

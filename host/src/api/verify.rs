@@ -82,6 +82,7 @@ pub struct VerifyResponse {
 }
 
 /// Email verification.
+#[derive(Default)]
 pub struct VerifyApi;
 
 #[OpenApi(tag = "ApiTags::Verification")]

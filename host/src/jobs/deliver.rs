@@ -46,29 +46,26 @@ impl JobHandler for Deliveries {
                 .get("emailId")
                 .and_then(Value::as_str)
                 .ok_or_else(|| JobError::Fail("the job names no emailId".into()))?;
-            let Some(email) = ctx.store.deliverable(id).await? else {
-                ctx.store
-                    .skip_delivery(lease.0, lease.1, "the email was deleted")
-                    .await?;
-                return Ok(());
-            };
-            let Some(raw) = email.raw.clone().filter(|_| email.status == status::QUEUED) else {
-                ctx.store
-                    .skip_delivery(lease.0, lease.1, "the email was already handed off")
-                    .await?;
-                return Ok(());
-            };
+            // The throttle comes first, so that a postponed job does not read its message.
             if self.per_second > 0
-                && let Err(next) = ctx
-                    .store
-                    .take_send_slot(&email.project_id, self.per_second)
-                    .await?
+                && let Some(project) = ctx.job.project_id.as_deref()
+                && let Err(next) = ctx.store.take_send_slot(project, self.per_second).await?
             {
                 // The project's budget for this second is used: wait for the next window
                 // without counting an attempt.
                 ctx.store.postpone_job(lease.0, lease.1, next).await?;
                 return Ok(());
             }
+            let Some(mut email) = ctx.store.deliverable(id).await? else {
+                let why = Value::from("the email was deleted");
+                ctx.store.complete_job(lease.0, lease.1, &why).await?;
+                return Ok(());
+            };
+            let Some(raw) = email.raw.take().filter(|_| email.status == status::QUEUED) else {
+                let why = Value::from("the email was already handed off");
+                ctx.store.complete_job(lease.0, lease.1, &why).await?;
+                return Ok(());
+            };
             let stale_ms = self.stale_hand_off.as_millis() as i64;
             if !ctx.store.start_hand_off(&email.id, stale_ms).await? {
                 // Another worker is handing this email off right now (this job's lease lapsed

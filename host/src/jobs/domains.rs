@@ -13,10 +13,8 @@ use crate::config::Settings;
 use crate::domain::sending_domain::DomainStatus;
 use crate::domain::time::now_ms;
 use crate::plugins::Plugins;
+use crate::store::domains::CHECK_KIND;
 use crate::store::jobs::NewJob;
-
-/// Job kind of a domain check.
-pub const CHECK: &str = crate::store::domains::CHECK_KIND;
 
 /// The next check of a domain in `status`.
 pub fn next_check(settings: &Settings, status: DomainStatus, max_attempts: i32) -> NewJob {
@@ -25,7 +23,7 @@ pub fn next_check(settings: &Settings, status: DomainStatus, max_attempts: i32) 
         DomainStatus::Pending | DomainStatus::Failed => settings.domains.check_interval_seconds,
     };
     NewJob {
-        kind: CHECK.to_string(),
+        kind: CHECK_KIND.to_string(),
         project_id: None,
         payload: Value::Null,
         input: None,
@@ -44,7 +42,7 @@ pub struct DomainChecks {
 
 impl JobHandler for DomainChecks {
     fn kinds(&self) -> &'static [&'static str] {
-        &[CHECK]
+        &[CHECK_KIND]
     }
 
     fn run(&self, ctx: JobContext) -> BoxFuture<'_, Result<(), JobError>> {
@@ -58,7 +56,7 @@ impl JobHandler for DomainChecks {
                 .ok_or_else(|| JobError::Fail("the job names no domainId".into()))?;
             let Some(domain) = ctx.store.domain_by_id(id).await? else {
                 ctx.store
-                    .end_domain_checks(&ctx.job.id, &ctx.worker)
+                    .complete_job(&ctx.job.id, &ctx.worker, &Value::from("domain deleted"))
                     .await?;
                 return Ok(());
             };

@@ -60,6 +60,17 @@ impl LinkTarget {
     }
 }
 
+/// A contact's subscription links.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ContactUrls {
+    /// `…/unsubscribe/<token>`.
+    pub unsubscribe: String,
+    /// `…/subscribe/<token>`.
+    pub subscribe: String,
+    /// `…/manage/<token>`.
+    pub manage: String,
+}
+
 /// Makes and checks link tokens and the URLs that carry them.
 #[derive(Clone)]
 pub struct LinkSigner {
@@ -128,24 +139,25 @@ impl LinkSigner {
 
     /// `…/unsubscribe/<token>` for a contact.
     pub fn unsubscribe_url(&self, contact_id: &str) -> String {
-        self.contact_url("unsubscribe", contact_id)
+        self.contact_urls(contact_id).unsubscribe
     }
 
     /// `…/subscribe/<token>` for a contact.
     pub fn subscribe_url(&self, contact_id: &str) -> String {
-        self.contact_url("subscribe", contact_id)
+        self.contact_urls(contact_id).subscribe
     }
 
-    /// `…/manage/<token>` for a contact.
-    pub fn manage_url(&self, contact_id: &str) -> String {
-        self.contact_url("manage", contact_id)
-    }
-
-    fn contact_url(&self, page: &str, contact_id: &str) -> String {
+    /// The three subscription links of a contact (one token, signed once).
+    pub fn contact_urls(&self, contact_id: &str) -> ContactUrls {
         let token = self.token(&LinkTarget::Contact {
             contact_id: contact_id.to_string(),
         });
-        format!("{}/{page}/{token}", self.base())
+        let base = self.base();
+        ContactUrls {
+            unsubscribe: format!("{base}/unsubscribe/{token}"),
+            subscribe: format!("{base}/subscribe/{token}"),
+            manage: format!("{base}/manage/{token}"),
+        }
     }
 
     /// The open pixel of an email.

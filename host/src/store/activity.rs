@@ -103,7 +103,7 @@ impl Store {
         Ok(Page::from_rows(rows, page, total, |a| a.id.as_str()))
     }
 
-    /// Entries per kind since `since` (unix ms).
+    /// Feed entries per kind since `since` (unix ms).
     pub async fn activity_counts(
         &self,
         project: &ProjectId,
@@ -112,7 +112,7 @@ impl Store {
         let rows = on_db!(self.db(), pool => {
             sqlx::query_as(
                 "SELECT kind, COUNT(*) AS count FROM email_events WHERE project_id = $1 AND created_at >= $2 \
-                 GROUP BY kind ORDER BY kind",
+                 AND kind <> 'queued' GROUP BY kind ORDER BY kind",
             )
             .bind(project.as_str())
             .bind(since)
@@ -122,7 +122,7 @@ impl Store {
         Ok(rows)
     }
 
-    /// Entries per day and kind since `since` (unix ms).
+    /// Feed entries per day and kind since `since` (unix ms).
     pub async fn activity_daily(
         &self,
         project: &ProjectId,
@@ -131,7 +131,8 @@ impl Store {
         let rows = on_db!(self.db(), pool => {
             sqlx::query_as(
                 "SELECT created_at / 86400000 AS day, kind, COUNT(*) AS count FROM email_events \
-                 WHERE project_id = $1 AND created_at >= $2 GROUP BY created_at / 86400000, kind \
+                 WHERE project_id = $1 AND created_at >= $2 AND kind <> 'queued' \
+                 GROUP BY created_at / 86400000, kind \
                  ORDER BY day, kind",
             )
             .bind(project.as_str())

@@ -157,26 +157,15 @@ macro_rules! write_effects {
         }
         if let Some((claim, body)) = $idem {
             let claim: &IdempotencyClaim<'_> = claim;
-            sqlx::query("DELETE FROM idempotency_keys WHERE project_id = $1 AND key = $2 AND created_at < $3")
-                .bind($project.as_str())
-                .bind(claim.key)
-                .bind(now_ms() - super::idempotency::TTL_MS)
-                .execute(&mut *$tx)
-                .await?;
-            sqlx::query(
-                "INSERT INTO idempotency_keys (project_id, key, endpoint, request_hash, status, response, created_at) \
-                 VALUES ($1, $2, $3, $4, $5, $6, $7)",
-            )
-            .bind($project.as_str())
-            .bind(claim.key)
-            .bind(claim.endpoint)
-            .bind(claim.request_hash)
-            .bind(i32::from(claim.status))
-            .bind(Json(body))
-            .bind(now_ms())
-            .execute(&mut *$tx)
-            .await
-            .map_err(|e| StoreError::unique(e, IDEMPOTENCY_CONFLICT))?;
+            super::idempotency::store_idempotent_response!(
+                $tx,
+                $project.as_str(),
+                claim.key,
+                claim.endpoint,
+                claim.request_hash,
+                claim.status,
+                body
+            );
         }
     }};
 }

@@ -3,7 +3,6 @@
 //! in one transaction guarded by the job's lease: a crash never loses the chain of checks and
 //! never forks it.
 
-use serde_json::Value;
 use sqlx::FromRow;
 use sqlx::types::Json;
 
@@ -15,7 +14,7 @@ use crate::domain::sending_domain::{DnsRecordState, DomainName, DomainStatus, Ve
 use crate::domain::time::now_ms;
 use crate::{on_db, on_db_write};
 
-/// The job kind of background domain checks (`jobs::domains::CHECK`).
+/// The job kind of background domain checks (run by `jobs::domains`).
 pub const CHECK_KIND: &str = "domains.check";
 
 /// A stored sending domain (without its private key).
@@ -327,12 +326,6 @@ impl Store {
             tx.commit().await?;
         });
         Ok(Some(()))
-    }
-
-    /// Completes a check job whose domain no longer exists.
-    pub async fn end_domain_checks(&self, job_id: &str, worker: &str) -> StoreResult<bool> {
-        self.complete_job(job_id, worker, &Value::from("domain deleted"))
-            .await
     }
 
     /// The project's verified domains among `names` (a host and its parents).

@@ -10,7 +10,6 @@ use serde_json::Value;
 use sqlx::FromRow;
 use sqlx::types::Json;
 
-use super::contacts::IDEMPOTENCY_CONFLICT;
 use super::dialect::BeginWrite;
 use super::jobs::{COMPLETE_JOB, INSERT_JOB};
 use super::{Store, StoreError, StoreResult};
@@ -250,25 +249,15 @@ impl Store {
                     .await?;
             }
             if let Some(idem) = idempotency {
-                sqlx::query("DELETE FROM idempotency_keys WHERE project_id = $1 AND key = $2 AND created_at < $3")
-                    .bind(project.as_str())
-                    .bind(idem.key)
-                    .bind(now - super::idempotency::TTL_MS)
-                    .execute(&mut *tx)
-                    .await?;
-                sqlx::query(
-                    "INSERT INTO idempotency_keys (project_id, key, endpoint, request_hash, status, response, created_at) \
-                     VALUES ($1, $2, $3, $4, 200, $5, $6)",
-                )
-                .bind(project.as_str())
-                .bind(idem.key)
-                .bind(idem.endpoint)
-                .bind(idem.request_hash)
-                .bind(Json(idem.response))
-                .bind(now)
-                .execute(&mut *tx)
-                .await
-                .map_err(|e| StoreError::unique(e, IDEMPOTENCY_CONFLICT))?;
+                super::idempotency::store_idempotent_response!(
+                    tx,
+                    project.as_str(),
+                    idem.key,
+                    idem.endpoint,
+                    idem.request_hash,
+                    200u16,
+                    idem.response
+                );
             }
             tx.commit().await?;
         });
@@ -366,28 +355,6 @@ impl Store {
             }
         });
         Ok(Some(recorded))
-    }
-
-    /// Records inbound mail in a project's activity (no email of ours is involved).
-    pub async fn record_inbound(
-        &self,
-        project: &ProjectId,
-        contact: Option<&ContactId>,
-        detail: Option<&str>,
-    ) -> StoreResult<()> {
-        on_db_write!(self.db(), pool => {
-            sqlx::query(INSERT_ACTIVITY)
-                .bind(ActivityId::generate().as_str())
-                .bind(project.as_str())
-                .bind(None::<&str>)
-                .bind(contact.map(|c| c.as_str()))
-                .bind("inbound")
-                .bind(detail)
-                .bind(now_ms())
-                .execute(pool)
-                .await?;
-        });
-        Ok(())
     }
 
     /// The `index`th tracked link of an email.
@@ -503,12 +470,6 @@ impl Store {
             owned == 1
         });
         Ok(owned)
-    }
-
-    /// Completes a delivery job that has nothing to do (its email is gone or already handed
-    /// off).
-    pub async fn skip_delivery(&self, job_id: &str, worker: &str, why: &str) -> StoreResult<bool> {
-        self.complete_job(job_id, worker, &Value::from(why)).await
     }
 
     /// Takes one slot of a project's per-second send budget; `Err(next_window_ms)` when the

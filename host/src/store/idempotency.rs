@@ -14,6 +14,40 @@ use crate::{on_db, on_db_write};
 /// How long a key is remembered.
 pub const TTL_MS: i64 = 24 * 60 * 60 * 1000;
 
+/// Inside the transaction `$tx`, forgets an expired use of the key and stores the response
+/// (`$status`, `$body` a `Serialize` value) under it; a live key taken meanwhile fails the write
+/// with `Conflict(IDEMPOTENCY_CONFLICT)`, so the whole transaction rolls back.
+macro_rules! store_idempotent_response {
+    ($tx:ident, $project:expr, $key:expr, $endpoint:expr, $hash:expr, $status:expr, $body:expr) => {{
+        let now = $crate::domain::time::now_ms();
+        sqlx::query(
+            "DELETE FROM idempotency_keys WHERE project_id = $1 AND key = $2 AND created_at < $3",
+        )
+        .bind($project)
+        .bind($key)
+        .bind(now - $crate::store::idempotency::TTL_MS)
+        .execute(&mut *$tx)
+        .await?;
+        sqlx::query(
+            "INSERT INTO idempotency_keys (project_id, key, endpoint, request_hash, status, response, created_at) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7)",
+        )
+        .bind($project)
+        .bind($key)
+        .bind($endpoint)
+        .bind($hash)
+        .bind(i32::from($status))
+        .bind(sqlx::types::Json($body))
+        .bind(now)
+        .execute(&mut *$tx)
+        .await
+        .map_err(|e| {
+            $crate::store::StoreError::unique(e, $crate::store::contacts::IDEMPOTENCY_CONFLICT)
+        })?;
+    }};
+}
+pub(crate) use store_idempotent_response;
+
 /// A remembered response.
 #[derive(Clone, Debug, PartialEq)]
 pub struct StoredResponse {
