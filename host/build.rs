@@ -7,6 +7,14 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+/// The runtime's compile settings, this very file (see its docs).
+#[path = "src/plugins/engine_config.rs"]
+mod engine_config;
+
+/// Components built for the tests only; every other one is a built-in plugin
+/// (`host/src/plugins/builtin.rs`), compiled ahead of time so that no start of `herald` compiles it.
+const TEST_ONLY: [&str; 2] = ["test-hostile", "hello-step"];
+
 /// Environment variables passed to the nested cargo; everything else is cleared.
 const KEEP_ENV: [&str; 16] = [
     "PATH",
@@ -141,6 +149,7 @@ fn main() {
     let target_dir = root.join("target").join("plugins");
 
     println!("cargo:rerun-if-changed=build.rs");
+    println!("cargo:rerun-if-changed=src/plugins/engine_config.rs");
     for dir in ["plugins", "sdk"] {
         println!("cargo:rerun-if-changed={}", root.join(dir).display());
     }
@@ -154,4 +163,38 @@ fn main() {
                 .unwrap_or_else(|e| panic!("cannot copy {}: {e}", built.display()));
         }
     }
+    let builtins: Vec<&str> = GROUPS
+        .iter()
+        .flat_map(|g| g.packages.iter().copied())
+        .filter(|p| !TEST_ONLY.contains(p))
+        .collect();
+    precompile(&out_dir, &builtins);
+}
+
+/// Compiles the built-in components with the runtime's default engine settings (no fuel) for
+/// this machine, next to the compatibility hash of that engine, which the runtime compares with
+/// its own before using them.
+fn precompile(out_dir: &Path, packages: &[&str]) {
+    let engine = wasmtime::Engine::new(&engine_config::compile_config(false))
+        .unwrap_or_else(|e| panic!("cannot create the wasmtime engine: {e:#}"));
+    std::thread::scope(|scope| {
+        for package in packages {
+            let engine = &engine;
+            scope.spawn(move || {
+                let stem = package.replace('-', "_");
+                let wasm = std::fs::read(out_dir.join(format!("{stem}.wasm")))
+                    .unwrap_or_else(|e| panic!("cannot read {stem}.wasm: {e}"));
+                let compiled = engine
+                    .precompile_component(&wasm)
+                    .unwrap_or_else(|e| panic!("cannot compile {package}: {e:#}"));
+                std::fs::write(out_dir.join(format!("{stem}.cwasm")), compiled)
+                    .unwrap_or_else(|e| panic!("cannot write {stem}.cwasm: {e}"));
+            });
+        }
+    });
+    std::fs::write(
+        out_dir.join("aot-compatibility"),
+        engine_config::compatibility(&engine),
+    )
+    .unwrap_or_else(|e| panic!("cannot write the compatibility hash: {e}"));
 }

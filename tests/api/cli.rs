@@ -144,6 +144,12 @@ async fn serve_logs_answers_and_stops_on_sigterm() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     assert!(up, "herald serve did not become ready");
+    // The built-in plugins were compiled ahead of time: a first start compiles nothing, so it
+    // leaves no compiled component in the cache.
+    assert!(
+        !dir.path().join("plugin-cache").exists(),
+        "a first start compiled plugins instead of using the embedded artifacts"
+    );
     let pid = child.id().to_string();
     assert!(
         Command::new("kill")

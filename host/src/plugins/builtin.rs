@@ -13,6 +13,9 @@ pub struct Builtin {
     pub description: &'static str,
     /// The component.
     pub bytes: &'static [u8],
+    /// The component compiled ahead of time by `host/build.rs` for an engine of
+    /// [`AOT_COMPATIBILITY`].
+    pub precompiled: &'static [u8],
     grants: fn(&PluginSettings) -> Grants,
 }
 
@@ -25,9 +28,19 @@ impl Builtin {
 
 macro_rules! component {
     ($file:literal) => {
-        include_bytes!(concat!(env!("OUT_DIR"), "/", $file))
+        include_bytes!(concat!(env!("OUT_DIR"), "/", $file, ".wasm"))
     };
 }
+
+macro_rules! precompiled {
+    ($file:literal) => {
+        include_bytes!(concat!(env!("OUT_DIR"), "/", $file, ".cwasm"))
+    };
+}
+
+/// The compatibility hash (see `engine_config::compatibility`) of the engine that compiled the
+/// embedded artifacts.
+pub const AOT_COMPATIBILITY: &str = include_str!(concat!(env!("OUT_DIR"), "/aot-compatibility"));
 
 fn nothing(_: &PluginSettings) -> Grants {
     Grants::default()
@@ -57,56 +70,64 @@ pub static BUILTINS: [Builtin; 11] = [
         name: "send-email",
         world: World::Step,
         description: "SEND_EMAIL: send a template to the contact or an address",
-        bytes: component!("step_send_email.wasm"),
+        bytes: component!("step_send_email"),
+        precompiled: precompiled!("step_send_email"),
         grants: nothing,
     },
     Builtin {
         name: "delay",
         world: World::Step,
         description: "DELAY: wait minutes, hours or days",
-        bytes: component!("step_delay.wasm"),
+        bytes: component!("step_delay"),
+        precompiled: precompiled!("step_delay"),
         grants: clock,
     },
     Builtin {
         name: "wait-for-event",
         world: World::Step,
         description: "WAIT_FOR_EVENT: wait for an event, with an optional timeout",
-        bytes: component!("step_wait_for_event.wasm"),
+        bytes: component!("step_wait_for_event"),
+        precompiled: precompiled!("step_wait_for_event"),
         grants: clock,
     },
     Builtin {
         name: "condition",
         world: World::Step,
         description: "CONDITION: branch yes/no on a filter",
-        bytes: component!("step_condition.wasm"),
+        bytes: component!("step_condition"),
+        precompiled: precompiled!("step_condition"),
         grants: clock,
     },
     Builtin {
         name: "webhook",
         world: World::Step,
         description: "WEBHOOK: call a URL",
-        bytes: component!("step_webhook.wasm"),
+        bytes: component!("step_webhook"),
+        precompiled: precompiled!("step_webhook"),
         grants: webhook,
     },
     Builtin {
         name: "update-contact",
         world: World::Step,
         description: "UPDATE_CONTACT: set data keys and/or the subscription",
-        bytes: component!("step_update_contact.wasm"),
+        bytes: component!("step_update_contact"),
+        precompiled: precompiled!("step_update_contact"),
         grants: nothing,
     },
     Builtin {
         name: "exit",
         world: World::Step,
         description: "EXIT: end the execution",
-        bytes: component!("step_exit.wasm"),
+        bytes: component!("step_exit"),
+        precompiled: precompiled!("step_exit"),
         grants: nothing,
     },
     Builtin {
         name: "outbox",
         world: World::Transport,
         description: "write each message as an .eml file under the data directory",
-        bytes: component!("transport_outbox.wasm"),
+        bytes: component!("transport_outbox"),
+        precompiled: precompiled!("transport_outbox"),
         grants: |_| Grants {
             clock: true,
             outbox: true,
@@ -117,7 +138,8 @@ pub static BUILTINS: [Builtin; 11] = [
         name: "smtp",
         world: World::Transport,
         description: "deliver through the configured SMTP relay",
-        bytes: component!("transport_smtp.wasm"),
+        bytes: component!("transport_smtp"),
+        precompiled: precompiled!("transport_smtp"),
         grants: |_| Grants {
             clock: true,
             smtp: true,
@@ -128,7 +150,8 @@ pub static BUILTINS: [Builtin; 11] = [
         name: "default",
         world: World::DnsVerifier,
         description: "DKIM, SPF, return-path MX and DMARC records",
-        bytes: component!("dns_verifier_default.wasm"),
+        bytes: component!("dns_verifier_default"),
+        precompiled: precompiled!("dns_verifier_default"),
         grants: |_| Grants {
             dns: true,
             ..Grants::default()
@@ -138,7 +161,8 @@ pub static BUILTINS: [Builtin; 11] = [
         name: "none",
         world: World::Billing,
         description: "billing off",
-        bytes: component!("billing_none.wasm"),
+        bytes: component!("billing_none"),
+        precompiled: precompiled!("billing_none"),
         grants: nothing,
     },
 ];

@@ -11,6 +11,7 @@
 pub mod bindings;
 pub mod builtin;
 pub mod capabilities;
+pub mod engine_config;
 pub mod error;
 pub mod manifest;
 pub mod net;
@@ -180,7 +181,8 @@ impl Plugins {
                 capabilities: builtin.grants(settings),
                 limits: Limits::default(),
             };
-            let plugin = plugins.load(&manifest, builtin.bytes, "built-in".into())?;
+            let component = plugins.runtime.builtin_component(builtin)?;
+            let plugin = plugins.prepare(&manifest, component, "built-in".into())?;
             registry.insert(builtin.name.to_string(), Arc::new(plugin));
         }
         *plugins.registry.write().expect("registry lock") = Arc::new(registry);
@@ -213,12 +215,22 @@ impl Plugins {
         bytes: &[u8],
         origin: String,
     ) -> Result<LoadedPlugin, PluginError> {
+        let component = self.runtime.compile(&manifest.name, bytes)?;
+        self.prepare(manifest, component, origin)
+    }
+
+    /// Checks a compiled component against `manifest` and prepares it for calls.
+    fn prepare(
+        &self,
+        manifest: &Manifest,
+        component: wasmtime::component::Component,
+        origin: String,
+    ) -> Result<LoadedPlugin, PluginError> {
         let name = manifest.name.as_str();
         manifest.check().map_err(|message| PluginError::Refused {
             plugin: name.to_string(),
             message,
         })?;
-        let component = self.runtime.compile(name, bytes)?;
         let inspection = self.runtime.inspect(name, &component)?;
         if inspection.world != manifest.world {
             return Err(PluginError::Refused {

@@ -1,7 +1,6 @@
 //! The engine (one per process), the on-disk cache of compiled components, the linker with the
 //! deny-all WASI context and the capabilities, and per-call stores with their limits.
 
-use std::hash::{Hash, Hasher};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -9,12 +8,12 @@ use std::time::Duration;
 
 use sha2::{Digest, Sha256};
 use wasmtime::component::{Component, HasSelf, Linker};
-use wasmtime::{
-    Config, Engine, InstanceAllocationStrategy, OptLevel, PoolingAllocationConfig, Store, Trap,
-};
+use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig, Store, Trap};
 
 use super::bindings;
+use super::builtin::{self, Builtin};
 use super::capabilities::{CallState, Granted, Services};
+use super::engine_config::{compatibility, compile_config};
 use super::error::PluginError;
 use super::manifest::{WIT_VERSION, World};
 use super::settings::PluginSettings;
@@ -43,10 +42,7 @@ impl Drop for Runtime {
 }
 
 fn config(settings: &PluginSettings, pooling: bool) -> Config {
-    let mut config = Config::new();
-    config.epoch_interruption(true);
-    config.consume_fuel(settings.fuel.is_some());
-    config.cranelift_opt_level(OptLevel::Speed);
+    let mut config = compile_config(settings.fuel.is_some());
     if pooling {
         let n = settings.pool_instances.max(1);
         let mut pool = PoolingAllocationConfig::new();
@@ -156,11 +152,31 @@ impl Runtime {
     }
 
     fn compatibility(&self) -> String {
-        let mut hasher = std::collections::hash_map::DefaultHasher::new();
-        self.engine
-            .precompile_compatibility_hash()
-            .hash(&mut hasher);
-        format!("{:016x}", hasher.finish())
+        compatibility(&self.engine)
+    }
+
+    /// A built-in plugin's component: the artifact `host/build.rs` compiled ahead of time when
+    /// this engine can run it (same compatibility hash: the default compile settings on the
+    /// machine kind it was built for), else compiled now like any plugin (or read from the
+    /// cache). A first start thus compiles nothing.
+    pub fn builtin_component(&self, builtin: &Builtin) -> Result<Component, PluginError> {
+        if self.compatibility() == builtin::AOT_COMPATIBILITY {
+            // SAFETY: the artifact was produced by `precompile_component` of an engine with the
+            // same compatibility hash, in this crate's build script, and embedded in the binary;
+            // `deserialize` still checks its header.
+            match unsafe { Component::deserialize(&self.engine, builtin.precompiled) } {
+                Ok(component) => return Ok(component),
+                Err(err) => {
+                    tracing::warn!(plugin = builtin.name, error = %err, "ignoring an unusable embedded component; compiling it");
+                }
+            }
+        } else {
+            tracing::debug!(
+                plugin = builtin.name,
+                "the engine differs from the build's (fuel metering or another CPU); compiling"
+            );
+        }
+        self.compile(builtin.name, builtin.bytes)
     }
 
     /// Compiles a component, or loads it from the cache (keyed by the engine's compatibility
