@@ -1,5 +1,5 @@
 //! How one export of a loaded plugin is called: the prepared instance of each world, and the
-//! [`call!`] machinery that runs an export in a fresh instance under the plugin's limits.
+//! `call!` machinery that runs an export in a fresh instance under the plugin's limits.
 
 use std::time::Duration;
 
