@@ -46,7 +46,8 @@ impl Verifier {
             dns_timeout_ms: settings.verify_dns_timeout_ms.max(1),
             ..settings.plugins.clone()
         };
-        let resolver = crate::plugins::capabilities::resolver(&dns_settings);
+        let resolver =
+            crate::plugins::host::dns::resolver(&dns_settings).map_err(|e| e.to_string());
         if let Err(e) = &resolver {
             tracing::warn!(error = %e, "email verification has no DNS resolver; every domain is unverified");
         }

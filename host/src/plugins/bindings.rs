@@ -1,13 +1,15 @@
 //! Host bindings of the WIT worlds in `sdk/wit/` (package `herald:plugin@0.1.0`).
 //!
-//! The capability interfaces are generated once (world `capabilities`) and shared by the four
-//! plugin worlds. Every import is `async` (HTTP, DNS and SMTP do I/O) and `trappable` (a call to a
+//! The capability interfaces are generated once, in [`imports`] (from the WIT world
+//! `capabilities`), and shared by the four plugin worlds. This module is generated code only;
+//! the host's side of the capabilities is in [`super::host`] and the host-side values of the
+//! worlds in [`super::types`]. Every import is `async` (HTTP, DNS and SMTP do I/O) and `trappable` (a call to a
 //! capability the plugin was not granted traps the call).
 
 #![allow(missing_docs, clippy::all)]
 
-/// The host capabilities (imports shared by every world).
-pub mod capabilities {
+/// The capability interfaces every world imports (WIT world `capabilities`).
+pub mod imports {
     wasmtime::component::bindgen!({
         path: "../sdk/wit",
         world: "capabilities",
@@ -26,13 +28,13 @@ macro_rules! world {
                 imports: { default: async | trappable },
                 exports: { default: async },
                 with: {
-                    "herald:plugin/types": super::capabilities::herald::plugin::types,
-                    "herald:plugin/log": super::capabilities::herald::plugin::log,
-                    "herald:plugin/clock": super::capabilities::herald::plugin::clock,
-                    "herald:plugin/http": super::capabilities::herald::plugin::http,
-                    "herald:plugin/dns": super::capabilities::herald::plugin::dns,
-                    "herald:plugin/smtp": super::capabilities::herald::plugin::smtp,
-                    "herald:plugin/outbox": super::capabilities::herald::plugin::outbox,
+                    "herald:plugin/types": super::imports::herald::plugin::types,
+                    "herald:plugin/log": super::imports::herald::plugin::log,
+                    "herald:plugin/clock": super::imports::herald::plugin::clock,
+                    "herald:plugin/http": super::imports::herald::plugin::http,
+                    "herald:plugin/dns": super::imports::herald::plugin::dns,
+                    "herald:plugin/smtp": super::imports::herald::plugin::smtp,
+                    "herald:plugin/outbox": super::imports::herald::plugin::outbox,
                 },
             });
         }

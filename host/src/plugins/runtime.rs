@@ -12,9 +12,9 @@ use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConf
 
 use super::bindings;
 use super::builtin::{self, Builtin};
-use super::capabilities::{CallState, Granted, Services};
 use super::engine_config::{compatibility, compile_config};
 use super::error::PluginError;
+use super::host::{CallState, Granted, Services};
 use super::manifest::{WIT_VERSION, World};
 use super::settings::PluginSettings;
 
@@ -109,9 +109,10 @@ impl Runtime {
         };
         let mut linker = Linker::new(&engine);
         wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(runtime_error)?;
-        bindings::capabilities::Capabilities::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| s)
+        bindings::imports::Capabilities::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| s)
             .map_err(runtime_error)?;
-        let services = Services::new(settings, data_dir).map_err(PluginError::Runtime)?;
+        let services =
+            Services::new(settings, data_dir).map_err(|e| PluginError::Runtime(e.to_string()))?;
         let stop = Arc::new(AtomicBool::new(false));
         {
             let engine = engine.clone();

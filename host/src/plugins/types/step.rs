@@ -4,8 +4,8 @@
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use super::bindings::capabilities::herald::plugin::types as wit_types;
-use super::bindings::step::herald::plugin::step_types as wit;
+use crate::plugins::bindings::imports::herald::plugin::types as wit_types;
+use crate::plugins::bindings::step::herald::plugin::step_types as wit;
 
 /// A step config problem: the field path and a message the API can show.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

@@ -1,4 +1,5 @@
-//! Address and host checks of the outbound HTTP capability.
+//! Address and host checks of the outbound HTTP capability: the allowlist, blocked addresses
+//! and a resolver that drops them.
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 

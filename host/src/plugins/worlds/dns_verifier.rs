@@ -1,0 +1,53 @@
+//! The `dns-verifier` world: the records a sending domain must publish, and their state.
+
+use std::sync::Arc;
+
+use tracing::instrument;
+
+use crate::plugins::call::call;
+use crate::plugins::registry::LoadedPlugin;
+use crate::plugins::types::{CheckedRecord, DnsRecord, SendingDomain};
+use crate::plugins::{PluginError, Plugins, World};
+
+impl Plugins {
+    /// The verifier of `plugins.dns_verifier`.
+    fn verifier(&self) -> Result<Arc<LoadedPlugin>, PluginError> {
+        self.of_world(&self.runtime.settings.dns_verifier, World::DnsVerifier)
+    }
+
+    /// The DNS records a sending domain must publish (from `plugins.dns_verifier`).
+    #[instrument(skip_all, fields(plugin, domain = %domain.name))]
+    pub async fn domain_records(
+        &self,
+        domain: &SendingDomain,
+    ) -> Result<Vec<DnsRecord>, PluginError> {
+        let plugin = self.verifier()?;
+        let wit_domain = domain.into();
+        let records = call!(
+            self,
+            &plugin,
+            DnsVerifier,
+            World::DnsVerifier,
+            herald_plugin_domain_verifier.call_records(&wit_domain)
+        )?;
+        Ok(records.into_iter().map(DnsRecord::from).collect())
+    }
+
+    /// Looks a sending domain's records up and reports each one's state.
+    #[instrument(skip_all, fields(plugin, domain = %domain.name))]
+    pub async fn verify_domain(
+        &self,
+        domain: &SendingDomain,
+    ) -> Result<Vec<CheckedRecord>, PluginError> {
+        let plugin = self.verifier()?;
+        let wit_domain = domain.into();
+        let checked = call!(
+            self,
+            &plugin,
+            DnsVerifier,
+            World::DnsVerifier,
+            herald_plugin_domain_verifier.call_verify(&wit_domain)
+        )?;
+        Ok(checked.into_iter().map(CheckedRecord::from).collect())
+    }
+}
