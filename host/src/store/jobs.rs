@@ -384,3 +384,51 @@ pub(super) const COMPLETE_JOB: &str = "UPDATE jobs SET state = 'completed', resu
 /// Saves a checkpoint; binds id, worker, checkpoint, progress, now.
 pub(super) const CHECKPOINT_JOB: &str = "UPDATE jobs SET checkpoint = $3, progress = $4, updated_at = $5 \
      WHERE id = $1 AND locked_by = $2 AND state = 'running'";
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn payloads_keep_the_stored_json_shape() {
+        let email = EmailId::generate();
+        let stored = json!({ "emailId": email.as_str() });
+        let deliver = DeliverPayload {
+            email_id: email.clone(),
+        };
+        assert_eq!(deliver.to_json().unwrap(), stored);
+        assert_eq!(
+            serde_json::from_value::<DeliverPayload>(stored).unwrap(),
+            deliver
+        );
+
+        let domain = DomainId::generate();
+        let stored = json!({ "domainId": domain.as_str() });
+        let check = DomainCheckPayload {
+            domain_id: domain.clone(),
+        };
+        assert_eq!(check.to_json().unwrap(), stored);
+        assert_eq!(
+            serde_json::from_value::<DomainCheckPayload>(stored).unwrap(),
+            check
+        );
+
+        let bulk = BulkPayload {
+            contact_ids: vec!["cnt_a".into(), "cnt_garbage".into()],
+        };
+        let stored = json!({ "contactIds": ["cnt_a", "cnt_garbage"] });
+        assert_eq!(bulk.to_json().unwrap(), stored);
+        assert_eq!(serde_json::from_value::<BulkPayload>(stored).unwrap(), bulk);
+
+        let import = ImportPayload {
+            filename: Some("list.csv".into()),
+        };
+        assert_eq!(import.to_json().unwrap(), json!({ "filename": "list.csv" }));
+        assert_eq!(
+            ImportPayload { filename: None }.to_json().unwrap(),
+            json!({ "filename": null })
+        );
+    }
+}
