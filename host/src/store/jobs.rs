@@ -37,6 +37,7 @@ pub trait JobPayload: Serialize + DeserializeOwned {
     }
 }
 
+/// A free-form payload, for job kinds registered outside the crate (and tests).
 impl JobPayload for Value {}
 
 /// The payload of an `emails.deliver` job: `{"emailId": …}`.
