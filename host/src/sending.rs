@@ -20,7 +20,8 @@ use crate::mail::mime::{self, Outgoing};
 use crate::mail::tracking;
 use crate::store::StoreError;
 use crate::store::contacts::Effects;
-use crate::store::emails::{IdempotentWrite, NewEmail};
+use crate::store::emails::NewEmail;
+use crate::store::idempotency::IdempotentWrite;
 
 /// A checked send request, ready to go out.
 pub struct SendPlan {
@@ -251,6 +252,7 @@ pub async fn send(
             key: i.key,
             endpoint: i.endpoint,
             request_hash: i.request_hash,
+            status: 200,
             response,
         });
     state

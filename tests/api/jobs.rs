@@ -682,7 +682,7 @@ mod queue {
     use std::time::Duration;
 
     use futures::future::BoxFuture;
-    use herald::domain::ids::ProjectId;
+    use herald::domain::ids::{JobId, ProjectId};
     use herald::jobs::{JobContext, JobError, JobHandler, JobQueue, QueueConfig};
     use herald::store::{Db, Store};
     use serde_json::json;
@@ -702,19 +702,15 @@ mod queue {
             Box::pin(async move {
                 let n = self.calls.fetch_add(1, Ordering::SeqCst);
                 match ctx.job.kind.as_str() {
-                    "test.broken" => {
-                        Err(JobError::Retry(format!("upstream unavailable (call {n})")))
-                    }
+                    "test.broken" => Err(JobError::Retry(
+                        format!("upstream unavailable (call {n})").into(),
+                    )),
                     "test.flaky" if ctx.job.attempts as usize <= self.fail_first => {
                         Err(JobError::Retry("transient".into()))
                     }
                     _ => {
                         ctx.store
-                            .complete_job(
-                                &ctx.job.id,
-                                &ctx.worker,
-                                &json!({ "attempt": ctx.job.attempts }),
-                            )
+                            .complete_job(&ctx.lease, &json!({ "attempt": ctx.job.attempts }))
                             .await?;
                         Ok(())
                     }
@@ -723,7 +719,7 @@ mod queue {
         }
     }
 
-    async fn wait_state(store: &Store, id: &str, state: &str) -> herald::store::jobs::JobRecord {
+    async fn wait_state(store: &Store, id: &JobId, state: &str) -> herald::store::jobs::JobRecord {
         let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
         loop {
             let job = store.job_by_id(id).await.unwrap().unwrap();
@@ -790,7 +786,7 @@ mod queue {
 
         // Two transient failures (backoff 1 s, then 2 s), then success on the third attempt.
         let started = std::time::Instant::now();
-        let job = wait_state(&store, flaky.as_str(), "completed").await;
+        let job = wait_state(&store, &flaky, "completed").await;
         assert_eq!(job.attempts, 3);
         assert_eq!(job.result.unwrap().0, json!({ "attempt": 3 }));
         assert!(
@@ -804,18 +800,18 @@ mod queue {
         );
 
         // Always failing: failed after max_attempts, with its error kept.
-        let job = wait_state(&store, broken.as_str(), "failed").await;
+        let job = wait_state(&store, &broken, "failed").await;
         assert_eq!(job.attempts, 3);
         assert!(job.last_error.unwrap().starts_with("upstream unavailable"));
         assert!(job.finished_at.is_some());
 
         // No handler: failed at once, saying why.
-        let job = wait_state(&store, unknown.as_str(), "failed").await;
+        let job = wait_state(&store, &unknown, "failed").await;
         assert_eq!(job.attempts, 1);
         assert!(job.last_error.unwrap().contains("no handler"));
 
         // The scheduled job ran, and not before its time.
-        let job = wait_state(&store, later.as_str(), "completed").await;
+        let job = wait_state(&store, &later, "completed").await;
         assert!(job.finished_at.unwrap() >= later_at);
 
         stop.send(true).unwrap();

@@ -15,6 +15,7 @@ mod isolation;
 mod jobs;
 mod plugins;
 mod rate_limit;
+mod schema;
 mod send;
 mod smtpd;
 mod templates;

@@ -5,7 +5,7 @@ use poem_openapi::payload::Json;
 use poem_openapi::types::multipart::Upload;
 use poem_openapi::{ApiResponse, Multipart, Object, OpenApi};
 use serde::Deserialize;
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use super::ApiTags;
 use super::error::{ApiError, ErrorCode, FieldError};
@@ -15,7 +15,7 @@ use crate::domain::email::EmailAddress;
 use crate::domain::ids::JobId;
 use crate::domain::time::to_rfc3339;
 use crate::jobs::{bulk, import};
-use crate::store::jobs::JobRecord;
+use crate::store::jobs::{BulkPayload, ImportPayload, JobRecord};
 
 /// Largest lookup batch.
 pub const MAX_LOOKUP: usize = 500;
@@ -183,7 +183,7 @@ async fn enqueue_bulk(
         .enqueue(
             kind,
             auth.0.project_id(),
-            json!({ "contactIds": ids }),
+            BulkPayload { contact_ids: ids },
             None,
         )
         .await?;
@@ -301,7 +301,7 @@ impl ContactJobsApi {
             .enqueue(
                 import::KIND,
                 auth.0.project_id(),
-                json!({ "filename": filename }),
+                ImportPayload { filename },
                 Some(bytes),
             )
             .await?;

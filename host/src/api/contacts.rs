@@ -19,7 +19,7 @@ use crate::domain::event::SubscriptionSource;
 use crate::domain::ids::ContactId;
 use crate::domain::pagination::PageRequest;
 use crate::domain::time::to_rfc3339;
-use crate::store::StoreError;
+use crate::store::{Conflict, StoreError};
 
 /// A contact.
 #[derive(Object)]
@@ -342,7 +342,7 @@ impl ContactsApi {
             .update_contact(auth.0.project_id(), &id, &change, SubscriptionSource::Api)
             .await
             .map_err(|e| match e {
-                StoreError::Conflict("email") => {
+                StoreError::Conflict(Conflict::Email) => {
                     ApiError::conflict("another contact in this project already uses this email")
                         .suggest("merge the two contacts or pick another address")
                 }

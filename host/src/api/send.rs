@@ -28,8 +28,7 @@ use crate::domain::template::fields::TemplateType;
 use crate::domain::time::{now_ms, to_rfc3339};
 use crate::domains::{SenderError, authorize_sender};
 use crate::sending::{Idempotency, QueuedEmail, SendError, SendPlan};
-use crate::store::StoreError;
-use crate::store::contacts::IDEMPOTENCY_CONFLICT;
+use crate::store::{Conflict, StoreError};
 
 /// Largest `/v1/send` request body: 10 MB of attachments in base64 plus the rest.
 pub const MAX_REQUEST_BYTES: usize = 16 * 1024 * 1024;
@@ -404,7 +403,7 @@ async fn send(
     });
     match crate::sending::send(state, project, &plan, idempotency).await {
         Ok(queued) => Ok(SendResult::Ok(Json(respond(&queued, at)), None)),
-        Err(SendError::Store(StoreError::Conflict(IDEMPOTENCY_CONFLICT))) => {
+        Err(SendError::Store(StoreError::Conflict(Conflict::IdempotencyKey))) => {
             let key = key.unwrap_or_default();
             match state.store().idempotent_response(&project.id, &key).await? {
                 Some(stored) => {

@@ -19,8 +19,9 @@ use crate::domain::contact::ContactUpsert;
 use crate::domain::email::EmailAddress;
 use crate::domain::event::{EventName, EventNameError, NewEvent, SubscriptionSource};
 use crate::domain::time::to_rfc3339;
+use crate::store::Conflict;
 use crate::store::StoreError;
-use crate::store::contacts::{Effects, IDEMPOTENCY_CONFLICT, IdempotencyClaim};
+use crate::store::contacts::{Effects, IdempotencyClaim};
 
 /// Track an event for a contact.
 #[derive(Object, Deserialize, Serialize)]
@@ -188,7 +189,7 @@ async fn track(
             endpoint,
             request_hash: &hash,
             status: 200,
-            respond: &respond,
+            response: &respond,
         }),
     };
     match state
@@ -208,7 +209,7 @@ async fn track(
             Ok(TrackResult::Ok(Json(body), None))
         }
         Ok((_, None)) => Err(ApiError::internal("tracked event was not recorded")),
-        Err(StoreError::Conflict(IDEMPOTENCY_CONFLICT)) => {
+        Err(StoreError::Conflict(Conflict::IdempotencyKey)) => {
             let key = key.unwrap_or_default();
             match state.store().idempotent_response(project, &key).await? {
                 Some(stored) => replay_or_conflict(stored, endpoint, &hash),

@@ -2,10 +2,11 @@
 //! job's result are written in one transaction.
 
 use futures::future::BoxFuture;
-use serde_json::{Value, json};
+use serde_json::json;
 
 use super::{JobContext, JobError, JobHandler};
 use crate::store::bulk::BulkAction;
+use crate::store::jobs::BulkPayload;
 
 /// Job kind of a bulk subscribe.
 pub const SUBSCRIBE: &str = "contacts.bulk-subscribe";
@@ -31,37 +32,20 @@ impl JobHandler for BulkContacts {
                 DELETE => BulkAction::Delete,
                 other => return Err(JobError::Fail(format!("unknown bulk kind {other}"))),
             };
-            let ids: Vec<String> = ctx
-                .job
-                .payload
-                .0
-                .get("contactIds")
-                .and_then(Value::as_array)
-                .map(|a| {
-                    a.iter()
-                        .filter_map(|v| v.as_str().map(str::to_string))
-                        .collect()
-                })
-                .unwrap_or_default();
+            let BulkPayload { contact_ids: ids } = ctx.payload()?;
             let done = ctx
                 .store
-                .bulk_contacts(
-                    &project,
-                    (&ctx.job.id, &ctx.worker),
-                    action,
-                    &ids,
-                    |outcome| {
-                        json!({
-                            "total": ids.len(),
-                            "succeeded": outcome.found.len(),
-                            "failed": outcome.not_found.len(),
-                            "changed": outcome.changed,
-                            "errors": outcome.not_found.iter()
-                                .map(|id| json!({ "contactId": id, "error": "contact not found" }))
-                                .collect::<Vec<_>>(),
-                        })
-                    },
-                )
+                .bulk_contacts(&project, &ctx.lease, action, &ids, |outcome| {
+                    json!({
+                        "total": ids.len(),
+                        "succeeded": outcome.found.len(),
+                        "failed": outcome.not_found.len(),
+                        "changed": outcome.changed,
+                        "errors": outcome.not_found.iter()
+                            .map(|id| json!({ "contactId": id, "error": "contact not found" }))
+                            .collect::<Vec<_>>(),
+                    })
+                })
                 .await?;
             done.map(|_| ()).ok_or(JobError::LeaseLost)
         })

@@ -20,6 +20,7 @@ use serde_json::Value;
 use super::{JobContext, JobError, JobHandler};
 use crate::plugins::{DeliveryError, OutgoingMessage, Plugins};
 use crate::store::emails::{DELIVER_KIND, DeliveryOutcome, status};
+use crate::store::jobs::DeliverPayload;
 
 /// Runs deliveries.
 pub struct Deliveries {
@@ -38,32 +39,29 @@ impl JobHandler for Deliveries {
 
     fn run(&self, ctx: JobContext) -> BoxFuture<'_, Result<(), JobError>> {
         Box::pin(async move {
-            let lease = (ctx.job.id.as_str(), ctx.worker.as_str());
-            let id = ctx
-                .job
-                .payload
-                .0
-                .get("emailId")
-                .and_then(Value::as_str)
-                .ok_or_else(|| JobError::Fail("the job names no emailId".into()))?;
+            let lease = &ctx.lease;
+            let DeliverPayload { email_id } = ctx.payload()?;
             // The throttle comes first, so that a postponed job does not read its message.
             if self.per_second > 0
-                && let Some(project) = ctx.job.project_id.as_deref()
-                && let Err(next) = ctx.store.take_send_slot(project, self.per_second).await?
+                && let Some(project) = &ctx.job.project_id
+                && let Err(next) = ctx
+                    .store
+                    .take_send_slot(project.as_str(), self.per_second)
+                    .await?
             {
                 // The project's budget for this second is used: wait for the next window
                 // without counting an attempt.
-                ctx.store.postpone_job(lease.0, lease.1, next).await?;
+                ctx.store.postpone_job(lease, next).await?;
                 return Ok(());
             }
-            let Some(mut email) = ctx.store.deliverable(id).await? else {
+            let Some(mut email) = ctx.store.deliverable(&email_id).await? else {
                 let why = Value::from("the email was deleted");
-                ctx.store.complete_job(lease.0, lease.1, &why).await?;
+                ctx.store.complete_job(lease, &why).await?;
                 return Ok(());
             };
             let Some(raw) = email.raw.take().filter(|_| email.status == status::QUEUED) else {
                 let why = Value::from("the email was already handed off");
-                ctx.store.complete_job(lease.0, lease.1, &why).await?;
+                ctx.store.complete_job(lease, &why).await?;
                 return Ok(());
             };
             let stale_ms = self.stale_hand_off.as_millis() as i64;
@@ -71,7 +69,7 @@ impl JobHandler for Deliveries {
                 // Another worker is handing this email off right now (this job's lease lapsed
                 // meanwhile): look again once that hand-off is stale.
                 let again = crate::domain::time::now_ms() + stale_ms;
-                ctx.store.postpone_job(lease.0, lease.1, again).await?;
+                ctx.store.postpone_job(lease, again).await?;
                 return Ok(());
             }
             if email.handed_off_at.is_some() {
@@ -107,7 +105,7 @@ impl JobHandler for Deliveries {
                 ),
                 Ok(Err(DeliveryError::Transient(reason))) => {
                     ctx.store.end_hand_off(&email.id).await?;
-                    return Err(JobError::Retry(reason));
+                    return Err(JobError::Retry(reason.into()));
                 }
                 Err(err) if last_attempt => format!(
                     "gave up after {} attempts; the transport plugin failed: {err}",
@@ -115,7 +113,7 @@ impl JobHandler for Deliveries {
                 ),
                 Err(err) => {
                     ctx.store.end_hand_off(&email.id).await?;
-                    return Err(JobError::Retry(err.to_string()));
+                    return Err(JobError::Retry(err.into()));
                 }
             };
             tracing::warn!(email_id = %email.id, error = %outcome, "email delivery failed");

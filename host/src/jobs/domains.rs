@@ -14,7 +14,7 @@ use crate::domain::sending_domain::DomainStatus;
 use crate::domain::time::now_ms;
 use crate::plugins::Plugins;
 use crate::store::domains::CHECK_KIND;
-use crate::store::jobs::NewJob;
+use crate::store::jobs::{DomainCheckPayload, NewJob};
 
 /// The next check of a domain in `status`.
 pub fn next_check(settings: &Settings, status: DomainStatus, max_attempts: i32) -> NewJob {
@@ -47,22 +47,16 @@ impl JobHandler for DomainChecks {
 
     fn run(&self, ctx: JobContext) -> BoxFuture<'_, Result<(), JobError>> {
         Box::pin(async move {
-            let id = ctx
-                .job
-                .payload
-                .0
-                .get("domainId")
-                .and_then(Value::as_str)
-                .ok_or_else(|| JobError::Fail("the job names no domainId".into()))?;
-            let Some(domain) = ctx.store.domain_by_id(id).await? else {
+            let DomainCheckPayload { domain_id } = ctx.payload()?;
+            let Some(domain) = ctx.store.domain_by_id(&domain_id).await? else {
                 ctx.store
-                    .complete_job(&ctx.job.id, &ctx.worker, &Value::from("domain deleted"))
+                    .complete_job(&ctx.lease, &Value::from("domain deleted"))
                     .await?;
                 return Ok(());
             };
             let checked = crate::domains::check(&self.plugins, &self.settings, &domain)
                 .await
-                .map_err(|e| JobError::Retry(e.to_string()))?;
+                .map_err(|e| JobError::Retry(e.into()))?;
             if checked.status != domain.status {
                 tracing::info!(
                     domain = %domain.name,
@@ -74,7 +68,7 @@ impl JobHandler for DomainChecks {
             }
             let next = next_check(&self.settings, checked.status, ctx.job.max_attempts);
             ctx.store
-                .finish_domain_check(&domain, (&ctx.job.id, &ctx.worker), &checked, &next)
+                .finish_domain_check(&domain, &ctx.lease, &checked, &next)
                 .await?
                 .ok_or(JobError::LeaseLost)
         })

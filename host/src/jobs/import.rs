@@ -173,16 +173,11 @@ async fn run(ctx: JobContext) -> Result<(), JobError> {
     let project = ctx.project()?;
     let input = ctx
         .store
-        .job_input(&ctx.job.id)
+        .job_input(&ctx.lease.job)
         .await?
         .ok_or_else(|| JobError::Fail("the job has no file".into()))?;
     let cols = columns(&input).map_err(|e| JobError::Fail(e.to_string()))?;
-    let mut checkpoint: Checkpoint = ctx
-        .job
-        .checkpoint
-        .as_ref()
-        .and_then(|c| serde_json::from_value(c.0.clone()).ok())
-        .unwrap_or_default();
+    let mut checkpoint: Checkpoint = ctx.checkpoint().unwrap_or_default();
     let bytes = strip_bom(&input);
     let len = bytes.len().max(1) as u64;
     let mut reader = csv::ReaderBuilder::new().flexible(true).from_reader(bytes);
@@ -250,13 +245,7 @@ async fn run(ctx: JobContext) -> Result<(), JobError> {
         };
         let saved = ctx
             .store
-            .import_chunk(
-                &project,
-                (&ctx.job.id, &ctx.worker),
-                &rows,
-                |o| json!(counted(o)),
-                progress,
-            )
+            .import_chunk(&project, &ctx.lease, &rows, |o| json!(counted(o)), progress)
             .await?;
         let Some(outcomes) = saved else {
             return Err(JobError::LeaseLost);
@@ -269,7 +258,7 @@ async fn run(ctx: JobContext) -> Result<(), JobError> {
     }
     if !ctx
         .store
-        .complete_job(&ctx.job.id, &ctx.worker, &json!(checkpoint.result))
+        .complete_job(&ctx.lease, &json!(checkpoint.result))
         .await?
     {
         return Err(JobError::LeaseLost);

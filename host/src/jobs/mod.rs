@@ -16,13 +16,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::future::BoxFuture;
-use serde_json::Value;
+use serde::de::DeserializeOwned;
 use tokio::sync::{Notify, Semaphore, watch};
 use tracing::Instrument;
 
 use crate::domain::ids::{JobId, ProjectId};
 use crate::domain::time::now_ms;
-use crate::store::jobs::{ClaimedJob, NewJob};
+use crate::store::jobs::{ClaimedJob, JobPayload, Lease, NewJob};
 use crate::store::{Store, StoreError};
 
 /// How a handler failed.
@@ -30,7 +30,7 @@ use crate::store::{Store, StoreError};
 pub enum JobError {
     /// Try again later (database hiccup, transient failure).
     #[error("{0}")]
-    Retry(String),
+    Retry(#[source] Box<dyn std::error::Error + Send + Sync>),
     /// Give up now; retrying cannot help.
     #[error("{0}")]
     Fail(String),
@@ -41,7 +41,7 @@ pub enum JobError {
 
 impl From<StoreError> for JobError {
     fn from(err: StoreError) -> JobError {
-        JobError::Retry(err.to_string())
+        JobError::Retry(Box::new(err))
     }
 }
 
@@ -51,17 +51,34 @@ pub struct JobContext {
     pub store: Store,
     /// The claimed job.
     pub job: ClaimedJob,
-    /// This worker's id (owner of the lease).
-    pub worker: String,
+    /// This worker's claim on the job, which every write of the job's state names.
+    pub lease: Lease,
 }
 
 impl JobContext {
+    /// The job's payload as the type its kind stores.
+    pub fn payload<T: DeserializeOwned>(&self) -> Result<T, JobError> {
+        T::deserialize(&self.job.payload).map_err(|e| {
+            JobError::Fail(format!(
+                "the {} job's payload is invalid: {e}",
+                self.job.kind
+            ))
+        })
+    }
+
+    /// The checkpoint a previous attempt saved, when it reads as `T`.
+    pub fn checkpoint<T: DeserializeOwned>(&self) -> Option<T> {
+        self.job
+            .checkpoint
+            .as_ref()
+            .and_then(|c| T::deserialize(c).ok())
+    }
+
     /// The job's project.
     pub fn project(&self) -> Result<ProjectId, JobError> {
         self.job
             .project_id
-            .as_deref()
-            .and_then(ProjectId::parse)
+            .clone()
             .ok_or_else(|| JobError::Fail("the job has no project".into()))
     }
 }
@@ -154,7 +171,7 @@ impl JobQueue {
         &self,
         kind: &str,
         project: &ProjectId,
-        payload: Value,
+        payload: impl JobPayload + Send,
         input: Option<Vec<u8>>,
     ) -> Result<JobId, StoreError> {
         self.schedule(kind, project, payload, input, now_ms()).await
@@ -165,10 +182,11 @@ impl JobQueue {
         &self,
         kind: &str,
         project: &ProjectId,
-        payload: Value,
+        payload: impl JobPayload + Send,
         input: Option<Vec<u8>>,
         run_at: i64,
     ) -> Result<JobId, StoreError> {
+        let payload = payload.to_json()?;
         let id = self
             .store
             .enqueue_job(&NewJob {
@@ -236,30 +254,28 @@ impl JobQueue {
     }
 
     async fn execute(&self, job: ClaimedJob, worker: String) {
+        let lease = Lease {
+            job: job.id.clone(),
+            worker,
+        };
         let id = job.id.clone();
         let lease_ms = self.config.lease.as_millis() as i64;
         if job.attempts > job.max_attempts {
-            let _ = self
-                .store
-                .fail_job(
-                    &id,
-                    &worker,
-                    "gave up: the job's worker was lost too many times",
-                    None,
-                )
-                .await;
+            self.fail(
+                &lease,
+                "gave up: the job's worker was lost too many times",
+                None,
+            )
+            .await;
             return;
         }
         let Some(handler) = self.handlers.get(job.kind.as_str()).cloned() else {
-            let _ = self
-                .store
-                .fail_job(
-                    &id,
-                    &worker,
-                    &format!("no handler for job kind {}", job.kind),
-                    None,
-                )
-                .await;
+            self.fail(
+                &lease,
+                &format!("no handler for job kind {}", job.kind),
+                None,
+            )
+            .await;
             return;
         };
         let attempts = job.attempts;
@@ -268,16 +284,16 @@ impl JobQueue {
         let (done_tx, mut done_rx) = watch::channel(false);
         let heartbeat = {
             let store = self.store.clone();
-            let (id, worker) = (id.clone(), worker.clone());
+            let lease = lease.clone();
             let every = self.config.lease / 3;
             tokio::spawn(async move {
                 loop {
                     tokio::select! {
                         _ = tokio::time::sleep(every) => {
-                            match store.extend_job_lease(&id, &worker, lease_ms).await {
+                            match store.extend_job_lease(&lease, lease_ms).await {
                                 Ok(true) => {}
                                 Ok(false) => break,
-                                Err(err) => tracing::warn!(error = %err, job_id = %id, "could not extend lease"),
+                                Err(err) => tracing::warn!(error = %err, job_id = %lease.job, "could not extend lease"),
                             }
                         }
                         _ = done_rx.changed() => break,
@@ -288,7 +304,7 @@ impl JobQueue {
         let ctx = JobContext {
             store: self.store.clone(),
             job,
-            worker: worker.clone(),
+            lease: lease.clone(),
         };
         let result = std::panic::AssertUnwindSafe(handler.run(ctx));
         let result = futures::FutureExt::catch_unwind(result)
@@ -303,13 +319,21 @@ impl JobQueue {
             }
             Err(JobError::Fail(error)) => {
                 tracing::warn!(job_id = %id, error = %error, "job failed");
-                let _ = self.store.fail_job(&id, &worker, &error, None).await;
+                self.fail(&lease, &error, None).await;
             }
             Err(JobError::Retry(error)) => {
                 let retry_at = (attempts < max_attempts).then(|| now_ms() + backoff_ms(attempts));
                 tracing::warn!(job_id = %id, error = %error, retry = retry_at.is_some(), "job attempt failed");
-                let _ = self.store.fail_job(&id, &worker, &error, retry_at).await;
+                self.fail(&lease, &error.to_string(), retry_at).await;
             }
+        }
+    }
+
+    /// Records a failed attempt (see [`Store::fail_job`]); a write that fails is logged, and the
+    /// job is claimed again once its lease expires.
+    async fn fail(&self, lease: &Lease, error: &str, retry_at: Option<i64>) {
+        if let Err(err) = self.store.fail_job(lease, error, retry_at).await {
+            tracing::warn!(job_id = %lease.job, error = %err, "could not record the job's failure");
         }
     }
 }

@@ -3,11 +3,11 @@
 use sqlx::FromRow;
 
 use super::{Store, StoreError, StoreResult};
+use super::{on_db, on_db_write};
 use crate::domain::email::EmailAddress;
 use crate::domain::ids::{SessionId, UserId};
 use crate::domain::project::User;
 use crate::domain::time::now_ms;
-use crate::{on_db, on_db_write};
 
 #[derive(FromRow)]
 struct UserRow {
@@ -37,6 +37,7 @@ struct UserWithHash {
 
 impl Store {
     /// Creates a user; [`StoreError::Conflict`] when the address is taken.
+    #[tracing::instrument(level = "debug", skip(self, password_hash))]
     pub async fn create_user(
         &self,
         email: &EmailAddress,
@@ -55,12 +56,13 @@ impl Store {
             .bind(now)
             .fetch_one(pool)
             .await
-            .map_err(|e| StoreError::unique(e, "email"))?
+            .map_err(|e| StoreError::unique(e, super::Conflict::Email))?
         });
         Ok(row.into())
     }
 
     /// A user and their password hash, by address.
+    #[tracing::instrument(level = "debug", skip(self))]
     pub async fn user_with_password(
         &self,
         email: &EmailAddress,
@@ -75,6 +77,7 @@ impl Store {
     }
 
     /// How many users exist (zero means `herald init` may run).
+    #[tracing::instrument(level = "debug", skip(self))]
     pub async fn count_users(&self) -> StoreResult<i64> {
         let n: i64 = on_db!(self.db(), pool => {
             sqlx::query_scalar("SELECT COUNT(*) FROM users").fetch_one(pool).await?
@@ -83,6 +86,7 @@ impl Store {
     }
 
     /// Opens a session that lasts `ttl_ms`.
+    #[tracing::instrument(level = "debug", skip(self))]
     pub async fn create_session(&self, user: &UserId, ttl_ms: i64) -> StoreResult<SessionId> {
         let id = SessionId::generate();
         let now = now_ms();
@@ -99,6 +103,7 @@ impl Store {
     }
 
     /// The user of a live session.
+    #[tracing::instrument(level = "debug", skip(self, session))]
     pub async fn session_user(&self, session: &SessionId) -> StoreResult<Option<User>> {
         let row: Option<UserRow> = on_db!(self.db(), pool => {
             sqlx::query_as(
@@ -114,6 +119,7 @@ impl Store {
     }
 
     /// Ends a session (logout); also removes expired sessions of everyone.
+    #[tracing::instrument(level = "debug", skip(self, session))]
     pub async fn delete_session(&self, session: &SessionId) -> StoreResult<()> {
         on_db_write!(self.db(), pool => {
             sqlx::query("DELETE FROM sessions WHERE id = $1 OR expires_at <= $2")

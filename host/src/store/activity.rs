@@ -3,10 +3,10 @@
 
 use sqlx::FromRow;
 
+use super::on_db;
 use super::{Store, StoreResult};
 use crate::domain::ids::ProjectId;
 use crate::domain::pagination::{Page, PageRequest};
-use crate::on_db;
 
 /// One entry of the feed.
 #[derive(Clone, Debug, FromRow)]
@@ -68,6 +68,7 @@ const SELECT_ITEMS: &str = "SELECT a.id, a.kind, a.email_id, a.contact_id, m.to_
 impl Store {
     /// A page of the feed, newest first, optionally of one kind (`queued` entries are not part of
     /// the feed).
+    #[tracing::instrument(level = "debug", skip(self))]
     pub async fn activity(
         &self,
         project: &ProjectId,
@@ -104,6 +105,7 @@ impl Store {
     }
 
     /// Feed entries per kind since `since` (unix ms).
+    #[tracing::instrument(level = "debug", skip(self))]
     pub async fn activity_counts(
         &self,
         project: &ProjectId,
@@ -123,6 +125,7 @@ impl Store {
     }
 
     /// Feed entries per day and kind since `since` (unix ms).
+    #[tracing::instrument(level = "debug", skip(self))]
     pub async fn activity_daily(
         &self,
         project: &ProjectId,
@@ -144,6 +147,7 @@ impl Store {
     }
 
     /// The kinds present in a project's feed.
+    #[tracing::instrument(level = "debug", skip(self))]
     pub async fn activity_kinds(&self, project: &ProjectId) -> StoreResult<Vec<String>> {
         let rows = on_db!(self.db(), pool => {
             sqlx::query_scalar(
@@ -157,6 +161,7 @@ impl Store {
     }
 
     /// Emails of a project still waiting to be handed to the transport, oldest first.
+    #[tracing::instrument(level = "debug", skip(self))]
     pub async fn upcoming_emails(
         &self,
         project: &ProjectId,

@@ -6,15 +6,15 @@ use std::collections::HashMap;
 use serde_json::{Map, Value};
 use sqlx::types::Json;
 
-use super::contacts::{ContactRow, field_types, field_types_sql};
+use super::contacts::{COLUMNS, ContactRow, field_types};
 use super::dialect::{BeginWrite, for_update, placeholders};
-use super::jobs::{CHECKPOINT_JOB, COMPLETE_JOB};
-use super::{Store, StoreResult};
+use super::jobs::Lease;
+use super::statements::Statements;
+use super::{Store, StoreResult, on_db_write};
 use crate::domain::contact::{Contact, ContactUpsert};
-use crate::domain::event::{NewEvent, SubscriptionSource};
+use crate::domain::event::{NewEvent, StoredEvent, SubscriptionSource};
 use crate::domain::ids::{ContactId, EventId, ProjectId};
 use crate::domain::time::now_ms;
-use crate::on_db_write;
 
 /// What happened to one row of a chunk.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -49,35 +49,31 @@ pub struct BulkOutcome {
     pub not_found: Vec<String>,
 }
 
-struct EventRowPlan {
-    id: EventId,
-    contact: String,
-    event: NewEvent,
-}
-
-const COLUMNS: &str = "id, project_id, email, subscribed, data, version, created_at, updated_at";
-
-/// Inserts planned subscription events and their outbox rows inside a transaction.
-macro_rules! insert_events {
-    ($tx:ident, $project:expr, $events:expr, $now:expr) => {
-        for e in &$events {
-            sqlx::query(super::contacts::INSERT_EVENT)
-                .bind(e.id.as_str())
-                .bind($project.as_str())
-                .bind(e.contact.as_str())
-                .bind(e.event.name.as_str())
-                .bind(Json(&e.event.data))
-                .bind($now)
-                .execute(&mut *$tx)
-                .await?;
-        }
-    };
+/// A subscription event of a contact, stored at `now`.
+fn subscription_event(
+    project: &ProjectId,
+    contact: &str,
+    subscribed: bool,
+    source: SubscriptionSource,
+    now: i64,
+) -> StoredEvent {
+    let event = NewEvent::subscription(subscribed, source, None);
+    StoredEvent {
+        id: EventId::generate(),
+        project_id: project.clone(),
+        contact_id: Some(ContactId::from_trusted(contact.to_string())),
+        contact_email: None,
+        name: event.name.as_str().to_string(),
+        data: event.data,
+        created_at: now,
+    }
 }
 
 impl Store {
     /// Refreshes the planner's statistics of `contacts` during a bulk load (PostgreSQL's advice
     /// after large changes), so that chunk lookups keep using the `(project_id, email)` index
     /// while the table grows. SQLite's planner needs no statistics for that and this is a no-op.
+    #[tracing::instrument(level = "debug", skip(self))]
     pub async fn refresh_contact_statistics(&self) -> StoreResult<()> {
         if let super::Db::Postgres(pool) = self.db() {
             sqlx::query("ANALYZE contacts").execute(pool).await?;
@@ -87,15 +83,15 @@ impl Store {
 
     /// Upserts a chunk of imported rows and saves the job's checkpoint in the same transaction.
     /// `None` when the worker no longer owns the job (nothing was written).
+    #[tracing::instrument(level = "debug", skip(self, rows, checkpoint), fields(rows = rows.len()))]
     pub async fn import_chunk(
         &self,
         project: &ProjectId,
-        job: (&str, &str),
+        lease: &Lease,
         rows: &[ContactUpsert],
         checkpoint: impl FnOnce(&[RowOutcome]) -> Value,
         progress: i32,
     ) -> StoreResult<Option<Vec<RowOutcome>>> {
-        let (job_id, worker) = job;
         let mut emails: Vec<&str> = rows.iter().map(|r| r.email.as_str()).collect();
         emails.sort_unstable();
         emails.dedup();
@@ -130,7 +126,7 @@ impl Store {
                 existing.into_iter().map(|r| { let c: Contact = r.into(); (c.email.to_string(), (c, false)) }).collect();
             let mut fresh: Vec<String> = Vec::new();
             let mut outcomes = Vec::with_capacity(rows.len());
-            let mut events: Vec<EventRowPlan> = Vec::new();
+            let mut events: Vec<StoredEvent> = Vec::new();
             for row in rows {
                 let key = row.email.to_string();
                 match current.get_mut(&key) {
@@ -140,11 +136,7 @@ impl Store {
                         let subscribed = row.subscribed.unwrap_or(contact.subscribed);
                         contact.subscribed = subscribed;
                         if subscribed != was && !fresh.contains(&key) {
-                            events.push(EventRowPlan {
-                                id: EventId::generate(),
-                                contact: contact.id.to_string(),
-                                event: NewEvent::subscription(subscribed, SubscriptionSource::Import, None),
-                            });
+                            events.push(subscription_event(project, contact.id.as_str(), subscribed, SubscriptionSource::Import, now));
                         }
                         let changed = data_changed || subscribed != was;
                         *dirty |= changed;
@@ -204,25 +196,11 @@ impl Store {
                     .execute(&mut *tx)
                     .await?;
             }
-            if !types.is_empty() {
-                let sql = field_types_sql(types.len());
-                let mut q = sqlx::query(&sql).bind(project.as_str()).bind(now);
-                for (k, t) in &types {
-                    q = q.bind(*k).bind(*t);
-                }
-                q.execute(&mut *tx).await?;
+            tx.insert_field_types(project.as_str(), &types, now).await?;
+            for e in &events {
+                tx.insert_event(e).await?;
             }
-            insert_events!(tx, project, events, now);
-            let owned = sqlx::query(CHECKPOINT_JOB)
-                .bind(job_id)
-                .bind(worker)
-                .bind(Json(checkpoint(&outcomes)))
-                .bind(progress)
-                .bind(now)
-                .execute(&mut *tx)
-                .await?
-                .rows_affected();
-            if owned == 1 {
+            if tx.checkpoint_job(lease, &checkpoint(&outcomes), progress, now).await? {
                 tx.commit().await?;
                 Some(outcomes)
             } else {
@@ -238,15 +216,15 @@ impl Store {
 
     /// Applies a bulk action to the project's contacts among `ids` and completes the job with
     /// `result(outcome)` in the same transaction. `None` when the worker no longer owns the job.
+    #[tracing::instrument(level = "debug", skip(self, ids, result), fields(ids = ids.len()))]
     pub async fn bulk_contacts(
         &self,
         project: &ProjectId,
-        job: (&str, &str),
+        lease: &Lease,
         action: BulkAction,
         ids: &[String],
         result: impl FnOnce(&BulkOutcome) -> Value,
     ) -> StoreResult<Option<BulkOutcome>> {
-        let (job_id, worker) = job;
         let lock = for_update(self.db().backend());
         let select_sql = format!(
             "SELECT id, subscribed FROM contacts WHERE project_id = $1 AND id IN ({}){lock}",
@@ -291,29 +269,19 @@ impl Store {
                 q.execute(&mut *tx).await?;
                 if action != BulkAction::Delete {
                     for id in &changed {
-                        events.push(EventRowPlan {
-                            id: EventId::generate(),
-                            contact: id.to_string(),
-                            event: NewEvent::subscription(action == BulkAction::Subscribe, SubscriptionSource::Bulk, None),
-                        });
+                        events.push(subscription_event(project, id, action == BulkAction::Subscribe, SubscriptionSource::Bulk, now));
                     }
                 }
             }
-            insert_events!(tx, project, events, now);
+            for e in &events {
+                tx.insert_event(e).await?;
+            }
             let outcome = BulkOutcome {
                 found: found.iter().map(|(id, _)| id.clone()).collect(),
                 changed: changed.len(),
                 not_found,
             };
-            let owned = sqlx::query(COMPLETE_JOB)
-                .bind(job_id)
-                .bind(worker)
-                .bind(Json(result(&outcome)))
-                .bind(now)
-                .execute(&mut *tx)
-                .await?
-                .rows_affected();
-            if owned == 1 {
+            if tx.complete_job(lease, &result(&outcome), now).await? {
                 tx.commit().await?;
                 Some(outcome)
             } else {

@@ -9,7 +9,10 @@ use sqlx::FromRow;
 use sqlx::types::Json;
 
 use super::dialect::{BeginWrite, like_escape};
-use super::{Store, StoreError, StoreResult};
+use super::idempotency::IdempotentWrite;
+use super::statements::Statements;
+use super::{Backend, Conflict, Store, StoreError, StoreResult};
+use super::{on_db, on_db_write};
 use crate::domain::contact::{Contact, ContactChange, ContactUpsert, UpsertOutcome};
 use crate::domain::custom_data::{DataPatch, FieldType};
 use crate::domain::email::EmailAddress;
@@ -17,9 +20,10 @@ use crate::domain::event::{NewEvent, StoredEvent, SubscriptionSource};
 use crate::domain::ids::{ContactId, EventId, ProjectId};
 use crate::domain::pagination::{Page, PageRequest};
 use crate::domain::time::now_ms;
-use crate::{on_db, on_db_write};
 
-const COLUMNS: &str = "id, project_id, email, subscribed, data, version, created_at, updated_at";
+/// The columns of `contacts`, in the order of [`ContactRow`].
+pub(super) const COLUMNS: &str =
+    "id, project_id, email, subscribed, data, version, created_at, updated_at";
 const MAX_ATTEMPTS: usize = 16;
 
 #[derive(FromRow)]
@@ -57,7 +61,7 @@ pub(crate) fn field_types(set: &Map<String, Value>) -> Vec<(&str, &'static str)>
 }
 
 /// `INSERT … ON CONFLICT DO NOTHING` for the inferred types (the first type seen is kept).
-pub(crate) fn field_types_sql(n: usize) -> String {
+pub(super) fn field_types_sql(n: usize) -> String {
     let mut sql =
         String::from("INSERT INTO contact_fields (project_id, key, type, created_at) VALUES ");
     for i in 0..n {
@@ -86,19 +90,8 @@ pub struct Effects<'a> {
 /// Builds the response stored with an idempotency key from what was written.
 pub type Respond = dyn Fn(&Contact, Option<&StoredEvent>) -> Value + Sync;
 
-/// An idempotency key claimed by a write.
-pub struct IdempotencyClaim<'a> {
-    /// The caller's key.
-    pub key: &'a str,
-    /// The endpoint it was used on.
-    pub endpoint: &'a str,
-    /// Hash of the request body.
-    pub request_hash: &'a str,
-    /// The status to replay.
-    pub status: u16,
-    /// The body to replay.
-    pub respond: &'a Respond,
-}
+/// An idempotency key claimed by a contact write; the response is built from what was written.
+pub type IdempotencyClaim<'a> = IdempotentWrite<'a, &'a Respond>;
 
 /// Events to insert with a write, their ids and time chosen before the transaction.
 fn plan_events(
@@ -130,44 +123,6 @@ fn plan_events(
         )));
     }
     (all, tracked)
-}
-
-/// Writes a contact write's side effects inside its transaction: the inferred field types, the
-/// events with their outbox rows and the idempotency key.
-macro_rules! write_effects {
-    ($tx:ident, $project:expr, $types:expr, $events:expr, $idem:expr) => {{
-        if !$types.is_empty() {
-            let sql = field_types_sql($types.len());
-            let mut q = sqlx::query(&sql).bind($project.as_str()).bind(now_ms());
-            for (k, t) in $types.iter() {
-                q = q.bind(*k).bind(*t);
-            }
-            q.execute(&mut *$tx).await?;
-        }
-        for e in $events.iter() {
-            sqlx::query(INSERT_EVENT)
-                .bind(e.id.as_str())
-                .bind(e.project_id.as_str())
-                .bind(e.contact_id.as_ref().map(|c| c.as_str()))
-                .bind(&e.name)
-                .bind(Json(&e.data))
-                .bind(e.created_at)
-                .execute(&mut *$tx)
-                .await?;
-        }
-        if let Some((claim, body)) = $idem {
-            let claim: &IdempotencyClaim<'_> = claim;
-            super::idempotency::store_idempotent_response!(
-                $tx,
-                $project.as_str(),
-                claim.key,
-                claim.endpoint,
-                claim.request_hash,
-                claim.status,
-                body
-            );
-        }
-    }};
 }
 
 /// Which contact a write applies to.
@@ -240,13 +195,9 @@ fn plan(
     }
 }
 
-/// The conflict reported when an idempotency key was taken concurrently.
-pub const IDEMPOTENCY_CONFLICT: &str = "idempotency_key";
-
-pub(crate) const INSERT_EVENT: &str = "INSERT INTO events (id, project_id, contact_id, name, data, created_at) VALUES ($1, $2, $3, $4, $5, $6)";
-
 impl Store {
     /// One contact of a project.
+    #[tracing::instrument(level = "debug", skip(self))]
     pub async fn contact(&self, project: &ProjectId, id: &ContactId) -> StoreResult<Contact> {
         let sql = format!("SELECT {COLUMNS} FROM contacts WHERE project_id = $1 AND id = $2");
         let row: Option<ContactRow> = on_db!(self.db(), pool => {
@@ -257,6 +208,7 @@ impl Store {
 
     /// A contact by id alone, for signed links (the token names the contact; its project comes
     /// from the row).
+    #[tracing::instrument(level = "debug", skip(self))]
     pub async fn contact_by_id(&self, id: &ContactId) -> StoreResult<Contact> {
         let sql = format!("SELECT {COLUMNS} FROM contacts WHERE id = $1");
         let row: Option<ContactRow> = on_db!(self.db(), pool => {
@@ -267,6 +219,7 @@ impl Store {
 
     /// A page of a project's contacts, newest first, optionally filtered by a case-insensitive
     /// substring of the address.
+    #[tracing::instrument(level = "debug", skip(self))]
     pub async fn list_contacts(
         &self,
         project: &ProjectId,
@@ -311,6 +264,7 @@ impl Store {
     }
 
     /// Creates the contact of `upsert.email` or applies the upsert to the existing one.
+    #[tracing::instrument(level = "debug", skip(self, upsert))]
     pub async fn upsert_contact(
         &self,
         project: &ProjectId,
@@ -323,6 +277,7 @@ impl Store {
 
     /// [`Store::upsert_contact`] that also records `effects` in the same transaction; answers the
     /// stored tracked event when there is one.
+    #[tracing::instrument(level = "debug", skip(self, upsert, effects))]
     pub async fn upsert_contact_with(
         &self,
         project: &ProjectId,
@@ -340,6 +295,7 @@ impl Store {
     }
 
     /// Applies `change` to a contact, recording a subscription change with `source`.
+    #[tracing::instrument(level = "debug", skip(self, change))]
     pub async fn update_contact(
         &self,
         project: &ProjectId,
@@ -364,6 +320,7 @@ impl Store {
 
     /// Unsubscribes a contact because of `source` (a bounce, a complaint) with a reason that the
     /// `contact.unsubscribed` event carries.
+    #[tracing::instrument(level = "debug", skip(self))]
     pub async fn unsubscribe_contact(
         &self,
         project: &ProjectId,
@@ -463,7 +420,7 @@ impl Store {
                             .bind(after.updated_at)
                             .execute(&mut *tx)
                             .await
-                            .map_err(|e| StoreError::unique(e, "email"))?;
+                            .map_err(|e| StoreError::unique(e, Conflict::Email))?;
                         true
                     }
                     Plan::Keep(_) => true,
@@ -476,9 +433,15 @@ impl Store {
                     tx.rollback().await?;
                     Some((UpsertOutcome { contact, created: false, updated: false, subscription_changed_from: None }, tracked))
                 } else {
-                    let idem = effects.idempotency.as_ref().map(|c| (c, (c.respond)(&contact, tracked.as_ref())));
                     let types: &[(&str, &str)] = if matches!(plan, Plan::Keep(_)) { &[] } else { &types };
-                    write_effects!(tx, project, types, events, idem);
+                    tx.insert_field_types(project.as_str(), types, now_ms()).await?;
+                    for e in &events {
+                        tx.insert_event(e).await?;
+                    }
+                    if let Some(claim) = &effects.idempotency {
+                        let body = (claim.response)(&contact, tracked.as_ref());
+                        tx.store_idempotent_response(project.as_str(), claim, &body).await?;
+                    }
                     tx.commit().await?;
                     let updated = matches!(plan, Plan::Update { .. });
                     let outcome = UpsertOutcome {
@@ -497,12 +460,11 @@ impl Store {
                 return Ok(done);
             }
         }
-        Err(StoreError::Conflict(
-            "contact is being changed concurrently; retry",
-        ))
+        Err(StoreError::Conflict(Conflict::ContactBusy))
     }
 
     /// Deletes a contact of a project.
+    #[tracing::instrument(level = "debug", skip(self))]
     pub async fn delete_contact(&self, project: &ProjectId, id: &ContactId) -> StoreResult<()> {
         let done = on_db_write!(self.db(), pool => {
             sqlx::query("DELETE FROM contacts WHERE project_id = $1 AND id = $2")
@@ -533,6 +495,7 @@ pub struct CustomField {
 
 impl Store {
     /// How many contacts a project has.
+    #[tracing::instrument(level = "debug", skip(self))]
     pub async fn count_contacts(&self, project: &ProjectId) -> StoreResult<i64> {
         let n: i64 = on_db!(self.db(), pool => {
             sqlx::query_scalar("SELECT COUNT(*) FROM contacts WHERE project_id = $1")
@@ -544,8 +507,9 @@ impl Store {
     }
 
     /// The project's custom fields with their types and usage, by key.
+    #[tracing::instrument(level = "debug", skip(self))]
     pub async fn custom_fields(&self, project: &ProjectId) -> StoreResult<Vec<CustomField>> {
-        let counts_sql = super::dialect::data_key_counts_sql(self.db().backend());
+        let counts_sql = data_key_counts_sql(self.db().backend());
         type Rows = (Vec<(String, String)>, Vec<(String, i64)>);
         let (types, counts): Rows = on_db!(self.db(), pool => {
             let types = sqlx::query_as("SELECT key, type FROM contact_fields WHERE project_id = $1 ORDER BY key")
@@ -567,6 +531,20 @@ impl Store {
     }
 }
 
+/// `(key, contacts having it)` for every top-level custom data key of a project.
+fn data_key_counts_sql(backend: Backend) -> &'static str {
+    match backend {
+        Backend::Sqlite => {
+            "SELECT j.key AS key, COUNT(*) AS n FROM contacts c, json_each(c.data) j \
+             WHERE c.project_id = $1 GROUP BY j.key"
+        }
+        Backend::Postgres => {
+            "SELECT k AS key, COUNT(*) AS n FROM contacts c, jsonb_object_keys(c.data) k \
+             WHERE c.project_id = $1 GROUP BY k"
+        }
+    }
+}
+
 /// How often a value of a field occurs.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ValueCount {
@@ -578,6 +556,7 @@ pub struct ValueCount {
 
 impl Store {
     /// The contacts of a project among `emails` (normalised), as `(id, email)`.
+    #[tracing::instrument(level = "debug", skip(self, emails))]
     pub async fn contacts_by_emails(
         &self,
         project: &ProjectId,
@@ -601,6 +580,7 @@ impl Store {
     }
 
     /// Distinct values of `subscribed`, most common first.
+    #[tracing::instrument(level = "debug", skip(self))]
     pub async fn subscribed_values(&self, project: &ProjectId) -> StoreResult<Vec<ValueCount>> {
         let rows: Vec<(bool, i64)> = on_db!(self.db(), pool => {
             sqlx::query_as("SELECT subscribed, COUNT(*) FROM contacts WHERE project_id = $1 GROUP BY subscribed ORDER BY COUNT(*) DESC")
@@ -618,6 +598,7 @@ impl Store {
     }
 
     /// Distinct values of the custom field at `keys` (a dotted path split), most common first.
+    #[tracing::instrument(level = "debug", skip(self))]
     pub async fn data_values(
         &self,
         project: &ProjectId,
@@ -659,6 +640,7 @@ impl Store {
 
     /// Removes the custom field at `keys` from every contact of a project; answers how many
     /// contacts had it.
+    #[tracing::instrument(level = "debug", skip(self))]
     pub async fn delete_data_field(
         &self,
         project: &ProjectId,

@@ -3,6 +3,9 @@
 //! - Write transactions: SQLite starts them with `BEGIN IMMEDIATE`, so that a transaction never
 //!   has to upgrade a read lock (which SQLite refuses with `SQLITE_BUSY` instead of waiting);
 //!   PostgreSQL uses a plain `BEGIN`.
+//! - Locking: [`for_update`] and [`skip_locked`] are PostgreSQL suffixes that SQLite's single
+//!   writer makes unnecessary.
+//! - JSON: [`json_text`] reads a key of a JSON column, [`sqlite_json_path`] names a data key.
 //! - The `data` column is `TEXT` holding JSON on SQLite and `JSONB` on PostgreSQL; both are bound
 //!   and read through `sqlx::types::Json`, so no query text differs for it.
 
@@ -47,32 +50,8 @@ pub(crate) fn like_escape(s: &str) -> String {
     out
 }
 
-/// `(key, contacts having it)` for every top-level custom data key of a project.
-pub(crate) fn data_key_counts_sql(backend: super::Backend) -> &'static str {
-    match backend {
-        super::Backend::Sqlite => {
-            "SELECT j.key AS key, COUNT(*) AS n FROM contacts c, json_each(c.data) j \
-             WHERE c.project_id = $1 GROUP BY j.key"
-        }
-        super::Backend::Postgres => {
-            "SELECT k AS key, COUNT(*) AS n FROM contacts c, jsonb_object_keys(c.data) k \
-             WHERE c.project_id = $1 GROUP BY k"
-        }
-    }
-}
-
 /// The suffix that lets concurrent claimers on PostgreSQL skip each other's rows. SQLite has a
 /// single writer, so a claim there is atomic without it.
-/// Deletes the queued jobs of kind `$1` whose payload names `$2` under `key` (a fixed
-/// identifier, never user input).
-pub(crate) fn delete_queued_jobs_for_sql(backend: super::Backend, key: &'static str) -> String {
-    let field = match backend {
-        super::Backend::Sqlite => format!("json_extract(payload, '$.{key}')"),
-        super::Backend::Postgres => format!("payload->>'{key}'"),
-    };
-    format!("DELETE FROM jobs WHERE kind = $1 AND state = 'queued' AND {field} = $2")
-}
-
 pub(crate) fn skip_locked(backend: super::Backend) -> &'static str {
     match backend {
         super::Backend::Sqlite => "",
@@ -95,6 +74,15 @@ pub(crate) fn placeholders(first: usize, n: usize) -> String {
         .map(|i| format!("${i}"))
         .collect::<Vec<_>>()
         .join(", ")
+}
+
+/// The JSON text at the top-level `key` of the JSON `column`, as SQL text (`key` is a fixed
+/// identifier or an already validated data key, never raw user input).
+pub(crate) fn json_text(backend: super::Backend, column: &str, key: &str) -> String {
+    match backend {
+        super::Backend::Sqlite => format!("json_extract({column}, '$.{key}')"),
+        super::Backend::Postgres => format!("{column}->>'{key}'"),
+    }
 }
 
 /// A SQLite JSON path (`$."a"."b"`) for the keys of a dotted field path.

@@ -6,13 +6,14 @@
 use sqlx::FromRow;
 use sqlx::types::Json;
 
-use super::dialect::{BeginWrite, delete_queued_jobs_for_sql};
-use super::jobs::{COMPLETE_JOB, INSERT_JOB, NewJob};
-use super::{Store, StoreError, StoreResult};
-use crate::domain::ids::{DomainId, JobId, ProjectId};
+use super::dialect::BeginWrite;
+use super::jobs::{DomainCheckPayload, JobPayload, Lease, NewJob, delete_queued_jobs_for_sql};
+use super::statements::Statements;
+use super::{Conflict, Store, StoreError, StoreResult};
+use super::{on_db, on_db_write};
+use crate::domain::ids::{DomainId, ProjectId};
 use crate::domain::sending_domain::{DnsRecordState, DomainName, DomainStatus, VerifiedDomain};
 use crate::domain::time::now_ms;
-use crate::{on_db, on_db_write};
 
 /// The job kind of background domain checks (run by `jobs::domains`).
 pub const CHECK_KIND: &str = "domains.check";
@@ -124,27 +125,22 @@ pub struct SigningDomain {
     pub private_key: String,
 }
 
-/// Queues the check job `$job` (a [`NewJob`]) of domain `$id` inside the transaction `$tx`.
-macro_rules! insert_check {
-    ($tx:expr, $id:expr, $project:expr, $job:expr, $now:expr) => {{
-        let payload = serde_json::json!({ "domainId": $id.as_str() });
-        sqlx::query(INSERT_JOB)
-            .bind(JobId::generate().as_str())
-            .bind($project.as_str())
-            .bind(&$job.kind)
-            .bind(Json(&payload))
-            .bind(None::<&[u8]>)
-            .bind($job.max_attempts)
-            .bind($job.run_at)
-            .bind($now)
-            .execute($tx)
-            .await?;
-    }};
+/// The check job `job` (whose payload is left to this function) of domain `id`.
+fn check_job(id: &DomainId, project: &ProjectId, job: &NewJob) -> StoreResult<NewJob> {
+    Ok(NewJob {
+        project_id: Some(project.clone()),
+        payload: DomainCheckPayload {
+            domain_id: id.clone(),
+        }
+        .to_json()?,
+        ..job.clone()
+    })
 }
 
 impl Store {
     /// Adds a domain and schedules its first background check (`check` describes the job);
     /// `Conflict` when the project already has it.
+    #[tracing::instrument(level = "debug", skip(self, domain, check))]
     pub async fn insert_domain(
         &self,
         project: &ProjectId,
@@ -153,6 +149,7 @@ impl Store {
     ) -> StoreResult<Domain> {
         let id = DomainId::generate();
         let now = now_ms();
+        let check = check_job(&id, project, check)?;
         on_db_write!(self.db(), pool => {
             let mut tx = pool.begin_write().await?;
             sqlx::query(
@@ -171,14 +168,15 @@ impl Store {
             .bind(now)
             .execute(&mut *tx)
             .await
-            .map_err(|e| StoreError::unique(e, "the project already has this domain"))?;
-            insert_check!(&mut *tx, &id, project, check, now);
+            .map_err(|e| StoreError::unique(e, Conflict::Domain))?;
+            tx.insert_job(&check, now).await?;
             tx.commit().await?;
         });
         self.domain(project, &id).await
     }
 
     /// A domain of a project.
+    #[tracing::instrument(level = "debug", skip(self))]
     pub async fn domain(&self, project: &ProjectId, id: &DomainId) -> StoreResult<Domain> {
         let sql = format!("SELECT {COLUMNS} FROM domains WHERE project_id = $1 AND id = $2");
         let row: Option<DomainRow> = on_db!(self.db(), pool => {
@@ -188,15 +186,17 @@ impl Store {
     }
 
     /// A domain by id alone (for the background checks).
-    pub async fn domain_by_id(&self, id: &str) -> StoreResult<Option<Domain>> {
+    #[tracing::instrument(level = "debug", skip(self))]
+    pub async fn domain_by_id(&self, id: &DomainId) -> StoreResult<Option<Domain>> {
         let sql = format!("SELECT {COLUMNS} FROM domains WHERE id = $1");
         let row: Option<DomainRow> = on_db!(self.db(), pool => {
-            sqlx::query_as(&sql).bind(id).fetch_optional(pool).await?
+            sqlx::query_as(&sql).bind(id.as_str()).fetch_optional(pool).await?
         });
         row.map(Domain::try_from).transpose()
     }
 
     /// Every domain of a project, oldest first.
+    #[tracing::instrument(level = "debug", skip(self))]
     pub async fn domains(&self, project: &ProjectId) -> StoreResult<Vec<Domain>> {
         let sql = format!("SELECT {COLUMNS} FROM domains WHERE project_id = $1 ORDER BY id");
         let rows: Vec<DomainRow> = on_db!(self.db(), pool => {
@@ -206,6 +206,7 @@ impl Store {
     }
 
     /// Sets whether subdomains may send under a domain.
+    #[tracing::instrument(level = "debug", skip(self))]
     pub async fn set_domain_subdomains(
         &self,
         project: &ProjectId,
@@ -233,6 +234,7 @@ impl Store {
 
     /// Removes a domain and its queued background check (a check running right now finds the
     /// domain gone and schedules no other).
+    #[tracing::instrument(level = "debug", skip(self))]
     pub async fn delete_domain(&self, project: &ProjectId, id: &DomainId) -> StoreResult<()> {
         let cancel = delete_queued_jobs_for_sql(self.db().backend(), "domainId");
         let n = on_db_write!(self.db(), pool => {
@@ -258,6 +260,7 @@ impl Store {
     }
 
     /// Stores the result of a check made on request.
+    #[tracing::instrument(level = "debug", skip(self, check))]
     pub async fn save_domain_check(
         &self,
         project: &ProjectId,
@@ -285,29 +288,23 @@ impl Store {
     /// Stores a background check's result, completes its job and schedules the next check, in
     /// one transaction guarded by the job's lease. `None` when the worker lost the lease; the
     /// domain may have been deleted meanwhile, in which case only the job completes.
+    #[tracing::instrument(level = "debug", skip_all, fields(domain = %domain.id))]
     pub async fn finish_domain_check(
         &self,
         domain: &Domain,
-        (job_id, worker): (&str, &str),
+        lease: &Lease,
         check: &CheckedDomain,
         next: &NewJob,
     ) -> StoreResult<Option<()>> {
         let now = now_ms();
+        let next = check_job(&domain.id, &domain.project_id, next)?;
         let result = serde_json::json!({
             "domainId": domain.id.as_str(),
             "status": check.status.as_str(),
         });
         on_db_write!(self.db(), pool => {
             let mut tx = pool.begin_write().await?;
-            let owned = sqlx::query(COMPLETE_JOB)
-                .bind(job_id)
-                .bind(worker)
-                .bind(Json(&result))
-                .bind(now)
-                .execute(&mut *tx)
-                .await?
-                .rows_affected();
-            if owned != 1 {
+            if !tx.complete_job(lease, &result, now).await? {
                 return Ok(None);
             }
             let updated = sqlx::query(SAVE_CHECK)
@@ -321,7 +318,7 @@ impl Store {
                 .await?
                 .rows_affected();
             if updated == 1 {
-                insert_check!(&mut *tx, &domain.id, &domain.project_id, next, now);
+                tx.insert_job(&next, now).await?;
             }
             tx.commit().await?;
         });
@@ -329,6 +326,7 @@ impl Store {
     }
 
     /// The project's verified domains among `names` (a host and its parents).
+    #[tracing::instrument(level = "debug", skip(self))]
     pub async fn verified_domains(
         &self,
         project: &ProjectId,
@@ -359,6 +357,7 @@ impl Store {
     }
 
     /// The DKIM signing identity of a verified domain of the project.
+    #[tracing::instrument(level = "debug", skip(self))]
     pub async fn signing_domain(
         &self,
         project: &ProjectId,

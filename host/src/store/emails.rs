@@ -11,11 +11,13 @@ use sqlx::FromRow;
 use sqlx::types::Json;
 
 use super::dialect::BeginWrite;
-use super::jobs::{COMPLETE_JOB, INSERT_JOB};
+use super::idempotency::IdempotentWrite;
+use super::jobs::{DeliverPayload, JobPayload, Lease, NewJob};
+use super::statements::Statements;
 use super::{Store, StoreError, StoreResult};
-use crate::domain::ids::{ActivityId, ContactId, EmailId, JobId, ProjectId};
+use super::{on_db, on_db_write};
+use crate::domain::ids::{ActivityId, ContactId, EmailId, ProjectId};
 use crate::domain::time::now_ms;
-use crate::{on_db, on_db_write};
 
 /// The job kind that delivers one email.
 pub const DELIVER_KIND: &str = "emails.deliver";
@@ -80,18 +82,6 @@ pub struct NewEmail {
     pub links: Vec<String>,
     /// The complete signed message.
     pub raw: Vec<u8>,
-}
-
-/// An idempotency key to store with a request's writes.
-pub struct IdempotentWrite<'a> {
-    /// The caller's key.
-    pub key: &'a str,
-    /// The endpoint.
-    pub endpoint: &'a str,
-    /// Hash of the request.
-    pub request_hash: &'a str,
-    /// The response to replay.
-    pub response: &'a Value,
 }
 
 /// What a delivery job needs of its email.
@@ -192,19 +182,36 @@ const INSERT_ACTIVITY: &str = "INSERT INTO email_events (id, project_id, email_i
 
 impl Store {
     /// Queues the emails of one request, their history and delivery jobs, and the request's
-    /// idempotency key, in one transaction. `Conflict(IDEMPOTENCY_CONFLICT)` when the key was
+    /// idempotency key, in one transaction. `Conflict(IdempotencyKey)` when the key was
     /// taken meanwhile (nothing is written then).
+    #[tracing::instrument(level = "debug", skip(self, emails, idempotency), fields(emails = emails.len()))]
     pub async fn queue_emails(
         &self,
         project: &ProjectId,
         emails: &[NewEmail],
         max_attempts: i32,
-        idempotency: Option<IdempotentWrite<'_>>,
+        idempotency: Option<IdempotentWrite<'_, &Value>>,
     ) -> StoreResult<()> {
         let now = now_ms();
+        let jobs = emails
+            .iter()
+            .map(|e| {
+                Ok(NewJob {
+                    kind: DELIVER_KIND.to_string(),
+                    project_id: Some(project.clone()),
+                    payload: DeliverPayload {
+                        email_id: e.id.clone(),
+                    }
+                    .to_json()?,
+                    input: None,
+                    max_attempts,
+                    run_at: now,
+                })
+            })
+            .collect::<StoreResult<Vec<_>>>()?;
         on_db_write!(self.db(), pool => {
             let mut tx = pool.begin_write().await?;
-            for e in emails {
+            for (e, job) in emails.iter().zip(&jobs) {
                 sqlx::query(
                     "INSERT INTO emails (id, project_id, contact_id, template_id, kind, from_address, to_address, \
                      subject, status, message_id, envelope_from, signed_by, links, raw, created_at, updated_at) \
@@ -236,28 +243,10 @@ impl Store {
                     .bind(now)
                     .execute(&mut *tx)
                     .await?;
-                sqlx::query(INSERT_JOB)
-                    .bind(JobId::generate().as_str())
-                    .bind(project.as_str())
-                    .bind(DELIVER_KIND)
-                    .bind(Json(serde_json::json!({ "emailId": e.id.as_str() })))
-                    .bind(None::<&[u8]>)
-                    .bind(max_attempts)
-                    .bind(now)
-                    .bind(now)
-                    .execute(&mut *tx)
-                    .await?;
+                tx.insert_job(job, now).await?;
             }
-            if let Some(idem) = idempotency {
-                super::idempotency::store_idempotent_response!(
-                    tx,
-                    project.as_str(),
-                    idem.key,
-                    idem.endpoint,
-                    idem.request_hash,
-                    200u16,
-                    idem.response
-                );
+            if let Some(idem) = &idempotency {
+                tx.store_idempotent_response(project.as_str(), idem, idem.response).await?;
             }
             tx.commit().await?;
         });
@@ -265,6 +254,7 @@ impl Store {
     }
 
     /// An email of a project with its history, oldest first.
+    #[tracing::instrument(level = "debug", skip(self))]
     pub async fn email(
         &self,
         project: &ProjectId,
@@ -294,6 +284,7 @@ impl Store {
     /// Records what happened to an email (`delivered`, `opened`, `clicked`, `bounced`,
     /// `soft_bounced`, `complained`): a history entry, the first time of the kind, and the status
     /// when it moves forward (never back). `None` when there is no such email.
+    #[tracing::instrument(level = "debug", skip(self, detail))]
     pub async fn record_email_event(
         &self,
         email_id: &str,
@@ -358,6 +349,7 @@ impl Store {
     }
 
     /// The `index`th tracked link of an email.
+    #[tracing::instrument(level = "debug", skip(self))]
     pub async fn email_link(&self, email_id: &str, index: usize) -> StoreResult<Option<String>> {
         let links: Option<Json<Vec<String>>> = on_db!(self.db(), pool => {
             sqlx::query_scalar("SELECT links FROM emails WHERE id = $1")
@@ -369,13 +361,14 @@ impl Store {
     }
 
     /// The email a delivery job delivers.
-    pub async fn deliverable(&self, id: &str) -> StoreResult<Option<Deliverable>> {
+    #[tracing::instrument(level = "debug", skip(self))]
+    pub async fn deliverable(&self, id: &EmailId) -> StoreResult<Option<Deliverable>> {
         let row = on_db!(self.db(), pool => {
             sqlx::query_as(
                 "SELECT id, project_id, contact_id, status, envelope_from, to_address, raw, handed_off_at \
                  FROM emails WHERE id = $1",
             )
-            .bind(id)
+            .bind(id.as_str())
             .fetch_optional(pool)
             .await?
         });
@@ -385,6 +378,7 @@ impl Store {
     /// Claims the hand-off of a queued email to the transport: false when another worker
     /// started one less than `stale_ms` ago (a job whose lease lapsed while its worker was still
     /// handing off must not hand off the same message in parallel).
+    #[tracing::instrument(level = "debug", skip(self))]
     pub async fn start_hand_off(&self, id: &str, stale_ms: i64) -> StoreResult<bool> {
         let now = now_ms();
         let n = on_db_write!(self.db(), pool => {
@@ -404,6 +398,7 @@ impl Store {
 
     /// Notes that a hand-off ended without the transport taking the message (a transient
     /// error), so that the retry is not reported as a possible duplicate.
+    #[tracing::instrument(level = "debug", skip(self))]
     pub async fn end_hand_off(&self, id: &str) -> StoreResult<()> {
         on_db_write!(self.db(), pool => {
             sqlx::query("UPDATE emails SET handed_off_at = NULL, updated_at = $2 WHERE id = $1")
@@ -417,10 +412,11 @@ impl Store {
 
     /// Records how a delivery ended, drops the stored message, and completes the job, in one
     /// transaction guarded by the job's lease; false when the lease was lost.
+    #[tracing::instrument(level = "debug", skip_all, fields(email = %email.id))]
     pub async fn finish_delivery(
         &self,
         email: &Deliverable,
-        (job_id, worker): (&str, &str),
+        lease: &Lease,
         outcome: DeliveryOutcome<'_>,
     ) -> StoreResult<bool> {
         let now = now_ms();
@@ -434,15 +430,8 @@ impl Store {
         let result = serde_json::json!({ "emailId": email.id, "status": new_status });
         let owned = on_db_write!(self.db(), pool => {
             let mut tx = pool.begin_write().await?;
-            let owned = sqlx::query(COMPLETE_JOB)
-                .bind(job_id)
-                .bind(worker)
-                .bind(Json(&result))
-                .bind(now)
-                .execute(&mut *tx)
-                .await?
-                .rows_affected();
-            if owned == 1 {
+            let owned = tx.complete_job(lease, &result, now).await?;
+            if owned {
                 let column = if new_status == status::SENT { "sent_at" } else { "failed_at" };
                 sqlx::query(&format!(
                     "UPDATE emails SET status = $2, provider_id = COALESCE($3, provider_id), error = $4, \
@@ -467,13 +456,14 @@ impl Store {
                     .await?;
                 tx.commit().await?;
             }
-            owned == 1
+            owned
         });
         Ok(owned)
     }
 
     /// Takes one slot of a project's per-second send budget; `Err(next_window_ms)` when the
     /// current second is used up. Shared by every instance through the database.
+    #[tracing::instrument(level = "debug", skip(self))]
     pub async fn take_send_slot(
         &self,
         project: &str,
@@ -500,6 +490,7 @@ impl Store {
     }
 
     /// Forgets send windows older than a minute.
+    #[tracing::instrument(level = "debug", skip(self))]
     pub async fn prune_send_windows(&self) -> StoreResult<u64> {
         let n = on_db_write!(self.db(), pool => {
             sqlx::query("DELETE FROM send_windows WHERE window_start < $1")
@@ -509,23 +500,5 @@ impl Store {
                 .rows_affected()
         });
         Ok(n)
-    }
-
-    /// Puts a claimed job back to wait until `run_at` without counting the attempt.
-    pub async fn postpone_job(&self, id: &str, worker: &str, run_at: i64) -> StoreResult<bool> {
-        let n = on_db_write!(self.db(), pool => {
-            sqlx::query(
-                "UPDATE jobs SET state = 'queued', run_at = $3, attempts = attempts - 1, locked_by = NULL, \
-                 locked_until = NULL, updated_at = $4 WHERE id = $1 AND locked_by = $2 AND state = 'running'",
-            )
-            .bind(id)
-            .bind(worker)
-            .bind(run_at)
-            .bind(now_ms())
-            .execute(pool)
-            .await?
-            .rows_affected()
-        });
-        Ok(n == 1)
     }
 }

@@ -5,11 +5,11 @@ use sqlx::FromRow;
 use sqlx::types::Json;
 
 use super::{Store, StoreResult};
+use super::{on_db, on_db_write};
 use crate::domain::event::StoredEvent;
 use crate::domain::ids::{ContactId, EventId, ProjectId};
 use crate::domain::pagination::{Page, PageRequest};
 use crate::domain::time::now_ms;
-use crate::{on_db, on_db_write};
 
 #[derive(FromRow)]
 struct EventRow {
@@ -35,6 +35,10 @@ impl From<EventRow> for StoredEvent {
         }
     }
 }
+
+/// Inserts an event (its outbox row follows by trigger); binds id, project, contact, name, data,
+/// time.
+pub(super) const INSERT_EVENT: &str = "INSERT INTO events (id, project_id, contact_id, name, data, created_at) VALUES ($1, $2, $3, $4, $5, $6)";
 
 const SELECT_EVENTS: &str = "SELECT e.id, e.project_id, e.contact_id, c.email AS contact_email, e.name, e.data, e.created_at \
      FROM events e LEFT JOIN contacts c ON c.id = e.contact_id";
@@ -83,6 +87,7 @@ pub struct ClaimedEvent {
 
 impl Store {
     /// A page of a project's events, newest first.
+    #[tracing::instrument(level = "debug", skip(self))]
     pub async fn list_events(
         &self,
         project: &ProjectId,
@@ -129,6 +134,7 @@ impl Store {
     }
 
     /// Distinct event names of a project, most used first.
+    #[tracing::instrument(level = "debug", skip(self))]
     pub async fn event_names(&self, project: &ProjectId) -> StoreResult<Vec<EventNameCount>> {
         let rows: Vec<EventNameCount> = on_db!(self.db(), pool => {
             sqlx::query_as(
@@ -143,6 +149,7 @@ impl Store {
     }
 
     /// How many events of a project have `name`.
+    #[tracing::instrument(level = "debug", skip(self))]
     pub async fn count_events_named(&self, project: &ProjectId, name: &str) -> StoreResult<i64> {
         let n: i64 = on_db!(self.db(), pool => {
             sqlx::query_scalar("SELECT COUNT(*) FROM events WHERE project_id = $1 AND name = $2")
@@ -155,6 +162,7 @@ impl Store {
     }
 
     /// Totals of a project's events.
+    #[tracing::instrument(level = "debug", skip(self))]
     pub async fn event_totals(&self, project: &ProjectId) -> StoreResult<EventTotals> {
         let now = now_ms();
         let row: (i64, i64, i64, i64) = on_db!(self.db(), pool => {
@@ -180,6 +188,7 @@ impl Store {
     }
 
     /// Deletes every event of a project with `name`; answers how many.
+    #[tracing::instrument(level = "debug", skip(self))]
     pub async fn delete_events_named(&self, project: &ProjectId, name: &str) -> StoreResult<u64> {
         let n = on_db_write!(self.db(), pool => {
             sqlx::query("DELETE FROM events WHERE project_id = $1 AND name = $2")
@@ -193,6 +202,7 @@ impl Store {
     }
 
     /// Claims up to `limit` outbox entries that are due, leasing them until `lease_until`.
+    #[tracing::instrument(level = "debug", skip(self))]
     pub async fn claim_outbox(
         &self,
         limit: i64,
@@ -238,6 +248,7 @@ impl Store {
 
     /// Drops up to `limit` due entries at once (when no consumer is registered, delivery is a
     /// no-op); answers how many.
+    #[tracing::instrument(level = "debug", skip(self))]
     pub async fn drop_outbox(&self, limit: i64) -> StoreResult<u64> {
         let n = on_db_write!(self.db(), pool => {
             sqlx::query(
@@ -254,6 +265,7 @@ impl Store {
     }
 
     /// Removes delivered entries from the outbox.
+    #[tracing::instrument(level = "debug", skip(self, events))]
     pub async fn complete_outbox(&self, events: &[EventId]) -> StoreResult<()> {
         if events.is_empty() {
             return Ok(());
@@ -274,6 +286,7 @@ impl Store {
     }
 
     /// Schedules another delivery attempt of an entry (or parks it for good at `i64::MAX`).
+    #[tracing::instrument(level = "debug", skip(self, error))]
     pub async fn retry_outbox(
         &self,
         event: &EventId,
@@ -292,6 +305,7 @@ impl Store {
     }
 
     /// Entries waiting in the outbox (for tests and monitoring).
+    #[tracing::instrument(level = "debug", skip(self))]
     pub async fn outbox_len(&self) -> StoreResult<i64> {
         let n: i64 = on_db!(self.db(), pool => {
             sqlx::query_scalar("SELECT COUNT(*) FROM event_outbox").fetch_one(pool).await?

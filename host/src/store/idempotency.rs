@@ -7,46 +7,36 @@ use sqlx::FromRow;
 use sqlx::types::Json;
 
 use super::{Store, StoreResult};
+use super::{on_db, on_db_write};
 use crate::domain::ids::ProjectId;
 use crate::domain::time::now_ms;
-use crate::{on_db, on_db_write};
 
 /// How long a key is remembered.
 pub const TTL_MS: i64 = 24 * 60 * 60 * 1000;
 
-/// Inside the transaction `$tx`, forgets an expired use of the key and stores the response
-/// (`$status`, `$body` a `Serialize` value) under it; a live key taken meanwhile fails the write
-/// with `Conflict(IDEMPOTENCY_CONFLICT)`, so the whole transaction rolls back.
-macro_rules! store_idempotent_response {
-    ($tx:ident, $project:expr, $key:expr, $endpoint:expr, $hash:expr, $status:expr, $body:expr) => {{
-        let now = $crate::domain::time::now_ms();
-        sqlx::query(
-            "DELETE FROM idempotency_keys WHERE project_id = $1 AND key = $2 AND created_at < $3",
-        )
-        .bind($project)
-        .bind($key)
-        .bind(now - $crate::store::idempotency::TTL_MS)
-        .execute(&mut *$tx)
-        .await?;
-        sqlx::query(
-            "INSERT INTO idempotency_keys (project_id, key, endpoint, request_hash, status, response, created_at) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7)",
-        )
-        .bind($project)
-        .bind($key)
-        .bind($endpoint)
-        .bind($hash)
-        .bind(i32::from($status))
-        .bind(sqlx::types::Json($body))
-        .bind(now)
-        .execute(&mut *$tx)
-        .await
-        .map_err(|e| {
-            $crate::store::StoreError::unique(e, $crate::store::contacts::IDEMPOTENCY_CONFLICT)
-        })?;
-    }};
+/// An `Idempotency-Key` to store in the same transaction as a request's writes (see
+/// [`super::statements::Statements::store_idempotent_response`]). `R` is the response to replay,
+/// or what builds it from the writes.
+pub struct IdempotentWrite<'a, R> {
+    /// The caller's key.
+    pub key: &'a str,
+    /// The endpoint it was used on.
+    pub endpoint: &'a str,
+    /// Hash of the request body.
+    pub request_hash: &'a str,
+    /// The status to replay.
+    pub status: u16,
+    /// The body to replay, or what builds it.
+    pub response: R,
 }
-pub(crate) use store_idempotent_response;
+
+/// Forgets an expired use of a key; binds project, key, oldest live creation time.
+pub(super) const DELETE_EXPIRED_KEY: &str =
+    "DELETE FROM idempotency_keys WHERE project_id = $1 AND key = $2 AND created_at < $3";
+
+/// Stores a key; binds project, key, endpoint, request hash, status, response, now.
+pub(super) const INSERT_KEY: &str = "INSERT INTO idempotency_keys (project_id, key, endpoint, request_hash, status, response, created_at) \
+     VALUES ($1, $2, $3, $4, $5, $6, $7)";
 
 /// A remembered response.
 #[derive(Clone, Debug, PartialEq)]
@@ -71,6 +61,7 @@ struct Row {
 
 impl Store {
     /// The live response remembered under `key`, if any.
+    #[tracing::instrument(level = "debug", skip(self, key))]
     pub async fn idempotent_response(
         &self,
         project: &ProjectId,
@@ -96,6 +87,7 @@ impl Store {
     }
 
     /// Forgets keys older than the TTL.
+    #[tracing::instrument(level = "debug", skip(self))]
     pub async fn prune_idempotency_keys(&self) -> StoreResult<u64> {
         let n = on_db_write!(self.db(), pool => {
             sqlx::query("DELETE FROM idempotency_keys WHERE created_at < $1")

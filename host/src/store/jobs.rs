@@ -6,14 +6,15 @@
 //! is claimed again once its lease has expired. Every later write of a job's state is guarded by
 //! `locked_by`, so a worker that lost its lease cannot overwrite its successor's work.
 
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::Value;
 use sqlx::FromRow;
 use sqlx::types::Json;
 
-use super::{Store, StoreResult};
-use crate::domain::ids::{JobId, ProjectId};
+use super::{Backend, Store, StoreError, StoreResult, on_db, on_db_write};
+use crate::domain::ids::{DomainId, EmailId, JobId, ProjectId};
 use crate::domain::time::now_ms;
-use crate::{on_db, on_db_write};
 
 /// States of a job.
 pub mod state {
@@ -27,6 +28,84 @@ pub mod state {
     pub const FAILED: &str = "failed";
 }
 
+/// The parameters of one kind of job, stored as JSON in `jobs.payload` when the job is queued
+/// and read back as the same type by its handler.
+pub trait JobPayload: Serialize + DeserializeOwned {
+    /// The payload as stored.
+    fn to_json(&self) -> StoreResult<Value> {
+        serde_json::to_value(self).map_err(|e| StoreError::Corrupt(format!("job payload: {e}")))
+    }
+}
+
+/// A free-form payload, for job kinds registered outside the crate (and tests).
+impl JobPayload for Value {}
+
+/// The payload of an `emails.deliver` job: `{"emailId": …}`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DeliverPayload {
+    /// The email to deliver.
+    #[serde(serialize_with = "id_text", deserialize_with = "email_id")]
+    pub email_id: EmailId,
+}
+
+impl JobPayload for DeliverPayload {}
+
+/// The payload of a `domains.check` job: `{"domainId": …}`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DomainCheckPayload {
+    /// The domain to check.
+    #[serde(serialize_with = "id_text", deserialize_with = "domain_id")]
+    pub domain_id: DomainId,
+}
+
+impl JobPayload for DomainCheckPayload {}
+
+/// The payload of the bulk contact jobs: `{"contactIds": […]}`, the ids as the caller sent them
+/// (unknown ones are reported in the result).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct BulkPayload {
+    /// The contacts to change.
+    #[serde(default)]
+    pub contact_ids: Vec<String>,
+}
+
+impl JobPayload for BulkPayload {}
+
+/// The payload of a `contacts.import` job: `{"filename": …}` (the file itself is the job's
+/// input).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ImportPayload {
+    /// The uploaded file's name, if it had one.
+    pub filename: Option<String>,
+}
+
+impl JobPayload for ImportPayload {}
+
+fn id_text<S: Serializer>(id: &impl std::fmt::Display, s: S) -> Result<S::Ok, S::Error> {
+    s.collect_str(id)
+}
+
+fn email_id<'de, D: Deserializer<'de>>(d: D) -> Result<EmailId, D::Error> {
+    String::deserialize(d).map(EmailId::from_trusted)
+}
+
+fn domain_id<'de, D: Deserializer<'de>>(d: D) -> Result<DomainId, D::Error> {
+    String::deserialize(d).map(DomainId::from_trusted)
+}
+
+/// A worker's claim on a running job: every write of the job's state names it, and does nothing
+/// once another worker holds the job.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Lease {
+    /// The job.
+    pub job: JobId,
+    /// The worker that claimed it.
+    pub worker: String,
+}
+
 /// A job to enqueue.
 #[derive(Clone, Debug)]
 pub struct NewJob {
@@ -34,7 +113,7 @@ pub struct NewJob {
     pub kind: String,
     /// The project it belongs to.
     pub project_id: Option<ProjectId>,
-    /// Its parameters.
+    /// Its parameters, a [`JobPayload`] as stored.
     pub payload: Value,
     /// A large input (a CSV file), kept apart from the payload.
     pub input: Option<Vec<u8>>,
@@ -72,48 +151,68 @@ pub struct JobRecord {
 }
 
 /// A job claimed by a worker.
-#[derive(Clone, Debug, FromRow)]
+#[derive(Clone, Debug)]
 pub struct ClaimedJob {
     /// Its id.
-    pub id: String,
+    pub id: JobId,
     /// Its project.
-    pub project_id: Option<String>,
+    pub project_id: Option<ProjectId>,
     /// Its kind.
     pub kind: String,
-    /// Its parameters.
-    pub payload: Json<Value>,
+    /// Its parameters (read them with `JobContext::payload`).
+    pub payload: Value,
     /// Where a previous attempt got to.
-    pub checkpoint: Option<Json<Value>>,
+    pub checkpoint: Option<Value>,
     /// Attempts, this one included.
     pub attempts: i32,
     /// The attempt limit.
     pub max_attempts: i32,
 }
 
+#[derive(FromRow)]
+struct ClaimedRow {
+    id: String,
+    project_id: Option<String>,
+    kind: String,
+    payload: Json<Value>,
+    checkpoint: Option<Json<Value>>,
+    attempts: i32,
+    max_attempts: i32,
+}
+
+impl From<ClaimedRow> for ClaimedJob {
+    fn from(r: ClaimedRow) -> ClaimedJob {
+        ClaimedJob {
+            id: JobId::from_trusted(r.id),
+            project_id: r.project_id.map(ProjectId::from_trusted),
+            kind: r.kind,
+            payload: r.payload.0,
+            checkpoint: r.checkpoint.map(|c| c.0),
+            attempts: r.attempts,
+            max_attempts: r.max_attempts,
+        }
+    }
+}
+
 const RECORD_COLUMNS: &str = "id, project_id, kind, state, progress, result, checkpoint, attempts, last_error, created_at, finished_at";
 
 impl Store {
     /// Adds a job to the queue.
+    #[tracing::instrument(level = "debug", skip_all, fields(kind = %job.kind))]
     pub async fn enqueue_job(&self, job: &NewJob) -> StoreResult<JobId> {
-        let id = JobId::generate();
-        let now = now_ms();
-        on_db_write!(self.db(), pool => {
-            sqlx::query(INSERT_JOB)
-            .bind(id.as_str())
-            .bind(job.project_id.as_ref().map(|p| p.as_str()))
-            .bind(&job.kind)
-            .bind(Json(&job.payload))
-            .bind(job.input.as_deref())
-            .bind(job.max_attempts)
-            .bind(job.run_at)
-            .bind(now)
-            .execute(pool)
-            .await?;
+        use super::dialect::BeginWrite;
+        use super::statements::Statements;
+        let id = on_db_write!(self.db(), pool => {
+            let mut tx = pool.begin_write().await?;
+            let id = tx.insert_job(job, now_ms()).await?;
+            tx.commit().await?;
+            id
         });
         Ok(id)
     }
 
     /// A job of a project.
+    #[tracing::instrument(level = "debug", skip(self))]
     pub async fn job(&self, project: &ProjectId, id: &JobId) -> StoreResult<Option<JobRecord>> {
         let sql = format!("SELECT {RECORD_COLUMNS} FROM jobs WHERE project_id = $1 AND id = $2");
         let row = on_db!(self.db(), pool => {
@@ -123,6 +222,7 @@ impl Store {
     }
 
     /// Jobs of `kind` waiting to run (queued or running), across projects.
+    #[tracing::instrument(level = "debug", skip(self))]
     pub async fn count_queued_jobs(&self, kind: &str) -> StoreResult<i64> {
         let n: i64 = on_db!(self.db(), pool => {
             sqlx::query_scalar(
@@ -136,23 +236,26 @@ impl Store {
     }
 
     /// Any job by id (for workers and tests).
-    pub async fn job_by_id(&self, id: &str) -> StoreResult<Option<JobRecord>> {
+    #[tracing::instrument(level = "debug", skip(self))]
+    pub async fn job_by_id(&self, id: &JobId) -> StoreResult<Option<JobRecord>> {
         let sql = format!("SELECT {RECORD_COLUMNS} FROM jobs WHERE id = $1");
         let row = on_db!(self.db(), pool => {
-            sqlx::query_as(&sql).bind(id).fetch_optional(pool).await?
+            sqlx::query_as(&sql).bind(id.as_str()).fetch_optional(pool).await?
         });
         Ok(row)
     }
 
     /// The large input of a job.
-    pub async fn job_input(&self, id: &str) -> StoreResult<Option<Vec<u8>>> {
+    #[tracing::instrument(level = "debug", skip(self))]
+    pub async fn job_input(&self, id: &JobId) -> StoreResult<Option<Vec<u8>>> {
         let row: Option<Option<Vec<u8>>> = on_db!(self.db(), pool => {
-            sqlx::query_scalar("SELECT input FROM jobs WHERE id = $1").bind(id).fetch_optional(pool).await?
+            sqlx::query_scalar("SELECT input FROM jobs WHERE id = $1").bind(id.as_str()).fetch_optional(pool).await?
         });
         Ok(row.flatten())
     }
 
     /// Claims up to `limit` due jobs (and jobs whose lease expired) for `worker`.
+    #[tracing::instrument(level = "debug", skip(self))]
     pub async fn claim_jobs(
         &self,
         worker: &str,
@@ -167,23 +270,19 @@ impl Store {
              OR (state = 'running' AND locked_until < $3) ORDER BY run_at LIMIT $4{lock}) \
              RETURNING id, project_id, kind, payload, checkpoint, attempts, max_attempts"
         );
-        let rows = on_db_write!(self.db(), pool => {
+        let rows: Vec<ClaimedRow> = on_db_write!(self.db(), pool => {
             sqlx::query_as(&sql).bind(worker).bind(now + lease_ms).bind(now).bind(limit).fetch_all(pool).await?
         });
-        Ok(rows)
+        Ok(rows.into_iter().map(Into::into).collect())
     }
 
     /// Extends a lease; false when the worker no longer owns the job.
-    pub async fn extend_job_lease(
-        &self,
-        id: &str,
-        worker: &str,
-        lease_ms: i64,
-    ) -> StoreResult<bool> {
+    #[tracing::instrument(level = "debug", skip(self))]
+    pub async fn extend_job_lease(&self, lease: &Lease, lease_ms: i64) -> StoreResult<bool> {
         let n = on_db_write!(self.db(), pool => {
             sqlx::query("UPDATE jobs SET locked_until = $3 WHERE id = $1 AND locked_by = $2 AND state = 'running'")
-                .bind(id)
-                .bind(worker)
+                .bind(lease.job.as_str())
+                .bind(lease.worker.as_str())
                 .bind(now_ms() + lease_ms)
                 .execute(pool)
                 .await?
@@ -193,11 +292,12 @@ impl Store {
     }
 
     /// Marks a job completed with its result; false when the worker no longer owns it.
-    pub async fn complete_job(&self, id: &str, worker: &str, result: &Value) -> StoreResult<bool> {
+    #[tracing::instrument(level = "debug", skip(self, result))]
+    pub async fn complete_job(&self, lease: &Lease, result: &Value) -> StoreResult<bool> {
         let n = on_db_write!(self.db(), pool => {
             sqlx::query(COMPLETE_JOB)
-                .bind(id)
-                .bind(worker)
+                .bind(lease.job.as_str())
+                .bind(lease.worker.as_str())
                 .bind(Json(result))
                 .bind(now_ms())
                 .execute(pool)
@@ -208,14 +308,15 @@ impl Store {
     }
 
     /// Records a failed attempt: queued again at `retry_at`, or failed for good when `None`.
+    #[tracing::instrument(level = "debug", skip(self))]
     pub async fn fail_job(
         &self,
-        id: &str,
-        worker: &str,
+        lease: &Lease,
         error: &str,
         retry_at: Option<i64>,
     ) -> StoreResult<bool> {
         let now = now_ms();
+        let (id, worker) = (lease.job.as_str(), lease.worker.as_str());
         let n = on_db_write!(self.db(), pool => {
             match retry_at {
                 Some(at) => sqlx::query(
@@ -243,20 +344,92 @@ impl Store {
         });
         Ok(n == 1)
     }
+
+    /// Puts a claimed job back to wait until `run_at` without counting the attempt.
+    #[tracing::instrument(level = "debug", skip(self))]
+    pub async fn postpone_job(&self, lease: &Lease, run_at: i64) -> StoreResult<bool> {
+        let n = on_db_write!(self.db(), pool => {
+            sqlx::query(
+                "UPDATE jobs SET state = 'queued', run_at = $3, attempts = attempts - 1, locked_by = NULL, \
+                 locked_until = NULL, updated_at = $4 WHERE id = $1 AND locked_by = $2 AND state = 'running'",
+            )
+            .bind(lease.job.as_str())
+            .bind(lease.worker.as_str())
+            .bind(run_at)
+            .bind(now_ms())
+            .execute(pool)
+            .await?
+            .rows_affected()
+        });
+        Ok(n == 1)
+    }
+}
+
+/// Deletes the queued jobs of kind `$1` whose payload names `$2` under `key` (a fixed
+/// identifier, never user input).
+pub(super) fn delete_queued_jobs_for_sql(backend: Backend, key: &'static str) -> String {
+    let field = super::dialect::json_text(backend, "payload", key);
+    format!("DELETE FROM jobs WHERE kind = $1 AND state = 'queued' AND {field} = $2")
 }
 
 /// Inserts a queued job; binds id, project, kind, payload, input, max attempts, run at, now.
-/// Shared with stores that enqueue a job inside their own transaction.
-pub(crate) const INSERT_JOB: &str = "INSERT INTO jobs (id, project_id, kind, payload, input, state, progress, \
+pub(super) const INSERT_JOB: &str = "INSERT INTO jobs (id, project_id, kind, payload, input, state, progress, \
      attempts, max_attempts, run_at, created_at, updated_at) \
      VALUES ($1, $2, $3, $4, $5, 'queued', 0, 0, $6, $7, $8, $8)";
 
-/// Completes a job; binds id, worker, result, now. Shared with transactional handlers.
-pub(crate) const COMPLETE_JOB: &str = "UPDATE jobs SET state = 'completed', result = $3, progress = 100, \
+/// Completes a job; binds id, worker, result, now.
+pub(super) const COMPLETE_JOB: &str = "UPDATE jobs SET state = 'completed', result = $3, progress = 100, \
      finished_at = $4, updated_at = $4, locked_by = NULL, locked_until = NULL \
      WHERE id = $1 AND locked_by = $2 AND state = 'running'";
 
-/// Saves a checkpoint; binds id, worker, checkpoint, progress, now. Shared with transactional
-/// handlers.
-pub(crate) const CHECKPOINT_JOB: &str = "UPDATE jobs SET checkpoint = $3, progress = $4, updated_at = $5 \
+/// Saves a checkpoint; binds id, worker, checkpoint, progress, now.
+pub(super) const CHECKPOINT_JOB: &str = "UPDATE jobs SET checkpoint = $3, progress = $4, updated_at = $5 \
      WHERE id = $1 AND locked_by = $2 AND state = 'running'";
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn payloads_keep_the_stored_json_shape() {
+        let email = EmailId::generate();
+        let stored = json!({ "emailId": email.as_str() });
+        let deliver = DeliverPayload {
+            email_id: email.clone(),
+        };
+        assert_eq!(deliver.to_json().unwrap(), stored);
+        assert_eq!(
+            serde_json::from_value::<DeliverPayload>(stored).unwrap(),
+            deliver
+        );
+
+        let domain = DomainId::generate();
+        let stored = json!({ "domainId": domain.as_str() });
+        let check = DomainCheckPayload {
+            domain_id: domain.clone(),
+        };
+        assert_eq!(check.to_json().unwrap(), stored);
+        assert_eq!(
+            serde_json::from_value::<DomainCheckPayload>(stored).unwrap(),
+            check
+        );
+
+        let bulk = BulkPayload {
+            contact_ids: vec!["cnt_a".into(), "cnt_garbage".into()],
+        };
+        let stored = json!({ "contactIds": ["cnt_a", "cnt_garbage"] });
+        assert_eq!(bulk.to_json().unwrap(), stored);
+        assert_eq!(serde_json::from_value::<BulkPayload>(stored).unwrap(), bulk);
+
+        let import = ImportPayload {
+            filename: Some("list.csv".into()),
+        };
+        assert_eq!(import.to_json().unwrap(), json!({ "filename": "list.csv" }));
+        assert_eq!(
+            ImportPayload { filename: None }.to_json().unwrap(),
+            json!({ "filename": null })
+        );
+    }
+}

@@ -4,7 +4,9 @@
 //! backends share one schema shape and, wherever the dialects agree, one query text: every query
 //! uses numbered `$N` placeholders (which sqlx accepts on SQLite too), timestamps are `BIGINT` unix
 //! milliseconds and booleans are `BOOLEAN`. A query is written once and compiled for both pools by
-//! the [`on_db!`] macro; the few statements that differ live in [`dialect`].
+//! the [`on_db!`] macro; the few fragments that differ live in [`dialect`]. Each table's SQL lives
+//! in its own module; the statements that several writes share inside one transaction (events,
+//! jobs, idempotency keys) are the methods of [`statements::Statements`].
 
 pub mod accounts;
 pub mod activity;
@@ -19,6 +21,7 @@ pub mod jobs;
 pub mod projects;
 pub mod rate_limits;
 pub mod settings;
+pub mod statements;
 pub mod templates;
 
 use std::path::Path;
@@ -36,9 +39,9 @@ pub enum StoreError {
     /// The row asked for does not exist (in the caller's project).
     #[error("not found")]
     NotFound,
-    /// A uniqueness rule was broken; the string names the rule.
+    /// A uniqueness rule was broken, or a write lost a race it cannot retry.
     #[error("conflict: {0}")]
-    Conflict(&'static str),
+    Conflict(Conflict),
     /// The database URL is not one Herald understands.
     #[error("unsupported database URL `{0}`: use sqlite://PATH or postgres://…")]
     UnsupportedUrl(String),
@@ -56,9 +59,26 @@ pub enum StoreError {
     Io(#[from] std::io::Error),
 }
 
+/// Which rule a [`StoreError::Conflict`] broke.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum Conflict {
+    /// Another contact or user of the scope has the address.
+    #[error("email")]
+    Email,
+    /// A concurrent request took the same `Idempotency-Key` (its transaction rolled back).
+    #[error("idempotency_key")]
+    IdempotencyKey,
+    /// The project already has the sending domain.
+    #[error("the project already has this domain")]
+    Domain,
+    /// A contact kept changing under a write until it gave up.
+    #[error("contact is being changed concurrently; retry")]
+    ContactBusy,
+}
+
 impl StoreError {
     /// Maps a unique-constraint violation to [`StoreError::Conflict`].
-    pub(crate) fn unique(err: sqlx::Error, what: &'static str) -> StoreError {
+    pub(crate) fn unique(err: sqlx::Error, what: Conflict) -> StoreError {
         match &err {
             sqlx::Error::Database(db) if db.is_unique_violation() => StoreError::Conflict(what),
             _ => StoreError::Database(err),
@@ -87,7 +107,6 @@ pub enum Db {
 
 /// Runs `$body` with `$pool` bound to the concrete (reading) pool of either backend, so that one
 /// query text is compiled for both.
-#[macro_export]
 macro_rules! on_db {
     ($db:expr, $pool:ident => $body:expr) => {
         match $db {
@@ -97,8 +116,9 @@ macro_rules! on_db {
     };
 }
 
+pub(crate) use on_db;
+
 /// Like [`on_db!`], for statements that write: on SQLite `$pool` is the single writer.
-#[macro_export]
 macro_rules! on_db_write {
     ($db:expr, $pool:ident => $body:expr) => {
         match $db {
@@ -107,6 +127,7 @@ macro_rules! on_db_write {
         }
     };
 }
+pub(crate) use on_db_write;
 
 /// Which backend a [`Db`] talks to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

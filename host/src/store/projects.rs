@@ -4,11 +4,11 @@ use sqlx::FromRow;
 
 use super::dialect::BeginWrite;
 use super::{Store, StoreError, StoreResult};
+use super::{on_db, on_db_write};
 use crate::domain::ids::{ProjectId, UserId};
 use crate::domain::keys::{KeyKind, KeyPair, hash_key, key_hint};
 use crate::domain::project::{Project, ProjectName, Role};
 use crate::domain::time::now_ms;
-use crate::{on_db, on_db_write};
 
 const PROJECT_COLUMNS: &str = "p.id, p.name, p.public_key_hint, p.secret_key_hint, p.disabled, p.track_opens, p.track_clicks, \
      p.created_at, p.updated_at";
@@ -55,6 +55,7 @@ fn role_of(s: &str) -> StoreResult<Role> {
 
 impl Store {
     /// Creates a project with `owner` as its `OWNER`.
+    #[tracing::instrument(level = "debug", skip(self, keys))]
     pub async fn create_project(
         &self,
         name: &ProjectName,
@@ -95,6 +96,7 @@ impl Store {
     }
 
     /// The projects `user` is a member of, oldest first, with the user's role.
+    #[tracing::instrument(level = "debug", skip(self))]
     pub async fn projects_of_user(&self, user: &UserId) -> StoreResult<Vec<(Project, Role)>> {
         let sql = format!(
             "SELECT {PROJECT_COLUMNS}, m.role FROM memberships m JOIN projects p ON p.id = m.project_id \
@@ -109,6 +111,7 @@ impl Store {
     }
 
     /// One project of `user`, with the user's role; `None` when they are not a member.
+    #[tracing::instrument(level = "debug", skip(self))]
     pub async fn project_of_user(
         &self,
         user: &UserId,
@@ -126,6 +129,7 @@ impl Store {
     }
 
     /// The project a presented key belongs to, looked up by the key's kind.
+    #[tracing::instrument(level = "debug", skip(self, key))]
     pub async fn project_by_key(&self, kind: KeyKind, key: &str) -> StoreResult<Option<Project>> {
         let column = match kind {
             KeyKind::Public => "public_key_hash",
@@ -139,6 +143,7 @@ impl Store {
     }
 
     /// Renames a project.
+    #[tracing::instrument(level = "debug", skip(self))]
     pub async fn rename_project(
         &self,
         project: &ProjectId,
@@ -160,6 +165,7 @@ impl Store {
     }
 
     /// Switches open and click tracking; `None` keeps a setting.
+    #[tracing::instrument(level = "debug", skip(self))]
     pub async fn set_project_tracking(
         &self,
         project: &ProjectId,
@@ -184,6 +190,7 @@ impl Store {
     }
 
     /// Replaces both keys of a project at once; the old ones stop working with this commit.
+    #[tracing::instrument(level = "debug", skip(self, keys))]
     pub async fn rotate_keys(&self, project: &ProjectId, keys: &KeyPair) -> StoreResult<()> {
         let done = on_db_write!(self.db(), pool => {
             sqlx::query(
@@ -208,6 +215,7 @@ impl Store {
     }
 
     /// Deletes a project and, by cascade, everything in it.
+    #[tracing::instrument(level = "debug", skip(self))]
     pub async fn delete_project(&self, project: &ProjectId) -> StoreResult<()> {
         let done = on_db_write!(self.db(), pool => {
             sqlx::query("DELETE FROM projects WHERE id = $1").bind(project.as_str()).execute(pool).await?.rows_affected()

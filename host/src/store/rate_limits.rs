@@ -1,11 +1,12 @@
 //! Fixed-window request counters shared by every instance on one PostgreSQL database.
 
+use super::on_db_write;
 use super::{Store, StoreResult};
-use crate::on_db_write;
 
 impl Store {
     /// Counts one request of `bucket` in the window starting at `window_start` (unix ms) and
     /// returns the hits so far, this one included.
+    #[tracing::instrument(level = "debug", skip(self))]
     pub async fn rate_limit_hit(&self, bucket: &str, window_start: i64) -> StoreResult<i64> {
         let hits: i64 = on_db_write!(self.db(), pool => {
             sqlx::query_scalar(
@@ -22,6 +23,7 @@ impl Store {
     }
 
     /// Drops windows that ended before `before` (unix ms).
+    #[tracing::instrument(level = "debug", skip(self))]
     pub async fn rate_limit_prune(&self, before: i64) -> StoreResult<u64> {
         let done = on_db_write!(self.db(), pool => {
             sqlx::query("DELETE FROM rate_limit_windows WHERE window_start < $1")

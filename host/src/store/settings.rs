@@ -1,11 +1,12 @@
 //! Deployment-wide values that every instance must share (for example the JWT signing secret).
 
+use super::on_db_write;
 use super::{Store, StoreResult};
-use crate::on_db_write;
 
 impl Store {
     /// Returns the stored value of `key`, storing `generate()` first if there is none. Safe when
     /// several instances race: the first insert wins and everyone reads it back.
+    #[tracing::instrument(level = "debug", skip(self, generate))]
     pub async fn setting_or_init(
         &self,
         key: &str,

@@ -5,12 +5,12 @@
 use sqlx::FromRow;
 
 use super::{Store, StoreError, StoreResult};
+use super::{on_db, on_db_write};
 use crate::domain::email::EmailAddress;
 use crate::domain::ids::{ProjectId, TemplateId};
 use crate::domain::pagination::{Page, PageRequest};
 use crate::domain::template::fields::TemplateType;
 use crate::domain::time::now_ms;
-use crate::{on_db, on_db_write};
 
 /// A stored template.
 #[derive(Clone, Debug)]
@@ -123,6 +123,7 @@ impl TemplatePatch {
 
 impl Store {
     /// Adds a template.
+    #[tracing::instrument(level = "debug", skip(self, t))]
     pub async fn insert_template(
         &self,
         project: &ProjectId,
@@ -152,6 +153,7 @@ impl Store {
     }
 
     /// A template of a project.
+    #[tracing::instrument(level = "debug", skip(self))]
     pub async fn template(&self, project: &ProjectId, id: &TemplateId) -> StoreResult<Template> {
         let sql = format!("SELECT {COLUMNS} FROM templates WHERE project_id = $1 AND id = $2");
         let row: Option<TemplateRow> = on_db!(self.db(), pool => {
@@ -161,6 +163,7 @@ impl Store {
     }
 
     /// A page of a project's templates, newest first, optionally of one type.
+    #[tracing::instrument(level = "debug", skip(self))]
     pub async fn list_templates(
         &self,
         project: &ProjectId,
@@ -201,6 +204,7 @@ impl Store {
     }
 
     /// Applies a change to a template and answers it.
+    #[tracing::instrument(level = "debug", skip(self, patch))]
     pub async fn update_template(
         &self,
         project: &ProjectId,
@@ -250,6 +254,7 @@ impl Store {
     }
 
     /// Removes a template.
+    #[tracing::instrument(level = "debug", skip(self))]
     pub async fn delete_template(&self, project: &ProjectId, id: &TemplateId) -> StoreResult<()> {
         let n = on_db_write!(self.db(), pool => {
             sqlx::query("DELETE FROM templates WHERE project_id = $1 AND id = $2")

@@ -1,0 +1,199 @@
+//! The statements that writes of several tables share inside their own transaction: an event
+//! (its outbox row follows by trigger), the inferred types of custom fields, a job's insert,
+//! completion and checkpoint under its lease, and an idempotency key with its response. They are
+//! methods of any open transaction, written once for both backends; the SQL text of each stays
+//! in its table's module.
+
+use serde_json::{Map, Value};
+use sqlx::postgres::PgQueryResult;
+use sqlx::sqlite::SqliteQueryResult;
+use sqlx::types::Json;
+use sqlx::{Database, Encode, Executor, IntoArguments, Transaction, Type};
+
+use super::jobs::{CHECKPOINT_JOB, COMPLETE_JOB, INSERT_JOB, Lease, NewJob};
+use super::{Conflict, StoreError, StoreResult};
+use crate::domain::event::StoredEvent;
+use crate::domain::ids::JobId;
+
+/// How many rows a statement changed, on either backend.
+pub(crate) trait RowsAffected {
+    /// The count.
+    fn rows(&self) -> u64;
+}
+
+impl RowsAffected for SqliteQueryResult {
+    fn rows(&self) -> u64 {
+        self.rows_affected()
+    }
+}
+
+impl RowsAffected for PgQueryResult {
+    fn rows(&self) -> u64 {
+        self.rows_affected()
+    }
+}
+
+/// Shared statements, run inside the caller's transaction.
+pub(crate) trait Statements {
+    /// Inserts an event.
+    async fn insert_event(&mut self, event: &StoredEvent) -> sqlx::Result<()>;
+
+    /// Records the first type seen of each custom field key (`(key, type)` pairs).
+    async fn insert_field_types(
+        &mut self,
+        project: &str,
+        types: &[(&str, &str)],
+        now: i64,
+    ) -> sqlx::Result<()>;
+
+    /// Queues a job; answers its id.
+    async fn insert_job(&mut self, job: &NewJob, now: i64) -> sqlx::Result<JobId>;
+
+    /// Completes a job with `result`; false when the lease was lost.
+    async fn complete_job(&mut self, lease: &Lease, result: &Value, now: i64)
+    -> sqlx::Result<bool>;
+
+    /// Saves a job's checkpoint and progress; false when the lease was lost.
+    async fn checkpoint_job(
+        &mut self,
+        lease: &Lease,
+        checkpoint: &Value,
+        progress: i32,
+        now: i64,
+    ) -> sqlx::Result<bool>;
+
+    /// Forgets an expired use of `write.key` and stores `response` under it; a live key taken
+    /// meanwhile fails with `Conflict(IdempotencyKey)`, so the whole transaction rolls back.
+    async fn store_idempotent_response<R: Sync>(
+        &mut self,
+        project: &str,
+        write: &super::idempotency::IdempotentWrite<'_, R>,
+        response: &Value,
+    ) -> StoreResult<()>;
+}
+
+impl<DB> Statements for Transaction<'_, DB>
+where
+    DB: Database,
+    DB::QueryResult: RowsAffected,
+    for<'c> &'c mut DB::Connection: Executor<'c, Database = DB>,
+    for<'q> DB::Arguments<'q>: IntoArguments<'q, DB>,
+    for<'q> &'q str: Encode<'q, DB> + Type<DB>,
+    for<'q> Option<&'q str>: Encode<'q, DB> + Type<DB>,
+    for<'q> Option<&'q [u8]>: Encode<'q, DB> + Type<DB>,
+    for<'q> Json<&'q Value>: Encode<'q, DB> + Type<DB>,
+    for<'q> Json<&'q Map<String, Value>>: Encode<'q, DB> + Type<DB>,
+    for<'q> i64: Encode<'q, DB> + Type<DB>,
+    for<'q> i32: Encode<'q, DB> + Type<DB>,
+{
+    async fn insert_event(&mut self, e: &StoredEvent) -> sqlx::Result<()> {
+        sqlx::query(super::events::INSERT_EVENT)
+            .bind(e.id.as_str())
+            .bind(e.project_id.as_str())
+            .bind(e.contact_id.as_ref().map(|c| c.as_str()))
+            .bind(e.name.as_str())
+            .bind(Json(&e.data))
+            .bind(e.created_at)
+            .execute(&mut **self)
+            .await?;
+        Ok(())
+    }
+
+    async fn insert_field_types(
+        &mut self,
+        project: &str,
+        types: &[(&str, &str)],
+        now: i64,
+    ) -> sqlx::Result<()> {
+        if types.is_empty() {
+            return Ok(());
+        }
+        let sql = super::contacts::field_types_sql(types.len());
+        let mut q = sqlx::query(&sql).bind(project).bind(now);
+        for (k, t) in types {
+            q = q.bind(*k).bind(*t);
+        }
+        q.execute(&mut **self).await?;
+        Ok(())
+    }
+
+    async fn insert_job(&mut self, job: &NewJob, now: i64) -> sqlx::Result<JobId> {
+        let id = JobId::generate();
+        sqlx::query(INSERT_JOB)
+            .bind(id.as_str())
+            .bind(job.project_id.as_ref().map(|p| p.as_str()))
+            .bind(job.kind.as_str())
+            .bind(Json(&job.payload))
+            .bind(job.input.as_deref())
+            .bind(job.max_attempts)
+            .bind(job.run_at)
+            .bind(now)
+            .execute(&mut **self)
+            .await?;
+        Ok(id)
+    }
+
+    async fn complete_job(
+        &mut self,
+        lease: &Lease,
+        result: &Value,
+        now: i64,
+    ) -> sqlx::Result<bool> {
+        let n = sqlx::query(COMPLETE_JOB)
+            .bind(lease.job.as_str())
+            .bind(lease.worker.as_str())
+            .bind(Json(result))
+            .bind(now)
+            .execute(&mut **self)
+            .await?
+            .rows();
+        Ok(n == 1)
+    }
+
+    async fn checkpoint_job(
+        &mut self,
+        lease: &Lease,
+        checkpoint: &Value,
+        progress: i32,
+        now: i64,
+    ) -> sqlx::Result<bool> {
+        let n = sqlx::query(CHECKPOINT_JOB)
+            .bind(lease.job.as_str())
+            .bind(lease.worker.as_str())
+            .bind(Json(checkpoint))
+            .bind(progress)
+            .bind(now)
+            .execute(&mut **self)
+            .await?
+            .rows();
+        Ok(n == 1)
+    }
+
+    async fn store_idempotent_response<R: Sync>(
+        &mut self,
+        project: &str,
+        write: &super::idempotency::IdempotentWrite<'_, R>,
+        response: &Value,
+    ) -> StoreResult<()> {
+        use super::idempotency::{DELETE_EXPIRED_KEY, INSERT_KEY, TTL_MS};
+        let now = crate::domain::time::now_ms();
+        sqlx::query(DELETE_EXPIRED_KEY)
+            .bind(project)
+            .bind(write.key)
+            .bind(now - TTL_MS)
+            .execute(&mut **self)
+            .await?;
+        sqlx::query(INSERT_KEY)
+            .bind(project)
+            .bind(write.key)
+            .bind(write.endpoint)
+            .bind(write.request_hash)
+            .bind(i32::from(write.status))
+            .bind(Json(response))
+            .bind(now)
+            .execute(&mut **self)
+            .await
+            .map_err(|e| StoreError::unique(e, Conflict::IdempotencyKey))?;
+        Ok(())
+    }
+}
