@@ -176,16 +176,6 @@ impl Settings {
             .unwrap_or_else(|| format!("sqlite://{}", self.data_dir.join("herald.db").display()))
     }
 
-    /// The job queue settings.
-    pub fn queue(&self) -> crate::jobs::QueueConfig {
-        crate::jobs::QueueConfig {
-            concurrency: self.jobs_concurrency.max(1),
-            poll_interval: std::time::Duration::from_millis(self.jobs_poll_interval_ms.max(10)),
-            lease: std::time::Duration::from_secs(self.jobs_lease_seconds.max(1)),
-            max_attempts: self.jobs_max_attempts.max(1),
-        }
-    }
-
     /// The bounce host in effect (`domains.mail_host`, else the host of the public URL).
     pub fn mail_host(&self) -> String {
         if let Some(host) = self.domains.mail_host.as_deref().filter(|h| !h.is_empty()) {

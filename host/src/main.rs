@@ -126,20 +126,19 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             herald::telemetry::init(&settings);
             let url = settings.database_url();
             tracing::info!(database = %redact(&url), "opening database and applying migrations");
-            let server = herald::server::spawn(settings).await?;
-            server.state.plugins().reload_on_sighup();
+            let app = herald::app::App::build(settings).await?;
+            app.state().plugins().reload_on_sighup();
             tracing::info!(
-                address = %server.addr,
-                database = server.state.store().db().backend().name(),
-                "herald listening on {}", server.url()
+                address = %app.addr(),
+                database = app.state().store().db().backend().name(),
+                "herald listening on http://{}", app.addr()
             );
-            tokio::select! {
-                _ = herald::server::shutdown_signal() => {
-                    tracing::info!("shutdown signal received; finishing in-flight requests");
-                    server.stop().await?;
-                    tracing::info!("stopped");
-                }
-            }
+            app.run_until_stopped(async {
+                herald::server::shutdown_signal().await;
+                tracing::info!("shutdown signal received; finishing in-flight requests");
+            })
+            .await?;
+            tracing::info!("stopped");
             Ok(())
         }
         Command::Plugins { command } => {

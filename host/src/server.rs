@@ -1,68 +1,28 @@
-//! Assembling and running the HTTP server: state, routes, the request middleware (request ids,
-//! tracing spans, body limits, error bodies, panics, rate-limit headers) and graceful shutdown.
+//! The HTTP server's parts: the routes, the request middleware (request ids, tracing spans, body
+//! limits, error bodies, panics, rate-limit headers) and the shutdown signal. [`crate::app`]
+//! builds the state and runs the server.
 
-use std::net::SocketAddr;
 use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use futures::FutureExt;
 use poem::http::header;
-use poem::listener::{Acceptor, Listener, TcpListener};
 use poem::middleware::Cors;
 use poem::{Body, Endpoint, EndpointExt, IntoResponse, Request, Response, Route};
 use tokio::io::{AsyncRead, ReadBuf};
-use tokio::sync::{oneshot, watch};
 use tracing::Instrument;
 
 use crate::api;
 use crate::api::error::{ApiError, BodyTooLarge, ErrorStyle, classify, payload_too_large};
 use crate::api::extract::RateSlot;
 use crate::app::AppState;
-use crate::config::Settings;
 use crate::domain::ids::RequestId;
-use crate::events::{EventConsumer, EventDispatcher};
-use crate::plugins::Plugins;
-use crate::store::{Db, Store};
-
-/// Starts the plugin platform, opens the database, applies migrations and builds the shared
-/// state.
-pub async fn build_state(settings: Settings) -> anyhow::Result<AppState> {
-    if settings.domains.allow_unverified {
-        tracing::warn!(
-            "domains.allow_unverified is ON: mail may be sent from domains that are not verified, \
-             unsigned. This is for development only; never run production like this."
-        );
-    }
-    let plugin_settings = settings.plugins.clone();
-    let data_dir = settings.data_dir.clone();
-    // Loading compiles (or reads from the cache) every component: blocking work.
-    let plugins =
-        tokio::task::spawn_blocking(move || Plugins::start(&plugin_settings, &data_dir)).await??;
-    let plugins = Arc::new(plugins);
-    tracing::info!(loaded = plugins.list().len(), "plugins ready");
-    let url = settings.database_url();
-    let db = Db::connect(&url, settings.database_max_connections).await?;
-    db.migrate().await?;
-    let store = Store::new(db);
-    let secret = match &settings.jwt_secret {
-        Some(s) if !s.is_empty() => s.clone(),
-        _ => store.setting_or_init("jwt_secret", random_secret).await?,
-    };
-    Ok(AppState::new(store, settings, plugins, &secret))
-}
-
-fn random_secret() -> String {
-    use rand::RngCore;
-    let mut bytes = [0u8; 32];
-    rand::thread_rng().fill_bytes(&mut bytes);
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
 
 /// Every route of the service, wrapped in the request middleware.
-pub fn app(state: AppState) -> impl Endpoint<Output = Response> {
+pub fn routes(state: AppState) -> impl Endpoint<Output = Response> {
     let service = api::service();
     let ui = service.swagger_ui();
     let spec = service.spec_endpoint();
@@ -181,136 +141,6 @@ impl AsyncRead for LimitedBody {
             other => other,
         }
     }
-}
-
-/// A server running in the background (used by `herald serve` and by the tests).
-pub struct RunningServer {
-    /// Where it listens.
-    pub addr: SocketAddr,
-    /// The state it serves.
-    pub state: AppState,
-    shutdown: Option<oneshot::Sender<()>>,
-    task: tokio::task::JoinHandle<std::io::Result<()>>,
-}
-
-impl RunningServer {
-    /// Base URL, e.g. `http://127.0.0.1:41234`.
-    pub fn url(&self) -> String {
-        format!("http://{}", self.addr)
-    }
-
-    /// Stops accepting, waits for in-flight requests, closes the database.
-    pub async fn stop(mut self) -> anyhow::Result<()> {
-        if let Some(tx) = self.shutdown.take() {
-            let _ = tx.send(());
-        }
-        (&mut self.task).await??;
-        self.state.store().db().close().await;
-        Ok(())
-    }
-
-    /// Waits until the server ends by itself (it does not, unless the listener fails).
-    pub async fn wait(mut self) -> anyhow::Result<()> {
-        (&mut self.task).await??;
-        Ok(())
-    }
-}
-
-/// Builds the state, binds the listener and serves in a background task.
-pub async fn spawn(settings: Settings) -> anyhow::Result<RunningServer> {
-    spawn_with_consumers(settings, Vec::new()).await
-}
-
-/// [`spawn`] with event consumers registered on the dispatcher.
-pub async fn spawn_with_consumers(
-    settings: Settings,
-    consumers: Vec<Arc<dyn EventConsumer>>,
-) -> anyhow::Result<RunningServer> {
-    let state = build_state(settings).await?;
-    spawn_with_state(state, consumers).await
-}
-
-/// Serves prepared state in a background task, with the job workers, the event dispatcher and
-/// periodic maintenance.
-pub async fn spawn_with_state(
-    state: AppState,
-    consumers: Vec<Arc<dyn EventConsumer>>,
-) -> anyhow::Result<RunningServer> {
-    let settings = state.settings().clone();
-    let acceptor = TcpListener::bind(settings.listen.clone())
-        .into_acceptor()
-        .await
-        .map_err(|e| anyhow::anyhow!("cannot listen on {}: {e}", settings.listen))?;
-    let addr = acceptor
-        .local_addr()
-        .first()
-        .and_then(|a| a.as_socket_addr().copied())
-        .ok_or_else(|| anyhow::anyhow!("listener has no socket address"))?;
-    if settings.public_url.is_none() {
-        // Links in emails must reach this server: without a configured public URL, use the
-        // address actually bound (the configured one may say port 0).
-        state.links().use_bound_url(&format!("http://{addr}"));
-    }
-    let (tx, rx) = oneshot::channel::<()>();
-    let grace = Duration::from_secs(settings.shutdown_grace_seconds);
-    let endpoint = app(state.clone());
-
-    let (stop_tx, stop_rx) = watch::channel(false);
-    let maintenance_state = state.clone();
-    let mut maintenance_stop = stop_rx.clone();
-    let maintenance = tokio::spawn(async move {
-        let mut tick = tokio::time::interval(Duration::from_secs(60));
-        loop {
-            tokio::select! {
-                _ = tick.tick() => {
-                    maintenance_state.rate_limiter().prune().await;
-                    if let Err(err) = maintenance_state.store().prune_idempotency_keys().await {
-                        tracing::warn!(error = %err, "could not prune idempotency keys");
-                    }
-                    if let Err(err) = maintenance_state.store().prune_send_windows().await {
-                        tracing::warn!(error = %err, "could not prune send windows");
-                    }
-                }
-                _ = maintenance_stop.changed() => break,
-            }
-        }
-    });
-    let workers = tokio::spawn(state.jobs().clone().run(stop_rx.clone()));
-    let poll = Duration::from_millis(settings.jobs_poll_interval_ms.max(10));
-    let dispatcher = EventDispatcher::new(
-        state.store().clone(),
-        consumers,
-        poll,
-        Duration::from_secs(60),
-    );
-    let dispatching = tokio::spawn(dispatcher.run(stop_rx));
-
-    let task = tokio::spawn(async move {
-        let result = poem::Server::new_with_acceptor(acceptor)
-            .run_with_graceful_shutdown(
-                endpoint,
-                async move {
-                    let _ = rx.await;
-                },
-                Some(grace),
-            )
-            .await;
-        let _ = stop_tx.send(true);
-        let _ = maintenance.await;
-        if tokio::time::timeout(grace, workers).await.is_err() {
-            tracing::warn!(
-                "jobs still running at shutdown; they resume on the next start after their lease"
-            );
-        }
-        let _ = dispatching.await;
-        result
-    });
-    Ok(RunningServer {
-        addr,
-        state,
-        shutdown: Some(tx),
-        task,
-    })
 }
 
 /// Resolves on SIGINT or SIGTERM.

@@ -60,7 +60,7 @@ async fn init_prints_credentials_once_and_they_work() {
         ..Default::default()
     };
     settings.database_max_connections = 2;
-    let server = herald::server::spawn(settings).await.unwrap();
+    let server = herald::app::spawn(settings).await.unwrap();
     let client = reqwest::Client::builder()
         .cookie_store(true)
         .build()

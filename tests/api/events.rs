@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use futures::future::BoxFuture;
 use herald::domain::event::StoredEvent;
-use herald::events::EventConsumer;
+use herald::outbox::{ConsumerError, EventConsumer};
 use reqwest::Method;
 use serde_json::{Value, json};
 
@@ -422,12 +422,12 @@ impl EventConsumer for Recorder {
         "recorder"
     }
 
-    fn handle<'a>(&'a self, event: &'a StoredEvent) -> BoxFuture<'a, Result<(), String>> {
+    fn handle<'a>(&'a self, event: &'a StoredEvent) -> BoxFuture<'a, Result<(), ConsumerError>> {
         Box::pin(async move {
             let mut fail = self.fail_first.lock().unwrap();
             if *fail > 0 {
                 *fail -= 1;
-                return Err("not yet".into());
+                return Err(ConsumerError::Failed("not yet".into()));
             }
             self.seen.lock().unwrap().push(event.id.to_string());
             Ok(())
@@ -447,7 +447,7 @@ async fn the_outbox_hands_every_event_to_consumers_after_restarts_and_failures()
         ..Default::default()
     };
     // An account and a project to track with.
-    let server = herald::server::spawn(settings()).await.unwrap();
+    let server = herald::app::spawn(settings()).await.unwrap();
     let client = reqwest::Client::builder()
         .cookie_store(true)
         .build()
@@ -478,7 +478,7 @@ async fn the_outbox_hands_every_event_to_consumers_after_restarts_and_failures()
 
     // Record events through an instance whose dispatcher sleeps for an hour after its first
     // (empty) pass, then stop it: the events wait in the outbox, as after a crash.
-    let writer = herald::server::spawn(herald::config::Settings {
+    let writer = herald::app::spawn(herald::config::Settings {
         jobs_poll_interval_ms: 3_600_000,
         ..settings()
     })
@@ -505,10 +505,12 @@ async fn the_outbox_hands_every_event_to_consumers_after_restarts_and_failures()
     );
 
     // A new instance with a consumer gets every waiting event, also after failed deliveries.
-    let consumers: Vec<Arc<dyn EventConsumer>> = vec![recorder.clone()];
-    let reader = herald::server::spawn_with_consumers(settings(), consumers)
+    let reader = herald::app::App::builder(settings())
+        .consumer(recorder.clone())
+        .build()
         .await
-        .unwrap();
+        .unwrap()
+        .spawn();
     let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
     loop {
         let seen = recorder.seen.lock().unwrap().clone();

@@ -1,8 +1,8 @@
 //! Starts the real server on a random port, per test, on a fresh SQLite file, or on a fresh
 //! PostgreSQL schema when `HERALD_TEST_POSTGRES_URL` is set, and talks HTTP to it.
 
+use herald::app::{App, RunningServer};
 use herald::config::Settings;
-use herald::server::RunningServer;
 use reqwest::header::HeaderMap;
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
@@ -175,9 +175,7 @@ impl TestApp {
     ) -> TestApp {
         let mut settings = test_settings(dir.path(), &url);
         adjust(&mut settings);
-        let server = herald::server::spawn(settings)
-            .await
-            .expect("server starts");
+        let server = App::build(settings).await.expect("server starts").spawn();
         let client = reqwest::Client::builder().build().unwrap();
         TestApp {
             base_url: server.url(),

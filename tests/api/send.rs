@@ -567,9 +567,7 @@ async fn a_server_killed_mid_queue_finishes_after_restart_without_doubles() {
             .enable_all()
             .build()
             .unwrap();
-        let server = rt
-            .block_on(herald::server::spawn(settings))
-            .expect("starts");
+        let server = rt.block_on(herald::app::spawn(settings)).expect("starts");
         addr_tx.send(server.addr).unwrap();
         let _ = kill_rx.recv();
         std::mem::forget(server);

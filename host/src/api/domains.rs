@@ -13,9 +13,7 @@ use crate::domain::sending_domain::{
     DkimKey, DnsRecordState, DomainName, DomainNameError, RecordStatus,
 };
 use crate::domain::time::to_rfc3339;
-use crate::jobs::domains::next_check;
 use crate::store::domains::{Domain, NewDomain};
-use crate::store::jobs::NewJob;
 
 /// `POST /domains` body.
 #[derive(Object, serde::Deserialize)]
@@ -169,14 +167,10 @@ impl DomainsApi {
             .await
             .map_err(ApiError::internal)?
             .map_err(ApiError::internal)?;
-        let records = crate::domains::records_to_publish(
-            state.plugins(),
-            state.settings(),
-            &name,
-            &key.selector,
-            &key.public_base64,
-        )
-        .await?;
+        let records = state
+            .sending_domains()
+            .records_to_publish(&name, &key.selector, &key.public_base64)
+            .await?;
         let new = NewDomain {
             name,
             allow_subdomains: body.0.allow_subdomains.unwrap_or(false),
@@ -187,14 +181,9 @@ impl DomainsApi {
         };
         // The first background check runs soon after the domain is added; later ones follow the
         // check intervals.
-        let check = NewJob {
-            run_at: crate::domain::time::now_ms(),
-            ..next_check(
-                state.settings(),
-                crate::domain::sending_domain::DomainStatus::Pending,
-                state.jobs().config().max_attempts,
-            )
-        };
+        let check = state
+            .sending_domains()
+            .first_check(state.jobs().config().max_attempts);
         let domain = state
             .store()
             .insert_domain(project, &new, &check)
@@ -276,7 +265,7 @@ impl DomainsApi {
             .domain(project, &id)
             .await
             .map_err(|e| ApiError::from_store(e, "domain"))?;
-        let checked = crate::domains::check(state.plugins(), state.settings(), &domain).await?;
+        let checked = state.sending_domains().check(&domain).await?;
         let domain = state
             .store()
             .save_domain_check(project, &id, &checked)

@@ -207,15 +207,15 @@ impl From<crate::plugins::PluginError> for ApiError {
     }
 }
 
-impl From<crate::domains::SenderError> for ApiError {
-    fn from(err: crate::domains::SenderError) -> ApiError {
+impl From<crate::services::sending_domains::SenderError> for ApiError {
+    fn from(err: crate::services::sending_domains::SenderError) -> ApiError {
         match err {
-            crate::domains::SenderError::NotVerified(_) => ApiError::new(
+            crate::services::sending_domains::SenderError::NotVerified(_) => ApiError::new(
                 StatusCode::UNPROCESSABLE_ENTITY,
                 ErrorCode::DomainNotVerified,
                 err.to_string(),
             ),
-            crate::domains::SenderError::Store(e) => e.into(),
+            crate::services::sending_domains::SenderError::Store(e) => e.into(),
         }
     }
 }

@@ -23,7 +23,7 @@ use crate::app::AppState;
 use crate::domain::ids::{ProjectId, SessionId, UserId};
 use crate::domain::keys::KeyKind;
 use crate::domain::project::{Project, Role, User};
-use crate::ratelimit::RateDecision;
+use crate::services::ratelimit::RateDecision;
 
 /// Name of the dashboard session cookie.
 pub const SESSION_COOKIE: &str = "herald_token";

@@ -26,8 +26,8 @@ use crate::domain::send::{
 use crate::domain::template::CompiledTemplate;
 use crate::domain::template::fields::TemplateType;
 use crate::domain::time::{now_ms, to_rfc3339};
-use crate::domains::{SenderError, authorize_sender};
-use crate::sending::{Idempotency, QueuedEmail, SendError, SendPlan};
+use crate::services::sending::{Idempotency, QueuedEmail, SendError, SendPlan};
+use crate::services::sending_domains::SenderError;
 use crate::store::{Conflict, StoreError};
 
 /// Largest `/v1/send` request body: 10 MB of attachments in base64 plus the rest.
@@ -314,7 +314,9 @@ async fn plan(
     let (Some(from), Some(data), Some(content)) = (from, data, content) else {
         return Err(ApiError::internal("a checked send request lacks a part"));
     };
-    let sender = authorize_sender(state.store(), state.settings(), &project.id, &from.email)
+    let sender = state
+        .sending_domains()
+        .authorize_sender(&project.id, &from.email)
         .await
         .map_err(|e| match e {
             SenderError::NotVerified(_) => {
@@ -401,7 +403,7 @@ async fn send(
         request_hash: &hash,
         respond: &respond_json,
     });
-    match crate::sending::send(state, project, &plan, idempotency).await {
+    match state.sending().send(project, &plan, idempotency).await {
         Ok(queued) => Ok(SendResult::Ok(Json(respond(&queued, at)), None)),
         Err(SendError::Store(StoreError::Conflict(Conflict::IdempotencyKey))) => {
             let key = key.unwrap_or_default();

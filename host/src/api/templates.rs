@@ -291,7 +291,9 @@ async fn authorize_from(
     from: &EmailAddress,
     field: &str,
 ) -> Result<(), ApiError> {
-    crate::domains::authorize_sender(state.store(), state.settings(), project, from)
+    state
+        .sending_domains()
+        .authorize_sender(project, from)
         .await
         .map(|_| ())
         .map_err(|e| {

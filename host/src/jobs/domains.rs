@@ -9,18 +9,33 @@ use futures::future::BoxFuture;
 use serde_json::Value;
 
 use super::{JobContext, JobError, JobHandler};
-use crate::config::Settings;
 use crate::domain::sending_domain::DomainStatus;
 use crate::domain::time::now_ms;
-use crate::plugins::Plugins;
-use crate::store::domains::CHECK_KIND;
+use crate::plugins::PluginError;
+use crate::store::domains::{CHECK_KIND, CheckedDomain, Domain};
 use crate::store::jobs::{DomainCheckPayload, NewJob};
 
+/// Seconds between background checks of a domain.
+#[derive(Clone, Copy, Debug)]
+pub struct CheckIntervals {
+    /// For pending and failed domains.
+    pub unverified_seconds: u64,
+    /// For verified domains.
+    pub verified_seconds: u64,
+}
+
+/// Looks a domain's records up and decides its new status (the sending-domains service).
+pub trait DomainChecker: Send + Sync {
+    /// Checks `domain` now.
+    fn check<'a>(&'a self, domain: &'a Domain)
+    -> BoxFuture<'a, Result<CheckedDomain, PluginError>>;
+}
+
 /// The next check of a domain in `status`.
-pub fn next_check(settings: &Settings, status: DomainStatus, max_attempts: i32) -> NewJob {
+pub fn next_check(intervals: &CheckIntervals, status: DomainStatus, max_attempts: i32) -> NewJob {
     let seconds = match status {
-        DomainStatus::Verified => settings.domains.verified_check_interval_seconds,
-        DomainStatus::Pending | DomainStatus::Failed => settings.domains.check_interval_seconds,
+        DomainStatus::Verified => intervals.verified_seconds,
+        DomainStatus::Pending | DomainStatus::Failed => intervals.unverified_seconds,
     };
     NewJob {
         kind: CHECK_KIND.to_string(),
@@ -34,10 +49,10 @@ pub fn next_check(settings: &Settings, status: DomainStatus, max_attempts: i32) 
 
 /// Runs domain checks.
 pub struct DomainChecks {
-    /// The plugins (the DNS verifier).
-    pub plugins: Arc<Plugins>,
-    /// Settings (intervals, mail host, SPF).
-    pub settings: Settings,
+    /// What checks a domain.
+    pub checker: Arc<dyn DomainChecker>,
+    /// When the next check is due.
+    pub intervals: CheckIntervals,
 }
 
 impl JobHandler for DomainChecks {
@@ -54,7 +69,9 @@ impl JobHandler for DomainChecks {
                     .await?;
                 return Ok(());
             };
-            let checked = crate::domains::check(&self.plugins, &self.settings, &domain)
+            let checked = self
+                .checker
+                .check(&domain)
                 .await
                 .map_err(|e| JobError::Retry(e.into()))?;
             if checked.status != domain.status {
@@ -66,7 +83,7 @@ impl JobHandler for DomainChecks {
                     "domain status changed"
                 );
             }
-            let next = next_check(&self.settings, checked.status, ctx.job.max_attempts);
+            let next = next_check(&self.intervals, checked.status, ctx.job.max_attempts);
             ctx.store
                 .finish_domain_check(&domain, &ctx.lease, &checked, &next)
                 .await?

@@ -92,7 +92,7 @@ pub trait JobHandler: Send + Sync {
     fn run(&self, ctx: JobContext) -> BoxFuture<'_, Result<(), JobError>>;
 }
 
-/// Queue settings.
+/// Queue settings (the application builder makes them from the deployment's settings).
 #[derive(Clone, Debug)]
 pub struct QueueConfig {
     /// Jobs run at once by this instance.
@@ -115,28 +115,6 @@ pub struct JobQueue {
 }
 
 impl JobQueue {
-    /// A queue with the built-in handlers: imports, bulk actions, domain checks and deliveries.
-    pub fn new(
-        store: Store,
-        settings: &crate::config::Settings,
-        plugins: Arc<crate::plugins::Plugins>,
-    ) -> JobQueue {
-        let handlers: Vec<Arc<dyn JobHandler>> = vec![
-            Arc::new(import::ImportContacts),
-            Arc::new(bulk::BulkContacts),
-            Arc::new(domains::DomainChecks {
-                plugins: plugins.clone(),
-                settings: settings.clone(),
-            }),
-            Arc::new(deliver::Deliveries {
-                plugins,
-                per_second: settings.sending.per_project_per_second,
-                stale_hand_off: settings.queue().lease,
-            }),
-        ];
-        JobQueue::with_handlers(store, settings.queue(), handlers)
-    }
-
     /// Wakes an idle worker of this instance to look for due jobs now.
     pub fn wake(&self) {
         self.wake.notify_one();
@@ -147,8 +125,9 @@ impl JobQueue {
         &self.config
     }
 
-    /// A queue with the given handlers (the built-in ones, or others such as the later sending
-    /// and workflow handlers).
+    /// A queue running `handlers`, each for the kinds it names. The queue knows no handler of
+    /// its own: the application builder makes the built-in ones (imports, bulk actions, domain
+    /// checks, deliveries) and passes them here.
     pub fn with_handlers(
         store: Store,
         config: QueueConfig,

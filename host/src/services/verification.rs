@@ -16,7 +16,6 @@ use hickory_resolver::TokioResolver;
 use hickory_resolver::proto::rr::{RData, RecordType};
 use tokio::sync::OnceCell;
 
-use crate::config::Settings;
 use crate::domain::email::EmailAddress;
 use crate::domain::verification::{AddressFacts, Answer, DnsFacts, DnsUnknown, Lookups, Verdict};
 use crate::plugins::PluginSettings;
@@ -37,14 +36,15 @@ pub struct Verifier {
 }
 
 impl Verifier {
-    /// A verifier using `plugins.dns_nameservers` (or the system's), `verify_dns_timeout_ms`
-    /// and `verify_cache_seconds`.
-    pub fn new(settings: &Settings) -> Verifier {
-        let timeout = Duration::from_millis(settings.verify_dns_timeout_ms.max(1));
+    /// A verifier using the nameservers of `plugins` (`plugins.dns_nameservers`, or the
+    /// system's), waiting `timeout_ms` for each answer (`verify_dns_timeout_ms`) and keeping
+    /// facts for `ttl` (`verify_cache_seconds`).
+    pub fn new(plugins: &PluginSettings, timeout_ms: u64, ttl: Duration) -> Verifier {
+        let timeout = Duration::from_millis(timeout_ms.max(1));
         // The plugins' resolver, with verification's own timeout.
         let dns_settings = PluginSettings {
-            dns_timeout_ms: settings.verify_dns_timeout_ms.max(1),
-            ..settings.plugins.clone()
+            dns_timeout_ms: timeout_ms.max(1),
+            ..plugins.clone()
         };
         let resolver =
             crate::plugins::host::dns::resolver(&dns_settings).map_err(|e| e.to_string());
@@ -55,7 +55,7 @@ impl Verifier {
         Verifier {
             resolver,
             timeout,
-            ttl: Duration::from_secs(settings.verify_cache_seconds),
+            ttl,
             cache: Mutex::new(HashMap::new()),
         }
     }

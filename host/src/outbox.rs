@@ -1,4 +1,4 @@
-//! Publishing events to the parts of Herald that react to them.
+//! The outbox dispatcher: publishing events to the parts of Herald that react to them.
 //!
 //! Every event (tracked or emitted) is written with a row in `event_outbox` in the transaction
 //! that creates it. The dispatcher of every instance claims due outbox rows with a lease, hands
@@ -7,6 +7,9 @@
 //! consumers must be idempotent (they get the event id to deduplicate). Because the outbox is in
 //! the database, a crash between the write and the hand-off loses nothing, and a consumer
 //! registered in a later release receives every event that was not yet dispatched.
+//!
+//! The dispatcher runs the consumers it is given (the application builder registers them) and
+//! knows none of its own.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -16,7 +19,18 @@ use tokio::sync::watch;
 
 use crate::domain::event::StoredEvent;
 use crate::domain::time::now_ms;
-use crate::store::Store;
+use crate::store::{Store, StoreError};
+
+/// Why a consumer could not handle an event; the dispatcher retries the event later.
+#[derive(Debug, thiserror::Error)]
+pub enum ConsumerError {
+    /// The store failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// The consumer failed for a reason of its own.
+    #[error("{0}")]
+    Failed(String),
+}
 
 /// Something that reacts to events (the workflow engine, segment membership, analytics).
 pub trait EventConsumer: Send + Sync {
@@ -24,7 +38,7 @@ pub trait EventConsumer: Send + Sync {
     fn name(&self) -> &'static str;
 
     /// Handles one event; an error makes the dispatcher retry the event later.
-    fn handle<'a>(&'a self, event: &'a StoredEvent) -> BoxFuture<'a, Result<(), String>>;
+    fn handle<'a>(&'a self, event: &'a StoredEvent) -> BoxFuture<'a, Result<(), ConsumerError>>;
 }
 
 /// Attempts before an event is parked (kept in the outbox with its error, not retried).

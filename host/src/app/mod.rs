@@ -1,0 +1,334 @@
+//! Building and running Herald: the one place that wires the store, the plugins, the services,
+//! the job handlers and the event consumers together, after zero2prod's `startup.rs`
+//! (`Application::build`, `run_until_stopped`) and Vector's topology (check, build, run).
+//!
+//! [`App::build`] starts the plugin platform, opens and migrates the database, builds every
+//! service, registers the job handlers on the queue and the consumers on the outbox dispatcher,
+//! and binds the listener. [`App::run_until_stopped`] serves HTTP and runs the job workers, the
+//! dispatcher and periodic maintenance until its stop signal, then shuts them down in order.
+//! `herald serve` and the tests both start Herald this way; the queue and the dispatcher only
+//! run what they are given here.
+
+mod state;
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use jsonwebtoken::{DecodingKey, EncodingKey};
+use poem::listener::{Acceptor, Listener, TcpAcceptor, TcpListener};
+use tokio::sync::{oneshot, watch};
+
+pub use self::state::AppState;
+use crate::config::Settings;
+use crate::jobs::deliver::Deliveries;
+use crate::jobs::domains::{CheckIntervals, DomainChecks};
+use crate::jobs::{JobHandler, JobQueue, QueueConfig};
+use crate::mail::dkim::DkimSigner;
+use crate::mail::links::LinkSigner;
+use crate::outbox::{EventConsumer, EventDispatcher};
+use crate::plugins::Plugins;
+use crate::services::ratelimit::RateLimiter;
+use crate::services::sending::Sending;
+use crate::services::sending_domains::{DomainPolicy, SendingDomains};
+use crate::services::verification::Verifier;
+use crate::store::{Db, Store};
+
+/// How long the dispatcher's claim on outbox events lasts.
+const OUTBOX_LEASE: Duration = Duration::from_secs(60);
+
+/// How often periodic maintenance (pruning counters and old keys) runs.
+const MAINTENANCE_EVERY: Duration = Duration::from_secs(60);
+
+/// What [`App::build`] builds from, plus consumers registered from outside (the tests').
+pub struct AppBuilder {
+    settings: Settings,
+    consumers: Vec<Arc<dyn EventConsumer>>,
+}
+
+impl AppBuilder {
+    /// Registers `consumer` on the outbox dispatcher.
+    pub fn consumer(mut self, consumer: Arc<dyn EventConsumer>) -> AppBuilder {
+        self.consumers.push(consumer);
+        self
+    }
+
+    /// Starts the plugin platform, opens the database, applies migrations, builds the services,
+    /// the job queue with its handlers and the dispatcher with its consumers, and binds the
+    /// listener.
+    pub async fn build(self) -> anyhow::Result<App> {
+        let AppBuilder {
+            settings,
+            consumers,
+        } = self;
+        if settings.domains.allow_unverified {
+            tracing::warn!(
+                "domains.allow_unverified is ON: mail may be sent from domains that are not verified, \
+                 unsigned. This is for development only; never run production like this."
+            );
+        }
+        let plugin_settings = settings.plugins.clone();
+        let data_dir = settings.data_dir.clone();
+        // Loading compiles (or reads from the cache) every component: blocking work.
+        let plugins =
+            tokio::task::spawn_blocking(move || Plugins::start(&plugin_settings, &data_dir))
+                .await??;
+        let plugins = Arc::new(plugins);
+        tracing::info!(loaded = plugins.list().len(), "plugins ready");
+        let db = Db::connect(&settings.database_url(), settings.database_max_connections).await?;
+        db.migrate().await?;
+        let store = Store::new(db);
+        let secret = match &settings.jwt_secret {
+            Some(s) if !s.is_empty() => s.clone(),
+            _ => store.setting_or_init("jwt_secret", random_secret).await?,
+        };
+
+        let queue = queue_config(&settings);
+        let sending_domains = Arc::new(SendingDomains::new(
+            store.clone(),
+            plugins.clone(),
+            domain_policy(&settings),
+        ));
+        let handlers: Vec<Arc<dyn JobHandler>> = vec![
+            Arc::new(crate::jobs::import::ImportContacts),
+            Arc::new(crate::jobs::bulk::BulkContacts),
+            Arc::new(DomainChecks {
+                checker: sending_domains.clone(),
+                intervals: check_intervals(&settings),
+            }),
+            Arc::new(Deliveries {
+                plugins: plugins.clone(),
+                per_second: settings.sending.per_project_per_second,
+                stale_hand_off: queue.lease,
+            }),
+        ];
+        let dispatcher =
+            EventDispatcher::new(store.clone(), consumers, queue.poll_interval, OUTBOX_LEASE);
+        let jobs = JobQueue::with_handlers(store.clone(), queue, handlers);
+        let links = LinkSigner::new(&secret, &settings.public_url());
+        let sending = Sending::new(
+            store.clone(),
+            links.clone(),
+            DkimSigner::default(),
+            jobs.clone(),
+        );
+        let verifier = Verifier::new(
+            &settings.plugins,
+            settings.verify_dns_timeout_ms,
+            Duration::from_secs(settings.verify_cache_seconds),
+        );
+
+        let acceptor = TcpListener::bind(settings.listen.clone())
+            .into_acceptor()
+            .await
+            .map_err(|e| anyhow::anyhow!("cannot listen on {}: {e}", settings.listen))?;
+        let addr = acceptor
+            .local_addr()
+            .first()
+            .and_then(|a| a.as_socket_addr().copied())
+            .ok_or_else(|| anyhow::anyhow!("listener has no socket address"))?;
+        if settings.public_url.is_none() {
+            // Links in emails must reach this server: without a configured public URL, use the
+            // address actually bound (the configured one may say port 0).
+            links.use_bound_url(&format!("http://{addr}"));
+        }
+
+        let state = AppState::new(state::Parts {
+            rate_limiter: RateLimiter::for_store(&store),
+            store,
+            jobs,
+            plugins,
+            verifier,
+            links,
+            sending,
+            sending_domains,
+            jwt_encoding: EncodingKey::from_secret(secret.as_bytes()),
+            jwt_decoding: DecodingKey::from_secret(secret.as_bytes()),
+            settings,
+        });
+        Ok(App {
+            state,
+            acceptor,
+            addr,
+            dispatcher,
+        })
+    }
+}
+
+/// Herald built and bound, not yet serving.
+pub struct App {
+    state: AppState,
+    acceptor: TcpAcceptor,
+    addr: SocketAddr,
+    dispatcher: EventDispatcher,
+}
+
+impl App {
+    /// A builder, for registering consumers before [`AppBuilder::build`].
+    pub fn builder(settings: Settings) -> AppBuilder {
+        AppBuilder {
+            settings,
+            consumers: Vec::new(),
+        }
+    }
+
+    /// Builds Herald from `settings` (see [`AppBuilder::build`]).
+    pub async fn build(settings: Settings) -> anyhow::Result<App> {
+        App::builder(settings).build().await
+    }
+
+    /// Where it listens.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// The state it serves.
+    pub fn state(&self) -> &AppState {
+        &self.state
+    }
+
+    /// Serves HTTP with the job workers, the event dispatcher and periodic maintenance until
+    /// `stop` resolves; then stops accepting, waits for in-flight requests (up to
+    /// `shutdown_grace_seconds`) and running jobs, and closes the database.
+    pub async fn run_until_stopped(
+        self,
+        stop: impl Future<Output = ()> + Send,
+    ) -> anyhow::Result<()> {
+        let App {
+            state,
+            acceptor,
+            dispatcher,
+            ..
+        } = self;
+        let grace = Duration::from_secs(state.settings().shutdown_grace_seconds);
+        let (stop_tx, stop_rx) = watch::channel(false);
+        let maintenance = tokio::spawn(maintain(state.clone(), stop_rx.clone()));
+        let workers = tokio::spawn(state.jobs().clone().run(stop_rx.clone()));
+        let dispatching = tokio::spawn(dispatcher.run(stop_rx));
+
+        let result = poem::Server::new_with_acceptor(acceptor)
+            .run_with_graceful_shutdown(crate::server::routes(state.clone()), stop, Some(grace))
+            .await;
+        let _ = stop_tx.send(true);
+        joined("maintenance", maintenance.await);
+        match tokio::time::timeout(grace, workers).await {
+            Ok(done) => joined("job workers", done),
+            Err(_) => tracing::warn!(
+                "jobs still running at shutdown; they resume on the next start after their lease"
+            ),
+        }
+        joined("event dispatcher", dispatching.await);
+        state.store().db().close().await;
+        Ok(result?)
+    }
+
+    /// Runs [`App::run_until_stopped`] in a background task until [`RunningServer::stop`].
+    pub fn spawn(self) -> RunningServer {
+        let (addr, state) = (self.addr, self.state.clone());
+        let (tx, rx) = oneshot::channel::<()>();
+        let task = tokio::spawn(self.run_until_stopped(async move {
+            // A dropped handle stops the server too.
+            let _ = rx.await;
+        }));
+        RunningServer {
+            addr,
+            state,
+            shutdown: Some(tx),
+            task,
+        }
+    }
+}
+
+/// Builds Herald from `settings` and serves it in a background task.
+pub async fn spawn(settings: Settings) -> anyhow::Result<RunningServer> {
+    Ok(App::build(settings).await?.spawn())
+}
+
+/// A server running in the background (used by the tests).
+pub struct RunningServer {
+    /// Where it listens.
+    pub addr: SocketAddr,
+    /// The state it serves.
+    pub state: AppState,
+    shutdown: Option<oneshot::Sender<()>>,
+    task: tokio::task::JoinHandle<anyhow::Result<()>>,
+}
+
+impl RunningServer {
+    /// Base URL, e.g. `http://127.0.0.1:41234`.
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// Stops accepting, waits for in-flight requests and running jobs, closes the database.
+    pub async fn stop(mut self) -> anyhow::Result<()> {
+        if let Some(tx) = self.shutdown.take() {
+            // Fails only when the server already ended; the task says how.
+            let _ = tx.send(());
+        }
+        (&mut self.task).await?
+    }
+}
+
+/// Periodic maintenance until `stop` turns true: prunes rate-limit windows, idempotency keys and
+/// send windows.
+async fn maintain(state: AppState, mut stop: watch::Receiver<bool>) {
+    let mut tick = tokio::time::interval(MAINTENANCE_EVERY);
+    loop {
+        tokio::select! {
+            _ = tick.tick() => {
+                state.rate_limiter().prune().await;
+                if let Err(err) = state.store().prune_idempotency_keys().await {
+                    tracing::warn!(error = %err, "could not prune idempotency keys");
+                }
+                if let Err(err) = state.store().prune_send_windows().await {
+                    tracing::warn!(error = %err, "could not prune send windows");
+                }
+            }
+            _ = stop.changed() => break,
+        }
+    }
+}
+
+/// Logs a background task that ended by panicking (or was cancelled).
+fn joined(task: &str, result: Result<(), tokio::task::JoinError>) {
+    if let Err(err) = result {
+        tracing::error!(task, error = %err, "background task failed");
+    }
+}
+
+/// The job queue's settings.
+fn queue_config(settings: &Settings) -> QueueConfig {
+    QueueConfig {
+        concurrency: settings.jobs_concurrency.max(1),
+        poll_interval: Duration::from_millis(settings.jobs_poll_interval_ms.max(10)),
+        lease: Duration::from_secs(settings.jobs_lease_seconds.max(1)),
+        max_attempts: settings.jobs_max_attempts.max(1),
+    }
+}
+
+/// The sending domains' settings.
+fn domain_policy(settings: &Settings) -> DomainPolicy {
+    DomainPolicy {
+        mail_host: settings.mail_host(),
+        spf_include: settings.spf_include(),
+        allow_unverified: settings.domains.allow_unverified,
+        intervals: check_intervals(settings),
+    }
+}
+
+/// When domains are checked again.
+fn check_intervals(settings: &Settings) -> CheckIntervals {
+    CheckIntervals {
+        unverified_seconds: settings.domains.check_interval_seconds,
+        verified_seconds: settings.domains.verified_check_interval_seconds,
+    }
+}
+
+fn random_secret() -> String {
+    use rand::RngCore;
+    let mut bytes = [0u8; 32];
+    rand::thread_rng().fill_bytes(&mut bytes);
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}

@@ -1,0 +1,100 @@
+//! The state every request shares: the services and what the HTTP layer itself needs.
+
+use std::sync::Arc;
+
+use jsonwebtoken::{DecodingKey, EncodingKey};
+
+use crate::config::Settings;
+use crate::jobs::JobQueue;
+use crate::mail::links::LinkSigner;
+use crate::plugins::Plugins;
+use crate::services::ratelimit::RateLimiter;
+use crate::services::sending::Sending;
+use crate::services::sending_domains::SendingDomains;
+use crate::services::verification::Verifier;
+use crate::store::Store;
+
+/// Shared, cheaply cloned application state. Only [`super::App`] builds it.
+#[derive(Clone)]
+pub struct AppState {
+    inner: Arc<Parts>,
+}
+
+/// What the state holds; [`super::App`] fills it in.
+pub(super) struct Parts {
+    pub(super) store: Store,
+    pub(super) settings: Settings,
+    pub(super) rate_limiter: RateLimiter,
+    pub(super) jobs: JobQueue,
+    pub(super) plugins: Arc<Plugins>,
+    pub(super) verifier: Verifier,
+    pub(super) links: LinkSigner,
+    pub(super) sending: Sending,
+    pub(super) sending_domains: Arc<SendingDomains>,
+    pub(super) jwt_encoding: EncodingKey,
+    pub(super) jwt_decoding: DecodingKey,
+}
+
+impl AppState {
+    /// The state made of `parts`.
+    pub(super) fn new(parts: Parts) -> AppState {
+        AppState {
+            inner: Arc::new(parts),
+        }
+    }
+
+    /// The store.
+    pub fn store(&self) -> &Store {
+        &self.inner.store
+    }
+
+    /// The settings in effect.
+    pub fn settings(&self) -> &Settings {
+        &self.inner.settings
+    }
+
+    /// The request limiter.
+    pub fn rate_limiter(&self) -> &RateLimiter {
+        &self.inner.rate_limiter
+    }
+
+    /// The durable job queue.
+    pub fn jobs(&self) -> &JobQueue {
+        &self.inner.jobs
+    }
+
+    /// The plugin platform (transport, DNS verifier, billing, steps).
+    pub fn plugins(&self) -> &Arc<Plugins> {
+        &self.inner.plugins
+    }
+
+    /// Email address verification (`POST /v1/verify`).
+    pub fn verifier(&self) -> &Verifier {
+        &self.inner.verifier
+    }
+
+    /// Makes and checks the signed links of emails.
+    pub fn links(&self) -> &LinkSigner {
+        &self.inner.links
+    }
+
+    /// Sending email (`/v1/send`).
+    pub fn sending(&self) -> &Sending {
+        &self.inner.sending
+    }
+
+    /// Sending domains: their records, their checks and the sender rule.
+    pub fn sending_domains(&self) -> &SendingDomains {
+        &self.inner.sending_domains
+    }
+
+    /// Key that signs session tokens.
+    pub fn jwt_encoding(&self) -> &EncodingKey {
+        &self.inner.jwt_encoding
+    }
+
+    /// Key that checks session tokens.
+    pub fn jwt_decoding(&self) -> &DecodingKey {
+        &self.inner.jwt_decoding
+    }
+}

@@ -1,0 +1,8 @@
+//! The services: what the HTTP handlers, the job handlers and (later) the workflow engine call
+//! to act. Each is a struct holding exactly the parts it needs (store, plugins, signers, queue),
+//! built once by [`crate::app`]; none depends on the HTTP state.
+
+pub mod ratelimit;
+pub mod sending;
+pub mod sending_domains;
+pub mod verification;

@@ -1,0 +1,285 @@
+//! Transactional sending (`/v1/send`) as a service: for each recipient in order, upsert the
+//! contact, render the content with the contact's variables, add tracking, build and sign the
+//! MIME message; then queue every email with its delivery job and the request's idempotency key
+//! in one transaction. Delivery itself is `jobs::deliver`.
+
+use serde_json::{Map, Value};
+
+use crate::domain::contact::{Contact, ContactUpsert};
+use crate::domain::custom_data::DataPatch;
+use crate::domain::email::EmailAddress;
+use crate::domain::event::SubscriptionSource;
+use crate::domain::ids::{EmailId, ProjectId};
+use crate::domain::project::Project;
+use crate::domain::send::{Attachment, MAX_MESSAGE_BYTES, Mailbox};
+use crate::domain::template::{CompiledTemplate, Rendered};
+use crate::jobs::JobQueue;
+use crate::mail::dkim::DkimSigner;
+use crate::mail::links::{ContactUrls, LinkSigner};
+use crate::mail::mime::{self, Outgoing};
+use crate::mail::tracking;
+use crate::services::sending_domains::Sender;
+use crate::store::contacts::Effects;
+use crate::store::emails::NewEmail;
+use crate::store::idempotency::IdempotentWrite;
+use crate::store::{Store, StoreError};
+
+/// A checked send request, ready to go out.
+pub struct SendPlan {
+    /// Recipients, in order.
+    pub recipients: Vec<Mailbox>,
+    /// The sender.
+    pub from: Mailbox,
+    /// Who signs for the sender.
+    pub sender: Sender,
+    /// Reply-To.
+    pub reply_to: Option<EmailAddress>,
+    /// Subject and body, compiled.
+    pub content: CompiledTemplate,
+    /// The template it came from.
+    pub template_id: Option<String>,
+    /// Marketing mail carries `List-Unsubscribe`.
+    pub marketing: bool,
+    /// Subscription state asked for.
+    pub subscribed: Option<bool>,
+    /// The `data` patch.
+    pub data: DataPatch,
+    /// The caller's headers.
+    pub headers: Vec<(String, String)>,
+    /// Attachments.
+    pub attachments: Vec<Attachment>,
+}
+
+/// One queued email.
+#[derive(Clone, Debug)]
+pub struct QueuedEmail {
+    /// The contact.
+    pub contact: Contact,
+    /// The email's id.
+    pub email_id: EmailId,
+}
+
+/// Why a send failed.
+#[derive(Debug, thiserror::Error)]
+pub enum SendError {
+    /// A recipient's message is over the size limit.
+    #[error(
+        "the message to {to} would be {size} bytes; a message may be at most 40 MB with its attachments"
+    )]
+    TooLarge {
+        /// The recipient.
+        to: String,
+        /// Its size.
+        size: usize,
+    },
+    /// The content could not be rendered for a recipient.
+    #[error(transparent)]
+    Render(#[from] crate::domain::template::TemplateError),
+    /// The message could not be built.
+    #[error(transparent)]
+    Mime(#[from] mime::MimeError),
+    /// The DKIM key could not be used.
+    #[error(transparent)]
+    Dkim(#[from] crate::mail::dkim::DkimError),
+    /// The store failed (including an idempotency conflict).
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// The variables a template sees for one contact: its stored data, this request's one-off
+/// values, then the service's own (`email`, `id`, `svc_id`, `svc_email` and the three signed
+/// links).
+pub fn variables(contact: &Contact, transient: &Map<String, Value>, urls: &ContactUrls) -> Value {
+    let mut vars = contact.data.clone();
+    for (k, v) in transient {
+        vars.insert(k.clone(), v.clone());
+    }
+    let id = contact.id.as_str();
+    let email = contact.email.as_str();
+    for (k, v) in [
+        ("email", email.to_string()),
+        ("id", id.to_string()),
+        ("svc_id", id.to_string()),
+        ("svc_email", email.to_string()),
+        ("unsubscribeUrl", urls.unsubscribe.clone()),
+        ("subscribeUrl", urls.subscribe.clone()),
+        ("manageUrl", urls.manage.clone()),
+    ] {
+        vars.insert(k.to_string(), Value::String(v));
+    }
+    Value::Object(vars)
+}
+
+/// Sends email: builds each recipient's message and queues it for delivery.
+pub struct Sending {
+    store: Store,
+    links: LinkSigner,
+    dkim: DkimSigner,
+    jobs: JobQueue,
+}
+
+impl Sending {
+    /// Sending through `store` and `jobs`, with links signed by `links` and messages signed
+    /// with `dkim`'s cached keys.
+    pub fn new(store: Store, links: LinkSigner, dkim: DkimSigner, jobs: JobQueue) -> Sending {
+        Sending {
+            store,
+            links,
+            dkim,
+            jobs,
+        }
+    }
+
+    /// Renders, tracks, builds and signs one recipient's email.
+    fn build_email(
+        &self,
+        project: &Project,
+        plan: &SendPlan,
+        contact: &Contact,
+        to: &Mailbox,
+    ) -> Result<NewEmail, SendError> {
+        let id = EmailId::generate();
+        let links = &self.links;
+        let urls = links.contact_urls(contact.id.as_str());
+        let vars = variables(contact, &plan.data.transient, &urls);
+        let Rendered {
+            subject,
+            html,
+            text,
+        } = plan.content.render(&vars)?;
+        let keep = [
+            urls.unsubscribe.as_str(),
+            urls.subscribe.as_str(),
+            urls.manage.as_str(),
+        ];
+        let (mut html, tracked) = if project.track_clicks {
+            tracking::rewrite_links(&html, &keep, |i| links.click_url(id.as_str(), i))
+        } else {
+            (html, Vec::new())
+        };
+        if project.track_opens {
+            html = tracking::add_open_pixel(&html, &links.open_url(id.as_str()));
+        }
+        let (domain, signing) = match &plan.sender {
+            Sender::Verified(s) => (s.name.clone(), Some(s)),
+            Sender::Unverified => (plan.from.email.domain().to_string(), None),
+        };
+        let message_id = format!("{id}@{domain}");
+        let envelope_from = match signing {
+            Some(s) => format!("bounces+{id}@bounces.{}", s.name),
+            None => plan.from.email.to_string(),
+        };
+        let outgoing = Outgoing {
+            from: &plan.from,
+            to,
+            reply_to: plan.reply_to.as_ref(),
+            subject: &subject,
+            html: &html,
+            text: &text,
+            message_id: &message_id,
+            headers: &plan.headers,
+            attachments: &plan.attachments,
+            list_unsubscribe: plan.marketing.then_some(urls.unsubscribe.as_str()),
+        };
+        let mut message = mime::build(&outgoing)?;
+        if let Some(s) = signing {
+            self.dkim.sign(
+                &mut message,
+                &s.name,
+                &s.selector,
+                &s.private_key,
+                &mime::signed_header_names(&outgoing),
+            )?;
+        }
+        let raw = message.formatted();
+        if raw.len() > MAX_MESSAGE_BYTES {
+            return Err(SendError::TooLarge {
+                to: to.email.to_string(),
+                size: raw.len(),
+            });
+        }
+        Ok(NewEmail {
+            id,
+            contact_id: contact.id.clone(),
+            template_id: plan.template_id.clone(),
+            kind: if plan.marketing {
+                "marketing"
+            } else {
+                "transactional"
+            },
+            from_address: plan.from.email.to_string(),
+            to_address: to.email.to_string(),
+            subject,
+            message_id,
+            envelope_from,
+            signed_by: signing.map(|s| s.name.clone()),
+            links: tracked,
+            raw,
+        })
+    }
+
+    /// Sends: processes each recipient in order (contact upsert, rendering, message), then queues
+    /// every email in one transaction with the idempotency key, if any.
+    pub async fn send(
+        &self,
+        project: &Project,
+        plan: &SendPlan,
+        idempotency: Option<Idempotency<'_>>,
+    ) -> Result<Vec<QueuedEmail>, SendError> {
+        let project_id: &ProjectId = &project.id;
+        let mut queued = Vec::with_capacity(plan.recipients.len());
+        let mut emails = Vec::with_capacity(plan.recipients.len());
+        for to in &plan.recipients {
+            let upsert = ContactUpsert {
+                email: to.email.clone(),
+                subscribed: plan.subscribed,
+                subscribed_default: false,
+                data: plan.data.clone(),
+            };
+            let effects = Effects {
+                source: SubscriptionSource::Send,
+                reason: None,
+                event: None,
+                idempotency: None,
+            };
+            let (outcome, _) = self
+                .store
+                .upsert_contact_with(project_id, &upsert, &effects)
+                .await?;
+            let email = self.build_email(project, plan, &outcome.contact, to)?;
+            queued.push(QueuedEmail {
+                contact: outcome.contact,
+                email_id: email.id.clone(),
+            });
+            emails.push(email);
+        }
+        let response = idempotency.as_ref().map(|i| (i.respond)(&queued));
+        let write = idempotency
+            .as_ref()
+            .zip(response.as_ref())
+            .map(|(i, response)| IdempotentWrite {
+                key: i.key,
+                endpoint: i.endpoint,
+                request_hash: i.request_hash,
+                status: 200,
+                response,
+            });
+        self.store
+            .queue_emails(project_id, &emails, self.jobs.config().max_attempts, write)
+            .await?;
+        self.jobs.wake();
+        Ok(queued)
+    }
+}
+
+/// An `Idempotency-Key` to store with the emails, and how to build the response it replays.
+pub struct Idempotency<'a> {
+    /// The caller's key.
+    pub key: &'a str,
+    /// The endpoint.
+    pub endpoint: &'a str,
+    /// Hash of the request.
+    pub request_hash: &'a str,
+    /// The response for the queued emails.
+    pub respond: &'a (dyn Fn(&[QueuedEmail]) -> Value + Sync),
+}

@@ -1,0 +1,180 @@
+//! Sending domains as a service: asks the DNS verifier plugin (`plugins.dns_verifier`) for the
+//! records a domain must publish and for their state, decides the domain's status with the
+//! rules of [`crate::domain::sending_domain`], and decides who may send as a `from` address. The
+//! API (checks on request) and the background check job ([`crate::jobs::domains`], through
+//! [`DomainChecker`]) both go through here.
+
+use std::sync::Arc;
+
+use futures::future::BoxFuture;
+
+use crate::domain::email::EmailAddress;
+use crate::domain::ids::ProjectId;
+use crate::domain::sending_domain::{
+    DnsRecordState, DomainName, DomainStatus, RecordStatus, VerifiedDomain, conclude, covering,
+};
+use crate::jobs::domains::{CheckIntervals, DomainChecker, next_check};
+use crate::plugins::{self, PluginError, Plugins, Requirement, SendingDomain};
+use crate::store::domains::{CheckedDomain, Domain, SigningDomain};
+use crate::store::jobs::NewJob;
+use crate::store::{Store, StoreError};
+
+/// What the deployment says about sending domains.
+#[derive(Clone, Debug)]
+pub struct DomainPolicy {
+    /// The host that receives bounces (target of the return-path MX record).
+    pub mail_host: String,
+    /// The SPF mechanism that authorises this service's outgoing mail.
+    pub spf_include: String,
+    /// Development only: `from` addresses on unverified domains may send, unsigned.
+    pub allow_unverified: bool,
+    /// How often the background job checks a domain again.
+    pub intervals: CheckIntervals,
+}
+
+/// Sending domains: their DNS records, their checks and the sender rule.
+pub struct SendingDomains {
+    store: Store,
+    plugins: Arc<Plugins>,
+    policy: DomainPolicy,
+}
+
+fn status(s: plugins::RecordStatus) -> RecordStatus {
+    match s {
+        plugins::RecordStatus::Pending => RecordStatus::Pending,
+        plugins::RecordStatus::Verified => RecordStatus::Verified,
+        plugins::RecordStatus::Failed => RecordStatus::Failed,
+    }
+}
+
+impl SendingDomains {
+    /// The service over `store` and the DNS verifier plugin of `plugins`.
+    pub fn new(store: Store, plugins: Arc<Plugins>, policy: DomainPolicy) -> SendingDomains {
+        SendingDomains {
+            store,
+            plugins,
+            policy,
+        }
+    }
+
+    /// What the plugin needs to know of a domain.
+    fn sending_domain(&self, name: &str, selector: &str, key: &str) -> SendingDomain {
+        SendingDomain {
+            name: name.to_string(),
+            dkim_selector: selector.to_string(),
+            dkim_public_key: key.to_string(),
+            mail_host: self.policy.mail_host.clone(),
+            spf_include: self.policy.spf_include.clone(),
+        }
+    }
+
+    /// The records a new domain must publish, all pending.
+    pub async fn records_to_publish(
+        &self,
+        name: &DomainName,
+        selector: &str,
+        public_key: &str,
+    ) -> Result<Vec<DnsRecordState>, PluginError> {
+        let domain = self.sending_domain(name.as_str(), selector, public_key);
+        let records = self.plugins.domain_records(&domain).await?;
+        Ok(records
+            .into_iter()
+            .map(|r| DnsRecordState {
+                record_type: r.record_type,
+                name: r.name,
+                value: r.value,
+                required: r.requirement == Requirement::Required,
+                status: RecordStatus::Pending,
+                found: Vec::new(),
+            })
+            .collect())
+    }
+
+    /// Looks a domain's records up now and decides its new status.
+    pub async fn check(&self, domain: &Domain) -> Result<CheckedDomain, PluginError> {
+        let target = self.sending_domain(
+            domain.name.as_str(),
+            &domain.dkim_selector,
+            &domain.dkim_public_key,
+        );
+        let checked = self.plugins.verify_domain(&target).await?;
+        let records: Vec<DnsRecordState> = checked
+            .into_iter()
+            .map(|c| DnsRecordState {
+                record_type: c.expected.record_type,
+                name: c.expected.name,
+                value: c.expected.value,
+                required: c.expected.requirement == Requirement::Required,
+                status: status(c.status),
+                found: c.found,
+            })
+            .collect();
+        let outcome = conclude(&records, domain.verified_at.is_some());
+        Ok(CheckedDomain {
+            status: outcome.status,
+            records,
+            failure_reason: outcome.reason,
+        })
+    }
+
+    /// The first background check of a new domain: due now; later ones follow the intervals.
+    pub fn first_check(&self, max_attempts: i32) -> NewJob {
+        NewJob {
+            run_at: crate::domain::time::now_ms(),
+            ..next_check(&self.policy.intervals, DomainStatus::Pending, max_attempts)
+        }
+    }
+
+    /// Decides whether `from` may send for `project` (the rule of `docs/decisions.md`).
+    pub async fn authorize_sender(
+        &self,
+        project: &ProjectId,
+        from: &EmailAddress,
+    ) -> Result<Sender, SenderError> {
+        let store = &self.store;
+        let candidates = DomainName::self_and_parents(from.domain());
+        let verified: Vec<VerifiedDomain> = store.verified_domains(project, &candidates).await?;
+        match covering(from.domain(), &verified) {
+            Some(domain) => {
+                let signing = store
+                    .signing_domain(project, &domain.name)
+                    .await?
+                    .ok_or_else(|| SenderError::NotVerified(from.domain().to_string()))?;
+                Ok(Sender::Verified(signing))
+            }
+            None if self.policy.allow_unverified => Ok(Sender::Unverified),
+            None => Err(SenderError::NotVerified(from.domain().to_string())),
+        }
+    }
+}
+
+impl DomainChecker for SendingDomains {
+    fn check<'a>(
+        &'a self,
+        domain: &'a Domain,
+    ) -> BoxFuture<'a, Result<CheckedDomain, PluginError>> {
+        Box::pin(SendingDomains::check(self, domain))
+    }
+}
+
+/// Who may send as a `from` address.
+#[derive(Clone, Debug)]
+pub enum Sender {
+    /// A verified domain of the project covers it; mail is DKIM-signed with its key.
+    Verified(SigningDomain),
+    /// No verified domain covers it, but `domains.allow_unverified` lets it send unsigned.
+    Unverified,
+}
+
+/// Why a `from` address may not send.
+#[derive(Debug, thiserror::Error)]
+pub enum SenderError {
+    /// No verified domain of the project covers the address's domain.
+    #[error(
+        "the domain {0} is not verified for this project; add it with POST /domains, publish its DNS records and verify it"
+    )]
+    NotVerified(String),
+    /// The store failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
