@@ -59,8 +59,8 @@ async fn received(smtp: &SmtpServer, n: usize) -> SmtpLog {
     smtp.received(n).await
 }
 
-/// Waits until the email has `status`.
-async fn email_with_status(app: &TestApp, p: &TestProject, id: &str, status: &str) -> Value {
+/// Waits (up to 20 s) until email `id` has `status`, and answers it.
+pub async fn email_with_status(app: &TestApp, p: &TestProject, id: &str, status: &str) -> Value {
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
         let r = app.get(&format!("/emails/{id}"), &p.secret_key).await;
@@ -606,18 +606,39 @@ async fn a_server_killed_mid_queue_finishes_after_restart_without_doubles() {
     }
     kill_tx.send(()).unwrap();
     doomed.join().unwrap();
-    let before = smtp.log.lock().unwrap().data.len();
+    // A task of the dropped runtime may still finish the poll it was in.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let before = smtp.log.lock().unwrap().clone();
     assert!(
-        before < 5,
-        "the kill came before the queue drained ({before} sent)"
+        before.data.len() < 5,
+        "the kill came before the queue drained ({} sent)",
+        before.data.len()
     );
+    // The one window in which a crash may send twice (jobs/deliver.rs): the relay accepted the
+    // message but the outcome was not committed. Which emails are in it depends on where the kill
+    // landed, so it is read from the database: accepted by the relay, still `queued`.
+    let store = herald::store::Store::new(herald::store::Db::connect(&url, 1).await.unwrap());
+    let mut in_window = 0;
+    for id in &ids {
+        let email = store.deliverable(&herald::domain::ids::EmailId::parse(id).unwrap()).await.unwrap().unwrap();
+        let accepted = before.data.iter().any(|m| m.contains(&format!("<{id}@")));
+        if accepted && email.status == "queued" {
+            in_window += 1;
+        }
+    }
+    store.db().close().await;
+    assert!(in_window <= 1, "one hand-off at a time under a 1/s throttle");
 
     // A new instance on the same database finishes the queue.
     let second = TestApp::spawn_on(&url, configure).await;
-    let log = received(&smtp, 5).await;
+    let log = received(&smtp, 5 + in_window).await;
     tokio::time::sleep(Duration::from_millis(1500)).await;
     let log_after = smtp.log.lock().unwrap().clone();
-    assert_eq!(log_after.data.len(), 5, "none doubled: {log:?}");
+    assert_eq!(
+        log_after.data.len(),
+        5 + in_window,
+        "none doubled outside the documented window: {log:?}"
+    );
     let mut rcpts = log_after.rcpt_to.clone();
     rcpts.sort();
     rcpts.dedup();
