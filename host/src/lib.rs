@@ -11,7 +11,6 @@ pub mod jobs;
 pub mod mail;
 pub mod outbox;
 pub mod plugins;
-pub mod server;
 pub mod services;
 pub mod store;
 pub mod telemetry;

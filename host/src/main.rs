@@ -134,7 +134,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 "herald listening on http://{}", app.addr()
             );
             app.run_until_stopped(async {
-                herald::server::shutdown_signal().await;
+                herald::app::shutdown_signal().await;
                 tracing::info!("shutdown signal received; finishing in-flight requests");
             })
             .await?;

@@ -9,7 +9,7 @@ use poem_openapi::{Object, OpenApi};
 use super::ApiTags;
 use super::error::{ApiError, FieldError};
 use super::extract::SecretKeyAuth;
-use crate::app::AppState;
+use super::state::AppState;
 use crate::domain::ids::ActivityId;
 use crate::domain::pagination::PageRequest;
 use crate::domain::time::{now_ms, to_rfc3339};

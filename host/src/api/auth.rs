@@ -8,7 +8,7 @@ use serde::Deserialize;
 use super::ApiTags;
 use super::error::{ApiError, ErrorCode};
 use super::extract::{JsonBody, SESSION_COOKIE, cookie_value, issue_token, session_of};
-use crate::app::AppState;
+use super::state::AppState;
 use crate::domain::email::EmailAddress;
 use crate::domain::ids::UserId;
 use crate::domain::password::{self, Password};

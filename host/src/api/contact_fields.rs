@@ -8,7 +8,7 @@ use serde_json::Value;
 use super::ApiTags;
 use super::error::ApiError;
 use super::extract::SecretKeyAuth;
-use crate::app::AppState;
+use super::state::AppState;
 
 /// A value of a field and how many contacts have it.
 #[derive(Object)]

@@ -10,7 +10,7 @@ use serde_json::Value;
 use super::ApiTags;
 use super::error::{ApiError, ErrorCode, FieldError};
 use super::extract::{JsonBody, SecretKeyAuth};
-use crate::app::AppState;
+use super::state::AppState;
 use crate::domain::email::EmailAddress;
 use crate::domain::ids::JobId;
 use crate::domain::time::to_rfc3339;

@@ -11,7 +11,7 @@ use serde_json::{Map, Value};
 use super::ApiTags;
 use super::error::ApiError;
 use super::extract::{JsonBody, SecretKeyAuth};
-use crate::app::AppState;
+use super::state::AppState;
 use crate::domain::contact::{Contact, ContactChange, ContactUpsert};
 use crate::domain::custom_data::DataPatch;
 use crate::domain::email::EmailAddress;

@@ -7,7 +7,7 @@ use poem_openapi::{ApiResponse, Object, OpenApi};
 use super::ApiTags;
 use super::error::ApiError;
 use super::extract::{JsonBody, SecretKeyAuth};
-use crate::app::AppState;
+use super::state::AppState;
 use crate::domain::ids::{DomainId, ProjectId};
 use crate::domain::sending_domain::{
     DkimKey, DnsRecordState, DomainName, DomainNameError, RecordStatus,

@@ -7,7 +7,7 @@ use poem_openapi::{Object, OpenApi};
 use super::ApiTags;
 use super::error::ApiError;
 use super::extract::SecretKeyAuth;
-use crate::app::AppState;
+use super::state::AppState;
 use crate::domain::ids::EmailId;
 use crate::domain::time::to_rfc3339;
 

@@ -10,7 +10,7 @@ use serde_json::Value;
 use super::ApiTags;
 use super::error::ApiError;
 use super::extract::SecretKeyAuth;
-use crate::app::AppState;
+use super::state::AppState;
 use crate::domain::event::{EventName, StoredEvent};
 use crate::domain::ids::{ContactId, EventId};
 use crate::domain::pagination::PageRequest;

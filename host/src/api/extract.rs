@@ -19,7 +19,7 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
 use super::error::{ApiError, ErrorCode, FieldError, missing_auth};
-use crate::app::AppState;
+use super::state::AppState;
 use crate::domain::ids::{ProjectId, SessionId, UserId};
 use crate::domain::keys::KeyKind;
 use crate::domain::project::{Project, Role, User};

@@ -8,7 +8,7 @@ use poem_openapi::{ApiResponse, OpenApi};
 
 use super::ApiTags;
 use super::error::ApiError;
-use crate::app::AppState;
+use super::state::AppState;
 use crate::domain::contact::{Contact, ContactChange};
 use crate::domain::event::SubscriptionSource;
 use crate::domain::ids::ContactId;

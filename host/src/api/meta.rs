@@ -4,7 +4,7 @@ use poem_openapi::payload::Json;
 use poem_openapi::{ApiResponse, Object, OpenApi};
 
 use super::ApiTags;
-use crate::app::AppState;
+use super::state::AppState;
 
 /// Liveness.
 #[derive(Object)]

@@ -15,12 +15,16 @@ pub mod links;
 pub mod meta;
 pub mod notify;
 pub mod send;
+pub mod server;
+pub mod state;
 pub mod templates;
 pub mod track;
 pub mod users;
 pub mod verify;
 
 use poem_openapi::{OpenApiService, Tags};
+
+pub use state::AppState;
 
 /// Groups of endpoints in the reference.
 #[derive(Tags)]

@@ -10,7 +10,7 @@ use poem::{Body, handler};
 use serde::Serialize;
 
 use super::error::{ApiError, ErrorCode};
-use crate::app::AppState;
+use super::state::AppState;
 use crate::domain::event::SubscriptionSource;
 use crate::plugins::DeliveryEventKind;
 use crate::store::emails::status;

@@ -15,8 +15,8 @@ use super::ApiTags;
 use super::contacts::parse_data;
 use super::error::{ApiError, ErrorCode, FieldError, PublicApiError};
 use super::extract::{JsonBody, SecretKeyAuth};
+use super::state::AppState;
 use super::track::{idempotency_key, replayed, request_hash};
-use crate::app::AppState;
 use crate::domain::email::EmailAddress;
 use crate::domain::ids::TemplateId;
 use crate::domain::send::{

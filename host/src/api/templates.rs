@@ -10,7 +10,7 @@ use serde::Deserialize;
 use super::ApiTags;
 use super::error::{ApiError, FieldError};
 use super::extract::{JsonBody, SecretKeyAuth};
-use crate::app::AppState;
+use super::state::AppState;
 use crate::domain::email::EmailAddress;
 use crate::domain::ids::{ProjectId, TemplateId};
 use crate::domain::pagination::PageRequest;

@@ -14,7 +14,7 @@ use super::ApiTags;
 use super::contacts::parse_data;
 use super::error::{ApiError, ErrorCode};
 use super::extract::{JsonBody, ProjectContext, SecretKeyAuth, TrackAuth};
-use crate::app::AppState;
+use super::state::AppState;
 use crate::domain::contact::ContactUpsert;
 use crate::domain::email::EmailAddress;
 use crate::domain::event::{EventName, EventNameError, NewEvent, SubscriptionSource};

@@ -8,7 +8,7 @@ use serde::Deserialize;
 use super::ApiTags;
 use super::error::ApiError;
 use super::extract::{DashboardAuth, JsonBody};
-use crate::app::AppState;
+use super::state::AppState;
 use crate::domain::ids::ProjectId;
 use crate::domain::keys::KeyPair;
 use crate::domain::project::{Project, ProjectName, Role};

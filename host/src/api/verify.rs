@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 use super::ApiTags;
 use super::error::PublicApiError;
 use super::extract::{JsonBody, SecretKeyAuth};
-use crate::app::AppState;
+use super::state::AppState;
 use crate::domain::verification::Verdict;
 
 /// The address to verify.

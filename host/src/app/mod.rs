@@ -9,8 +9,6 @@
 //! `herald serve` and the tests both start Herald this way; the queue and the dispatcher only
 //! run what they are given here.
 
-mod state;
-
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -20,7 +18,8 @@ use jsonwebtoken::{DecodingKey, EncodingKey};
 use poem::listener::{Acceptor, Listener, TcpAcceptor, TcpListener};
 use tokio::sync::{oneshot, watch};
 
-pub use self::state::AppState;
+pub use crate::api::AppState;
+use crate::api::state::Parts;
 use crate::config::Settings;
 use crate::jobs::deliver::Deliveries;
 use crate::jobs::domains::{CheckIntervals, DomainChecks};
@@ -134,7 +133,7 @@ impl AppBuilder {
             links.use_bound_url(&format!("http://{addr}"));
         }
 
-        let state = AppState::new(state::Parts {
+        let state = AppState::new(Parts {
             rate_limiter: RateLimiter::for_store(&store),
             store,
             jobs,
@@ -208,7 +207,11 @@ impl App {
         let dispatching = tokio::spawn(dispatcher.run(stop_rx));
 
         let result = poem::Server::new_with_acceptor(acceptor)
-            .run_with_graceful_shutdown(crate::server::routes(state.clone()), stop, Some(grace))
+            .run_with_graceful_shutdown(
+                crate::api::server::routes(state.clone()),
+                stop,
+                Some(grace),
+            )
             .await;
         let _ = stop_tx.send(true);
         joined("maintenance", maintenance.await);
@@ -331,4 +334,28 @@ fn random_secret() -> String {
     let mut bytes = [0u8; 32];
     rand::thread_rng().fill_bytes(&mut bytes);
     bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Resolves on SIGINT or SIGTERM.
+pub async fn shutdown_signal() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut term =
+            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(s) => s,
+                Err(_) => {
+                    let _ = ctrl_c.await;
+                    return;
+                }
+            };
+        tokio::select! {
+            _ = ctrl_c => {},
+            _ = term.recv() => {},
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = ctrl_c.await;
+    }
 }

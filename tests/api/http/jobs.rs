@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::harness::{Reply, TestApp, fresh_database_url, read};
+use crate::support::harness::{Reply, TestApp, fresh_database_url, read};
 
 /// Uploads a file to `/contacts/import`.
 pub async fn upload(
@@ -739,7 +739,7 @@ mod queue {
     #[tokio::test]
     async fn failures_retry_with_backoff_then_fail_and_jobs_wait_for_their_time() {
         let dir = tempfile::tempdir().unwrap();
-        let url = crate::harness::fresh_database_url(dir.path()).await;
+        let url = crate::support::harness::fresh_database_url(dir.path()).await;
         let db = Db::connect(&url, 4).await.unwrap();
         db.migrate().await.unwrap();
         let store = Store::new(db);

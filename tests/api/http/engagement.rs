@@ -7,10 +7,10 @@ use mail_parser::MessageParser;
 use reqwest::Method;
 use serde_json::{Value, json};
 
-use crate::dnsd::DnsServer;
-use crate::domains::{verified_domain, with_dns};
-use crate::harness::{TestApp, TestProject, read};
-use crate::smtpd::SmtpServer;
+use crate::http::domains::{verified_domain, with_dns};
+use crate::support::dnsd::DnsServer;
+use crate::support::harness::{TestApp, TestProject, read};
+use crate::support::smtpd::SmtpServer;
 
 const SECRET: &str = "notify-secret-1";
 
@@ -67,7 +67,7 @@ async fn sent(adjust: impl FnOnce(&mut Settings)) -> Sent {
         .to_string();
     let html = html_of(&smtp.received(1).await.data[0]);
     // The relay has it; the outcome is committed right after.
-    crate::send::email_with_status(&app, &p, &email_id, "sent").await;
+    crate::http::send::email_with_status(&app, &p, &email_id, "sent").await;
     Sent {
         app,
         p,
@@ -315,7 +315,11 @@ fn dsn(email_id: &str, action: &str, status: &str) -> String {
     )
 }
 
-async fn notify(app: &TestApp, secret: Option<&str>, body: String) -> crate::harness::Reply {
+async fn notify(
+    app: &TestApp,
+    secret: Option<&str>,
+    body: String,
+) -> crate::support::harness::Reply {
     let mut req = app
         .client
         .post(app.url("/webhooks/notify"))

@@ -7,8 +7,8 @@ use std::time::{Duration, Instant};
 use herald::config::Settings;
 use serde_json::{Value, json};
 
-use crate::dnsd::DnsServer;
-use crate::harness::{TestApp, TestProject};
+use crate::support::dnsd::DnsServer;
+use crate::support::harness::{TestApp, TestProject};
 
 const MAIL_HOST: &str = "mail.herald.test";
 const SPF: &str = "include:spf.herald.test";

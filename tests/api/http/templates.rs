@@ -5,9 +5,9 @@
 use reqwest::Method;
 use serde_json::{Value, json};
 
-use crate::dnsd::DnsServer;
-use crate::domains::{verified_domain, with_dns};
-use crate::harness::{Reply, TestApp, TestProject};
+use crate::http::domains::{verified_domain, with_dns};
+use crate::support::dnsd::DnsServer;
+use crate::support::harness::{Reply, TestApp, TestProject};
 
 /// A well-formed template id that no project has.
 const UNKNOWN: &str = "/templates/tpl_0123456789abcdef0123456789abcdef";
@@ -86,10 +86,10 @@ async fn total(app: &TestApp, p: &TestProject) -> i64 {
 
 #[tokio::test]
 async fn a_template_is_created_read_changed_and_deleted() {
-    let dns = crate::dnsd::DnsServer::start().await;
-    let app = TestApp::spawn_with(crate::domains::with_dns(&dns)).await;
+    let dns = crate::support::dnsd::DnsServer::start().await;
+    let app = TestApp::spawn_with(crate::http::domains::with_dns(&dns)).await;
     let p = app.project().await;
-    crate::domains::verified_domain(&app, &p, &dns, "acme.test").await;
+    crate::http::domains::verified_domain(&app, &p, &dns, "acme.test").await;
     let created = create(&app, &p, welcome()).await;
     assert!(id(&created).starts_with("tpl_"), "{created}");
     assert_eq!(created["name"], "Welcome");

@@ -3,7 +3,7 @@
 use reqwest::Method;
 use serde_json::json;
 
-use crate::harness::{TestApp, read};
+use crate::support::harness::{TestApp, read};
 
 #[tokio::test]
 async fn malformed_requests_get_their_4xx_in_the_error_shape() {
@@ -138,7 +138,7 @@ async fn probes_and_config() {
     let r = app.call(Method::GET, "/ready", None, None).await;
     assert_eq!(r.status, 200);
     assert_eq!(r.body["status"], "ready");
-    let expected = if crate::harness::postgres_url().is_some() {
+    let expected = if crate::support::harness::postgres_url().is_some() {
         "postgres"
     } else {
         "sqlite"

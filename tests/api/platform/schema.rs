@@ -145,16 +145,19 @@ async fn both_migration_sets_build_the_same_schema() {
         );
     }
 
-    if crate::harness::postgres_url().is_none() {
+    if crate::support::harness::postgres_url().is_none() {
         println!(
             "schema comparison: HERALD_TEST_POSTGRES_URL is unset, so only the SQLite migrations \
              were checked; the comparison with PostgreSQL runs in the PostgreSQL pass"
         );
         return;
     }
-    let pg = Db::connect(&crate::harness::fresh_database_url(dir.path()).await, 1)
-        .await
-        .unwrap();
+    let pg = Db::connect(
+        &crate::support::harness::fresh_database_url(dir.path()).await,
+        1,
+    )
+    .await
+    .unwrap();
     pg.migrate().await.unwrap();
     let postgres = postgres_schema(&pg).await;
     assert_eq!(

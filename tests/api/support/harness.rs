@@ -7,9 +7,27 @@ use reqwest::header::HeaderMap;
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 
+/// With `TEST_LOG` set (`1`, or a filter such as `herald=debug`), the servers' logs are
+/// written through the test harness (shown for failing tests, or all with `--nocapture`);
+/// without it, tests log nothing.
+fn init_test_log() {
+    if let Ok(filter) = std::env::var("TEST_LOG") {
+        let filter = if filter.is_empty() || filter == "1" {
+            "info".to_string()
+        } else {
+            filter
+        };
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::new(filter))
+            .with_test_writer()
+            .try_init();
+    }
+}
+
 /// The settings every test server starts from: a random port, `dir` as the data directory, the
 /// given database, a compile cache shared by all tests and a small plugin pool.
 pub fn test_settings(dir: &std::path::Path, url: &str) -> Settings {
+    init_test_log();
     Settings {
         listen: "127.0.0.1:0".into(),
         data_dir: dir.to_path_buf(),

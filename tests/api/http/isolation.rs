@@ -3,7 +3,7 @@
 
 use serde_json::json;
 
-use crate::harness::TestApp;
+use crate::support::harness::TestApp;
 
 #[tokio::test]
 async fn every_contact_endpoint_is_404_across_projects() {

@@ -267,7 +267,7 @@ async fn the_default_verifier_lists_and_verifies_the_records() {
 async fn time_spent_waiting_on_dns_does_not_count_against_the_plugin_deadline() {
     // Every lookup waits the whole DNS timeout (the server never answers): four lookups take
     // about four times 400 ms, far beyond the 300 ms deadline of the guest's own work.
-    let dns = crate::dnsd::DnsServer::start().await;
+    let dns = crate::support::dnsd::DnsServer::start().await;
     dns.silence("silent.test");
     let (plugins, _dir) = start(|s| {
         s.dns_nameservers = vec![dns.nameserver()];
@@ -304,7 +304,7 @@ async fn time_spent_waiting_on_dns_does_not_count_against_the_plugin_deadline() 
 
 #[tokio::test]
 async fn the_dns_capability_follows_cnames_to_addresses() {
-    let dns = crate::dnsd::DnsServer::start().await;
+    let dns = crate::support::dnsd::DnsServer::start().await;
     dns.cname("www.site.test", "host.site.test");
     dns.ip("host.site.test", "192.0.2.7".parse().unwrap());
     dns.ip("host.site.test", "2001:db8::7".parse().unwrap());

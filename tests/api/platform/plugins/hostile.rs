@@ -177,7 +177,7 @@ async fn http_to_loopback_metadata_and_private_addresses_is_blocked() {
 #[tokio::test]
 async fn redirects_are_checked_again() {
     // A server on loopback (allowed for this plugin) redirects to a host not on its allowlist.
-    let (addr, _) = super::servers::http_server(
+    let (addr, _) = crate::support::httpd::http_server(
         "302 Found",
         "location: http://metadata.google.internal/computeMetadata/v1/\r\n".into(),
         "",
@@ -268,7 +268,7 @@ fn replace_all(haystack: &[u8], from: &[u8], to: &[u8]) -> Vec<u8> {
 
 #[tokio::test]
 async fn http_responses_are_capped_in_size_and_time() {
-    let (big, _) = super::servers::http_server(
+    let (big, _) = crate::support::httpd::http_server(
         "200 OK",
         String::new(),
         r#"{"padding":"0123456789012345678901234567890123456789"}"#,

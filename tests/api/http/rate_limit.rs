@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use crate::harness::{TestApp, postgres_url};
+use crate::support::harness::{TestApp, postgres_url};
 
 /// Waits out the end of a minute so that a test's requests fall in one window.
 async fn fresh_window() {

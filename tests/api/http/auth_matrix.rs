@@ -3,7 +3,7 @@
 use reqwest::Method;
 use serde_json::json;
 
-use crate::harness::TestApp;
+use crate::support::harness::TestApp;
 
 #[tokio::test]
 async fn missing_unknown_and_malformed_credentials_are_401() {

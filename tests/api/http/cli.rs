@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::harness::fresh_database_url;
+use crate::support::harness::fresh_database_url;
 
 const BIN: &str = env!("CARGO_BIN_EXE_herald");
 

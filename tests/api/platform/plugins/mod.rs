@@ -5,7 +5,6 @@
 mod dns;
 mod external;
 mod hostile;
-mod servers;
 mod steps;
 mod transports;
 

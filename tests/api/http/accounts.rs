@@ -3,7 +3,7 @@
 use reqwest::Method;
 use serde_json::json;
 
-use crate::harness::TestApp;
+use crate::support::harness::TestApp;
 
 #[tokio::test]
 async fn signup_login_logout() {

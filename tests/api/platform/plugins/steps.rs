@@ -3,7 +3,7 @@
 use herald::plugins::{Effect, FieldError, Outcome, Plugins};
 use serde_json::{Value, json};
 
-use super::{input, now_ms, servers, start};
+use super::{input, now_ms, start};
 
 async fn errors(plugins: &Plugins, step: &str, config: Value) -> Vec<FieldError> {
     plugins
@@ -360,7 +360,8 @@ async fn condition_reports_bad_filters_with_their_path() {
 
 #[tokio::test]
 async fn webhook_calls_the_url_and_keeps_the_answer() {
-    let (addr, seen) = servers::http_server("200 OK", String::new(), r#"{"accepted":true}"#).await;
+    let (addr, seen) =
+        crate::support::httpd::http_server("200 OK", String::new(), r#"{"accepted":true}"#).await;
     let (plugins, _dir) = start(|s| s.webhook_allow_private = true);
     let url = format!("http://{addr}/hooks/herald");
     let config = json!({ "url": url, "headers": { "x-token": "t0k" } });
@@ -436,7 +437,8 @@ async fn webhook_calls_the_url_and_keeps_the_answer() {
 
 #[tokio::test]
 async fn webhook_fails_on_an_error_status_and_on_private_addresses_by_default() {
-    let (addr, _) = servers::http_server("500 Internal Server Error", String::new(), "{}").await;
+    let (addr, _) =
+        crate::support::httpd::http_server("500 Internal Server Error", String::new(), "{}").await;
     let (open, _dir) = start(|s| s.webhook_allow_private = true);
     let result = open
         .run_step(

@@ -13,10 +13,10 @@ use herald::plugins::SmtpTls;
 use mail_parser::{MessageParser, MimeHeaders};
 use serde_json::{Value, json};
 
-use crate::dnsd::DnsServer;
-use crate::domains::{verified_domain, with_dns};
-use crate::harness::{TestApp, TestProject};
-use crate::smtpd::{SmtpLog, SmtpServer};
+use crate::http::domains::{verified_domain, with_dns};
+use crate::support::dnsd::DnsServer;
+use crate::support::harness::{TestApp, TestProject};
+use crate::support::smtpd::{SmtpLog, SmtpServer};
 
 /// An app that resolves through `dns` and delivers through the `smtp` transport to `smtp`.
 fn with_mail<'a>(dns: &'a DnsServer, smtp: SocketAddr) -> impl FnOnce(&mut Settings) + 'a {
@@ -50,7 +50,7 @@ async fn setup(adjust: impl FnOnce(&mut Settings)) -> Setup {
     Setup { dns, smtp, app, p }
 }
 
-async fn send(app: &TestApp, p: &TestProject, body: Value) -> crate::harness::Reply {
+async fn send(app: &TestApp, p: &TestProject, body: Value) -> crate::support::harness::Reply {
     app.post("/v1/send", &p.secret_key, body).await
 }
 
@@ -548,7 +548,7 @@ async fn a_server_killed_mid_queue_finishes_after_restart_without_doubles() {
     let dns = DnsServer::start().await;
     let smtp = SmtpServer::start().await;
     let dir = tempfile::tempdir().unwrap();
-    let url = crate::harness::fresh_database_url(dir.path()).await;
+    let url = crate::support::harness::fresh_database_url(dir.path()).await;
     let configure = |s: &mut Settings| {
         with_mail(&dns, smtp.addr)(s);
         s.sending.per_project_per_second = 1;
@@ -557,7 +557,7 @@ async fn a_server_killed_mid_queue_finishes_after_restart_without_doubles() {
 
     // The first instance runs on its own runtime, so that it can be killed outright: its tasks
     // stop wherever they are, nothing is shut down cleanly.
-    let mut settings = crate::harness::test_settings(dir.path(), &url);
+    let mut settings = crate::support::harness::test_settings(dir.path(), &url);
     configure(&mut settings);
     let (addr_tx, addr_rx) = std::sync::mpsc::channel();
     let (kill_tx, kill_rx) = std::sync::mpsc::channel::<()>();
@@ -620,14 +620,21 @@ async fn a_server_killed_mid_queue_finishes_after_restart_without_doubles() {
     let store = herald::store::Store::new(herald::store::Db::connect(&url, 1).await.unwrap());
     let mut in_window = 0;
     for id in &ids {
-        let email = store.deliverable(&herald::domain::ids::EmailId::parse(id).unwrap()).await.unwrap().unwrap();
+        let email = store
+            .deliverable(&herald::domain::ids::EmailId::parse(id).unwrap())
+            .await
+            .unwrap()
+            .unwrap();
         let accepted = before.data.iter().any(|m| m.contains(&format!("<{id}@")));
         if accepted && email.status == "queued" {
             in_window += 1;
         }
     }
     store.db().close().await;
-    assert!(in_window <= 1, "one hand-off at a time under a 1/s throttle");
+    assert!(
+        in_window <= 1,
+        "one hand-off at a time under a 1/s throttle"
+    );
 
     // A new instance on the same database finishes the queue.
     let second = TestApp::spawn_on(&url, configure).await;

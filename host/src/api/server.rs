@@ -1,5 +1,5 @@
 //! The HTTP server's parts: the routes, the request middleware (request ids, tracing spans, body
-//! limits, error bodies, panics, rate-limit headers) and the shutdown signal. [`crate::app`]
+//! limits, error bodies, panics, rate-limit headers). [`crate::app`]
 //! builds the state and runs the server.
 
 use std::panic::AssertUnwindSafe;
@@ -15,22 +15,21 @@ use poem::{Body, Endpoint, EndpointExt, IntoResponse, Request, Response, Route};
 use tokio::io::{AsyncRead, ReadBuf};
 use tracing::Instrument;
 
-use crate::api;
-use crate::api::error::{ApiError, BodyTooLarge, ErrorStyle, classify, payload_too_large};
-use crate::api::extract::RateSlot;
-use crate::app::AppState;
+use super::error::{ApiError, BodyTooLarge, ErrorStyle, classify, payload_too_large};
+use super::extract::RateSlot;
+use super::state::AppState;
 use crate::domain::ids::RequestId;
 
 /// Every route of the service, wrapped in the request middleware.
 pub fn routes(state: AppState) -> impl Endpoint<Output = Response> {
-    let service = api::service();
+    let service = super::service();
     let ui = service.swagger_ui();
     let spec = service.spec_endpoint();
     let max_body = state.settings().max_body_bytes;
     Route::new()
         .nest("/docs", ui)
         .at("/openapi.json", spec)
-        .at("/webhooks/notify", poem::post(api::notify::notify))
+        .at("/webhooks/notify", poem::post(super::notify::notify))
         .nest("/", service)
         .with(Cors::new())
         .data(state)
@@ -62,7 +61,7 @@ async fn handle<E: Endpoint>(
         max_body.max(crate::jobs::import::MAX_FILE_BYTES + 64 * 1024)
     } else if path == "/v1/send" {
         // 10 MB of attachments arrive base64-encoded, with the HTML and the rest of the body.
-        max_body.max(crate::api::send::MAX_REQUEST_BYTES)
+        max_body.max(super::send::MAX_REQUEST_BYTES)
     } else {
         max_body
     };
@@ -140,30 +139,6 @@ impl AsyncRead for LimitedBody {
             }
             other => other,
         }
-    }
-}
-
-/// Resolves on SIGINT or SIGTERM.
-pub async fn shutdown_signal() {
-    let ctrl_c = tokio::signal::ctrl_c();
-    #[cfg(unix)]
-    {
-        let mut term =
-            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-                Ok(s) => s,
-                Err(_) => {
-                    let _ = ctrl_c.await;
-                    return;
-                }
-            };
-        tokio::select! {
-            _ = ctrl_c => {},
-            _ = term.recv() => {},
-        }
-    }
-    #[cfg(not(unix))]
-    {
-        let _ = ctrl_c.await;
     }
 }
 

@@ -14,30 +14,30 @@ use crate::services::sending_domains::SendingDomains;
 use crate::services::verification::Verifier;
 use crate::store::Store;
 
-/// Shared, cheaply cloned application state. Only [`super::App`] builds it.
+/// Shared, cheaply cloned application state. Only [`crate::app::App`] builds it.
 #[derive(Clone)]
 pub struct AppState {
     inner: Arc<Parts>,
 }
 
-/// What the state holds; [`super::App`] fills it in.
-pub(super) struct Parts {
-    pub(super) store: Store,
-    pub(super) settings: Settings,
-    pub(super) rate_limiter: RateLimiter,
-    pub(super) jobs: JobQueue,
-    pub(super) plugins: Arc<Plugins>,
-    pub(super) verifier: Verifier,
-    pub(super) links: LinkSigner,
-    pub(super) sending: Sending,
-    pub(super) sending_domains: Arc<SendingDomains>,
-    pub(super) jwt_encoding: EncodingKey,
-    pub(super) jwt_decoding: DecodingKey,
+/// What the state holds; [`crate::app::App`] fills it in.
+pub(crate) struct Parts {
+    pub(crate) store: Store,
+    pub(crate) settings: Settings,
+    pub(crate) rate_limiter: RateLimiter,
+    pub(crate) jobs: JobQueue,
+    pub(crate) plugins: Arc<Plugins>,
+    pub(crate) verifier: Verifier,
+    pub(crate) links: LinkSigner,
+    pub(crate) sending: Sending,
+    pub(crate) sending_domains: Arc<SendingDomains>,
+    pub(crate) jwt_encoding: EncodingKey,
+    pub(crate) jwt_decoding: DecodingKey,
 }
 
 impl AppState {
     /// The state made of `parts`.
-    pub(super) fn new(parts: Parts) -> AppState {
+    pub(crate) fn new(parts: Parts) -> AppState {
         AppState {
             inner: Arc::new(parts),
         }

@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 
 use super::{HELLO, input, start};
 
-const MANIFEST: &str = include_str!("../../../sdk/examples/hello-step/hello.toml");
+const MANIFEST: &str = include_str!("../../../../sdk/examples/hello-step/hello.toml");
 
 fn plugin_dir() -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();

@@ -10,9 +10,9 @@ use herald::outbox::{ConsumerError, EventConsumer};
 use reqwest::Method;
 use serde_json::{Value, json};
 
-use crate::harness::{TestApp, TestProject};
+use crate::support::harness::{TestApp, TestProject};
 
-async fn track(app: &TestApp, key: &str, body: Value) -> crate::harness::Reply {
+async fn track(app: &TestApp, key: &str, body: Value) -> crate::support::harness::Reply {
     app.post("/v1/track", key, body).await
 }
 
@@ -380,12 +380,13 @@ async fn subscription_changes_record_events_from_every_path() {
             json!({ "contactIds": [id] }),
         )
         .await;
-    crate::jobs::wait_job(&app, key, "bulk", job.body["jobId"].as_str().unwrap()).await;
+    crate::http::jobs::wait_job(&app, key, "bulk", job.body["jobId"].as_str().unwrap()).await;
     // import
     let csv = "email,subscribed\nsub@example.com,no\n";
     let job =
-        crate::jobs::upload(&app, key, "people.csv", "text/csv", csv.as_bytes().to_vec()).await;
-    crate::jobs::wait_job(&app, key, "import", job.body["jobId"].as_str().unwrap()).await;
+        crate::http::jobs::upload(&app, key, "people.csv", "text/csv", csv.as_bytes().to_vec())
+            .await;
+    crate::http::jobs::wait_job(&app, key, "import", job.body["jobId"].as_str().unwrap()).await;
 
     let mut seen: Vec<(String, String)> = Vec::new();
     let r = app.get(&format!("/events/contact/{id}"), key).await;
@@ -438,7 +439,7 @@ impl EventConsumer for Recorder {
 #[tokio::test]
 async fn the_outbox_hands_every_event_to_consumers_after_restarts_and_failures() {
     let dir = tempfile::tempdir().unwrap();
-    let url = crate::harness::fresh_database_url(dir.path()).await;
+    let url = crate::support::harness::fresh_database_url(dir.path()).await;
     let settings = || herald::config::Settings {
         listen: "127.0.0.1:0".into(),
         data_dir: dir.path().to_path_buf(),

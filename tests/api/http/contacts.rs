@@ -4,7 +4,7 @@ use std::collections::HashSet;
 
 use serde_json::{Value, json};
 
-use crate::harness::TestApp;
+use crate::support::harness::TestApp;
 
 #[tokio::test]
 async fn create_get_upsert_and_delete() {
@@ -418,7 +418,7 @@ async fn concurrent_upserts_of_one_address_make_one_contact() {
                 .send()
                 .await
                 .unwrap();
-            crate::harness::read(resp).await
+            crate::support::harness::read(resp).await
         }));
     }
     let mut created = 0;

@@ -4,7 +4,7 @@ use base64::Engine as _;
 use herald::plugins::{DeliveryError, DeliveryEventKind, OutgoingMessage, SmtpTls};
 
 use super::{settings, start};
-use crate::smtpd::{SmtpServer, SmtpTlsMode, TestPki};
+use crate::support::smtpd::{SmtpServer, SmtpTlsMode, TestPki};
 
 fn message(id: &str, to: &str) -> OutgoingMessage {
     OutgoingMessage {

@@ -8,8 +8,8 @@ use hickory_server::proto::rr::RecordType;
 use reqwest::Method;
 use serde_json::{Value, json};
 
-use crate::dnsd::DnsServer;
-use crate::harness::{Reply, TestApp, TestProject};
+use crate::support::dnsd::DnsServer;
+use crate::support::harness::{Reply, TestApp, TestProject};
 
 fn ip(s: &str) -> IpAddr {
     s.parse().unwrap()

@@ -1,0 +1,16 @@
+//! Black-box tests through the HTTP API (and the `herald` binary), one file per resource.
+
+mod accounts;
+mod auth_matrix;
+mod cli;
+mod contacts;
+pub mod domains;
+mod engagement;
+mod events;
+mod isolation;
+pub mod jobs;
+mod protocol;
+mod rate_limit;
+pub mod send;
+mod templates;
+mod verify;

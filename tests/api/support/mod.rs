@@ -1,0 +1,6 @@
+//! What the tests run against: the harness that starts Herald, and real servers on loopback.
+
+pub mod dnsd;
+pub mod harness;
+pub mod httpd;
+pub mod smtpd;
