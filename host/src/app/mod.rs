@@ -23,7 +23,7 @@ use crate::api::state::Parts;
 use crate::config::Settings;
 use crate::jobs::deliver::Deliveries;
 use crate::jobs::domains::{CheckIntervals, DomainChecks};
-use crate::jobs::{JobHandler, JobQueue, QueueConfig};
+use crate::jobs::{JobHandler, JobQueue, QueueConfig, Workers};
 use crate::mail::dkim::DkimSigner;
 use crate::mail::links::LinkSigner;
 use crate::outbox::{EventConsumer, EventDispatcher};
@@ -89,6 +89,14 @@ impl AppBuilder {
             plugins.clone(),
             domain_policy(&settings),
         ));
+        let jobs = JobQueue::new(store.clone(), queue.clone());
+        let links = LinkSigner::new(&secret, &settings.public_url());
+        let sending = Sending::new(
+            store.clone(),
+            links.clone(),
+            DkimSigner::default(),
+            jobs.clone(),
+        );
         let handlers: Vec<Arc<dyn JobHandler>> = vec![
             Arc::new(crate::jobs::import::ImportContacts),
             Arc::new(crate::jobs::bulk::BulkContacts),
@@ -104,14 +112,7 @@ impl AppBuilder {
         ];
         let dispatcher =
             EventDispatcher::new(store.clone(), consumers, queue.poll_interval, OUTBOX_LEASE);
-        let jobs = JobQueue::with_handlers(store.clone(), queue, handlers);
-        let links = LinkSigner::new(&secret, &settings.public_url());
-        let sending = Sending::new(
-            store.clone(),
-            links.clone(),
-            DkimSigner::default(),
-            jobs.clone(),
-        );
+        let workers = Workers::new(jobs.clone(), handlers);
         let verifier = Verifier::new(
             &settings.plugins,
             settings.verify_dns_timeout_ms,
@@ -151,6 +152,7 @@ impl AppBuilder {
             acceptor,
             addr,
             dispatcher,
+            workers,
         })
     }
 }
@@ -161,6 +163,7 @@ pub struct App {
     acceptor: TcpAcceptor,
     addr: SocketAddr,
     dispatcher: EventDispatcher,
+    workers: Workers,
 }
 
 impl App {
@@ -198,12 +201,13 @@ impl App {
             state,
             acceptor,
             dispatcher,
+            workers,
             ..
         } = self;
         let grace = Duration::from_secs(state.settings().shutdown_grace_seconds);
         let (stop_tx, stop_rx) = watch::channel(false);
         let maintenance = tokio::spawn(maintain(state.clone(), stop_rx.clone()));
-        let workers = tokio::spawn(state.jobs().clone().run(stop_rx.clone()));
+        let working = tokio::spawn(workers.run(stop_rx.clone()));
         let dispatching = tokio::spawn(dispatcher.run(stop_rx));
 
         let result = poem::Server::new_with_acceptor(acceptor)
@@ -215,7 +219,7 @@ impl App {
             .await;
         let _ = stop_tx.send(true);
         joined("maintenance", maintenance.await);
-        match tokio::time::timeout(grace, workers).await {
+        match tokio::time::timeout(grace, working).await {
             Ok(done) => joined("job workers", done),
             Err(_) => tracing::warn!(
                 "jobs still running at shutdown; they resume on the next start after their lease"

@@ -105,16 +105,33 @@ pub struct QueueConfig {
     pub max_attempts: i32,
 }
 
-/// The queue: enqueues jobs and runs the workers of this instance.
+/// The queue's enqueuing side: what services and handlers hold to add jobs. Cheap to clone.
 #[derive(Clone)]
 pub struct JobQueue {
     store: Store,
     config: QueueConfig,
-    handlers: Arc<HashMap<&'static str, Arc<dyn JobHandler>>>,
     wake: Arc<Notify>,
 }
 
+/// The workers of this instance: they run the handlers they are given on the jobs of a
+/// [`JobQueue`]. Built after the services, so that a handler can hold a service that itself
+/// enqueues jobs (a delivery, a workflow step).
+#[derive(Clone)]
+pub struct Workers {
+    queue: JobQueue,
+    handlers: Arc<HashMap<&'static str, Arc<dyn JobHandler>>>,
+}
+
 impl JobQueue {
+    /// A queue on `store`.
+    pub fn new(store: Store, config: QueueConfig) -> JobQueue {
+        JobQueue {
+            store,
+            config,
+            wake: Arc::new(Notify::new()),
+        }
+    }
+
     /// Wakes an idle worker of this instance to look for due jobs now.
     pub fn wake(&self) {
         self.wake.notify_one();
@@ -123,26 +140,6 @@ impl JobQueue {
     /// The queue's settings.
     pub fn config(&self) -> &QueueConfig {
         &self.config
-    }
-
-    /// A queue running `handlers`, each for the kinds it names. The queue knows no handler of
-    /// its own: the application builder makes the built-in ones (imports, bulk actions, domain
-    /// checks, deliveries) and passes them here.
-    pub fn with_handlers(
-        store: Store,
-        config: QueueConfig,
-        handlers: Vec<Arc<dyn JobHandler>>,
-    ) -> JobQueue {
-        let handlers = handlers
-            .into_iter()
-            .flat_map(|h| h.kinds().iter().map(move |k| (*k, h.clone())))
-            .collect();
-        JobQueue {
-            store,
-            config,
-            handlers: Arc::new(handlers),
-            wake: Arc::new(Notify::new()),
-        }
     }
 
     /// Enqueues a job to run now.
@@ -180,13 +177,28 @@ impl JobQueue {
         self.wake.notify_one();
         Ok(id)
     }
+}
+
+impl Workers {
+    /// Workers running `handlers`, each for the kinds it names. The queue knows no handler of
+    /// its own: the application builder makes the built-in ones and passes them here.
+    pub fn new(queue: JobQueue, handlers: Vec<Arc<dyn JobHandler>>) -> Workers {
+        let handlers = handlers
+            .into_iter()
+            .flat_map(|h| h.kinds().iter().map(move |k| (*k, h.clone())))
+            .collect();
+        Workers {
+            queue,
+            handlers: Arc::new(handlers),
+        }
+    }
 
     /// Runs the workers until `stop` turns true, then waits for running jobs to end.
     pub async fn run(self, mut stop: watch::Receiver<bool>) {
         let worker = format!("wrk_{}", uuid::Uuid::new_v4().simple());
-        let slots = Arc::new(Semaphore::new(self.config.concurrency.max(1)));
-        let lease_ms = self.config.lease.as_millis() as i64;
-        tracing::info!(worker = %worker, concurrency = self.config.concurrency, "job workers started");
+        let slots = Arc::new(Semaphore::new(self.queue.config.concurrency.max(1)));
+        let lease_ms = self.queue.config.lease.as_millis() as i64;
+        tracing::info!(worker = %worker, concurrency = self.queue.config.concurrency, "job workers started");
         loop {
             if *stop.borrow() {
                 break;
@@ -194,7 +206,12 @@ impl JobQueue {
             let free = slots.available_permits();
             let mut claimed = Vec::new();
             if free > 0 {
-                match self.store.claim_jobs(&worker, free as i64, lease_ms).await {
+                match self
+                    .queue
+                    .store
+                    .claim_jobs(&worker, free as i64, lease_ms)
+                    .await
+                {
                     Ok(jobs) => claimed = jobs,
                     Err(err) => tracing::warn!(error = %err, "could not claim jobs"),
                 }
@@ -212,22 +229,22 @@ impl JobQueue {
                         this.execute(job, worker).await;
                         drop(permit);
                         // A slot is free: look for due jobs now rather than at the next poll.
-                        this.wake.notify_one();
+                        this.queue.wake.notify_one();
                     }
                     .instrument(span),
                 );
             }
             if idle || slots.available_permits() == 0 {
                 tokio::select! {
-                    _ = self.wake.notified() => {}
-                    _ = tokio::time::sleep(self.config.poll_interval) => {}
+                    _ = self.queue.wake.notified() => {}
+                    _ = tokio::time::sleep(self.queue.config.poll_interval) => {}
                     _ = stop.changed() => {}
                 }
             }
         }
         // Wait for running jobs; unfinished ones are resumed by any worker after their lease.
         let _ = slots
-            .acquire_many(self.config.concurrency.max(1) as u32)
+            .acquire_many(self.queue.config.concurrency.max(1) as u32)
             .await;
         tracing::info!(worker = %worker, "job workers stopped");
     }
@@ -238,7 +255,7 @@ impl JobQueue {
             worker,
         };
         let id = job.id.clone();
-        let lease_ms = self.config.lease.as_millis() as i64;
+        let lease_ms = self.queue.config.lease.as_millis() as i64;
         if job.attempts > job.max_attempts {
             self.fail(
                 &lease,
@@ -262,9 +279,9 @@ impl JobQueue {
         // Heartbeat: extend the lease while the handler runs.
         let (done_tx, mut done_rx) = watch::channel(false);
         let heartbeat = {
-            let store = self.store.clone();
+            let store = self.queue.store.clone();
             let lease = lease.clone();
-            let every = self.config.lease / 3;
+            let every = self.queue.config.lease / 3;
             tokio::spawn(async move {
                 loop {
                     tokio::select! {
@@ -281,7 +298,7 @@ impl JobQueue {
             })
         };
         let ctx = JobContext {
-            store: self.store.clone(),
+            store: self.queue.store.clone(),
             job,
             lease: lease.clone(),
         };
@@ -311,7 +328,7 @@ impl JobQueue {
     /// Records a failed attempt (see [`Store::fail_job`]); a write that fails is logged, and the
     /// job is claimed again once its lease expires.
     async fn fail(&self, lease: &Lease, error: &str, retry_at: Option<i64>) {
-        if let Err(err) = self.store.fail_job(lease, error, retry_at).await {
+        if let Err(err) = self.queue.store.fail_job(lease, error, retry_at).await {
             tracing::warn!(job_id = %lease.job, error = %err, "could not record the job's failure");
         }
     }

@@ -683,7 +683,7 @@ mod queue {
 
     use futures::future::BoxFuture;
     use herald::domain::ids::{JobId, ProjectId};
-    use herald::jobs::{JobContext, JobError, JobHandler, JobQueue, QueueConfig};
+    use herald::jobs::{JobContext, JobError, JobHandler, JobQueue, QueueConfig, Workers};
     use herald::store::{Db, Store};
     use serde_json::json;
 
@@ -762,9 +762,9 @@ mod queue {
             calls: AtomicUsize::new(0),
             fail_first: 2,
         });
-        let queue = JobQueue::with_handlers(store.clone(), config, vec![handler.clone()]);
+        let queue = JobQueue::new(store.clone(), config);
         let (stop, stopped) = tokio::sync::watch::channel(false);
-        let workers = tokio::spawn(queue.clone().run(stopped));
+        let workers = tokio::spawn(Workers::new(queue.clone(), vec![handler.clone()]).run(stopped));
 
         let flaky = queue
             .enqueue("test.flaky", &project, json!({}), None)
