@@ -9,7 +9,6 @@ use super::ids::{ContactId, ProjectId};
 /// A stored contact.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Contact {
-    /// Its id.
     pub id: ContactId,
     /// The project it belongs to.
     pub project_id: ProjectId,

@@ -124,9 +124,7 @@ impl SubscriptionSource {
 /// An event to record.
 #[derive(Clone, Debug)]
 pub struct NewEvent {
-    /// Its name.
     pub name: EventName,
-    /// Its data.
     pub data: Map<String, Value>,
 }
 
@@ -156,17 +154,13 @@ impl NewEvent {
 /// A recorded event.
 #[derive(Clone, Debug, PartialEq)]
 pub struct StoredEvent {
-    /// Its id.
     pub id: EventId,
-    /// Its project.
     pub project_id: ProjectId,
     /// The contact it is about.
     pub contact_id: Option<ContactId>,
     /// The contact's address (filled when read with the contact).
     pub contact_email: Option<String>,
-    /// Its name.
     pub name: String,
-    /// Its data.
     pub data: Map<String, Value>,
     /// When it happened, unix ms.
     pub created_at: i64,

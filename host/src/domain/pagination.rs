@@ -66,7 +66,6 @@ pub fn encode_cursor(last_id: &str) -> String {
 /// One page of results.
 #[derive(Clone, Debug)]
 pub struct Page<T> {
-    /// The items.
     pub items: Vec<T>,
     /// Cursor of the next page, when there is one.
     pub next_cursor: Option<String>,

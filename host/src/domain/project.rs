@@ -48,7 +48,6 @@ impl Role {
 /// A stored project.
 #[derive(Clone, Debug)]
 pub struct Project {
-    /// Its id.
     pub id: ProjectId,
     /// Display name.
     pub name: String,
@@ -94,7 +93,6 @@ impl ProjectName {
 /// A stored dashboard user.
 #[derive(Clone, Debug)]
 pub struct User {
-    /// Its id.
     pub id: UserId,
     /// Login address.
     pub email: EmailAddress,

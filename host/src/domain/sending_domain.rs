@@ -230,7 +230,6 @@ pub fn conclude(records: &[DnsRecordState], was_verified: bool) -> CheckOutcome 
 /// A verified domain of a project, as the sender rule sees it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct VerifiedDomain {
-    /// Its name.
     pub name: String,
     /// Whether subdomains may send under it.
     pub allow_subdomains: bool,

@@ -47,7 +47,6 @@ impl From<StoreError> for JobError {
 
 /// What a handler gets.
 pub struct JobContext {
-    /// The store.
     pub store: Store,
     /// The claimed job.
     pub job: ClaimedJob,

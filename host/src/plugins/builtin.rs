@@ -5,9 +5,7 @@ use super::settings::PluginSettings;
 
 /// A built-in plugin.
 pub struct Builtin {
-    /// Its name.
     pub name: &'static str,
-    /// Its world.
     pub world: World,
     /// What it does.
     pub description: &'static str,

@@ -12,7 +12,6 @@ pub enum PluginError {
     /// The plugin exists but implements another world.
     #[error("plugin `{plugin}` is a `{actual}` plugin, not a `{expected}` plugin")]
     WrongWorld {
-        /// The plugin.
         plugin: String,
         /// The world the caller needs.
         expected: &'static str,
@@ -30,7 +29,6 @@ pub enum PluginError {
     /// The component is not a valid component or does not match its world.
     #[error("plugin `{plugin}` refused: {message}")]
     Refused {
-        /// The plugin.
         plugin: String,
         /// Why, e.g. a world version mismatch.
         message: String,
@@ -38,7 +36,6 @@ pub enum PluginError {
     /// The call ran past its wall-time deadline.
     #[error("plugin `{plugin}` timed out after {ms} ms")]
     Timeout {
-        /// The plugin.
         plugin: String,
         /// The deadline.
         ms: u64,
@@ -46,29 +43,22 @@ pub enum PluginError {
     /// The plugin tried to grow its memory past its cap.
     #[error("plugin `{plugin}` exceeded its memory limit of {bytes} bytes")]
     MemoryLimit {
-        /// The plugin.
         plugin: String,
         /// The cap.
         bytes: u64,
     },
     /// The plugin used up its fuel.
     #[error("plugin `{plugin}` ran out of fuel")]
-    OutOfFuel {
-        /// The plugin.
-        plugin: String,
-    },
+    OutOfFuel { plugin: String },
     /// The plugin called a capability it was not granted.
     #[error("plugin `{plugin}` called the `{capability}` capability, which it was not granted")]
     CapabilityDenied {
-        /// The plugin.
         plugin: String,
-        /// The capability.
         capability: &'static str,
     },
     /// The plugin trapped (a panic, `unreachable`, an out-of-bounds access…).
     #[error("plugin `{plugin}` trapped: {message}")]
     Trap {
-        /// The plugin.
         plugin: String,
         /// The trap.
         message: String,
@@ -76,17 +66,14 @@ pub enum PluginError {
     /// The result is larger than `plugins.max_result_bytes`.
     #[error("plugin `{plugin}` returned {bytes} bytes, more than the limit of {limit}")]
     ResultTooLarge {
-        /// The plugin.
         plugin: String,
         /// The result's size.
         bytes: usize,
-        /// The limit.
         limit: usize,
     },
     /// The result is not what the world allows (e.g. a context value that is not JSON).
     #[error("plugin `{plugin}` returned a malformed result: {message}")]
     MalformedResult {
-        /// The plugin.
         plugin: String,
         /// What is wrong.
         message: String,

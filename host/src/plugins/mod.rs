@@ -75,7 +75,6 @@ impl Plugins {
         Ok(plugins)
     }
 
-    /// The runtime.
     pub fn runtime(&self) -> &Runtime {
         &self.runtime
     }

@@ -23,7 +23,6 @@ use super::runtime::CallLimits;
 pub struct PluginInfo {
     /// The plugin's name.
     pub name: String,
-    /// Its world.
     pub world: World,
     /// The WIT version it implements.
     pub version: String,
@@ -73,7 +72,6 @@ pub struct CheckReport {
 /// The outcome of loading one external plugin.
 #[derive(Debug)]
 pub struct LoadReport {
-    /// The manifest.
     pub manifest: PathBuf,
     /// The plugin's name, or why it was refused.
     pub result: Result<String, PluginError>,

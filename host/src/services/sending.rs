@@ -53,7 +53,6 @@ pub struct SendPlan {
 /// One queued email.
 #[derive(Clone, Debug)]
 pub struct QueuedEmail {
-    /// The contact.
     pub contact: Contact,
     /// The email's id.
     pub email_id: EmailId,
@@ -69,7 +68,6 @@ pub enum SendError {
     TooLarge {
         /// The recipient.
         to: String,
-        /// Its size.
         size: usize,
     },
     /// The content could not be rendered for a recipient.
@@ -276,7 +274,6 @@ impl Sending {
 pub struct Idempotency<'a> {
     /// The caller's key.
     pub key: &'a str,
-    /// The endpoint.
     pub endpoint: &'a str,
     /// Hash of the request.
     pub request_hash: &'a str,

@@ -15,9 +15,7 @@ pub struct ActivityItem {
     pub id: String,
     /// What happened.
     pub kind: String,
-    /// The email.
     pub email_id: Option<String>,
-    /// The contact.
     pub contact_id: Option<String>,
     /// The recipient.
     pub to_address: Option<String>,
@@ -32,7 +30,6 @@ pub struct ActivityItem {
 /// Counts by kind.
 #[derive(Clone, Debug, Default, FromRow)]
 pub struct KindCount {
-    /// The kind.
     pub kind: String,
     /// How many.
     pub count: i64,
@@ -43,7 +40,6 @@ pub struct KindCount {
 pub struct DayKindCount {
     /// Days since the Unix epoch.
     pub day: i64,
-    /// The kind.
     pub kind: String,
     /// How many.
     pub count: i64,
@@ -56,7 +52,6 @@ pub struct UpcomingEmail {
     pub id: String,
     /// The recipient.
     pub to_address: String,
-    /// The subject.
     pub subject: String,
     /// When it was queued.
     pub created_at: i64,

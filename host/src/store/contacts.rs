@@ -548,7 +548,6 @@ fn data_key_counts_sql(backend: Backend) -> &'static str {
 /// How often a value of a field occurs.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ValueCount {
-    /// The value.
     pub value: Value,
     /// Contacts with it.
     pub count: i64,

@@ -21,13 +21,9 @@ pub const CHECK_KIND: &str = "domains.check";
 /// A stored sending domain (without its private key).
 #[derive(Clone, Debug)]
 pub struct Domain {
-    /// Its id.
     pub id: DomainId,
-    /// Its project.
     pub project_id: ProjectId,
-    /// Its name.
     pub name: DomainName,
-    /// Its status.
     pub status: DomainStatus,
     /// Whether subdomains may send under it.
     pub allow_subdomains: bool,
@@ -90,7 +86,6 @@ impl TryFrom<DomainRow> for Domain {
 
 /// A domain to add.
 pub struct NewDomain {
-    /// Its name.
     pub name: DomainName,
     /// Whether subdomains may send under it.
     pub allow_subdomains: bool,

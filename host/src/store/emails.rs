@@ -58,7 +58,6 @@ pub mod status {
 /// An email to queue.
 #[derive(Clone, Debug)]
 pub struct NewEmail {
-    /// Its id.
     pub id: EmailId,
     /// The contact it goes to.
     pub contact_id: ContactId,
@@ -89,11 +88,8 @@ pub struct NewEmail {
 pub struct Deliverable {
     /// The email's id.
     pub id: String,
-    /// Its project.
     pub project_id: String,
-    /// Its contact.
     pub contact_id: Option<String>,
-    /// Its status.
     pub status: String,
     /// The envelope sender.
     pub envelope_from: String,
@@ -124,11 +120,8 @@ pub enum DeliveryOutcome<'a> {
 /// An email as the API shows it.
 #[derive(Clone, Debug, FromRow)]
 pub struct EmailRecord {
-    /// Its id.
     pub id: String,
-    /// Its contact.
     pub contact_id: Option<String>,
-    /// Its template.
     pub template_id: Option<String>,
     /// `transactional` or `marketing`.
     pub kind: String,

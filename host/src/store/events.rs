@@ -55,7 +55,6 @@ pub struct EventFilter {
 /// A distinct event name with its usage.
 #[derive(Clone, Debug, PartialEq, FromRow)]
 pub struct EventNameCount {
-    /// The name.
     pub name: String,
     /// How many events have it.
     pub count: i64,
@@ -79,7 +78,6 @@ pub struct EventTotals {
 /// An outbox entry claimed by a dispatcher.
 #[derive(Clone, Debug)]
 pub struct ClaimedEvent {
-    /// The event.
     pub event: StoredEvent,
     /// Delivery attempts so far, this one included.
     pub attempts: i32,

@@ -45,7 +45,6 @@ pub struct StoredResponse {
     pub endpoint: String,
     /// Hash of the first request's body.
     pub request_hash: String,
-    /// Its status.
     pub status: u16,
     /// Its body.
     pub response: Value,

@@ -100,7 +100,6 @@ fn domain_id<'de, D: Deserializer<'de>>(d: D) -> Result<DomainId, D::Error> {
 /// once another worker holds the job.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Lease {
-    /// The job.
     pub job: JobId,
     /// The worker that claimed it.
     pub worker: String,
@@ -126,11 +125,8 @@ pub struct NewJob {
 /// A job as the API shows it.
 #[derive(Clone, Debug, FromRow)]
 pub struct JobRecord {
-    /// Its id.
     pub id: String,
-    /// Its project.
     pub project_id: Option<String>,
-    /// Its kind.
     pub kind: String,
     /// `queued`, `running`, `completed` or `failed`.
     pub state: String,
@@ -153,11 +149,8 @@ pub struct JobRecord {
 /// A job claimed by a worker.
 #[derive(Clone, Debug)]
 pub struct ClaimedJob {
-    /// Its id.
     pub id: JobId,
-    /// Its project.
     pub project_id: Option<ProjectId>,
-    /// Its kind.
     pub kind: String,
     /// Its parameters (read them with `JobContext::payload`).
     pub payload: Value,

@@ -15,9 +15,7 @@ use crate::domain::time::now_ms;
 /// A stored template.
 #[derive(Clone, Debug)]
 pub struct Template {
-    /// Its id.
     pub id: TemplateId,
-    /// Its project.
     pub project_id: ProjectId,
     /// What it says and who sends it.
     pub fields: TemplateFields,
@@ -30,7 +28,6 @@ pub struct Template {
 /// The fields of a template a caller sets (validated).
 #[derive(Clone, Debug)]
 pub struct TemplateFields {
-    /// Its name.
     pub name: String,
     /// The subject (a template).
     pub subject: String,

@@ -57,7 +57,6 @@ impl Services {
 pub struct Granted {
     /// The plugin's name (for logs and errors).
     pub plugin: Arc<str>,
-    /// The grants.
     pub grants: Grants,
     /// The HTTP client, when `http` is granted.
     pub http: Option<HttpClient>,

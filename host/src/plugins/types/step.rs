@@ -40,7 +40,6 @@ pub struct Contact {
 pub struct Event {
     /// The event name.
     pub name: String,
-    /// Its data.
     pub data: Value,
     /// Unix milliseconds.
     pub created_at: i64,
@@ -64,7 +63,6 @@ pub struct EventSummary {
 pub struct StepInput {
     /// The step's config.
     pub config: Value,
-    /// The contact.
     pub contact: Contact,
     /// The triggering event.
     pub event: Option<Event>,
@@ -115,7 +113,6 @@ pub enum Outcome {
 pub enum Effect {
     /// Send a template.
     SendEmail {
-        /// The template.
         template_id: String,
         /// The recipient; `None` is the contact.
         to: Option<String>,
@@ -128,12 +125,7 @@ pub enum Effect {
         subscribed: Option<bool>,
     },
     /// Set a context value.
-    SetContext {
-        /// The key.
-        key: String,
-        /// The value.
-        value: Value,
-    },
+    SetContext { key: String, value: Value },
 }
 
 /// A step's decision.
