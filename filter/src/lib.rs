@@ -71,6 +71,12 @@
 //! `now` is a parameter, so the expression is deterministic. Workflow-only fields have no SQL
 //! form. For equal inputs (the subject built from the same rows, the same `now`), SQL and
 //! memory give the same answer.
+//!
+//! It needs SQLite's built-in JSON functions (3.38 and later, or JSON1) without ICU (so that
+//! `lower()` folds ASCII only, as memory does), and PostgreSQL 11 or later (casts from `jsonb` to
+//! `float8` and `boolean`). A data number is read as an `f64` on all three sides.
+
+#![warn(missing_docs)]
 
 mod eval;
 mod parse;
