@@ -150,7 +150,8 @@ fn main() {
 
     println!("cargo:rerun-if-changed=build.rs");
     println!("cargo:rerun-if-changed=src/plugins/engine_config.rs");
-    for dir in ["plugins", "sdk"] {
+    // `filter/` is a path dependency of `step-condition`.
+    for dir in ["plugins", "sdk", "filter"] {
         println!("cargo:rerun-if-changed={}", root.join(dir).display());
     }
 

@@ -1,13 +1,12 @@
-//! The `CONDITION` step: evaluates a filter (the filter language of the spec's decisions) over
-//! the contact, the triggering event and the execution context; continues on branch `yes` or `no`.
+//! The `CONDITION` step: evaluates a filter (the language of the `herald-filter` crate, shared
+//! with segments and campaign audiences) over the contact, the triggering event and the
+//! execution context; continues on branch `yes` or `no`.
 //!
 //! Fields: `email`, `subscribed`, `createdAt`, `updatedAt`, `data.<key>` (dotted paths reach
 //! nested data), `event.data.<key>` (the triggering event's data), `context.<key>`,
 //! `event.<name>` (the contact's event history) and `segment.<id>` (membership).
 
-mod filter;
-mod time;
-
+use herald_filter::{EventStats, Filter, FilterError, Scope, Subject};
 use herald_sdk::config::FieldError;
 use herald_sdk::step::{Input, Output, Step};
 use serde::Deserialize;
@@ -22,27 +21,66 @@ struct Config {
 
 struct Condition;
 
+/// The filter's errors as config errors, under `filter`.
+fn field_errors(errors: Vec<FilterError>) -> Vec<FieldError> {
+    errors
+        .into_iter()
+        .map(|e| FieldError::new(e.path_under("filter"), e.message))
+        .collect()
+}
+
+fn parse(config: &Config) -> Result<Filter, Vec<FieldError>> {
+    herald_filter::parse(&config.filter, Scope::Workflow).map_err(field_errors)
+}
+
+/// What the filter sees of the step's input, at time `now_ms`.
+fn subject(input: Input, now_ms: i64) -> Subject {
+    let contact = input.contact;
+    Subject {
+        email: contact.email,
+        subscribed: contact.subscribed,
+        created_at: contact.created_at,
+        updated_at: contact.updated_at,
+        data: contact.data,
+        events: input
+            .history
+            .into_iter()
+            .map(|h| {
+                let stats = EventStats {
+                    count: h.count.into(),
+                    last_at: h.last_at,
+                };
+                (h.name, stats)
+            })
+            .collect(),
+        segments: input.segments.into_iter().collect(),
+        event_data: match input.event.map(|e| e.data) {
+            Some(Value::Object(data)) => data,
+            _ => Default::default(),
+        },
+        context: input.context,
+        now_ms,
+    }
+}
+
 impl Step for Condition {
     type Config = Config;
 
     fn check(config: &Config) -> Vec<FieldError> {
-        match filter::Filter::parse(&config.filter, "filter") {
-            Ok(_) => Vec::new(),
-            Err(errors) => errors,
-        }
+        parse(config).err().unwrap_or_default()
     }
 
     fn run(config: Config, input: Input) -> Output {
-        match filter::Filter::parse(&config.filter, "filter") {
+        match parse(&config) {
             Ok(filter) => {
-                let now = herald_sdk::clock::now();
-                if filter.matches(&input, now) {
-                    Output::branch("yes")
+                let subject = subject(input, herald_sdk::clock::now());
+                Output::branch(if filter.matches(&subject) {
+                    "yes"
                 } else {
-                    Output::branch("no")
-                }
+                    "no"
+                })
             }
-            Err(errors) => Output::fail(errors[0].message.clone()),
+            Err(errors) => Output::fail(format!("{}: {}", errors[0].field, errors[0].message)),
         }
     }
 }

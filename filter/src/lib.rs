@@ -1,0 +1,458 @@
+//! Herald's filter language, in one place: segments, campaign audiences and workflow `CONDITION`
+//! steps all parse, evaluate and compile filters with this crate, so they can never disagree.
+//! It does no I/O and builds for the host and for `wasm32-wasip2`.
+//!
+//! # The language
+//!
+//! ```json
+//! { "logic": "AND" | "OR",
+//!   "groups": [ { "filters": [ { "field": "...", "operator": "...", "value": ..., "unit": "..." } ],
+//!                 "conditions": { "logic": ..., "groups": [...] } } ] }
+//! ```
+//!
+//! The conditions of a group (its `filters` and its nested `conditions`) are ANDed; the groups
+//! are joined by `logic`. A group may omit `filters` when it has `conditions`. Unknown keys are
+//! ignored. [`parse`] turns the JSON into a [`Filter`] and reports every mistake with its path
+//! (`groups[1].filters[0].operator`); it caps the work at [`MAX_DEPTH`] levels of nesting,
+//! [`MAX_GROUPS`] groups and [`MAX_CONDITIONS`] conditions.
+//!
+//! Fields ([`Field`]): `email`, `subscribed`, `createdAt`, `updatedAt`, `data.<path>` (a dotted
+//! path into the contact's custom data), `event.<name>` (the contact's event history),
+//! `segment.<id>` (segment membership); in workflow conditions ([`Scope::Workflow`]) also
+//! `event.data.<path>` (the triggering event's data) and `context.<path>` (the execution's
+//! context). Path segments are made of `A-Z a-z 0-9 _ -` only.
+//!
+//! # Semantics
+//!
+//! The same rules hold in memory ([`Filter::matches`]) and in SQL ([`Filter::to_sql`]):
+//!
+//! - A value path (`data.`, `event.data.`, `context.`) is *missing* when a key is absent, when it
+//!   crosses something that is not an object, or when it ends on JSON `null`.
+//! - `exists` / `notExists`: whether the value is present (always true for `email`,
+//!   `subscribed`, `createdAt`, `updatedAt`).
+//! - `equals`: a string equals a string (exactly; `email` ignores ASCII case), a number a number
+//!   (as `f64`), a boolean a boolean. A type mismatch or a missing value never matches.
+//! - `contains`: a string contains a string, ignoring ASCII case (`A-Z` only, so that SQLite's
+//!   `lower()` and memory agree); a list contains an element that `equals` the value.
+//! - `greaterThan`, `lessThan`, `greaterThanOrEqual`, `lessThanOrEqual`: numbers compare as
+//!   numbers, strings byte-wise (ISO 8601 dates in one form compare as dates);
+//!   `createdAt`/`updatedAt` compare as times (the value is Unix milliseconds or an ISO 8601
+//!   date).
+//! - `within` / `olderThan` (`value` × `unit`): the time is at or after / before the cutoff
+//!   `now - value × unit`. A time is `createdAt`/`updatedAt`, a JSON number (Unix
+//!   milliseconds) or a string in exactly the form `YYYY-MM-DDTHH:MM:SSZ` or
+//!   `YYYY-MM-DDTHH:MM:SS.sssZ`, compared as text with the cutoff written as
+//!   `YYYY-MM-DDTHH:MM:SS.sssZ` (other strings never match).
+//! - `triggered`: the contact has an event of that name; `triggeredWithin`: its last one is at or
+//!   after the cutoff. `memberOf`: the contact is in the segment.
+//! - Every `not…` operator is exactly the negation of its positive form (so `notEquals` matches
+//!   a missing value).
+//!
+//! # Evaluation in memory
+//!
+//! The caller fills a [`Subject`] (see its fields for what each must hold) and calls
+//! [`Filter::matches`].
+//!
+//! # SQL
+//!
+//! [`Filter::to_sql`] compiles a filter into a boolean SQL expression over a `contacts` row
+//! aliased `c`, for [`Dialect::Sqlite`] and [`Dialect::Postgres`]. It assumes:
+//!
+//! - `contacts c(id, project_id, email, subscribed BOOLEAN, data, created_at BIGINT,
+//!   updated_at BIGINT)`, `data` being JSON text on SQLite and `JSONB` on PostgreSQL, times Unix
+//!   milliseconds;
+//! - `events(id, project_id, contact_id, name, data, created_at BIGINT)`: an event summary of
+//!   [`Subject::events`] is the count and the latest `created_at` of the contact's rows by name;
+//! - `segment_members(segment_id, contact_id, project_id)`: [`Subject::segments`] are the
+//!   `segment_id`s of the contact's rows.
+//!
+//! Every value from the filter is bound (`$N` placeholders, numbered after the binds already in
+//! the vector); only path segments (validated) are written into JSON path literals. The time
+//! `now` is a parameter, so the expression is deterministic. Workflow-only fields have no SQL
+//! form. For equal inputs (the subject built from the same rows, the same `now`), SQL and
+//! memory give the same answer.
+//!
+//! It needs SQLite's built-in JSON functions (3.38 and later, or JSON1) without ICU (so that
+//! `lower()` folds ASCII only, as memory does), and PostgreSQL 11 or later (casts from `jsonb` to
+//! `float8` and `boolean`). A data number is read as an `f64` on all three sides.
+
+#![warn(missing_docs)]
+
+mod eval;
+mod parse;
+mod sql;
+mod time;
+
+use std::fmt;
+
+use serde_json::Value;
+
+pub use eval::{EventStats, Subject};
+pub use parse::{MAX_CONDITIONS, MAX_DEPTH, MAX_GROUPS, parse};
+pub use sql::{Dialect, SqlValue};
+
+/// A parsed, valid filter: groups joined by `logic`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Filter {
+    /// How the groups are joined.
+    pub logic: Logic,
+    /// The groups (at least one after [`parse`]).
+    pub groups: Vec<Group>,
+}
+
+/// How the groups of a filter are joined.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Logic {
+    /// Every group must match (`"AND"`).
+    And,
+    /// At least one group must match (`"OR"`).
+    Or,
+}
+
+/// A group: its conditions and its nested filter, all ANDed.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Group {
+    /// The group's conditions (its `filters` in JSON).
+    pub filters: Vec<Condition>,
+    /// The nested filter (its `conditions` in JSON), if any.
+    pub conditions: Option<Box<Filter>>,
+}
+
+/// One condition: `field operator value [unit]`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Condition {
+    /// What is tested.
+    pub field: Field,
+    /// How.
+    pub op: Operator,
+    /// The value compared with (absent for `exists`, `triggered`, `memberOf`…); for the time
+    /// operators, how many units (a positive number, or a string holding one).
+    pub value: Option<Value>,
+    /// The unit of the time operators (`within`, `olderThan`, `triggeredWithin`,
+    /// `notTriggeredWithin`); `None` for the others.
+    pub unit: Option<Unit>,
+}
+
+/// What a condition tests.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Field {
+    /// `email`: the contact's address.
+    Email,
+    /// `subscribed`: the contact's subscription.
+    Subscribed,
+    /// `createdAt`: when the contact was created.
+    CreatedAt,
+    /// `updatedAt`: when the contact last changed.
+    UpdatedAt,
+    /// `data.<path>`: a value in the contact's custom data, by key path.
+    Data(Vec<String>),
+    /// `event.<name>`: the contact's history of events of that name.
+    Event(String),
+    /// `segment.<id>`: membership of the segment with that id.
+    Segment(String),
+    /// `event.data.<path>`: a value in the triggering event's data (workflows only).
+    EventData(Vec<String>),
+    /// `context.<path>`: a value in the execution's context (workflows only).
+    Context(Vec<String>),
+}
+
+impl Field {
+    /// Whether the field exists only in workflow conditions ([`Scope::Workflow`]).
+    pub fn workflow_only(&self) -> bool {
+        matches!(self, Field::EventData(_) | Field::Context(_))
+    }
+}
+
+impl fmt::Display for Field {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Field::Email => f.write_str("email"),
+            Field::Subscribed => f.write_str("subscribed"),
+            Field::CreatedAt => f.write_str("createdAt"),
+            Field::UpdatedAt => f.write_str("updatedAt"),
+            Field::Data(path) => write!(f, "data.{}", path.join(".")),
+            Field::Event(name) => write!(f, "event.{name}"),
+            Field::Segment(id) => write!(f, "segment.{id}"),
+            Field::EventData(path) => write!(f, "event.data.{}", path.join(".")),
+            Field::Context(path) => write!(f, "context.{}", path.join(".")),
+        }
+    }
+}
+
+/// A condition's operator.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Operator {
+    /// `equals`.
+    Equals,
+    /// `notEquals`.
+    NotEquals,
+    /// `contains` (substring, or list element).
+    Contains,
+    /// `notContains`.
+    NotContains,
+    /// `greaterThan`.
+    GreaterThan,
+    /// `lessThan`.
+    LessThan,
+    /// `greaterThanOrEqual`.
+    GreaterThanOrEqual,
+    /// `lessThanOrEqual`.
+    LessThanOrEqual,
+    /// `exists`.
+    Exists,
+    /// `notExists`.
+    NotExists,
+    /// `within` the last `value` `unit`s.
+    Within,
+    /// `olderThan` `value` `unit`s.
+    OlderThan,
+    /// `triggered` (for `event.<name>`).
+    Triggered,
+    /// `notTriggered` (for `event.<name>`).
+    NotTriggered,
+    /// `triggeredWithin` the last `value` `unit`s (for `event.<name>`).
+    TriggeredWithin,
+    /// `notTriggeredWithin` the last `value` `unit`s (for `event.<name>`).
+    NotTriggeredWithin,
+    /// `memberOf` (for `segment.<id>`).
+    MemberOf,
+    /// `notMemberOf` (for `segment.<id>`).
+    NotMemberOf,
+}
+
+impl Operator {
+    /// Every operator, in the order of the spec.
+    pub const ALL: [Operator; 18] = [
+        Operator::Equals,
+        Operator::NotEquals,
+        Operator::Contains,
+        Operator::NotContains,
+        Operator::GreaterThan,
+        Operator::LessThan,
+        Operator::GreaterThanOrEqual,
+        Operator::LessThanOrEqual,
+        Operator::Exists,
+        Operator::NotExists,
+        Operator::Within,
+        Operator::OlderThan,
+        Operator::Triggered,
+        Operator::NotTriggered,
+        Operator::TriggeredWithin,
+        Operator::NotTriggeredWithin,
+        Operator::MemberOf,
+        Operator::NotMemberOf,
+    ];
+
+    /// The operator's name in JSON (`greaterThanOrEqual`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Operator::Equals => "equals",
+            Operator::NotEquals => "notEquals",
+            Operator::Contains => "contains",
+            Operator::NotContains => "notContains",
+            Operator::GreaterThan => "greaterThan",
+            Operator::LessThan => "lessThan",
+            Operator::GreaterThanOrEqual => "greaterThanOrEqual",
+            Operator::LessThanOrEqual => "lessThanOrEqual",
+            Operator::Exists => "exists",
+            Operator::NotExists => "notExists",
+            Operator::Within => "within",
+            Operator::OlderThan => "olderThan",
+            Operator::Triggered => "triggered",
+            Operator::NotTriggered => "notTriggered",
+            Operator::TriggeredWithin => "triggeredWithin",
+            Operator::NotTriggeredWithin => "notTriggeredWithin",
+            Operator::MemberOf => "memberOf",
+            Operator::NotMemberOf => "notMemberOf",
+        }
+    }
+
+    /// The operator named `name` in JSON, if any.
+    pub fn from_name(name: &str) -> Option<Operator> {
+        Operator::ALL.into_iter().find(|op| op.name() == name)
+    }
+
+    /// The positive form of the operator and whether this one negates it: every `not…`
+    /// operator means exactly "not" its positive form (`notEquals` → `(Equals, true)`,
+    /// `equals` → `(Equals, false)`).
+    pub fn positive(self) -> (Operator, bool) {
+        let positive = match self {
+            Operator::NotEquals => Operator::Equals,
+            Operator::NotContains => Operator::Contains,
+            Operator::NotExists => Operator::Exists,
+            Operator::NotTriggered => Operator::Triggered,
+            Operator::NotTriggeredWithin => Operator::TriggeredWithin,
+            Operator::NotMemberOf => Operator::MemberOf,
+            op => op,
+        };
+        (positive, positive != self)
+    }
+
+    /// Whether the operator tests event history (`triggered` and the like).
+    pub fn is_history(self) -> bool {
+        matches!(
+            self,
+            Operator::Triggered
+                | Operator::NotTriggered
+                | Operator::TriggeredWithin
+                | Operator::NotTriggeredWithin
+        )
+    }
+
+    /// Whether the operator tests segment membership.
+    pub fn is_membership(self) -> bool {
+        matches!(self, Operator::MemberOf | Operator::NotMemberOf)
+    }
+
+    /// Whether the operator takes `value` × `unit` (a duration).
+    pub fn is_timed(self) -> bool {
+        matches!(
+            self,
+            Operator::Within
+                | Operator::OlderThan
+                | Operator::TriggeredWithin
+                | Operator::NotTriggeredWithin
+        )
+    }
+
+    /// Whether the operator compares with a `value` (`equals` to `lessThanOrEqual`).
+    pub fn compares(self) -> bool {
+        matches!(
+            self,
+            Operator::Equals
+                | Operator::NotEquals
+                | Operator::Contains
+                | Operator::NotContains
+                | Operator::GreaterThan
+                | Operator::LessThan
+                | Operator::GreaterThanOrEqual
+                | Operator::LessThanOrEqual
+        )
+    }
+
+    /// Whether the operator orders (`greaterThan` and the like).
+    pub fn orders(self) -> bool {
+        matches!(
+            self,
+            Operator::GreaterThan
+                | Operator::LessThan
+                | Operator::GreaterThanOrEqual
+                | Operator::LessThanOrEqual
+        )
+    }
+}
+
+impl fmt::Display for Operator {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// The unit of a duration.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Unit {
+    /// `minutes`.
+    Minutes,
+    /// `hours`.
+    Hours,
+    /// `days`.
+    Days,
+}
+
+impl Unit {
+    /// The unit named `name` in JSON (`minutes`, `hours`, `days`), if any.
+    pub fn from_name(name: &str) -> Option<Unit> {
+        match name {
+            "minutes" => Some(Unit::Minutes),
+            "hours" => Some(Unit::Hours),
+            "days" => Some(Unit::Days),
+            _ => None,
+        }
+    }
+
+    /// The unit's length in milliseconds.
+    pub fn ms(self) -> i64 {
+        match self {
+            Unit::Minutes => 60_000,
+            Unit::Hours => 3_600_000,
+            Unit::Days => 86_400_000,
+        }
+    }
+}
+
+impl Condition {
+    /// The duration of a time operator (`value` × `unit`) in milliseconds, if the condition has
+    /// one. Fractions are allowed (`1.5` hours); the product saturates.
+    pub fn span_ms(&self) -> Option<i64> {
+        let amount = amount(self.value.as_ref()?)?;
+        Some((amount * self.unit?.ms() as f64) as i64)
+    }
+
+    /// The cutoff of a time operator at time `now_ms`: `now_ms - value × unit`.
+    pub fn cutoff_ms(&self, now_ms: i64) -> Option<i64> {
+        Some(now_ms.saturating_sub(self.span_ms()?))
+    }
+}
+
+/// How many units a time operator's `value` holds: a positive, finite number (or a string
+/// holding one).
+fn amount(value: &Value) -> Option<f64> {
+    let n = match value {
+        Value::Number(n) => n.as_f64()?,
+        Value::String(s) => s.trim().parse().ok()?,
+        _ => return None,
+    };
+    (n.is_finite() && n > 0.0).then_some(n)
+}
+
+/// Where a filter is used, which decides the fields it may name.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Scope {
+    /// Segments and campaign audiences: contact fields, `event.<name>` and `segment.<id>`;
+    /// filters of this scope compile to SQL.
+    Contacts,
+    /// Workflow conditions: also `event.data.<path>` and `context.<path>` (memory only).
+    Workflow,
+}
+
+/// A mistake in a filter: where (`groups[1].filters[0].operator`; empty for the filter itself)
+/// and what to fix.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FilterError {
+    /// The path of the bad part, from the filter's root (empty for the root itself).
+    pub path: String,
+    /// What is wrong and how to fix it.
+    pub message: String,
+}
+
+impl FilterError {
+    /// An error at `path` saying `message`.
+    pub fn new(path: impl Into<String>, message: impl Into<String>) -> FilterError {
+        FilterError {
+            path: path.into(),
+            message: message.into(),
+        }
+    }
+
+    /// The path under a prefix naming the filter itself: `filter` + `groups[0]` gives
+    /// `filter.groups[0]`, and an empty path gives `filter`.
+    pub fn path_under(&self, prefix: &str) -> String {
+        match (prefix.is_empty(), self.path.is_empty()) {
+            (_, true) => prefix.to_string(),
+            (true, false) => self.path.clone(),
+            (false, false) => format!("{prefix}.{}", self.path),
+        }
+    }
+}
+
+impl fmt::Display for FilterError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.path.is_empty() {
+            f.write_str(&self.message)
+        } else {
+            write!(f, "{}: {}", self.path, self.message)
+        }
+    }
+}
+
+impl std::error::Error for FilterError {}
