@@ -89,6 +89,10 @@ prefixed_id!(
     TemplateId, "tpl"
 );
 prefixed_id!(
+    /// A segment of a project's contacts.
+    SegmentId, "seg"
+);
+prefixed_id!(
     /// A dashboard login session.
     SessionId, "ses"
 );

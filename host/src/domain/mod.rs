@@ -9,6 +9,7 @@ pub mod keys;
 pub mod pagination;
 pub mod password;
 pub mod project;
+pub mod segment;
 pub mod send;
 pub mod sending_domain;
 pub mod template;

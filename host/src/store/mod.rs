@@ -20,6 +20,7 @@ pub mod idempotency;
 pub mod jobs;
 pub mod projects;
 pub mod rate_limits;
+pub mod segments;
 pub mod settings;
 pub mod statements;
 pub mod templates;
