@@ -14,6 +14,7 @@ pub mod extract;
 pub mod links;
 pub mod meta;
 pub mod notify;
+pub mod segments;
 pub mod send;
 pub mod server;
 pub mod state;
@@ -43,6 +44,8 @@ pub enum ApiTags {
     Domains,
     /// Email templates: subject and HTML body with variables.
     Templates,
+    /// Segments: named sets of contacts, by a filter or a stored list.
+    Segments,
     /// Dashboard login.
     Auth,
     /// The logged-in user and their projects.
@@ -73,6 +76,7 @@ pub type Apis = (
         links::LinksApi,
         activity::ActivityApi,
         templates::TemplatesApi,
+        segments::SegmentsApi,
     ),
 );
 
