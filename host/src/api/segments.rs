@@ -413,7 +413,11 @@ impl SegmentsApi {
     /// Changes only the fields sent: `name`, `description` (null removes it), `condition`
     /// (dynamic segments only) and `trackMembership`. A changed condition takes effect at once
     /// for the live members; stored members follow at the next compute.
-    #[oai(path = "/segments/:id", method = "patch", operation_id = "updateSegment")]
+    #[oai(
+        path = "/segments/:id",
+        method = "patch",
+        operation_id = "updateSegment"
+    )]
     async fn update(
         &self,
         auth: SecretKeyAuth,
@@ -483,7 +487,11 @@ impl SegmentsApi {
     /// Delete a segment
     ///
     /// 409 while an active campaign uses it as its audience.
-    #[oai(path = "/segments/:id", method = "delete", operation_id = "deleteSegment")]
+    #[oai(
+        path = "/segments/:id",
+        method = "delete",
+        operation_id = "deleteSegment"
+    )]
     async fn delete(
         &self,
         auth: SecretKeyAuth,
@@ -532,7 +540,10 @@ impl SegmentsApi {
         #[oai(validator(minimum(value = "1")))]
         page: Query<Option<u32>>,
         /// Members per page, 1 to 100 (default 20).
-        #[oai(name = "pageSize", validator(minimum(value = "1"), maximum(value = "100")))]
+        #[oai(
+            name = "pageSize",
+            validator(minimum(value = "1"), maximum(value = "100"))
+        )]
         page_size: Query<Option<u32>>,
     ) -> Result<Json<SegmentContactsPage>, ApiError> {
         let segment = load(&state, auth.0.project_id(), &id).await?;

@@ -189,11 +189,7 @@ impl Store {
     /// The `FROM … WHERE …` of a segment's current members (contacts aliased `c`) and its binds
     /// (`$1` the project, then the segment or the filter's values): the filter's matches for a dynamic segment, the
     /// stored members for a static one.
-    fn members_from(
-        &self,
-        segment: &Segment,
-        now: i64,
-    ) -> StoreResult<(String, Vec<SqlValue>)> {
+    fn members_from(&self, segment: &Segment, now: i64) -> StoreResult<(String, Vec<SqlValue>)> {
         match segment.filter()? {
             Some(filter) => {
                 let (expr, binds) =
@@ -217,7 +213,11 @@ impl Store {
 
     /// Adds a segment.
     #[tracing::instrument(level = "debug", skip(self, s))]
-    pub async fn insert_segment(&self, project: &ProjectId, s: &NewSegment) -> StoreResult<Segment> {
+    pub async fn insert_segment(
+        &self,
+        project: &ProjectId,
+        s: &NewSegment,
+    ) -> StoreResult<Segment> {
         let id = SegmentId::generate();
         let sql = format!(
             "INSERT INTO segments ({COLUMNS}) \
@@ -252,8 +252,7 @@ impl Store {
     /// Every segment of a project, newest first.
     #[tracing::instrument(level = "debug", skip(self))]
     pub async fn list_segments(&self, project: &ProjectId) -> StoreResult<Vec<Segment>> {
-        let sql =
-            format!("SELECT {COLUMNS} FROM segments WHERE project_id = $1 ORDER BY id DESC");
+        let sql = format!("SELECT {COLUMNS} FROM segments WHERE project_id = $1 ORDER BY id DESC");
         let rows: Vec<SegmentRow> = on_db!(self.db(), pool => {
             sqlx::query_as(&sql).bind(project.as_str()).fetch_all(pool).await?
         });
@@ -493,7 +492,12 @@ impl Store {
         for enter in [true, false] {
             loop {
                 let changed = self
-                    .compute_chunk(segment, enter, if enter { &entering } else { &leaving }, &binds)
+                    .compute_chunk(
+                        segment,
+                        enter,
+                        if enter { &entering } else { &leaving },
+                        &binds,
+                    )
                     .await?;
                 if enter {
                     outcome.added += changed.1;
@@ -506,7 +510,8 @@ impl Store {
                 }
             }
         }
-        let count_sql = "SELECT COUNT(*) FROM segment_members WHERE project_id = $1 AND segment_id = $2";
+        let count_sql =
+            "SELECT COUNT(*) FROM segment_members WHERE project_id = $1 AND segment_id = $2";
         let total: i64 = on_db!(self.db(), pool => {
             sqlx::query_scalar(count_sql)
                 .bind(segment.project_id.as_str())

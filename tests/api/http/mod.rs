@@ -11,6 +11,7 @@ mod isolation;
 pub mod jobs;
 mod protocol;
 mod rate_limit;
+mod segments;
 pub mod send;
 mod templates;
 mod verify;

@@ -1,0 +1,663 @@
+//! `/segments`: both types with their validation errors (filter mistakes at their paths), list,
+//! get, patch and delete; members pages; live members of dynamic segments for several
+//! operators; static members added and removed; compute with exactly the entry and exit events;
+//! refresh; tenant isolation.
+
+use reqwest::Method;
+use serde_json::{Value, json};
+
+use crate::support::harness::{Reply, TestApp, TestProject};
+
+/// A well-formed segment id that no project has.
+const UNKNOWN: &str = "seg_0123456789abcdef0123456789abcdef";
+
+/// A filter of one group of conditions.
+fn all_of(filters: Value) -> Value {
+    json!({ "logic": "AND", "groups": [ { "filters": filters } ] })
+}
+
+async fn create(app: &TestApp, p: &TestProject, body: Value) -> Value {
+    let r = app.post("/segments", &p.secret_key, body).await;
+    assert_eq!(r.status, 201, "{}", r.body);
+    r.body
+}
+
+async fn dynamic(app: &TestApp, p: &TestProject, name: &str, condition: Value) -> String {
+    let s = create(
+        app,
+        p,
+        json!({ "name": name, "type": "DYNAMIC", "condition": condition }),
+    )
+    .await;
+    s["id"].as_str().unwrap().to_string()
+}
+
+/// The addresses of every member (walking pages of 100), sorted.
+async fn members(app: &TestApp, p: &TestProject, id: &str) -> Vec<String> {
+    let r = app
+        .get(
+            &format!("/segments/{id}/contacts?pageSize=100"),
+            &p.secret_key,
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    let mut emails: Vec<String> = r.body["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["email"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(r.body["total"], json!(emails.len()), "{}", r.body);
+    emails.sort();
+    emails
+}
+
+async fn track(app: &TestApp, p: &TestProject, email: &str, event: &str) {
+    let r = app
+        .post(
+            "/v1/track",
+            &p.secret_key,
+            json!({ "email": email, "event": event }),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+}
+
+/// The addresses of the events named `name`, sorted.
+async fn event_emails(app: &TestApp, p: &TestProject, name: &str) -> Vec<String> {
+    let r = app
+        .get(&format!("/events?name={name}&limit=100"), &p.secret_key)
+        .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    let mut emails: Vec<String> = r.body["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["email"].as_str().unwrap_or_default().to_string())
+        .collect();
+    emails.sort();
+    emails
+}
+
+async fn with_body(
+    app: &TestApp,
+    method: Method,
+    path: &str,
+    p: &TestProject,
+    body: Value,
+) -> Reply {
+    app.call(method, path, Some(&p.secret_key), Some(body))
+        .await
+}
+
+fn strings(list: &[&str]) -> Vec<String> {
+    list.iter().map(|s| s.to_string()).collect()
+}
+
+#[tokio::test]
+async fn segments_are_created_read_changed_listed_and_deleted() {
+    let app = TestApp::spawn().await;
+    let p = app.project().await;
+    let condition = all_of(json!([{ "field": "data.plan", "operator": "equals", "value": "pro" }]));
+    let d = create(
+        &app,
+        &p,
+        json!({ "name": " Pro users ", "description": "Paying", "type": "DYNAMIC",
+                "condition": condition, "trackMembership": true }),
+    )
+    .await;
+    let id = d["id"].as_str().unwrap();
+    assert!(id.starts_with("seg_"), "{d}");
+    assert_eq!(d["name"], "Pro users");
+    assert_eq!(d["description"], "Paying");
+    assert_eq!(d["type"], "DYNAMIC");
+    assert_eq!(d["condition"], condition);
+    assert_eq!(d["trackMembership"], true);
+    assert_eq!(d["memberCount"], 0);
+
+    let s = create(&app, &p, json!({ "name": "Beta", "type": "static" })).await;
+    assert_eq!(s["type"], "STATIC");
+    assert_eq!(s["condition"], Value::Null);
+    assert_eq!(s["description"], Value::Null);
+    assert_eq!(s["trackMembership"], false);
+
+    let read = app.get(&format!("/segments/{id}"), &p.secret_key).await;
+    assert_eq!(read.status, 200);
+    assert_eq!(read.body, d);
+
+    // Newest first, not paginated.
+    let list = app.get("/segments", &p.secret_key).await;
+    assert_eq!(list.status, 200, "{}", list.body);
+    let ids: Vec<&str> = list.body["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, vec![s["id"].as_str().unwrap(), id]);
+
+    // Only the fields sent change; null removes the description.
+    let other = all_of(json!([{ "field": "subscribed", "operator": "equals", "value": true }]));
+    let r = app
+        .patch(
+            &format!("/segments/{id}"),
+            &p.secret_key,
+            json!({ "name": "Subscribers", "description": null, "condition": other,
+                    "trackMembership": false }),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.body["name"], "Subscribers");
+    assert_eq!(r.body["description"], Value::Null);
+    assert_eq!(r.body["condition"], other);
+    assert_eq!(r.body["trackMembership"], false);
+    assert_eq!(r.body["createdAt"], d["createdAt"]);
+
+    // A static segment takes no condition; a dynamic one keeps a valid one.
+    let r = app
+        .patch(
+            &format!("/segments/{}", s["id"].as_str().unwrap()),
+            &p.secret_key,
+            json!({ "condition": other }),
+        )
+        .await;
+    r.assert_error(422, "VALIDATION_ERROR");
+    assert_eq!(r.error_fields(), strings(&["condition"]));
+    let r = app
+        .patch(
+            &format!("/segments/{id}"),
+            &p.secret_key,
+            json!({ "condition": all_of(json!([{ "field": "email", "operator": "nope" }])),
+                    "name": "" }),
+        )
+        .await;
+    r.assert_error(422, "VALIDATION_ERROR");
+    assert_eq!(
+        r.error_fields(),
+        strings(&["name", "condition.groups[0].filters[0].operator"])
+    );
+
+    let r = app.delete(&format!("/segments/{id}"), &p.secret_key).await;
+    assert_eq!(r.status, 204, "{}", r.body);
+    app.get(&format!("/segments/{id}"), &p.secret_key)
+        .await
+        .assert_error(404, "NOT_FOUND");
+    app.delete(&format!("/segments/{id}"), &p.secret_key)
+        .await
+        .assert_error(404, "NOT_FOUND");
+    app.get(&format!("/segments/{UNKNOWN}"), &p.secret_key)
+        .await
+        .assert_error(404, "NOT_FOUND");
+    app.get("/segments/not-an-id", &p.secret_key)
+        .await
+        .assert_error(404, "NOT_FOUND");
+}
+
+#[tokio::test]
+async fn segments_validation_errors_name_their_fields() {
+    let app = TestApp::spawn().await;
+    let p = app.project().await;
+    let cases = [
+        (json!({ "name": "A", "type": "DYNAMIC" }), vec!["condition"]),
+        (
+            json!({ "name": "A", "type": "STATIC", "condition": all_of(json!([])) }),
+            vec!["condition"],
+        ),
+        (
+            json!({ "name": "", "type": "SOMETIMES" }),
+            vec!["name", "type"],
+        ),
+        (
+            json!({ "name": "x".repeat(201), "type": "STATIC" }),
+            vec!["name"],
+        ),
+        (
+            json!({ "name": "A", "type": "DYNAMIC", "condition": {
+                "logic": "AND",
+                "groups": [ { "filters": [
+                    { "field": "email", "operator": "equals", "value": "a@b.c" },
+                    { "field": "email", "operator": "sometimes", "value": "x" } ] } ] } }),
+            vec!["condition.groups[0].filters[1].operator"],
+        ),
+        (
+            json!({ "name": "A", "type": "DYNAMIC", "condition": { "logic": "XOR", "groups": [
+                { "filters": [ { "field": "data.plan", "operator": "equals", "value": "pro" } ] },
+                { "filters": [ { "field": "bogus", "operator": "equals", "value": 1 } ] } ] } }),
+            vec!["condition.logic", "condition.groups[1].filters[0].field"],
+        ),
+    ];
+    for (body, fields) in cases {
+        let r = app.post("/segments", &p.secret_key, body.clone()).await;
+        r.assert_error(422, "VALIDATION_ERROR");
+        assert_eq!(r.error_fields(), strings(&fields), "{body} → {}", r.body);
+    }
+    let list = app.get("/segments", &p.secret_key).await;
+    assert_eq!(list.body["data"], json!([]), "nothing was created");
+}
+
+#[tokio::test]
+async fn members_pages_walk_a_static_segment() {
+    let app = TestApp::spawn().await;
+    let p = app.project().await;
+    let emails: Vec<String> = (1..=5).map(|i| format!("m{i}@example.com")).collect();
+    for e in &emails {
+        p.contact(&app, e, json!({})).await;
+    }
+    let s = create(&app, &p, json!({ "name": "Five", "type": "STATIC" })).await;
+    let id = s["id"].as_str().unwrap();
+    let r = app
+        .post(
+            &format!("/segments/{id}/members"),
+            &p.secret_key,
+            json!({ "emails": emails }),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.body, json!({ "added": 5, "notFound": [] }));
+
+    let mut seen = Vec::new();
+    for page in 1..=3 {
+        let r = app
+            .get(
+                &format!("/segments/{id}/contacts?page={page}&pageSize=2"),
+                &p.secret_key,
+            )
+            .await;
+        assert_eq!(r.status, 200, "{}", r.body);
+        assert_eq!(r.body["total"], 5);
+        assert_eq!(r.body["page"], page);
+        assert_eq!(r.body["pageSize"], 2);
+        assert_eq!(r.body["totalPages"], 3);
+        let data = r.body["data"].as_array().unwrap();
+        assert_eq!(data.len(), if page < 3 { 2 } else { 1 }, "{}", r.body);
+        seen.extend(
+            data.iter()
+                .map(|c| c["email"].as_str().unwrap().to_string()),
+        );
+    }
+    let r = app
+        .get(
+            &format!("/segments/{id}/contacts?page=4&pageSize=2"),
+            &p.secret_key,
+        )
+        .await;
+    assert_eq!(r.body["data"], json!([]));
+    // Newest contacts first, each once.
+    let mut expected = emails.clone();
+    expected.reverse();
+    assert_eq!(seen, expected);
+
+    for bad in ["page=0", "pageSize=0", "pageSize=101"] {
+        let r = app
+            .get(&format!("/segments/{id}/contacts?{bad}"), &p.secret_key)
+            .await;
+        assert!(r.status.is_client_error(), "{bad}: {}", r.body);
+    }
+    let r = app
+        .get(&format!("/segments/{id}/contacts"), &p.secret_key)
+        .await;
+    assert_eq!(r.body["pageSize"], 20);
+    assert_eq!(r.body["page"], 1);
+}
+
+#[tokio::test]
+async fn dynamic_members_follow_the_condition_live() {
+    let app = TestApp::spawn().await;
+    let p = app.project().await;
+    p.contact(&app, "ann@acme.test", json!({ "plan": "pro", "seats": 10 }))
+        .await;
+    p.contact(&app, "bob@acme.test", json!({ "plan": "free", "seats": 1 }))
+        .await;
+    p.contact(&app, "cid@other.test", json!({ "plan": "pro", "seats": 3 }))
+        .await;
+    p.contact(&app, "dee@other.test", json!({})).await;
+    track(&app, &p, "bob@acme.test", "signup").await;
+    track(&app, &p, "dee@other.test", "signup").await;
+
+    let pro = dynamic(
+        &app,
+        &p,
+        "Pro",
+        all_of(json!([{ "field": "data.plan", "operator": "equals", "value": "pro" }])),
+    )
+    .await;
+    assert_eq!(
+        members(&app, &p, &pro).await,
+        strings(&["ann@acme.test", "cid@other.test"])
+    );
+
+    let signed_up = dynamic(
+        &app,
+        &p,
+        "Signed up",
+        all_of(json!([{ "field": "event.signup", "operator": "triggered" }])),
+    )
+    .await;
+    assert_eq!(
+        members(&app, &p, &signed_up).await,
+        strings(&["bob@acme.test", "dee@other.test"])
+    );
+
+    let big = dynamic(
+        &app,
+        &p,
+        "Big",
+        all_of(json!([
+            { "field": "data.seats", "operator": "greaterThanOrEqual", "value": 3 },
+            { "field": "email", "operator": "contains", "value": "ACME" }
+        ])),
+    )
+    .await;
+    assert_eq!(members(&app, &p, &big).await, strings(&["ann@acme.test"]));
+
+    // Nested conditions, and OR between groups.
+    let nested = dynamic(
+        &app,
+        &p,
+        "Nested",
+        json!({ "logic": "OR", "groups": [
+            { "filters": [ { "field": "data.plan", "operator": "notExists" } ] },
+            { "filters": [ { "field": "email", "operator": "contains", "value": "@other.test" } ],
+              "conditions": { "logic": "AND", "groups": [
+                  { "filters": [ { "field": "data.seats", "operator": "lessThan", "value": 5 } ] } ] } }
+        ] }),
+    )
+    .await;
+    assert_eq!(
+        members(&app, &p, &nested).await,
+        strings(&["cid@other.test", "dee@other.test"])
+    );
+
+    // Live: a change of a contact shows at once.
+    p.contact(&app, "bob@acme.test", json!({ "plan": "pro" }))
+        .await;
+    assert_eq!(
+        members(&app, &p, &pro).await,
+        strings(&["ann@acme.test", "bob@acme.test", "cid@other.test"])
+    );
+    let r = app
+        .post(
+            &format!("/segments/{pro}/refresh"),
+            &p.secret_key,
+            json!({}),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.body, json!({ "memberCount": 3 }));
+    let got = app.get(&format!("/segments/{pro}"), &p.secret_key).await;
+    assert_eq!(got.body["memberCount"], 3);
+    // Refresh records no membership and no event.
+    assert!(event_emails(&app, &p, "segment.pro.entry").await.is_empty());
+
+    // Members cannot be added to a dynamic segment by hand.
+    let r = app
+        .post(
+            &format!("/segments/{pro}/members"),
+            &p.secret_key,
+            json!({ "emails": ["ann@acme.test"] }),
+        )
+        .await;
+    r.assert_error(422, "VALIDATION_ERROR");
+    let r = with_body(
+        &app,
+        Method::DELETE,
+        &format!("/segments/{pro}/members"),
+        &p,
+        json!({ "emails": ["ann@acme.test"] }),
+    )
+    .await;
+    r.assert_error(422, "VALIDATION_ERROR");
+}
+
+#[tokio::test]
+async fn static_members_are_added_and_removed_by_address() {
+    let app = TestApp::spawn().await;
+    let p = app.project().await;
+    p.contact(&app, "ann@example.com", json!({})).await;
+    p.contact(&app, "bob@example.com", json!({})).await;
+    let s = create(&app, &p, json!({ "name": "Hand picked", "type": "STATIC" })).await;
+    let id = s["id"].as_str().unwrap();
+    let path = format!("/segments/{id}/members");
+
+    let r = app
+        .post(
+            &path,
+            &p.secret_key,
+            json!({ "emails": ["Ann@Example.com", "nobody@example.com", "ann@example.com"] }),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(
+        r.body,
+        json!({ "added": 1, "notFound": ["nobody@example.com"] })
+    );
+    assert_eq!(members(&app, &p, id).await, strings(&["ann@example.com"]));
+    let got = app.get(&format!("/segments/{id}"), &p.secret_key).await;
+    assert_eq!(got.body["memberCount"], 1);
+
+    // createMissing creates the contact, with the subscription asked for.
+    let r = app
+        .post(
+            &path,
+            &p.secret_key,
+            json!({ "emails": ["ann@example.com", "bob@example.com", "new@example.com"],
+                    "createMissing": true, "subscribed": false }),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.body, json!({ "added": 2, "notFound": [] }));
+    assert_eq!(
+        members(&app, &p, id).await,
+        strings(&["ann@example.com", "bob@example.com", "new@example.com"])
+    );
+    let c = app
+        .get("/contacts?search=new%40example.com", &p.secret_key)
+        .await;
+    assert_eq!(c.body["data"][0]["subscribed"], false, "{}", c.body);
+
+    let r = with_body(
+        &app,
+        Method::DELETE,
+        &path,
+        &p,
+        json!({ "emails": ["bob@example.com", "nobody@example.com", "BOB@example.com"] }),
+    )
+    .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.body, json!({ "removed": 1 }));
+    assert_eq!(
+        members(&app, &p, id).await,
+        strings(&["ann@example.com", "new@example.com"])
+    );
+    let got = app.get(&format!("/segments/{id}"), &p.secret_key).await;
+    assert_eq!(got.body["memberCount"], 2);
+
+    // Bad addresses are named; more than 1000 is refused.
+    let r = app
+        .post(
+            &path,
+            &p.secret_key,
+            json!({ "emails": ["ok@example.com", "not an address"] }),
+        )
+        .await;
+    r.assert_error(422, "VALIDATION_ERROR");
+    assert_eq!(r.error_fields(), strings(&["emails[1]"]));
+    let many: Vec<String> = (0..1001).map(|i| format!("u{i}@example.com")).collect();
+    let r = app
+        .post(&path, &p.secret_key, json!({ "emails": many }))
+        .await;
+    r.assert_error(422, "VALIDATION_ERROR");
+    assert_eq!(r.error_fields(), strings(&["emails"]));
+
+    // A deleted contact leaves the segment.
+    let ann = app.get("/contacts?search=ann%40", &p.secret_key).await;
+    let ann_id = ann.body["data"][0]["id"].as_str().unwrap().to_string();
+    let r = app
+        .delete(&format!("/contacts/{ann_id}"), &p.secret_key)
+        .await;
+    assert!(r.status.is_success(), "{}", r.body);
+    assert_eq!(members(&app, &p, id).await, strings(&["new@example.com"]));
+}
+
+#[tokio::test]
+async fn compute_records_exactly_the_entries_and_exits() {
+    let app = TestApp::spawn().await;
+    let p = app.project().await;
+    p.contact(&app, "ann@example.com", json!({ "plan": "pro" }))
+        .await;
+    p.contact(&app, "bob@example.com", json!({ "plan": "pro" }))
+        .await;
+    p.contact(&app, "cid@example.com", json!({ "plan": "free" }))
+        .await;
+    let s = create(
+        &app,
+        &p,
+        json!({ "name": "Pro Users!", "type": "DYNAMIC", "trackMembership": true,
+                "condition": all_of(json!([{ "field": "data.plan", "operator": "equals", "value": "pro" }])) }),
+    )
+    .await;
+    let id = s["id"].as_str().unwrap();
+    let compute = format!("/segments/{id}/compute");
+    let entry = "segment.pro-users-.entry";
+    let exit = "segment.pro-users-.exit";
+
+    let r = app.post(&compute, &p.secret_key, json!({})).await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.body, json!({ "added": 2, "removed": 0, "total": 2 }));
+    assert_eq!(
+        event_emails(&app, &p, entry).await,
+        strings(&["ann@example.com", "bob@example.com"])
+    );
+    let events = app
+        .get(&format!("/events?name={entry}"), &p.secret_key)
+        .await;
+    assert_eq!(
+        events.body["data"][0]["data"],
+        json!({ "segmentId": id, "segmentName": "Pro Users!" })
+    );
+    assert!(event_emails(&app, &p, exit).await.is_empty());
+
+    // Nothing changed: no events.
+    let r = app.post(&compute, &p.secret_key, json!({})).await;
+    assert_eq!(r.body, json!({ "added": 0, "removed": 0, "total": 2 }));
+    assert_eq!(event_emails(&app, &p, entry).await.len(), 2);
+
+    // Bob leaves, Cid enters.
+    p.contact(&app, "bob@example.com", json!({ "plan": "free" }))
+        .await;
+    p.contact(&app, "cid@example.com", json!({ "plan": "pro" }))
+        .await;
+    let r = app.post(&compute, &p.secret_key, json!({})).await;
+    assert_eq!(r.body, json!({ "added": 1, "removed": 1, "total": 2 }));
+    assert_eq!(
+        event_emails(&app, &p, entry).await,
+        strings(&["ann@example.com", "bob@example.com", "cid@example.com"])
+    );
+    assert_eq!(
+        event_emails(&app, &p, exit).await,
+        strings(&["bob@example.com"])
+    );
+    let got = app.get(&format!("/segments/{id}"), &p.secret_key).await;
+    assert_eq!(got.body["memberCount"], 2);
+
+    // Stored membership answers `memberOf` of another segment.
+    let member_of = dynamic(
+        &app,
+        &p,
+        "In pro",
+        all_of(json!([{ "field": format!("segment.{id}"), "operator": "memberOf" }])),
+    )
+    .await;
+    assert_eq!(
+        members(&app, &p, &member_of).await,
+        strings(&["ann@example.com", "cid@example.com"])
+    );
+
+    // An untracked dynamic segment only counts.
+    let untracked = dynamic(
+        &app,
+        &p,
+        "Free",
+        all_of(json!([{ "field": "data.plan", "operator": "equals", "value": "free" }])),
+    )
+    .await;
+    let r = app
+        .post(
+            &format!("/segments/{untracked}/compute"),
+            &p.secret_key,
+            json!({}),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.body, json!({ "added": 0, "removed": 0, "total": 1 }));
+    assert!(
+        event_emails(&app, &p, "segment.free.entry")
+            .await
+            .is_empty()
+    );
+}
+
+#[tokio::test]
+async fn another_projects_segment_is_not_found() {
+    let app = TestApp::spawn().await;
+    let p = app.project().await;
+    let q = app.project().await;
+    p.contact(&app, "ann@example.com", json!({})).await;
+    q.contact(&app, "ann@example.com", json!({})).await;
+    let s = create(&app, &p, json!({ "name": "Mine", "type": "STATIC" })).await;
+    let id = s["id"].as_str().unwrap();
+    let base = format!("/segments/{id}");
+    app.get(&base, &q.secret_key)
+        .await
+        .assert_error(404, "NOT_FOUND");
+    app.patch(&base, &q.secret_key, json!({ "name": "Theirs" }))
+        .await
+        .assert_error(404, "NOT_FOUND");
+    app.get(&format!("{base}/contacts"), &q.secret_key)
+        .await
+        .assert_error(404, "NOT_FOUND");
+    with_body(
+        &app,
+        Method::POST,
+        &format!("{base}/members"),
+        &q,
+        json!({ "emails": ["ann@example.com"] }),
+    )
+    .await
+    .assert_error(404, "NOT_FOUND");
+    with_body(
+        &app,
+        Method::DELETE,
+        &format!("{base}/members"),
+        &q,
+        json!({ "emails": ["ann@example.com"] }),
+    )
+    .await
+    .assert_error(404, "NOT_FOUND");
+    for action in ["compute", "refresh"] {
+        app.post(&format!("{base}/{action}"), &q.secret_key, json!({}))
+            .await
+            .assert_error(404, "NOT_FOUND");
+    }
+    app.delete(&base, &q.secret_key)
+        .await
+        .assert_error(404, "NOT_FOUND");
+    let list = app.get("/segments", &q.secret_key).await;
+    assert_eq!(list.body["data"], json!([]));
+
+    // A filter sees only its own project's contacts.
+    let all = dynamic(
+        &app,
+        &q,
+        "Everyone",
+        all_of(json!([{ "field": "email", "operator": "exists" }])),
+    )
+    .await;
+    let r = app
+        .get(&format!("/segments/{all}/contacts"), &q.secret_key)
+        .await;
+    assert_eq!(r.body["total"], 1, "{}", r.body);
+    // The segment is untouched.
+    let got = app.get(&base, &p.secret_key).await;
+    assert_eq!(got.body, s);
+}
