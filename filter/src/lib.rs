@@ -100,6 +100,29 @@ pub struct Filter {
     pub groups: Vec<Group>,
 }
 
+impl Filter {
+    /// The event names the filter's `event.<name>` conditions name (nested groups included):
+    /// the only names whose [`EventStats`] a [`Subject`] needs.
+    pub fn event_names(&self) -> std::collections::BTreeSet<String> {
+        let mut names = std::collections::BTreeSet::new();
+        self.collect_event_names(&mut names);
+        names
+    }
+
+    fn collect_event_names(&self, names: &mut std::collections::BTreeSet<String>) {
+        for group in &self.groups {
+            for c in &group.filters {
+                if let Field::Event(name) = &c.field {
+                    names.insert(name.clone());
+                }
+            }
+            if let Some(nested) = &group.conditions {
+                nested.collect_event_names(names);
+            }
+        }
+    }
+}
+
 /// How the groups of a filter are joined.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Logic {

@@ -6,6 +6,7 @@ pub mod api;
 pub mod app;
 pub mod config;
 pub mod domain;
+pub mod engine;
 pub mod init;
 pub mod jobs;
 pub mod mail;

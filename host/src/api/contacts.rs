@@ -163,6 +163,18 @@ pub fn parse_data(data: Option<BTreeMap<String, Value>>) -> Result<DataPatch, Ap
         .map_err(|e| ApiError::invalid_field(&format!("data.{}", e.key), "invalid_key", e.message))
 }
 
+/// Re-evaluates a written contact's tracked dynamic segments at once (entry and exit events),
+/// since a data-only change emits no event for the outbox consumer to react to. The write has
+/// committed, so a failure here is logged, not answered: the next event of the contact or the
+/// next compute catches up.
+async fn live_segments(state: &AppState, contact: &Contact) {
+    if let Err(err) =
+        crate::engine::reevaluate_contact(state.store(), &contact.project_id, &contact.id).await
+    {
+        tracing::warn!(error = %err, contact_id = %contact.id, "could not re-evaluate tracked segments");
+    }
+}
+
 fn contact_id(id: &str) -> Result<ContactId, ApiError> {
     ContactId::parse(id).ok_or_else(|| ApiError::not_found("contact"))
 }
@@ -229,6 +241,9 @@ impl ContactsApi {
             .upsert_contact(auth.0.project_id(), &upsert)
             .await
             .map_err(|e| ApiError::from_store(e, "contact"))?;
+        if outcome.created || outcome.updated {
+            live_segments(&state, &outcome.contact).await;
+        }
         let meta = UpsertMeta {
             is_new: outcome.created,
             is_update: outcome.updated,
@@ -348,6 +363,9 @@ impl ContactsApi {
                 }
                 other => ApiError::from_store(other, "contact"),
             })?;
+        if outcome.updated {
+            live_segments(&state, &outcome.contact).await;
+        }
         Ok(Json(outcome.contact.into()))
     }
 

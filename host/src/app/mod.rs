@@ -26,6 +26,7 @@ use crate::jobs::domains::{CheckIntervals, DomainChecks};
 use crate::jobs::{JobHandler, JobQueue, QueueConfig, Workers};
 use crate::mail::dkim::DkimSigner;
 use crate::mail::links::LinkSigner;
+use crate::engine::LiveSegments;
 use crate::outbox::{EventConsumer, EventDispatcher};
 use crate::plugins::Plugins;
 use crate::services::ratelimit::RateLimiter;
@@ -110,6 +111,11 @@ impl AppBuilder {
                 stale_hand_off: queue.lease,
             }),
         ];
+        // Herald's own consumers first, then those registered from outside.
+        let consumers: Vec<Arc<dyn EventConsumer>> =
+            std::iter::once(Arc::new(LiveSegments::new(store.clone())) as Arc<dyn EventConsumer>)
+                .chain(consumers)
+                .collect();
         let dispatcher =
             EventDispatcher::new(store.clone(), consumers, queue.poll_interval, OUTBOX_LEASE);
         let workers = Workers::new(jobs.clone(), handlers);

@@ -141,6 +141,34 @@ pub struct ComputeOutcome {
     pub total: i64,
 }
 
+/// A tracked dynamic segment with its parsed filter, for live re-evaluation.
+#[derive(Clone, Debug)]
+pub struct TrackedSegment {
+    pub id: SegmentId,
+    pub name: String,
+    pub filter: Filter,
+}
+
+/// What live re-evaluation sees of one contact, read inside its transaction: the contact, its
+/// events by name (only the names the tracked filters reference) and the ids of every segment
+/// it is a stored member of.
+#[derive(Clone, Debug)]
+pub struct LiveContact {
+    pub contact: Contact,
+    /// Count and latest `created_at` per event name.
+    pub events: Vec<(String, u64, i64)>,
+    /// Every `segment_members` row of the contact (static and tracked segments).
+    pub memberships: std::collections::BTreeSet<String>,
+}
+
+/// One change live re-evaluation made: the contact entered or left a segment.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MembershipChange {
+    pub segment_id: SegmentId,
+    /// `true` for an entry, `false` for an exit.
+    pub entered: bool,
+}
+
 /// The filter's dialect on a backend.
 fn dialect(backend: Backend) -> Dialect {
     match backend {
@@ -586,6 +614,178 @@ impl Store {
         });
         Ok(outcome)
     }
+}
+
+impl Store {
+    /// The project's tracked dynamic segments with their parsed filters.
+    #[tracing::instrument(level = "debug", skip(self))]
+    pub async fn tracked_segments(&self, project: &ProjectId) -> StoreResult<Vec<TrackedSegment>> {
+        let sql = format!(
+            "SELECT {COLUMNS} FROM segments WHERE project_id = $1 AND type = $2 \
+             AND track_membership ORDER BY id"
+        );
+        let rows: Vec<SegmentRow> = on_db!(self.db(), pool => {
+            sqlx::query_as(&sql)
+                .bind(project.as_str())
+                .bind(SegmentType::Dynamic.as_str())
+                .fetch_all(pool)
+                .await?
+        });
+        tracked(rows)
+    }
+
+    /// Re-evaluates one contact's membership of the project's tracked dynamic segments, in one
+    /// transaction: locks the contact (`FOR UPDATE`; `BEGIN IMMEDIATE` on SQLite), reads the
+    /// tracked segments, the contact's event stats for the names their filters reference and
+    /// its stored memberships, asks `decide` which of the segments the contact belongs to (in
+    /// the order given), then inserts or deletes the `segment_members` rows that differ, moves
+    /// each changed segment's `member_count` by one and writes one `segment.<slug>.entry` or
+    /// `.exit` event per change (data as compute's). A change counts only when its row was
+    /// really inserted or deleted, so a repeated call, or one racing a compute, fires nothing
+    /// twice. A deleted contact (or none tracked) changes nothing.
+    #[tracing::instrument(level = "debug", skip(self, decide))]
+    pub async fn reconcile_contact_segments<F>(
+        &self,
+        project: &ProjectId,
+        contact: &ContactId,
+        decide: F,
+    ) -> StoreResult<Vec<MembershipChange>>
+    where
+        F: Fn(&LiveContact, &[TrackedSegment]) -> Vec<bool>,
+    {
+        // A cheap read first: most projects track no segment, and then no write transaction.
+        if self.tracked_segments(project).await?.is_empty() {
+            return Ok(Vec::new());
+        }
+        let lock = for_update(self.db().backend());
+        let contact_sql = format!(
+            "SELECT {CONTACT_COLUMNS} FROM contacts c WHERE c.project_id = $1 AND c.id = $2{lock}"
+        );
+        let segments_sql = format!(
+            "SELECT {COLUMNS} FROM segments WHERE project_id = $1 AND type = $2 \
+             AND track_membership ORDER BY id"
+        );
+        let members_sql =
+            "SELECT segment_id FROM segment_members WHERE project_id = $1 AND contact_id = $2";
+        let insert = "INSERT INTO segment_members (segment_id, contact_id, project_id, added_at) \
+             VALUES ($2, $3, $1, $4) ON CONFLICT (segment_id, contact_id) DO NOTHING";
+        let delete = "DELETE FROM segment_members WHERE project_id = $1 AND segment_id = $2 \
+             AND contact_id = $3";
+        let count = "UPDATE segments SET member_count = member_count + $3 \
+             WHERE project_id = $1 AND id = $2";
+        let now = now_ms();
+        let changes = on_db_write!(self.db(), pool => {
+            let mut tx = pool.begin_write().await?;
+            let row: Option<ContactRow> = sqlx::query_as(&contact_sql)
+                .bind(project.as_str())
+                .bind(contact.as_str())
+                .fetch_optional(&mut *tx)
+                .await?;
+            let Some(row) = row else {
+                return Ok(Vec::new());
+            };
+            let rows: Vec<SegmentRow> = sqlx::query_as(&segments_sql)
+                .bind(project.as_str())
+                .bind(SegmentType::Dynamic.as_str())
+                .fetch_all(&mut *tx)
+                .await?;
+            let segments = tracked(rows)?;
+            let names: Vec<String> = segments
+                .iter()
+                .flat_map(|s| s.filter.event_names())
+                .collect::<std::collections::BTreeSet<_>>()
+                .into_iter()
+                .collect();
+            let events: Vec<(String, i64, i64)> = if names.is_empty() {
+                Vec::new()
+            } else {
+                let sql = format!(
+                    "SELECT name, COUNT(*), MAX(created_at) FROM events \
+                     WHERE project_id = $1 AND contact_id = $2 AND name IN ({}) GROUP BY name",
+                    placeholders(3, names.len())
+                );
+                let mut q = sqlx::query_as(&sql).bind(project.as_str()).bind(contact.as_str());
+                for n in &names {
+                    q = q.bind(n.as_str());
+                }
+                q.fetch_all(&mut *tx).await?
+            };
+            let memberships: Vec<String> = sqlx::query_scalar(members_sql)
+                .bind(project.as_str())
+                .bind(contact.as_str())
+                .fetch_all(&mut *tx)
+                .await?;
+            let live = LiveContact {
+                contact: row.into(),
+                events: events
+                    .into_iter()
+                    .map(|(n, c, at)| (n, c.max(0) as u64, at))
+                    .collect(),
+                memberships: memberships.into_iter().collect(),
+            };
+            let wanted = decide(&live, &segments);
+            let mut changes = Vec::new();
+            for (segment, want) in segments.iter().zip(wanted) {
+                if want == live.memberships.contains(segment.id.as_str()) {
+                    continue;
+                }
+                let mut q = sqlx::query(if want { insert } else { delete })
+                    .bind(project.as_str())
+                    .bind(segment.id.as_str())
+                    .bind(contact.as_str());
+                if want {
+                    q = q.bind(now);
+                }
+                if q.execute(&mut *tx).await?.rows_affected() == 0 {
+                    continue;
+                }
+                sqlx::query(count)
+                    .bind(project.as_str())
+                    .bind(segment.id.as_str())
+                    .bind(if want { 1i64 } else { -1i64 })
+                    .execute(&mut *tx)
+                    .await?;
+                tx.insert_event(&StoredEvent {
+                    id: EventId::generate(),
+                    project_id: project.clone(),
+                    contact_id: Some(contact.clone()),
+                    contact_email: None,
+                    name: if want {
+                        entry_event_name(&segment.name)
+                    } else {
+                        exit_event_name(&segment.name)
+                    },
+                    data: membership_event_data(segment.id.as_str(), &segment.name),
+                    created_at: now,
+                })
+                .await?;
+                changes.push(MembershipChange {
+                    segment_id: segment.id.clone(),
+                    entered: want,
+                });
+            }
+            tx.commit().await?;
+            changes
+        });
+        Ok(changes)
+    }
+}
+
+/// The tracked segments of `rows` with their parsed filters.
+fn tracked(rows: Vec<SegmentRow>) -> StoreResult<Vec<TrackedSegment>> {
+    rows.into_iter()
+        .map(|r| {
+            let segment = Segment::try_from(r)?;
+            let filter = segment.filter()?.ok_or_else(|| {
+                StoreError::Corrupt(format!("tracked segment {} without a filter", segment.id))
+            })?;
+            Ok(TrackedSegment {
+                id: segment.id,
+                name: segment.name,
+                filter,
+            })
+        })
+        .collect()
 }
 
 /// Sets a segment's cached count to its stored members, inside `tx`.
