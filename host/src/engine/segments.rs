@@ -62,7 +62,10 @@ pub async fn reevaluate_contact(
     store
         .reconcile_contact_segments(project, contact, |live, segments: &[TrackedSegment]| {
             let subject = subject(live, now);
-            segments.iter().map(|s| s.filter.matches(&subject)).collect()
+            segments
+                .iter()
+                .map(|s| s.filter.matches(&subject))
+                .collect()
         })
         .await
 }
@@ -92,7 +95,10 @@ impl EventConsumer for LiveSegments {
 
     fn handle<'a>(&'a self, event: &'a StoredEvent) -> BoxFuture<'a, Result<(), ConsumerError>> {
         Box::pin(async move {
-            let Some(contact) = event.contact_id.as_ref().filter(|_| triggers_reevaluation(event))
+            let Some(contact) = event
+                .contact_id
+                .as_ref()
+                .filter(|_| triggers_reevaluation(event))
             else {
                 return Ok(());
             };
