@@ -324,3 +324,23 @@ fn groups_logic_and_nesting() {
     assert!(empty(Logic::And).matches(&s));
     assert!(!empty(Logic::Or).matches(&s));
 }
+
+#[test]
+fn event_names_lists_every_event_condition_nested_included() {
+    let f = parse(
+        &json!({ "logic": "OR", "groups": [
+            { "filters": [
+                { "field": "event.signup", "operator": "triggered" },
+                { "field": "data.plan", "operator": "equals", "value": "pro" } ] },
+            { "filters": [ { "field": "email", "operator": "exists" } ],
+              "conditions": { "logic": "AND", "groups": [ { "filters": [
+                { "field": "event.purchase", "operator": "notTriggered" },
+                { "field": "event.signup", "operator": "triggeredWithin", "value": 2, "unit": "days" } ] } ] } } ] }),
+        Scope::Contacts,
+    )
+    .unwrap();
+    assert_eq!(
+        f.event_names(),
+        BTreeSet::from(["purchase".to_string(), "signup".to_string()])
+    );
+}
