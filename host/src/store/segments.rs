@@ -564,19 +564,7 @@ impl Store {
     ) -> StoreResult<(usize, i64)> {
         let project = segment.project_id.as_str();
         let id = segment.id.as_str();
-        let write = if enter {
-            "INSERT INTO segment_members (segment_id, contact_id, project_id, added_at) \
-             VALUES ($2, $3, $1, $4) ON CONFLICT (segment_id, contact_id) DO NOTHING"
-        } else {
-            "DELETE FROM segment_members WHERE project_id = $1 AND segment_id = $2 \
-             AND contact_id = $3"
-        };
-        let name = if enter {
-            entry_event_name(&segment.name)
-        } else {
-            exit_event_name(&segment.name)
-        };
-        let data = membership_event_data(id, &segment.name);
+        let write = if enter { INSERT_MEMBER } else { DELETE_MEMBER };
         let now = now_ms();
         let outcome = on_db_write!(self.db(), pool => {
             let mut tx = pool.begin_write().await?;
@@ -598,15 +586,14 @@ impl Store {
                     continue;
                 }
                 changed += 1;
-                tx.insert_event(&StoredEvent {
-                    id: EventId::generate(),
-                    project_id: segment.project_id.clone(),
-                    contact_id: Some(ContactId::from_trusted(contact.clone())),
-                    contact_email: None,
-                    name: name.clone(),
-                    data: data.clone(),
-                    created_at: now,
-                })
+                tx.insert_event(&membership_event(
+                    &segment.project_id,
+                    ContactId::from_trusted(contact.clone()),
+                    id,
+                    &segment.name,
+                    enter,
+                    now,
+                ))
                 .await?;
             }
             tx.commit().await?;
@@ -617,21 +604,20 @@ impl Store {
 }
 
 impl Store {
-    /// The project's tracked dynamic segments with their parsed filters.
+    /// Whether the project has a tracked dynamic segment (one indexed read, no filter parsed).
     #[tracing::instrument(level = "debug", skip(self))]
-    pub async fn tracked_segments(&self, project: &ProjectId) -> StoreResult<Vec<TrackedSegment>> {
-        let sql = format!(
-            "SELECT {COLUMNS} FROM segments WHERE project_id = $1 AND type = $2 \
-             AND track_membership ORDER BY id"
-        );
-        let rows: Vec<SegmentRow> = on_db!(self.db(), pool => {
-            sqlx::query_as(&sql)
-                .bind(project.as_str())
-                .bind(SegmentType::Dynamic.as_str())
-                .fetch_all(pool)
-                .await?
+    pub async fn has_tracked_segments(&self, project: &ProjectId) -> StoreResult<bool> {
+        let found: Option<i64> = on_db!(self.db(), pool => {
+            sqlx::query_scalar(
+                "SELECT 1 FROM segments WHERE project_id = $1 AND type = $2 \
+                 AND track_membership LIMIT 1",
+            )
+            .bind(project.as_str())
+            .bind(SegmentType::Dynamic.as_str())
+            .fetch_optional(pool)
+            .await?
         });
-        tracked(rows)
+        Ok(found.is_some())
     }
 
     /// Re-evaluates one contact's membership of the project's tracked dynamic segments, in one
@@ -654,23 +640,16 @@ impl Store {
         F: Fn(&LiveContact, &[TrackedSegment]) -> Vec<bool>,
     {
         // A cheap read first: most projects track no segment, and then no write transaction.
-        if self.tracked_segments(project).await?.is_empty() {
+        if !self.has_tracked_segments(project).await? {
             return Ok(Vec::new());
         }
         let lock = for_update(self.db().backend());
         let contact_sql = format!(
             "SELECT {CONTACT_COLUMNS} FROM contacts c WHERE c.project_id = $1 AND c.id = $2{lock}"
         );
-        let segments_sql = format!(
-            "SELECT {COLUMNS} FROM segments WHERE project_id = $1 AND type = $2 \
-             AND track_membership ORDER BY id"
-        );
+        let segments_sql = tracked_segments_sql();
         let members_sql =
             "SELECT segment_id FROM segment_members WHERE project_id = $1 AND contact_id = $2";
-        let insert = "INSERT INTO segment_members (segment_id, contact_id, project_id, added_at) \
-             VALUES ($2, $3, $1, $4) ON CONFLICT (segment_id, contact_id) DO NOTHING";
-        let delete = "DELETE FROM segment_members WHERE project_id = $1 AND segment_id = $2 \
-             AND contact_id = $3";
         let count = "UPDATE segments SET member_count = member_count + $3 \
              WHERE project_id = $1 AND id = $2";
         let now = now_ms();
@@ -729,7 +708,7 @@ impl Store {
                 if want == live.memberships.contains(segment.id.as_str()) {
                     continue;
                 }
-                let mut q = sqlx::query(if want { insert } else { delete })
+                let mut q = sqlx::query(if want { INSERT_MEMBER } else { DELETE_MEMBER })
                     .bind(project.as_str())
                     .bind(segment.id.as_str())
                     .bind(contact.as_str());
@@ -745,19 +724,14 @@ impl Store {
                     .bind(if want { 1i64 } else { -1i64 })
                     .execute(&mut *tx)
                     .await?;
-                tx.insert_event(&StoredEvent {
-                    id: EventId::generate(),
-                    project_id: project.clone(),
-                    contact_id: Some(contact.clone()),
-                    contact_email: None,
-                    name: if want {
-                        entry_event_name(&segment.name)
-                    } else {
-                        exit_event_name(&segment.name)
-                    },
-                    data: membership_event_data(segment.id.as_str(), &segment.name),
-                    created_at: now,
-                })
+                tx.insert_event(&membership_event(
+                    project,
+                    contact.clone(),
+                    segment.id.as_str(),
+                    &segment.name,
+                    want,
+                    now,
+                ))
                 .await?;
                 changes.push(MembershipChange {
                     segment_id: segment.id.clone(),
@@ -810,4 +784,45 @@ where
     .execute(&mut **tx)
     .await?;
     Ok(())
+}
+
+/// Adds one contact (`$3`) to a segment (`$2`) of a project (`$1`) at `$4`; a member already
+/// there changes nothing.
+const INSERT_MEMBER: &str = "INSERT INTO segment_members (segment_id, contact_id, project_id, added_at) \
+     VALUES ($2, $3, $1, $4) ON CONFLICT (segment_id, contact_id) DO NOTHING";
+
+/// Removes one contact (`$3`) from a segment (`$2`) of a project (`$1`).
+const DELETE_MEMBER: &str =
+    "DELETE FROM segment_members WHERE project_id = $1 AND segment_id = $2 AND contact_id = $3";
+
+/// The tracked dynamic segments of a project (`$1`; `$2` is the dynamic type), in id order.
+fn tracked_segments_sql() -> String {
+    format!(
+        "SELECT {COLUMNS} FROM segments WHERE project_id = $1 AND type = $2 \
+         AND track_membership ORDER BY id"
+    )
+}
+
+/// The `segment.<slug>.entry` (or `.exit`) event of `contact` for the segment `id` named `name`.
+fn membership_event(
+    project: &ProjectId,
+    contact: ContactId,
+    id: &str,
+    name: &str,
+    entered: bool,
+    now: i64,
+) -> StoredEvent {
+    StoredEvent {
+        id: EventId::generate(),
+        project_id: project.clone(),
+        contact_id: Some(contact),
+        contact_email: None,
+        name: if entered {
+            entry_event_name(name)
+        } else {
+            exit_event_name(name)
+        },
+        data: membership_event_data(id, name),
+        created_at: now,
+    }
 }
