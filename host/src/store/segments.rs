@@ -607,9 +607,9 @@ impl Store {
     /// Whether the project has a tracked dynamic segment (one indexed read, no filter parsed).
     #[tracing::instrument(level = "debug", skip(self))]
     pub async fn has_tracked_segments(&self, project: &ProjectId) -> StoreResult<bool> {
-        let found: Option<i64> = on_db!(self.db(), pool => {
+        let found: Option<String> = on_db!(self.db(), pool => {
             sqlx::query_scalar(
-                "SELECT 1 FROM segments WHERE project_id = $1 AND type = $2 \
+                "SELECT id FROM segments WHERE project_id = $1 AND type = $2 \
                  AND track_membership LIMIT 1",
             )
             .bind(project.as_str())
