@@ -93,6 +93,26 @@ prefixed_id!(
     SegmentId, "seg"
 );
 prefixed_id!(
+    /// A workflow of a project.
+    WorkflowId, "wfl"
+);
+prefixed_id!(
+    /// A step of a workflow.
+    StepId, "stp"
+);
+prefixed_id!(
+    /// A transition between two steps of a workflow.
+    TransitionId, "trn"
+);
+prefixed_id!(
+    /// One contact's execution of a workflow.
+    ExecutionId, "exe"
+);
+prefixed_id!(
+    /// One run of a step within an execution.
+    StepRunId, "run"
+);
+prefixed_id!(
     /// A dashboard login session.
     SessionId, "ses"
 );

@@ -15,3 +15,4 @@ pub mod sending_domain;
 pub mod template;
 pub mod time;
 pub mod verification;
+pub mod workflow;

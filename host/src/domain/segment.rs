@@ -21,7 +21,8 @@ pub struct Violation {
 }
 
 impl Violation {
-    fn new(field: impl Into<String>, code: &'static str, message: impl Into<String>) -> Violation {
+    /// A violation of `field`.
+    pub fn new(field: impl Into<String>, code: &'static str, message: impl Into<String>) -> Violation {
         Violation {
             field: field.into(),
             code,

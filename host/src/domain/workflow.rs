@@ -1,0 +1,447 @@
+//! The rules of workflows (`docs/decisions.md`, "Workflows"): step types and the branches that
+//! may leave each, the statuses of executions and step runs, and the checks of a workflow's
+//! graph (one entry step, each branch at most once, no cycle) that enabling and starting run.
+//! Pure: the store reads the graph, these functions judge it.
+
+use std::collections::{HashMap, HashSet};
+
+pub use crate::domain::segment::Violation;
+
+/// Longest workflow or step name, in characters.
+pub const MAX_NAME_CHARS: usize = 200;
+/// Most steps one workflow may have.
+pub const MAX_STEPS: usize = 200;
+/// Largest step `config` or execution `context`, as JSON bytes.
+pub const MAX_CONFIG_BYTES: usize = 64 * 1024;
+
+/// What a step does; the seven built-ins run the built-in step plugins, `PLUGIN` runs the step
+/// plugin named by `config.plugin`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum StepType {
+    SendEmail,
+    Delay,
+    WaitForEvent,
+    Condition,
+    Webhook,
+    UpdateContact,
+    Exit,
+    Plugin,
+}
+
+impl StepType {
+    /// Every step type.
+    pub const ALL: [StepType; 8] = [
+        StepType::SendEmail,
+        StepType::Delay,
+        StepType::WaitForEvent,
+        StepType::Condition,
+        StepType::Webhook,
+        StepType::UpdateContact,
+        StepType::Exit,
+        StepType::Plugin,
+    ];
+
+    /// The wire name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StepType::SendEmail => "SEND_EMAIL",
+            StepType::Delay => "DELAY",
+            StepType::WaitForEvent => "WAIT_FOR_EVENT",
+            StepType::Condition => "CONDITION",
+            StepType::Webhook => "WEBHOOK",
+            StepType::UpdateContact => "UPDATE_CONTACT",
+            StepType::Exit => "EXIT",
+            StepType::Plugin => "PLUGIN",
+        }
+    }
+
+    /// Accepts the wire names in any case.
+    pub fn parse(s: &str) -> Option<StepType> {
+        StepType::ALL
+            .into_iter()
+            .find(|t| t.as_str().eq_ignore_ascii_case(s.trim()))
+    }
+
+    /// The branches a transition out of a step of this type may carry; empty means only one
+    /// plain transition (no branch) may leave it.
+    pub fn branches(self) -> &'static [&'static str] {
+        match self {
+            StepType::Condition => &["yes", "no"],
+            StepType::WaitForEvent => &["event", "timeout"],
+            _ => &[],
+        }
+    }
+
+    /// Whether a transition may leave a step of this type at all.
+    pub fn has_exits(self) -> bool {
+        self != StepType::Exit
+    }
+}
+
+/// Statuses of an execution.
+pub mod execution_status {
+    /// A step is due or running.
+    pub const RUNNING: &str = "RUNNING";
+    /// Waiting for a delay or an event.
+    pub const WAITING: &str = "WAITING";
+    /// Ran out of steps.
+    pub const COMPLETED: &str = "COMPLETED";
+    /// Ended by an `EXIT` step.
+    pub const EXITED: &str = "EXITED";
+    /// A step failed for good.
+    pub const FAILED: &str = "FAILED";
+    /// Cancelled through the API.
+    pub const CANCELLED: &str = "CANCELLED";
+    /// Every status, for checking a `status` filter.
+    pub const ALL: [&str; 6] = [RUNNING, WAITING, COMPLETED, EXITED, FAILED, CANCELLED];
+    /// The statuses of an active execution.
+    pub const ACTIVE: [&str; 2] = [RUNNING, WAITING];
+}
+
+/// Statuses of a step run.
+pub mod step_run_status {
+    /// Due, not yet run (or being retried).
+    pub const PENDING: &str = "PENDING";
+    /// Being run.
+    pub const RUNNING: &str = "RUNNING";
+    /// Waiting for an event (a `WAIT_FOR_EVENT` step).
+    pub const WAITING: &str = "WAITING";
+    /// Done.
+    pub const COMPLETED: &str = "COMPLETED";
+    /// Failed for good.
+    pub const FAILED: &str = "FAILED";
+    /// Never ran: its execution was cancelled first.
+    pub const SKIPPED: &str = "SKIPPED";
+}
+
+/// A workflow or step name, trimmed: 1 to 200 characters.
+pub fn check_name(field: &str, name: &str) -> Result<String, Violation> {
+    let name = name.trim();
+    if name.is_empty() {
+        return Err(Violation::new(field, "required", format!("`{field}` must not be empty")));
+    }
+    if name.chars().count() > MAX_NAME_CHARS {
+        return Err(Violation::new(
+            field,
+            "too_long",
+            format!("`{field}` may be at most {MAX_NAME_CHARS} characters"),
+        ));
+    }
+    Ok(name.to_string())
+}
+
+/// A step of a graph, as the checks see it.
+#[derive(Clone, Debug)]
+pub struct GraphStep<'a> {
+    pub id: &'a str,
+    pub step_type: StepType,
+}
+
+/// A transition of a graph, as the checks see it.
+#[derive(Clone, Debug)]
+pub struct GraphTransition<'a> {
+    pub id: &'a str,
+    pub from: &'a str,
+    pub to: &'a str,
+    pub branch: Option<&'a str>,
+}
+
+/// Checks a transition to add: the branch fits the step it leaves, that branch (or the plain
+/// exit) is free, and the transition closes no cycle. `existing` are the workflow's transitions.
+pub fn check_new_transition(
+    from: &GraphStep<'_>,
+    to: &GraphStep<'_>,
+    branch: Option<&str>,
+    existing: &[GraphTransition<'_>],
+) -> Result<(), Violation> {
+    if !from.step_type.has_exits() {
+        return Err(Violation::new(
+            "fromStepId",
+            "invalid",
+            "an EXIT step ends the execution; no transition may leave it",
+        ));
+    }
+    check_branch(from.step_type, branch)?;
+    if from.id == to.id {
+        return Err(Violation::new(
+            "toStepId",
+            "cycle",
+            "a step cannot lead to itself",
+        ));
+    }
+    if let Some(taken) = existing
+        .iter()
+        .find(|t| t.from == from.id && t.branch == branch)
+    {
+        let what = match branch {
+            Some(b) => format!("branch `{b}`"),
+            None => "its transition".to_string(),
+        };
+        return Err(Violation::new(
+            if branch.is_some() { "branch" } else { "fromStepId" },
+            "conflict",
+            format!(
+                "step {} already has {what} ({}); delete it first",
+                from.id, taken.id
+            ),
+        ));
+    }
+    if reaches(existing, to.id, from.id) {
+        return Err(Violation::new(
+            "toStepId",
+            "cycle",
+            format!(
+                "step {} already leads back to step {}; workflows may not loop",
+                to.id, from.id
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// Checks `branch` against the step type it leaves.
+pub fn check_branch(from: StepType, branch: Option<&str>) -> Result<(), Violation> {
+    let allowed = from.branches();
+    match branch {
+        None if allowed.is_empty() => Ok(()),
+        None => Err(Violation::new(
+            "branch",
+            "required",
+            format!(
+                "a transition out of a {} step needs `branch`: one of {}",
+                from.as_str(),
+                allowed.join(", ")
+            ),
+        )),
+        Some(b) if allowed.contains(&b) => Ok(()),
+        Some(b) if allowed.is_empty() => Err(Violation::new(
+            "branch",
+            "invalid",
+            format!(
+                "a {} step has one way out; omit `branch` (got `{b}`)",
+                from.as_str()
+            ),
+        )),
+        Some(b) => Err(Violation::new(
+            "branch",
+            "invalid",
+            format!(
+                "`{b}` is not a branch of a {} step; use one of {}",
+                from.as_str(),
+                allowed.join(", ")
+            ),
+        )),
+    }
+}
+
+/// Whether `start` reaches `target` along `transitions`.
+fn reaches(transitions: &[GraphTransition<'_>], start: &str, target: &str) -> bool {
+    let mut next: HashMap<&str, Vec<&str>> = HashMap::new();
+    for t in transitions {
+        next.entry(t.from).or_default().push(t.to);
+    }
+    let mut seen = HashSet::new();
+    let mut stack = vec![start];
+    while let Some(at) = stack.pop() {
+        if at == target {
+            return true;
+        }
+        if seen.insert(at) {
+            stack.extend(next.get(at).into_iter().flatten().copied());
+        }
+    }
+    false
+}
+
+/// The problems of a whole graph, each with the part it is about: no steps, not exactly one
+/// entry step (a step no transition leads to), a branch or plain exit used twice, a transition
+/// that does not fit its step, or a cycle. Empty means the graph can run.
+pub fn check_graph(steps: &[GraphStep<'_>], transitions: &[GraphTransition<'_>]) -> Vec<Violation> {
+    let mut problems = Vec::new();
+    if steps.is_empty() {
+        problems.push(Violation::new(
+            "steps",
+            "required",
+            "the workflow has no steps; add at least one with POST /workflows/:id/steps",
+        ));
+        return problems;
+    }
+    let types: HashMap<&str, StepType> = steps.iter().map(|s| (s.id, s.step_type)).collect();
+    let targets: HashSet<&str> = transitions.iter().map(|t| t.to).collect();
+    let entries: Vec<&str> = steps
+        .iter()
+        .map(|s| s.id)
+        .filter(|id| !targets.contains(id))
+        .collect();
+    match entries.len() {
+        1 => {}
+        0 => problems.push(Violation::new(
+            "transitions",
+            "no_entry",
+            "every step has an incoming transition, so there is no entry step",
+        )),
+        _ => problems.push(Violation::new(
+            "steps",
+            "several_entries",
+            format!(
+                "{} steps have no incoming transition ({}); exactly one may be the entry step: connect the others",
+                entries.len(),
+                entries.join(", ")
+            ),
+        )),
+    }
+    let mut used: HashSet<(&str, Option<&str>)> = HashSet::new();
+    for (i, t) in transitions.iter().enumerate() {
+        let Some(from) = types.get(t.from) else {
+            continue;
+        };
+        if !from.has_exits() {
+            problems.push(Violation::new(
+                format!("transitions[{i}]"),
+                "invalid",
+                format!("transition {} leaves an EXIT step", t.id),
+            ));
+        } else if let Err(v) = check_branch(*from, t.branch) {
+            problems.push(Violation::new(
+                format!("transitions[{i}].branch"),
+                v.code,
+                format!("transition {}: {}", t.id, v.message),
+            ));
+        }
+        if !used.insert((t.from, t.branch)) {
+            problems.push(Violation::new(
+                format!("transitions[{i}]"),
+                "duplicate",
+                match t.branch {
+                    Some(b) => format!("step {} has branch `{b}` more than once", t.from),
+                    None => format!("step {} has more than one transition", t.from),
+                },
+            ));
+        }
+    }
+    if let Some(t) = transitions
+        .iter()
+        .find(|t| reaches(transitions, t.to, t.from))
+    {
+        problems.push(Violation::new(
+            "transitions",
+            "cycle",
+            format!(
+                "the steps loop through transition {}; workflows may not loop",
+                t.id
+            ),
+        ));
+    }
+    problems
+}
+
+/// The entry step of a graph that passed [`check_graph`].
+pub fn entry_step<'a>(
+    steps: &[GraphStep<'a>],
+    transitions: &[GraphTransition<'_>],
+) -> Option<&'a str> {
+    let targets: HashSet<&str> = transitions.iter().map(|t| t.to).collect();
+    steps
+        .iter()
+        .map(|s| s.id)
+        .find(|id| !targets.contains(id))
+}
+
+/// Where an execution goes after a step that continued along `branch`: the transition with
+/// that branch, or for no branch the plain one. `None` ends the execution (completed).
+pub fn next_step<'a>(
+    transitions: &[GraphTransition<'a>],
+    from: &str,
+    branch: Option<&str>,
+) -> Option<&'a str> {
+    transitions
+        .iter()
+        .find(|t| t.from == from && t.branch == branch)
+        .map(|t| t.to)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn step(id: &str, t: StepType) -> GraphStep<'_> {
+        GraphStep { id, step_type: t }
+    }
+
+    fn tr<'a>(id: &'a str, from: &'a str, to: &'a str, branch: Option<&'a str>) -> GraphTransition<'a> {
+        GraphTransition {
+            id,
+            from,
+            to,
+            branch,
+        }
+    }
+
+    #[test]
+    fn step_types_round_trip() {
+        for t in StepType::ALL {
+            assert_eq!(StepType::parse(t.as_str()), Some(t));
+        }
+        assert_eq!(StepType::parse("send_email"), Some(StepType::SendEmail));
+        assert_eq!(StepType::parse("LOOP"), None);
+    }
+
+    #[test]
+    fn a_valid_graph_has_one_entry_and_follows_branches() {
+        let steps = [
+            step("a", StepType::Condition),
+            step("b", StepType::SendEmail),
+            step("c", StepType::Exit),
+        ];
+        let ts = [
+            tr("t1", "a", "b", Some("yes")),
+            tr("t2", "a", "c", Some("no")),
+            tr("t3", "b", "c", None),
+        ];
+        assert!(check_graph(&steps, &ts).is_empty());
+        assert_eq!(entry_step(&steps, &ts), Some("a"));
+        assert_eq!(next_step(&ts, "a", Some("no")), Some("c"));
+        assert_eq!(next_step(&ts, "b", None), Some("c"));
+        assert_eq!(next_step(&ts, "c", None), None);
+    }
+
+    #[test]
+    fn bad_graphs_list_each_problem() {
+        let steps = [
+            step("a", StepType::Condition),
+            step("b", StepType::Delay),
+            step("c", StepType::Exit),
+            step("d", StepType::Delay),
+        ];
+        let ts = [
+            tr("t1", "a", "b", Some("yes")),
+            tr("t2", "a", "c", Some("yes")),
+            tr("t3", "c", "b", None),
+        ];
+        let codes: Vec<_> = check_graph(&steps, &ts).into_iter().map(|v| v.code).collect();
+        assert_eq!(codes, vec!["several_entries", "invalid", "duplicate"]);
+        assert_eq!(check_graph(&[], &[])[0].code, "required");
+        let looped = [tr("t1", "b", "d", None), tr("t2", "d", "b", None)];
+        let codes: Vec<_> = check_graph(&steps[1..2], &looped)
+            .into_iter()
+            .map(|v| v.code)
+            .collect();
+        assert!(codes.contains(&"cycle"), "{codes:?}");
+    }
+
+    #[test]
+    fn new_transitions_are_checked_against_the_graph() {
+        let a = step("a", StepType::Condition);
+        let b = step("b", StepType::Delay);
+        let c = step("c", StepType::Exit);
+        let existing = [tr("t1", "a", "b", Some("yes"))];
+        assert_eq!(check_new_transition(&a, &b, None, &existing).unwrap_err().code, "required");
+        assert_eq!(check_new_transition(&a, &c, Some("maybe"), &existing).unwrap_err().code, "invalid");
+        assert_eq!(check_new_transition(&a, &c, Some("yes"), &existing).unwrap_err().code, "conflict");
+        assert!(check_new_transition(&a, &c, Some("no"), &existing).is_ok());
+        assert_eq!(check_new_transition(&b, &a, None, &existing).unwrap_err().code, "cycle");
+        assert_eq!(check_new_transition(&c, &b, None, &existing).unwrap_err().code, "invalid");
+        assert_eq!(check_new_transition(&b, &b, None, &existing).unwrap_err().code, "cycle");
+        assert_eq!(check_new_transition(&b, &c, Some("yes"), &existing).unwrap_err().code, "invalid");
+    }
+}
