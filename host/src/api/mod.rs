@@ -10,6 +10,7 @@ pub mod domains;
 pub mod emails;
 pub mod error;
 pub mod events;
+pub mod executions;
 pub mod extract;
 pub mod links;
 pub mod meta;
@@ -19,6 +20,7 @@ pub mod send;
 pub mod server;
 pub mod state;
 pub mod templates;
+pub mod timestamp;
 pub mod track;
 pub mod users;
 pub mod verify;
@@ -46,6 +48,8 @@ pub enum ApiTags {
     Templates,
     /// Segments: named sets of contacts, by a filter or a stored list.
     Segments,
+    /// Workflows: steps run per contact when an event triggers them, and their executions.
+    Workflows,
     /// Dashboard login.
     Auth,
     /// The logged-in user and their projects.
@@ -77,6 +81,7 @@ pub type Apis = (
         activity::ActivityApi,
         templates::TemplatesApi,
         segments::SegmentsApi,
+        executions::ExecutionsApi,
     ),
 );
 

@@ -5,6 +5,7 @@ use std::sync::Arc;
 use jsonwebtoken::{DecodingKey, EncodingKey};
 
 use crate::config::Settings;
+use crate::engine::workflows::WorkflowEngine;
 use crate::jobs::JobQueue;
 use crate::mail::links::LinkSigner;
 use crate::plugins::Plugins;
@@ -29,7 +30,8 @@ pub(crate) struct Parts {
     pub(crate) plugins: Arc<Plugins>,
     pub(crate) verifier: Verifier,
     pub(crate) links: LinkSigner,
-    pub(crate) sending: Sending,
+    pub(crate) sending: Arc<Sending>,
+    pub(crate) workflows: WorkflowEngine,
     pub(crate) sending_domains: Arc<SendingDomains>,
     pub(crate) jwt_encoding: EncodingKey,
     pub(crate) jwt_decoding: DecodingKey,
@@ -81,6 +83,11 @@ impl AppState {
     /// Sending email (`/v1/send`).
     pub fn sending(&self) -> &Sending {
         &self.inner.sending
+    }
+
+    /// The workflow engine (manual starts).
+    pub fn workflows(&self) -> &WorkflowEngine {
+        &self.inner.workflows
     }
 
     /// Sending domains: their records, their checks and the sender rule.

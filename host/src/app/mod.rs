@@ -22,6 +22,7 @@ pub use crate::api::AppState;
 use crate::api::state::Parts;
 use crate::config::Settings;
 use crate::engine::LiveSegments;
+use crate::engine::workflows::{StepRunner, WorkflowEngine, WorkflowTriggers};
 use crate::jobs::deliver::Deliveries;
 use crate::jobs::domains::{CheckIntervals, DomainChecks};
 use crate::jobs::{JobHandler, JobQueue, QueueConfig, Workers};
@@ -92,10 +93,17 @@ impl AppBuilder {
         ));
         let jobs = JobQueue::new(store.clone(), queue.clone());
         let links = LinkSigner::new(&secret, &settings.public_url());
-        let sending = Sending::new(
+        let sending = Arc::new(Sending::new(
             store.clone(),
             links.clone(),
             DkimSigner::default(),
+            jobs.clone(),
+        ));
+        let workflows = WorkflowEngine::new(
+            store.clone(),
+            plugins.clone(),
+            sending.clone(),
+            sending_domains.clone(),
             jobs.clone(),
         );
         let handlers: Vec<Arc<dyn JobHandler>> = vec![
@@ -110,12 +118,18 @@ impl AppBuilder {
                 per_second: settings.sending.per_project_per_second,
                 stale_hand_off: queue.lease,
             }),
+            Arc::new(StepRunner {
+                engine: workflows.clone(),
+            }),
         ];
         // Herald's own consumers first, then those registered from outside.
-        let consumers: Vec<Arc<dyn EventConsumer>> =
-            std::iter::once(Arc::new(LiveSegments::new(store.clone())) as Arc<dyn EventConsumer>)
-                .chain(consumers)
-                .collect();
+        let own: [Arc<dyn EventConsumer>; 2] = [
+            Arc::new(LiveSegments::new(store.clone())),
+            Arc::new(WorkflowTriggers {
+                engine: workflows.clone(),
+            }),
+        ];
+        let consumers: Vec<Arc<dyn EventConsumer>> = own.into_iter().chain(consumers).collect();
         let dispatcher =
             EventDispatcher::new(store.clone(), consumers, queue.poll_interval, OUTBOX_LEASE);
         let workers = Workers::new(jobs.clone(), handlers);
@@ -149,6 +163,7 @@ impl AppBuilder {
             links,
             sending,
             sending_domains,
+            workflows,
             jwt_encoding: EncodingKey::from_secret(secret.as_bytes()),
             jwt_decoding: DecodingKey::from_secret(secret.as_bytes()),
             settings,

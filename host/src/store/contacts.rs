@@ -318,6 +318,27 @@ impl Store {
             .map(|(o, _)| o)
     }
 
+    /// [`Store::update_contact`] that also records `effects` (an idempotency key) in the same
+    /// transaction: a workflow's contact update.
+    #[tracing::instrument(level = "debug", skip(self, change, effects))]
+    pub async fn update_contact_with(
+        &self,
+        project: &ProjectId,
+        id: &ContactId,
+        change: &ContactChange,
+        effects: &Effects<'_>,
+    ) -> StoreResult<UpsertOutcome> {
+        let req = Request {
+            email: change.email.as_ref(),
+            subscribed: change.subscribed,
+            subscribed_default: false,
+            data: &change.data,
+        };
+        self.write_contact(project, Target::Id(id), &req, effects)
+            .await
+            .map(|(o, _)| o)
+    }
+
     /// Unsubscribes a contact because of `source` (a bounce, a complaint) with a reason that the
     /// `contact.unsubscribed` event carries.
     #[tracing::instrument(level = "debug", skip(self))]

@@ -16,6 +16,7 @@ pub mod dialect;
 pub mod domains;
 pub mod emails;
 pub mod events;
+pub mod executions;
 pub mod idempotency;
 pub mod jobs;
 pub mod projects;

@@ -128,6 +128,16 @@ impl Store {
             .transpose()
     }
 
+    /// A project by id (for background work that runs outside a request).
+    #[tracing::instrument(level = "debug", skip(self))]
+    pub async fn project(&self, id: &ProjectId) -> StoreResult<Project> {
+        let sql = format!("SELECT {PROJECT_COLUMNS} FROM projects p WHERE p.id = $1");
+        let row: Option<ProjectRow> = on_db!(self.db(), pool => {
+            sqlx::query_as(&sql).bind(id.as_str()).fetch_optional(pool).await?
+        });
+        row.map(Into::into).ok_or(StoreError::NotFound)
+    }
+
     /// The project a presented key belongs to, looked up by the key's kind.
     #[tracing::instrument(level = "debug", skip(self, key))]
     pub async fn project_by_key(&self, kind: KeyKind, key: &str) -> StoreResult<Option<Project>> {

@@ -7,6 +7,7 @@ mod contacts;
 pub mod domains;
 mod engagement;
 mod events;
+mod executions;
 mod isolation;
 pub mod jobs;
 mod protocol;

@@ -1,5 +1,5 @@
 //! Library-level tests of what lies below the API.
 
 mod architecture;
-mod plugins;
+pub mod plugins;
 mod schema;

@@ -1,0 +1,267 @@
+//! The effects a step asks for, performed by the host: sending a template, updating the
+//! contact, setting context values.
+//!
+//! Each effect that writes is keyed `wf:<stepRunId>:<index>` in the idempotency keys, written in
+//! the same transaction as the effect itself. A retried step run (after a crash, a lost lease or
+//! a failed commit) finds the key and reuses the recorded result instead of sending or updating
+//! again.
+
+use serde_json::{Map, Value, json};
+
+use super::WorkflowEngine;
+use crate::domain::contact::{Contact, ContactChange};
+use crate::domain::custom_data::DataPatch;
+use crate::domain::email::EmailAddress;
+use crate::domain::event::SubscriptionSource;
+use crate::domain::ids::{ProjectId, TemplateId};
+use crate::domain::send::Mailbox;
+use crate::domain::template::CompiledTemplate;
+use crate::domain::template::fields::TemplateType;
+use crate::domain::workflow::MAX_CONFIG_BYTES;
+use crate::plugins::types::Effect;
+use crate::services::sending::{Idempotency, SendError, SendPlan};
+use crate::services::sending_domains::SenderError;
+use crate::store::contacts::Effects;
+use crate::store::idempotency::IdempotentWrite;
+use crate::store::{Conflict, StoreError};
+
+/// Why an effect could not be performed.
+#[derive(Debug)]
+pub enum EffectError {
+    /// A transient failure (the database); the step run is retried.
+    Retry(String),
+    /// It can never succeed as asked (a missing template, bad data); the execution fails.
+    Fail(String),
+}
+
+impl From<StoreError> for EffectError {
+    fn from(e: StoreError) -> EffectError {
+        EffectError::Retry(e.to_string())
+    }
+}
+
+/// The endpoint name recorded with the effects' idempotency keys.
+const ENDPOINT: &str = "workflow";
+
+impl WorkflowEngine {
+    /// Performs `effects` in order for `contact`; set-context effects change `context`.
+    /// Answers what each did (for the step run's output).
+    pub(crate) async fn apply_effects(
+        &self,
+        project: &ProjectId,
+        contact: &Contact,
+        run: &str,
+        effects: &[Effect],
+        context: &mut Map<String, Value>,
+    ) -> Result<Vec<Value>, EffectError> {
+        let mut done = Vec::with_capacity(effects.len());
+        for (i, effect) in effects.iter().enumerate() {
+            let key = format!("wf:{run}:{i}");
+            let out = match effect {
+                Effect::SetContext { key, value } => {
+                    context.insert(key.clone(), value.clone());
+                    let size = serde_json::to_vec(context).map_or(0, |v| v.len());
+                    if size > MAX_CONFIG_BYTES {
+                        return Err(EffectError::Fail(format!(
+                            "the execution's context would be {size} bytes; it may be at most {MAX_CONFIG_BYTES}"
+                        )));
+                    }
+                    json!({ "type": "SET_CONTEXT", "key": key })
+                }
+                _ => {
+                    if let Some(stored) = self.store.idempotent_response(project, &key).await? {
+                        stored.response
+                    } else {
+                        match effect {
+                            Effect::SendEmail { template_id, to } => {
+                                self.send(
+                                    project,
+                                    contact,
+                                    &key,
+                                    template_id,
+                                    to.as_deref(),
+                                    context,
+                                )
+                                .await?
+                            }
+                            Effect::UpdateContact { data, subscribed } => {
+                                self.update(project, contact, &key, data.as_ref(), *subscribed)
+                                    .await?
+                            }
+                            Effect::SetContext { .. } => unreachable!("handled above"),
+                        }
+                    }
+                }
+            };
+            done.push(out);
+        }
+        Ok(done)
+    }
+
+    /// Sends a template to the contact (or `to`), with the execution's context as one-off
+    /// template variables.
+    async fn send(
+        &self,
+        project: &ProjectId,
+        contact: &Contact,
+        key: &str,
+        template_id: &str,
+        to: Option<&str>,
+        context: &Map<String, Value>,
+    ) -> Result<Value, EffectError> {
+        let missing = || {
+            EffectError::Fail(format!(
+                "template {template_id} does not exist in this project"
+            ))
+        };
+        let tid = TemplateId::parse(template_id).ok_or_else(missing)?;
+        let template = match self.store.template(project, &tid).await {
+            Ok(t) => t.fields,
+            Err(StoreError::NotFound) => return Err(missing()),
+            Err(e) => return Err(e.into()),
+        };
+        let marketing = template.template_type == TemplateType::Marketing;
+        let recipient = match to
+            .map(str::trim)
+            .filter(|t| !t.is_empty() && *t != "contact")
+        {
+            None => contact.email.clone(),
+            Some(address) => EmailAddress::parse(address).map_err(|e| {
+                EffectError::Fail(format!("`to` {address:?} is not an address: {e}"))
+            })?,
+        };
+        if marketing && recipient == contact.email && !contact.subscribed {
+            return Ok(json!({
+                "type": "SEND_EMAIL",
+                "suppressed": true,
+                "reason": "the contact is unsubscribed and the template is a marketing template",
+            }));
+        }
+        let from_email = template.from_email.clone().ok_or_else(|| {
+            EffectError::Fail(format!(
+                "template {template_id} has no from address; set one on the template"
+            ))
+        })?;
+        let sender = self
+            .sending_domains
+            .authorize_sender(project, &from_email)
+            .await
+            .map_err(|e| match e {
+                SenderError::NotVerified(_) => EffectError::Fail(e.to_string()),
+                SenderError::Store(s) => s.into(),
+            })?;
+        let content = CompiledTemplate::compile(&template.subject, &template.body)
+            .map_err(|e| EffectError::Fail(format!("template {template_id}: {}", e.describe())))?;
+        let project_record = self.store.project(project).await?;
+        let plan = SendPlan {
+            recipients: vec![Mailbox {
+                name: None,
+                email: recipient,
+            }],
+            from: Mailbox {
+                name: template.from_name.clone(),
+                email: from_email,
+            },
+            sender,
+            reply_to: template.reply_to.clone(),
+            content,
+            template_id: Some(template_id.to_string()),
+            marketing,
+            subscribed: None,
+            data: DataPatch {
+                transient: context.clone(),
+                ..DataPatch::default()
+            },
+            headers: Vec::new(),
+            attachments: Vec::new(),
+        };
+        let respond = |queued: &[crate::services::sending::QueuedEmail]| {
+            json!({
+                "type": "SEND_EMAIL",
+                "emailId": queued.first().map(|q| q.email_id.as_str()),
+                "to": queued.first().map(|q| q.contact.email.as_str()),
+            })
+        };
+        let idempotency = Idempotency {
+            key,
+            endpoint: ENDPOINT,
+            request_hash: key,
+            respond: &respond,
+        };
+        match self
+            .sending
+            .send(&project_record, &plan, Some(idempotency))
+            .await
+        {
+            Ok(queued) => Ok(respond(&queued)),
+            Err(SendError::Store(StoreError::Conflict(Conflict::IdempotencyKey))) => {
+                self.recorded(project, key).await
+            }
+            Err(SendError::Store(e)) => Err(e.into()),
+            Err(e) => Err(EffectError::Fail(e.to_string())),
+        }
+    }
+
+    /// Updates the contact's data and subscription (source `workflow`).
+    async fn update(
+        &self,
+        project: &ProjectId,
+        contact: &Contact,
+        key: &str,
+        data: Option<&Map<String, Value>>,
+        subscribed: Option<bool>,
+    ) -> Result<Value, EffectError> {
+        let data = match data {
+            Some(d) => DataPatch::parse(d.clone())
+                .map_err(|e| EffectError::Fail(format!("data.{}: {}", e.key, e.message)))?,
+            None => DataPatch::default(),
+        };
+        let change = ContactChange {
+            email: None,
+            subscribed,
+            data,
+        };
+        let response = json!({ "type": "UPDATE_CONTACT", "contactId": contact.id.as_str() });
+        let recorded = response.clone();
+        let respond =
+            move |_: &Contact, _: Option<&crate::domain::event::StoredEvent>| recorded.clone();
+        let effects = Effects {
+            source: SubscriptionSource::Workflow,
+            reason: None,
+            event: None,
+            idempotency: Some(IdempotentWrite {
+                key,
+                endpoint: ENDPOINT,
+                request_hash: key,
+                status: 200,
+                response: &respond,
+            }),
+        };
+        match self
+            .store
+            .update_contact_with(project, &contact.id, &change, &effects)
+            .await
+        {
+            Ok(outcome) => Ok(json!({
+                "type": "UPDATE_CONTACT",
+                "contactId": contact.id.as_str(),
+                "updated": outcome.updated,
+            })),
+            Err(StoreError::Conflict(Conflict::IdempotencyKey)) => {
+                self.recorded(project, key).await
+            }
+            Err(StoreError::NotFound) => Err(EffectError::Fail("the contact was deleted".into())),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// The result recorded under `key` by a concurrent run of the same effect.
+    async fn recorded(&self, project: &ProjectId, key: &str) -> Result<Value, EffectError> {
+        match self.store.idempotent_response(project, key).await? {
+            Some(stored) => Ok(stored.response),
+            None => Err(EffectError::Retry(format!(
+                "the effect {key} was taken by a concurrent run; retrying"
+            ))),
+        }
+    }
+}

@@ -1,0 +1,205 @@
+//! The workflow engine: durable executions of WASM steps.
+//!
+//! - [`triggers`]: the outbox consumer. Each event starts an execution of every enabled
+//!   workflow of the project it triggers (deduplicated by (workflow, event), re-entry rules
+//!   applied in the start transaction), and resumes the contact's executions that wait for it.
+//! - [`runner`]: the `workflow.step` job handler. It reads the step run, builds the step's
+//!   input, runs the step plugin, applies the effects it asks for (each under an idempotency
+//!   key `wf:<stepRunId>:<index>`, so a retry never sends or updates twice), then commits the
+//!   step run, the execution's new state and the next step's job in one transaction guarded by
+//!   the job's lease. The `workflow.timeout` handler resumes a `WAIT_FOR_EVENT` on `timeout`.
+//! - [`effects`]: sending a template and updating the contact on a step's behalf.
+//!
+//! Every step run is a job of the shared queue, so several instances on one PostgreSQL run each
+//! exactly once (`SKIP LOCKED` claims, lease-guarded commits), and waiting executions live in
+//! the database, not in memory.
+
+pub mod effects;
+pub mod runner;
+pub mod triggers;
+
+use std::sync::Arc;
+
+use serde_json::{Map, Value, json};
+
+use crate::domain::event::StoredEvent;
+use crate::domain::ids::{ContactId, ExecutionId, StepRunId};
+use crate::domain::workflow::{self, GraphStep, GraphTransition, StepType, Violation};
+use crate::jobs::JobQueue;
+use crate::plugins::Plugins;
+use crate::services::sending::Sending;
+use crate::services::sending_domains::SendingDomains;
+use crate::store::executions::{
+    ExecutionRecord, NewExecution, NextRun, NotStarted, STEP_KIND, StepPayload, WorkflowGraph,
+};
+use crate::store::jobs::{JobPayload, NewJob};
+use crate::store::{Store, StoreError};
+
+pub use runner::StepRunner;
+pub use triggers::WorkflowTriggers;
+
+/// Why an execution could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// The workflow's graph cannot run.
+    #[error("the workflow's graph cannot run")]
+    InvalidGraph(Vec<Violation>),
+    /// The re-entry rules refused it.
+    #[error("{0:?}")]
+    Refused(NotStarted),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// What the engine's parts share.
+#[derive(Clone)]
+pub struct WorkflowEngine {
+    pub(crate) store: Store,
+    pub(crate) plugins: Arc<Plugins>,
+    pub(crate) sending: Arc<Sending>,
+    pub(crate) sending_domains: Arc<SendingDomains>,
+    pub(crate) jobs: JobQueue,
+}
+
+/// The graph's steps and transitions as the pure checks see them.
+pub fn graph_view(
+    graph: &WorkflowGraph,
+) -> (Vec<GraphStep<'_>>, Vec<GraphTransition<'_>>, Vec<Violation>) {
+    let mut problems = Vec::new();
+    let steps = graph
+        .steps
+        .iter()
+        .enumerate()
+        .filter_map(|(i, s)| match StepType::parse(&s.step_type) {
+            Some(step_type) => Some(GraphStep {
+                id: s.id.as_str(),
+                step_type,
+            }),
+            None => {
+                problems.push(Violation::new(
+                    format!("steps[{i}].type"),
+                    "invalid",
+                    format!("unknown step type {}", s.step_type),
+                ));
+                None
+            }
+        })
+        .collect();
+    let transitions = graph
+        .transitions
+        .iter()
+        .map(|t| GraphTransition {
+            id: t.id.as_str(),
+            from: t.from_step_id.as_str(),
+            to: t.to_step_id.as_str(),
+            branch: t.branch.as_deref(),
+        })
+        .collect();
+    (steps, transitions, problems)
+}
+
+/// The triggering event as the steps see it (`{ id, name, data, createdAt }`).
+pub fn trigger_of(event: &StoredEvent) -> Value {
+    json!({
+        "id": event.id.as_str(),
+        "name": event.name,
+        "data": Value::Object(event.data.clone()),
+        "createdAt": event.created_at,
+    })
+}
+
+impl WorkflowEngine {
+    /// The engine over the services it uses.
+    pub fn new(
+        store: Store,
+        plugins: Arc<Plugins>,
+        sending: Arc<Sending>,
+        sending_domains: Arc<SendingDomains>,
+        jobs: JobQueue,
+    ) -> WorkflowEngine {
+        WorkflowEngine {
+            store,
+            plugins,
+            sending,
+            sending_domains,
+            jobs,
+        }
+    }
+
+    /// A step run of `step` with the job that runs it at `run_at`.
+    pub(crate) fn next_run(
+        &self,
+        graph_workflow: &str,
+        execution: &str,
+        project: &crate::domain::ids::ProjectId,
+        step_id: &str,
+        step_type: &str,
+        run_at: i64,
+    ) -> Result<NextRun, StoreError> {
+        let run_id = StepRunId::generate();
+        let payload = StepPayload {
+            step_run_id: run_id.as_str().to_string(),
+            execution_id: execution.to_string(),
+            workflow_id: graph_workflow.to_string(),
+        };
+        Ok(NextRun {
+            job: NewJob {
+                kind: STEP_KIND.to_string(),
+                project_id: Some(project.clone()),
+                payload: payload.to_json()?,
+                input: None,
+                max_attempts: self.jobs.config().max_attempts,
+                run_at,
+            },
+            run_id,
+            step_id: step_id.to_string(),
+            step_type: step_type.to_string(),
+        })
+    }
+
+    /// Starts an execution of `graph` for `contact` at its entry step, now.
+    pub async fn start(
+        &self,
+        graph: &WorkflowGraph,
+        contact: &ContactId,
+        trigger: Option<&StoredEvent>,
+        context: &Map<String, Value>,
+    ) -> Result<ExecutionRecord, StartError> {
+        let (steps, transitions, mut problems) = graph_view(graph);
+        problems.extend(workflow::check_graph(&steps, &transitions));
+        if !problems.is_empty() {
+            return Err(StartError::InvalidGraph(problems));
+        }
+        let entry = workflow::entry_step(&steps, &transitions)
+            .and_then(|id| steps.iter().find(|s| s.id == id))
+            .ok_or_else(|| StartError::InvalidGraph(Vec::new()))?;
+        let id = ExecutionId::generate();
+        let entry = self.next_run(
+            graph.id.as_str(),
+            id.as_str(),
+            &graph.project_id,
+            entry.id,
+            entry.step_type.as_str(),
+            crate::domain::time::now_ms(),
+        )?;
+        let new = NewExecution {
+            id,
+            project: &graph.project_id,
+            workflow: &graph.id,
+            contact,
+            allow_reentry: graph.allow_reentry,
+            trigger_event_id: trigger.map(|e| e.id.as_str()),
+            trigger: trigger.map(trigger_of),
+            context,
+            entry,
+        };
+        let started = self
+            .store
+            .start_execution(&new)
+            .await?
+            .map_err(StartError::Refused)?;
+        self.jobs.wake();
+        tracing::info!(execution_id = %started.id, workflow_id = %graph.id, contact_id = %contact, "workflow execution started");
+        Ok(started)
+    }
+}

@@ -1,0 +1,97 @@
+//! The outbox consumer that starts and resumes executions.
+//!
+//! For each event of a contact: every enabled workflow of the project whose trigger is the
+//! event's name starts an execution for the contact (the store deduplicates by (workflow,
+//! event), so a re-delivered event starts nothing twice, and applies the re-entry rules), and
+//! every execution of the contact waiting for that event name resumes on branch `event`
+//! (unless its timeout committed first). Events that happened before a wait began do not
+//! resume it.
+//!
+//! Events are matched when they are dispatched: an event tracked while no enabled workflow
+//! names it starts nothing later (it stays in `events`); workflows start from the events
+//! dispatched after they were enabled.
+
+use futures::future::BoxFuture;
+use serde_json::{Map, json};
+
+use super::{StartError, WorkflowEngine};
+use crate::domain::event::StoredEvent;
+use crate::domain::ids::WorkflowId;
+use crate::outbox::{ConsumerError, EventConsumer};
+use crate::store::executions::NotStarted;
+
+/// The consumer.
+pub struct WorkflowTriggers {
+    pub engine: WorkflowEngine,
+}
+
+impl EventConsumer for WorkflowTriggers {
+    fn name(&self) -> &'static str {
+        "workflows"
+    }
+
+    fn handle<'a>(&'a self, event: &'a StoredEvent) -> BoxFuture<'a, Result<(), ConsumerError>> {
+        Box::pin(async move {
+            let Some(contact) = &event.contact_id else {
+                return Ok(());
+            };
+            let store = &self.engine.store;
+            for w in store
+                .triggered_workflows(&event.project_id, &event.name)
+                .await?
+            {
+                let id = WorkflowId::from_trusted(w.id);
+                let graph = match store.workflow_graph(&event.project_id, &id).await {
+                    Ok(g) => g,
+                    // Deleted since the lookup.
+                    Err(crate::store::StoreError::NotFound) => continue,
+                    Err(e) => return Err(e.into()),
+                };
+                match self
+                    .engine
+                    .start(&graph, contact, Some(event), &Map::new())
+                    .await
+                {
+                    Ok(_) => {}
+                    Err(StartError::Refused(
+                        NotStarted::Duplicate | NotStarted::Active | NotStarted::AlreadyEntered,
+                    )) => {}
+                    Err(StartError::InvalidGraph(problems)) => {
+                        // Enabling validates the graph; an edit since cannot break it (edits
+                        // need a disabled workflow), so this is a workflow enabled before a
+                        // step type went away. Starting it cannot succeed: skip it, loudly.
+                        tracing::warn!(workflow_id = %id, problems = problems.len(), "an enabled workflow's graph cannot run; not started");
+                    }
+                    Err(StartError::Store(e)) => return Err(e.into()),
+                }
+            }
+            for waiting in store
+                .waiting_executions(&event.project_id, contact, &event.name)
+                .await?
+            {
+                let Some(run) = &waiting.waiting_run_id else {
+                    continue;
+                };
+                if waiting
+                    .waiting_since
+                    .is_some_and(|since| event.created_at < since)
+                {
+                    continue;
+                }
+                let output = json!({ "eventId": event.id.as_str(), "event": event.name });
+                self.engine
+                    .resume(
+                        &event.project_id,
+                        &waiting.workflow_id,
+                        &waiting.id,
+                        run,
+                        "event",
+                        &output,
+                        None,
+                    )
+                    .await?;
+            }
+            Ok(())
+        })
+    }
+}

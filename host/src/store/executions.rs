@@ -1,0 +1,913 @@
+//! Workflow executions and their step runs: starting one (deduplicated by trigger event, one
+//! active per contact, re-entry rules), what a step run needs to run, committing a step's
+//! outcome with the next step's job in one lease-guarded transaction, resuming a waiting
+//! execution (by event or timeout, whichever commits first), cancelling, and the reads of the
+//! executions API.
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+use sqlx::FromRow;
+use sqlx::types::Json;
+
+use super::dialect::{BeginWrite, placeholders};
+use super::jobs::{JobPayload, Lease, NewJob};
+use super::statements::Statements;
+use super::{Store, StoreError, StoreResult, on_db, on_db_write};
+use crate::domain::ids::{ContactId, ExecutionId, ProjectId, StepRunId, WorkflowId};
+use crate::domain::pagination::{Page, PageRequest};
+use crate::domain::time::now_ms;
+use crate::domain::workflow::{execution_status as es, step_run_status as rs};
+
+/// The job kind that runs one step run.
+pub const STEP_KIND: &str = "workflow.step";
+/// The job kind that resumes a `WAIT_FOR_EVENT` on branch `timeout`.
+pub const TIMEOUT_KIND: &str = "workflow.timeout";
+
+/// The payload of a `workflow.step` job.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StepPayload {
+    /// The step run to run.
+    pub step_run_id: String,
+    /// Its execution (so that cancelling can drop queued jobs).
+    pub execution_id: String,
+    /// Its workflow (so that cancelling all can drop queued jobs).
+    pub workflow_id: String,
+}
+
+impl JobPayload for StepPayload {}
+
+/// The payload of a `workflow.timeout` job.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TimeoutPayload {
+    /// The waiting step run.
+    pub step_run_id: String,
+    pub execution_id: String,
+    pub workflow_id: String,
+}
+
+impl JobPayload for TimeoutPayload {}
+
+/// A step of a workflow, as the engine runs it.
+#[derive(Clone, Debug, FromRow)]
+pub struct StepRow {
+    pub id: String,
+    #[sqlx(rename = "type")]
+    pub step_type: String,
+    pub config: Json<Value>,
+}
+
+/// A transition of a workflow.
+#[derive(Clone, Debug, FromRow)]
+pub struct TransitionRow {
+    pub id: String,
+    pub from_step_id: String,
+    pub to_step_id: String,
+    pub branch: Option<String>,
+}
+
+/// A workflow with its graph.
+#[derive(Clone, Debug)]
+pub struct WorkflowGraph {
+    pub id: WorkflowId,
+    pub project_id: ProjectId,
+    pub name: String,
+    pub trigger_event: String,
+    pub enabled: bool,
+    pub allow_reentry: bool,
+    pub steps: Vec<StepRow>,
+    pub transitions: Vec<TransitionRow>,
+}
+
+#[derive(FromRow)]
+struct WorkflowRow {
+    id: String,
+    project_id: String,
+    name: String,
+    trigger_event: String,
+    enabled: bool,
+    allow_reentry: bool,
+}
+
+/// An enabled workflow an event triggers.
+#[derive(Clone, Debug, FromRow)]
+pub struct Triggered {
+    pub id: String,
+    pub allow_reentry: bool,
+}
+
+/// An execution as the API shows it.
+#[derive(Clone, Debug, FromRow)]
+pub struct ExecutionRecord {
+    pub id: String,
+    pub workflow_id: String,
+    pub contact_id: String,
+    pub status: String,
+    pub trigger_event_id: Option<String>,
+    pub trigger: Option<Json<Value>>,
+    pub context: Json<Map<String, Value>>,
+    pub current_step_id: Option<String>,
+    pub waiting_event: Option<String>,
+    pub error: Option<String>,
+    pub exit_reason: Option<String>,
+    pub created_at: i64,
+    pub updated_at: i64,
+    pub finished_at: Option<i64>,
+}
+
+const EXECUTION_COLUMNS: &str = "id, workflow_id, contact_id, status, trigger_event_id, trigger, context, \
+     current_step_id, waiting_event, error, exit_reason, created_at, updated_at, finished_at";
+
+/// A step run as the API shows it.
+#[derive(Clone, Debug, FromRow)]
+pub struct StepRunRecord {
+    pub id: String,
+    pub step_id: String,
+    pub step_type: String,
+    pub status: String,
+    pub branch: Option<String>,
+    pub input: Option<Json<Value>>,
+    pub output: Option<Json<Value>>,
+    pub error: Option<String>,
+    pub attempts: i32,
+    pub created_at: i64,
+    pub started_at: Option<i64>,
+    pub finished_at: Option<i64>,
+}
+
+const RUN_COLUMNS: &str = "id, step_id, step_type, status, branch, input, output, error, attempts, \
+     created_at, started_at, finished_at";
+
+/// Everything a step job reads about its step run before running it.
+#[derive(Clone, Debug, FromRow)]
+pub struct RunContext {
+    pub run_id: String,
+    pub run_status: String,
+    pub step_id: String,
+    pub execution_id: String,
+    pub project_id: String,
+    pub workflow_id: String,
+    pub contact_id: String,
+    pub execution_status: String,
+    pub trigger: Option<Json<Value>>,
+    pub context: Json<Map<String, Value>>,
+    /// The step's type and config; `None` when the step was deleted since.
+    pub step_type: Option<String>,
+    pub config: Option<Json<Value>>,
+}
+
+/// A step run to create, with the job that runs it.
+#[derive(Clone, Debug)]
+pub struct NextRun {
+    pub run_id: StepRunId,
+    pub step_id: String,
+    pub step_type: String,
+    /// The job (kind `workflow.step`).
+    pub job: NewJob,
+}
+
+/// An execution to start.
+pub struct NewExecution<'a> {
+    pub id: ExecutionId,
+    pub project: &'a ProjectId,
+    pub workflow: &'a WorkflowId,
+    pub contact: &'a ContactId,
+    pub allow_reentry: bool,
+    /// The triggering event's id (deduplicates starts), if any.
+    pub trigger_event_id: Option<&'a str>,
+    /// The triggering event (`{ name, data, createdAt }`), for the steps.
+    pub trigger: Option<Value>,
+    pub context: &'a Map<String, Value>,
+    /// The entry step's run and job.
+    pub entry: NextRun,
+}
+
+/// Why an execution did not start.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NotStarted {
+    /// The contact has an active execution of the workflow.
+    Active,
+    /// The contact went through the workflow before and it does not allow re-entry.
+    AlreadyEntered,
+    /// An execution was already started from this trigger event.
+    Duplicate,
+}
+
+/// How a step run ends, written by [`Store::commit_step`].
+pub struct StepCommit<'a> {
+    /// The job's lease: nothing is written when another worker owns the job now.
+    pub lease: &'a Lease,
+    pub run_id: &'a str,
+    pub execution_id: &'a str,
+    /// `COMPLETED`, `WAITING` or `FAILED`.
+    pub run_status: &'static str,
+    pub branch: Option<&'a str>,
+    pub input: &'a Value,
+    pub output: &'a Value,
+    pub error: Option<&'a str>,
+    pub attempts: i32,
+    pub started_at: i64,
+    /// The execution afterwards.
+    pub execution_status: &'static str,
+    pub context: &'a Map<String, Value>,
+    /// The step it is at (the next one, or the waiting one).
+    pub current_step: Option<&'a str>,
+    /// The event waited for.
+    pub waiting_event: Option<&'a str>,
+    pub execution_error: Option<&'a str>,
+    pub exit_reason: Option<&'a str>,
+    /// The next step run to create.
+    pub next: Option<&'a NextRun>,
+    /// A `workflow.timeout` job to queue.
+    pub timeout_job: Option<&'a NewJob>,
+}
+
+/// A waiting execution to resume.
+pub struct Resume<'a> {
+    pub execution_id: &'a str,
+    /// The step run that waits.
+    pub waiting_run_id: &'a str,
+    /// `event` or `timeout`.
+    pub branch: &'a str,
+    pub output: &'a Value,
+    /// The step after the branch; `None` completes the execution.
+    pub next: Option<&'a NextRun>,
+    /// The timeout job's lease, when the timeout resumes it (completed with the resume).
+    pub lease: Option<&'a Lease>,
+}
+
+/// A waiting execution of a contact.
+#[derive(Clone, Debug, FromRow)]
+pub struct Waiting {
+    pub id: String,
+    pub workflow_id: String,
+    pub waiting_run_id: Option<String>,
+    pub current_step_id: Option<String>,
+    pub waiting_since: Option<i64>,
+}
+
+fn is_final(status: &str) -> bool {
+    !es::ACTIVE.contains(&status)
+}
+
+impl Store {
+    /// A workflow of a project with its steps and transitions (in creation order).
+    #[tracing::instrument(level = "debug", skip(self))]
+    pub async fn workflow_graph(
+        &self,
+        project: &ProjectId,
+        id: &WorkflowId,
+    ) -> StoreResult<WorkflowGraph> {
+        let (row, steps, transitions) = on_db!(self.db(), pool => {
+            let row: Option<WorkflowRow> = sqlx::query_as(
+                "SELECT id, project_id, name, trigger_event, enabled, allow_reentry FROM workflows \
+                 WHERE project_id = $1 AND id = $2",
+            )
+            .bind(project.as_str())
+            .bind(id.as_str())
+            .fetch_optional(pool)
+            .await?;
+            let steps: Vec<StepRow> = sqlx::query_as(
+                "SELECT id, type, config FROM workflow_steps WHERE workflow_id = $1 ORDER BY id",
+            )
+            .bind(id.as_str())
+            .fetch_all(pool)
+            .await?;
+            let transitions: Vec<TransitionRow> = sqlx::query_as(
+                "SELECT id, from_step_id, to_step_id, branch FROM workflow_transitions \
+                 WHERE workflow_id = $1 ORDER BY id",
+            )
+            .bind(id.as_str())
+            .fetch_all(pool)
+            .await?;
+            (row, steps, transitions)
+        });
+        let row = row.ok_or(StoreError::NotFound)?;
+        Ok(WorkflowGraph {
+            id: WorkflowId::from_trusted(row.id),
+            project_id: ProjectId::from_trusted(row.project_id),
+            name: row.name,
+            trigger_event: row.trigger_event,
+            enabled: row.enabled,
+            allow_reentry: row.allow_reentry,
+            steps,
+            transitions,
+        })
+    }
+
+    /// The transitions leaving a step.
+    #[tracing::instrument(level = "debug", skip(self))]
+    pub async fn transitions_from(&self, step: &str) -> StoreResult<Vec<TransitionRow>> {
+        let rows = on_db!(self.db(), pool => {
+            sqlx::query_as(
+                "SELECT id, from_step_id, to_step_id, branch FROM workflow_transitions \
+                 WHERE from_step_id = $1 ORDER BY id",
+            )
+            .bind(step)
+            .fetch_all(pool)
+            .await?
+        });
+        Ok(rows)
+    }
+
+    /// The step a step run runs.
+    #[tracing::instrument(level = "debug", skip(self))]
+    pub async fn run_step_id(&self, run: &str) -> StoreResult<Option<String>> {
+        let id = on_db!(self.db(), pool => {
+            sqlx::query_scalar("SELECT step_id FROM workflow_step_runs WHERE id = $1")
+                .bind(run)
+                .fetch_optional(pool)
+                .await?
+        });
+        Ok(id)
+    }
+
+    /// A step's type, when it still exists.
+    #[tracing::instrument(level = "debug", skip(self))]
+    pub async fn step_type(&self, step: &str) -> StoreResult<Option<String>> {
+        let t = on_db!(self.db(), pool => {
+            sqlx::query_scalar("SELECT type FROM workflow_steps WHERE id = $1")
+                .bind(step)
+                .fetch_optional(pool)
+                .await?
+        });
+        Ok(t)
+    }
+
+    /// The enabled workflows of a project that `event_name` triggers.
+    #[tracing::instrument(level = "debug", skip(self))]
+    pub async fn triggered_workflows(
+        &self,
+        project: &ProjectId,
+        event_name: &str,
+    ) -> StoreResult<Vec<Triggered>> {
+        let rows = on_db!(self.db(), pool => {
+            sqlx::query_as(
+                "SELECT id, allow_reentry FROM workflows WHERE project_id = $1 AND trigger_event = $2 \
+                 AND enabled = TRUE ORDER BY id",
+            )
+            .bind(project.as_str())
+            .bind(event_name)
+            .fetch_all(pool)
+            .await?
+        });
+        Ok(rows)
+    }
+
+    /// Starts an execution at its entry step: the execution, the entry step run and its job in
+    /// one transaction; or says why not.
+    #[tracing::instrument(level = "debug", skip_all, fields(workflow_id = %new.workflow))]
+    pub async fn start_execution(
+        &self,
+        new: &NewExecution<'_>,
+    ) -> StoreResult<Result<ExecutionRecord, NotStarted>> {
+        let now = now_ms();
+        let prior_sql = if new.allow_reentry {
+            "SELECT id FROM workflow_executions WHERE workflow_id = $1 AND contact_id = $2 \
+             AND status IN ('RUNNING', 'WAITING') LIMIT 1"
+        } else {
+            "SELECT id FROM workflow_executions WHERE workflow_id = $1 AND contact_id = $2 LIMIT 1"
+        };
+        let insert_sql = format!(
+            "INSERT INTO workflow_executions (id, project_id, workflow_id, contact_id, status, trigger_event_id, \
+             trigger, context, current_step_id, created_at, updated_at) \
+             VALUES ($1, $2, $3, $4, 'RUNNING', $5, $6, $7, $8, $9, $9) ON CONFLICT DO NOTHING \
+             RETURNING {EXECUTION_COLUMNS}"
+        );
+        let outcome = on_db_write!(self.db(), pool => {
+            let mut tx = pool.begin_write().await?;
+            if let Some(trigger) = new.trigger_event_id {
+                let seen: Option<String> = sqlx::query_scalar(
+                    "SELECT id FROM workflow_executions WHERE workflow_id = $1 AND trigger_event_id = $2",
+                )
+                .bind(new.workflow.as_str())
+                .bind(trigger)
+                .fetch_optional(&mut *tx)
+                .await?;
+                if seen.is_some() {
+                    tx.rollback().await?;
+                    return Ok(Err(NotStarted::Duplicate));
+                }
+            }
+            let prior: Option<String> = sqlx::query_scalar(prior_sql)
+                .bind(new.workflow.as_str())
+                .bind(new.contact.as_str())
+                .fetch_optional(&mut *tx)
+                .await?;
+            if prior.is_some() {
+                tx.rollback().await?;
+                return Ok(Err(if new.allow_reentry { NotStarted::Active } else { NotStarted::AlreadyEntered }));
+            }
+            let row: Option<ExecutionRecord> = sqlx::query_as(&insert_sql)
+                .bind(new.id.as_str())
+                .bind(new.project.as_str())
+                .bind(new.workflow.as_str())
+                .bind(new.contact.as_str())
+                .bind(new.trigger_event_id)
+                .bind(new.trigger.as_ref().map(Json))
+                .bind(Json(new.context))
+                .bind(new.entry.step_id.as_str())
+                .bind(now)
+                .fetch_optional(&mut *tx)
+                .await?;
+            match row {
+                None => {
+                    // A concurrent start took the trigger or the contact's active slot.
+                    tx.rollback().await?;
+                    Err(if new.trigger_event_id.is_some() { NotStarted::Duplicate } else { NotStarted::Active })
+                }
+                Some(row) => {
+                    insert_run(&mut tx, new.project.as_str(), new.id.as_str(), &new.entry, now).await?;
+                    tx.insert_job(&new.entry.job, now).await?;
+                    tx.commit().await?;
+                    Ok(row)
+                }
+            }
+        });
+        Ok(outcome)
+    }
+
+    /// What a step job needs about its step run, or `None` when the run is gone.
+    #[tracing::instrument(level = "debug", skip(self))]
+    pub async fn run_context(&self, run: &str) -> StoreResult<Option<RunContext>> {
+        let row = on_db!(self.db(), pool => {
+            sqlx::query_as(
+                "SELECT r.id AS run_id, r.status AS run_status, r.step_id, r.execution_id, e.project_id, \
+                 e.workflow_id, e.contact_id, e.status AS execution_status, e.trigger, e.context, \
+                 s.type AS step_type, s.config \
+                 FROM workflow_step_runs r JOIN workflow_executions e ON e.id = r.execution_id \
+                 LEFT JOIN workflow_steps s ON s.id = r.step_id WHERE r.id = $1",
+            )
+            .bind(run)
+            .fetch_optional(pool)
+            .await?
+        });
+        Ok(row)
+    }
+
+    /// The contact's event history by name (`name`, count, last time) and the ids of the
+    /// segments it is a stored member of (static segments and tracked dynamic ones).
+    #[tracing::instrument(level = "debug", skip(self))]
+    pub async fn contact_summary(
+        &self,
+        contact: &ContactId,
+    ) -> StoreResult<(Vec<(String, i64, i64)>, Vec<String>)> {
+        let out = on_db!(self.db(), pool => {
+            let events: Vec<(String, i64, i64)> = sqlx::query_as(
+                "SELECT name, COUNT(*), MAX(created_at) FROM events WHERE contact_id = $1 GROUP BY name ORDER BY name",
+            )
+            .bind(contact.as_str())
+            .fetch_all(pool)
+            .await?;
+            let segments: Vec<String> = sqlx::query_scalar(
+                "SELECT segment_id FROM segment_members WHERE contact_id = $1 ORDER BY segment_id",
+            )
+            .bind(contact.as_str())
+            .fetch_all(pool)
+            .await?;
+            (events, segments)
+        });
+        Ok(out)
+    }
+
+    /// Records a failed attempt of a step run (it stays `PENDING` for the retry).
+    #[tracing::instrument(level = "debug", skip(self))]
+    pub async fn record_step_attempt(
+        &self,
+        run: &str,
+        attempts: i32,
+        error: &str,
+    ) -> StoreResult<()> {
+        on_db_write!(self.db(), pool => {
+            sqlx::query("UPDATE workflow_step_runs SET attempts = $2, error = $3 WHERE id = $1 AND status = 'PENDING'")
+                .bind(run)
+                .bind(attempts)
+                .bind(error)
+                .execute(pool)
+                .await?;
+        });
+        Ok(())
+    }
+
+    /// Writes a step run's outcome, advances its execution, creates the next step run with its
+    /// job, queues a timeout job and completes the current job, in one transaction guarded by
+    /// the job's lease. `Ok(false)` when the lease was lost (nothing written). When the
+    /// execution stopped being active meanwhile (cancelled), the step run is recorded but the
+    /// execution is left as it is and no next step is created.
+    #[tracing::instrument(level = "debug", skip_all, fields(step_run_id = %c.run_id))]
+    pub async fn commit_step(&self, c: &StepCommit<'_>) -> StoreResult<bool> {
+        let now = now_ms();
+        let finished = is_final(c.execution_status).then_some(now);
+        let ok = on_db_write!(self.db(), pool => {
+            let mut tx = pool.begin_write().await?;
+            if !tx.complete_job(c.lease, &serde_json::json!({ "stepRunId": c.run_id, "status": c.run_status }), now).await? {
+                tx.rollback().await?;
+                return Ok(false);
+            }
+            sqlx::query(
+                "UPDATE workflow_step_runs SET status = $2, branch = $3, input = $4, output = $5, error = $6, \
+                 attempts = $7, started_at = $8, finished_at = $9 WHERE id = $1 AND status = 'PENDING'",
+            )
+            .bind(c.run_id)
+            .bind(c.run_status)
+            .bind(c.branch)
+            .bind(Json(c.input))
+            .bind(Json(c.output))
+            .bind(c.error)
+            .bind(c.attempts)
+            .bind(c.started_at)
+            .bind((c.run_status != rs::WAITING).then_some(now))
+            .execute(&mut *tx)
+            .await?;
+            let advanced = sqlx::query(
+                "UPDATE workflow_executions SET status = $2, context = $3, current_step_id = $4, waiting_event = $5, \
+                 waiting_run_id = $6, waiting_since = $7, error = $8, exit_reason = $9, updated_at = $10, finished_at = $11 \
+                 WHERE id = $1 AND status IN ('RUNNING', 'WAITING')",
+            )
+            .bind(c.execution_id)
+            .bind(c.execution_status)
+            .bind(Json(c.context))
+            .bind(c.current_step)
+            .bind(c.waiting_event)
+            .bind(c.waiting_event.map(|_| c.run_id))
+            .bind(c.waiting_event.map(|_| now))
+            .bind(c.execution_error)
+            .bind(c.exit_reason)
+            .bind(now)
+            .bind(finished)
+            .execute(&mut *tx)
+            .await?
+            .rows_affected();
+            if advanced == 1 {
+                let project: String = sqlx::query_scalar("SELECT project_id FROM workflow_executions WHERE id = $1")
+                    .bind(c.execution_id)
+                    .fetch_one(&mut *tx)
+                    .await?;
+                if let Some(next) = c.next {
+                    insert_run(&mut tx, &project, c.execution_id, next, now).await?;
+                    tx.insert_job(&next.job, now).await?;
+                }
+                if let Some(job) = c.timeout_job {
+                    tx.insert_job(job, now).await?;
+                }
+            }
+            tx.commit().await?;
+            true
+        });
+        Ok(ok)
+    }
+
+    /// Marks a step run and its execution failed because the step cannot run at all (its
+    /// step was deleted, its contact is gone), completing the job.
+    #[tracing::instrument(level = "debug", skip(self, lease))]
+    pub async fn fail_execution(
+        &self,
+        lease: &Lease,
+        run: &str,
+        execution: &str,
+        error: &str,
+    ) -> StoreResult<bool> {
+        let now = now_ms();
+        let ok = on_db_write!(self.db(), pool => {
+            let mut tx = pool.begin_write().await?;
+            if !tx.complete_job(lease, &serde_json::json!({ "stepRunId": run, "status": rs::FAILED }), now).await? {
+                tx.rollback().await?;
+                return Ok(false);
+            }
+            sqlx::query("UPDATE workflow_step_runs SET status = 'FAILED', error = $2, finished_at = $3 WHERE id = $1 AND status = 'PENDING'")
+                .bind(run)
+                .bind(error)
+                .bind(now)
+                .execute(&mut *tx)
+                .await?;
+            sqlx::query(
+                "UPDATE workflow_executions SET status = 'FAILED', error = $2, updated_at = $3, finished_at = $3, \
+                 waiting_event = NULL, waiting_run_id = NULL WHERE id = $1 AND status IN ('RUNNING', 'WAITING')",
+            )
+            .bind(execution)
+            .bind(error)
+            .bind(now)
+            .execute(&mut *tx)
+            .await?;
+            tx.commit().await?;
+            true
+        });
+        Ok(ok)
+    }
+
+    /// Completes a job that had nothing to do (its step run already ran, its execution ended),
+    /// marking a pending step run of an ended execution `SKIPPED`.
+    #[tracing::instrument(level = "debug", skip(self, lease))]
+    pub async fn skip_step_run(&self, lease: &Lease, run: &str) -> StoreResult<bool> {
+        let now = now_ms();
+        let ok = on_db_write!(self.db(), pool => {
+            let mut tx = pool.begin_write().await?;
+            if !tx.complete_job(lease, &serde_json::json!({ "stepRunId": run, "status": rs::SKIPPED }), now).await? {
+                tx.rollback().await?;
+                return Ok(false);
+            }
+            sqlx::query(
+                "UPDATE workflow_step_runs SET status = 'SKIPPED', finished_at = $2 WHERE id = $1 AND status = 'PENDING' \
+                 AND execution_id IN (SELECT id FROM workflow_executions WHERE status NOT IN ('RUNNING', 'WAITING'))",
+            )
+            .bind(run)
+            .bind(now)
+            .execute(&mut *tx)
+            .await?;
+            tx.commit().await?;
+            true
+        });
+        Ok(ok)
+    }
+
+    /// The executions of a contact waiting for `event_name`, oldest first.
+    #[tracing::instrument(level = "debug", skip(self))]
+    pub async fn waiting_executions(
+        &self,
+        project: &ProjectId,
+        contact: &ContactId,
+        event_name: &str,
+    ) -> StoreResult<Vec<Waiting>> {
+        let rows = on_db!(self.db(), pool => {
+            sqlx::query_as(
+                "SELECT id, workflow_id, waiting_run_id, current_step_id, waiting_since FROM workflow_executions \
+                 WHERE project_id = $1 AND contact_id = $2 AND waiting_event = $3 AND status = 'WAITING' ORDER BY id",
+            )
+            .bind(project.as_str())
+            .bind(contact.as_str())
+            .bind(event_name)
+            .fetch_all(pool)
+            .await?
+        });
+        Ok(rows)
+    }
+
+    /// Resumes a waiting execution along `branch`, if it still waits on that step run:
+    /// completes the waiting step run, creates the next one with its job (or completes the
+    /// execution), and completes the timeout job when that is what resumed it. `Ok(false)` when
+    /// the other of event and timeout won, or the execution ended (nothing written but the
+    /// timeout job's completion). `None` when the timeout job's lease was lost (nothing
+    /// written).
+    #[tracing::instrument(level = "debug", skip_all, fields(execution_id = %r.execution_id, branch = %r.branch))]
+    pub async fn resume_execution(&self, r: &Resume<'_>) -> StoreResult<Option<bool>> {
+        let now = now_ms();
+        let (status, finished) = match r.next {
+            Some(_) => (es::RUNNING, None),
+            None => (es::COMPLETED, Some(now)),
+        };
+        let resumed = on_db_write!(self.db(), pool => {
+            let mut tx = pool.begin_write().await?;
+            if let Some(lease) = r.lease
+                && !tx.complete_job(lease, &serde_json::json!({ "stepRunId": r.waiting_run_id }), now).await?
+            {
+                tx.rollback().await?;
+                return Ok(None);
+            }
+            let n = sqlx::query(
+                "UPDATE workflow_executions SET status = $3, current_step_id = $4, waiting_event = NULL, \
+                 waiting_run_id = NULL, waiting_since = NULL, updated_at = $5, finished_at = $6 \
+                 WHERE id = $1 AND waiting_run_id = $2 AND status = 'WAITING'",
+            )
+            .bind(r.execution_id)
+            .bind(r.waiting_run_id)
+            .bind(status)
+            .bind(r.next.map(|n| n.step_id.as_str()))
+            .bind(now)
+            .bind(finished)
+            .execute(&mut *tx)
+            .await?
+            .rows_affected();
+            if n == 1 {
+                sqlx::query(
+                    "UPDATE workflow_step_runs SET status = 'COMPLETED', branch = $2, output = $3, finished_at = $4 \
+                     WHERE id = $1 AND status = 'WAITING'",
+                )
+                .bind(r.waiting_run_id)
+                .bind(r.branch)
+                .bind(Json(r.output))
+                .bind(now)
+                .execute(&mut *tx)
+                .await?;
+                if let Some(next) = r.next {
+                    let project: String = sqlx::query_scalar("SELECT project_id FROM workflow_executions WHERE id = $1")
+                        .bind(r.execution_id)
+                        .fetch_one(&mut *tx)
+                        .await?;
+                    insert_run(&mut tx, &project, r.execution_id, next, now).await?;
+                    tx.insert_job(&next.job, now).await?;
+                }
+            }
+            tx.commit().await?;
+            n == 1
+        });
+        Ok(Some(resumed))
+    }
+
+    /// Cancels one active execution of a workflow: `NotFound` when it is not the project's,
+    /// `Ok(None)` when it is no longer active. Its pending and waiting step runs are marked
+    /// `SKIPPED` and its queued jobs dropped.
+    #[tracing::instrument(level = "debug", skip(self))]
+    pub async fn cancel_execution(
+        &self,
+        project: &ProjectId,
+        workflow: &WorkflowId,
+        id: &ExecutionId,
+    ) -> StoreResult<Option<ExecutionRecord>> {
+        let current = self.execution(project, workflow, id).await?;
+        if is_final(&current.status) {
+            return Ok(None);
+        }
+        let n = self
+            .cancel_where(
+                "id = $1 AND workflow_id = $2",
+                &[id.as_str(), workflow.as_str()],
+                "executionId",
+                id.as_str(),
+            )
+            .await?;
+        if n == 0 {
+            return Ok(None);
+        }
+        self.execution(project, workflow, id).await.map(Some)
+    }
+
+    /// Cancels every active execution of a workflow; answers how many.
+    #[tracing::instrument(level = "debug", skip(self))]
+    pub async fn cancel_all_executions(
+        &self,
+        project: &ProjectId,
+        workflow: &WorkflowId,
+    ) -> StoreResult<u64> {
+        self.cancel_where(
+            "workflow_id = $1 AND project_id = $2",
+            &[workflow.as_str(), project.as_str()],
+            "workflowId",
+            workflow.as_str(),
+        )
+        .await
+    }
+
+    async fn cancel_where(
+        &self,
+        filter: &str,
+        binds: &[&str],
+        job_key: &'static str,
+        job_value: &str,
+    ) -> StoreResult<u64> {
+        let now = now_ms();
+        let n = binds.len();
+        let active = format!("{filter} AND status IN ('RUNNING', 'WAITING')");
+        let skip_runs = format!(
+            "UPDATE workflow_step_runs SET status = 'SKIPPED', finished_at = ${} \
+             WHERE status IN ('PENDING', 'WAITING') AND execution_id IN (SELECT id FROM workflow_executions WHERE {active})",
+            n + 1
+        );
+        let cancel = format!(
+            "UPDATE workflow_executions SET status = 'CANCELLED', waiting_event = NULL, waiting_run_id = NULL, \
+             waiting_since = NULL, updated_at = ${0}, finished_at = ${0} WHERE {active}",
+            n + 1
+        );
+        let backend = self.db().backend();
+        let drop_jobs = format!(
+            "DELETE FROM jobs WHERE kind IN ('{STEP_KIND}', '{TIMEOUT_KIND}') AND state = 'queued' AND {} = $1",
+            super::dialect::json_text(backend, "payload", job_key)
+        );
+        let cancelled = on_db_write!(self.db(), pool => {
+            let mut tx = pool.begin_write().await?;
+            let mut q = sqlx::query(&skip_runs);
+            for b in binds {
+                q = q.bind(*b);
+            }
+            q.bind(now).execute(&mut *tx).await?;
+            let mut q = sqlx::query(&cancel);
+            for b in binds {
+                q = q.bind(*b);
+            }
+            let cancelled = q.bind(now).execute(&mut *tx).await?.rows_affected();
+            sqlx::query(&drop_jobs).bind(job_value).execute(&mut *tx).await?;
+            tx.commit().await?;
+            cancelled
+        });
+        Ok(cancelled)
+    }
+
+    /// An execution of a workflow of the project.
+    #[tracing::instrument(level = "debug", skip(self))]
+    pub async fn execution(
+        &self,
+        project: &ProjectId,
+        workflow: &WorkflowId,
+        id: &ExecutionId,
+    ) -> StoreResult<ExecutionRecord> {
+        let sql = format!(
+            "SELECT {EXECUTION_COLUMNS} FROM workflow_executions WHERE project_id = $1 AND workflow_id = $2 AND id = $3"
+        );
+        let row: Option<ExecutionRecord> = on_db!(self.db(), pool => {
+            sqlx::query_as(&sql)
+                .bind(project.as_str())
+                .bind(workflow.as_str())
+                .bind(id.as_str())
+                .fetch_optional(pool)
+                .await?
+        });
+        row.ok_or(StoreError::NotFound)
+    }
+
+    /// The step runs of an execution, in order.
+    #[tracing::instrument(level = "debug", skip(self))]
+    pub async fn step_runs(&self, execution: &ExecutionId) -> StoreResult<Vec<StepRunRecord>> {
+        let sql = format!(
+            "SELECT {RUN_COLUMNS} FROM workflow_step_runs WHERE execution_id = $1 ORDER BY id"
+        );
+        let rows = on_db!(self.db(), pool => {
+            sqlx::query_as(&sql).bind(execution.as_str()).fetch_all(pool).await?
+        });
+        Ok(rows)
+    }
+
+    /// A page of a workflow's executions, newest first, optionally of some statuses.
+    #[tracing::instrument(level = "debug", skip(self))]
+    pub async fn list_executions(
+        &self,
+        project: &ProjectId,
+        workflow: &WorkflowId,
+        statuses: &[&str],
+        page: &PageRequest,
+    ) -> StoreResult<Page<ExecutionRecord>> {
+        let mut filter = String::from("project_id = $1 AND workflow_id = $2");
+        let mut next = 3;
+        if !statuses.is_empty() {
+            filter.push_str(&format!(
+                " AND status IN ({})",
+                placeholders(next, statuses.len())
+            ));
+            next += statuses.len();
+        }
+        let mut sql = format!("SELECT {EXECUTION_COLUMNS} FROM workflow_executions WHERE {filter}");
+        if page.after.is_some() {
+            sql.push_str(&format!(" AND id < ${next}"));
+        }
+        sql.push_str(&format!(" ORDER BY id DESC LIMIT {}", page.limit + 1));
+        let count_sql = format!("SELECT COUNT(*) FROM workflow_executions WHERE {filter}");
+        let (rows, total): (Vec<ExecutionRecord>, i64) = on_db!(self.db(), pool => {
+            let mut q = sqlx::query_as(&sql).bind(project.as_str()).bind(workflow.as_str());
+            let mut c = sqlx::query_scalar(&count_sql).bind(project.as_str()).bind(workflow.as_str());
+            for s in statuses {
+                q = q.bind(*s);
+                c = c.bind(*s);
+            }
+            if let Some(after) = &page.after {
+                q = q.bind(after);
+            }
+            let rows = q.fetch_all(pool).await?;
+            let total = if page.is_first() { c.fetch_one(pool).await? } else { 0 };
+            (rows, total)
+        });
+        Ok(Page::from_rows(rows, page, total, |e| e.id.as_str()))
+    }
+
+    /// Active executions of a project (for `/activity/upcoming`).
+    #[tracing::instrument(level = "debug", skip(self))]
+    pub async fn count_active_executions(&self, project: &ProjectId) -> StoreResult<i64> {
+        let n = on_db!(self.db(), pool => {
+            sqlx::query_scalar(
+                "SELECT COUNT(*) FROM workflow_executions WHERE project_id = $1 AND status IN ('RUNNING', 'WAITING')",
+            )
+            .bind(project.as_str())
+            .fetch_one(pool)
+            .await?
+        });
+        Ok(n)
+    }
+}
+
+/// Inserts a pending step run.
+async fn insert_run<'c, DB>(
+    tx: &mut sqlx::Transaction<'c, DB>,
+    project: &str,
+    execution: &str,
+    run: &NextRun,
+    now: i64,
+) -> sqlx::Result<()>
+where
+    DB: sqlx::Database,
+    for<'e> &'e mut DB::Connection: sqlx::Executor<'e, Database = DB>,
+    for<'q> DB::Arguments<'q>: sqlx::IntoArguments<'q, DB>,
+    for<'q> &'q str: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+    for<'q> i64: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+{
+    sqlx::query(
+        "INSERT INTO workflow_step_runs (id, execution_id, project_id, step_id, step_type, status, attempts, created_at) \
+         VALUES ($1, $2, $3, $4, $5, 'PENDING', 0, $6)",
+    )
+    .bind(run.run_id.as_str())
+    .bind(execution)
+    .bind(project)
+    .bind(run.step_id.as_str())
+    .bind(run.step_type.as_str())
+    .bind(now)
+    .execute(&mut **tx)
+    .await?;
+    Ok(())
+}

@@ -1,0 +1,885 @@
+//! The workflow engine end to end, through HTTP: executions triggered by `/v1/track` and
+//! started by hand, each step run as a durable job, `CONDITION` branches, `SEND_EMAIL` into the
+//! `outbox` transport's `.eml` files, `UPDATE_CONTACT`, `EXIT`, `DELAY` (with the queue's
+//! clock moved forward), `WAIT_FOR_EVENT` resumed by an event and by its timeout, `WEBHOOK` to
+//! a loopback server, re-entry on and off, cancel one and all, delete refused while active, a
+//! step plugin that traps, a `PLUGIN` step built from the SDK example, and tenant isolation.
+
+use std::time::{Duration, Instant};
+
+use herald::config::Settings;
+use serde_json::{Value, json};
+
+use crate::support::harness::{TestApp, TestProject};
+use crate::support::httpd::http_server;
+
+/// Fast polling, unverified senders allowed (the `outbox` transport writes files).
+fn fast(s: &mut Settings) {
+    s.jobs_poll_interval_ms = 20;
+    s.domains.allow_unverified = true;
+}
+
+/// A step to create: type and config.
+struct Step(&'static str, Value);
+
+/// Creates a workflow triggered by `event` with `steps` joined by `links` (from index, to
+/// index, branch), enables it, and answers its id and step ids.
+async fn workflow(
+    app: &TestApp,
+    p: &TestProject,
+    event: &str,
+    steps: Vec<Step>,
+    links: &[(usize, usize, Option<&str>)],
+    extra: Value,
+) -> (String, Vec<String>) {
+    let mut body =
+        json!({ "name": format!("on {event}"), "triggerConfig": { "eventName": event } });
+    if let (Some(b), Some(e)) = (body.as_object_mut(), extra.as_object()) {
+        b.extend(e.clone());
+    }
+    let r = app.post("/workflows", &p.secret_key, body).await;
+    assert_eq!(r.status, 201, "{}", r.body);
+    assert_eq!(r.body["enabled"], false);
+    let id = r.body["id"].as_str().unwrap().to_string();
+    let mut ids = Vec::new();
+    for Step(t, config) in steps {
+        let r = app
+            .post(
+                &format!("/workflows/{id}/steps"),
+                &p.secret_key,
+                json!({ "type": t, "config": config }),
+            )
+            .await;
+        assert_eq!(r.status, 201, "{t}: {}", r.body);
+        ids.push(r.body["id"].as_str().unwrap().to_string());
+    }
+    for (from, to, branch) in links {
+        let r = app
+            .post(
+                &format!("/workflows/{id}/transitions"),
+                &p.secret_key,
+                json!({ "fromStepId": ids[*from], "toStepId": ids[*to], "branch": branch }),
+            )
+            .await;
+        assert_eq!(r.status, 201, "{}", r.body);
+    }
+    let r = app
+        .patch(
+            &format!("/workflows/{id}"),
+            &p.secret_key,
+            json!({ "enabled": true }),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    (id, ids)
+}
+
+async fn template(app: &TestApp, p: &TestProject, kind: &str) -> String {
+    let r = app
+        .post(
+            "/templates",
+            &p.secret_key,
+            json!({
+                "name": "welcome",
+                "type": kind,
+                "subject": "Welcome {{firstName}}",
+                "body": "<p>Hi {{firstName}}, your plan is {{plan}}. Code {{code ?? \"none\"}}.</p>",
+                "from": "hello@acme.test",
+                "fromName": "Acme",
+            }),
+        )
+        .await;
+    assert_eq!(r.status, 201, "{}", r.body);
+    r.body["id"].as_str().unwrap().to_string()
+}
+
+async fn track(app: &TestApp, p: &TestProject, email: &str, event: &str, data: Value) {
+    let r = app
+        .post(
+            "/v1/track",
+            &p.secret_key,
+            json!({ "email": email, "event": event, "data": data }),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+}
+
+/// Every execution of a workflow (newest first).
+async fn executions(app: &TestApp, p: &TestProject, wf: &str) -> Vec<Value> {
+    let r = app
+        .get(
+            &format!("/workflows/{wf}/executions?limit=100"),
+            &p.secret_key,
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    r.body["data"].as_array().unwrap().clone()
+}
+
+/// Waits (up to 20 s) until the workflow has `n` executions, all in one of `statuses`, and
+/// answers them with their step runs, oldest first.
+async fn settled(
+    app: &TestApp,
+    p: &TestProject,
+    wf: &str,
+    n: usize,
+    statuses: &[&str],
+) -> Vec<Value> {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let list = executions(app, p, wf).await;
+        if list.len() == n
+            && list
+                .iter()
+                .all(|e| statuses.contains(&e["status"].as_str().unwrap()))
+        {
+            let mut out = Vec::new();
+            for e in list.iter().rev() {
+                out.push(execution(app, p, wf, e["id"].as_str().unwrap()).await);
+            }
+            return out;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "never {n} executions in {statuses:?}: {list:#?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+async fn execution(app: &TestApp, p: &TestProject, wf: &str, id: &str) -> Value {
+    let r = app
+        .get(&format!("/workflows/{wf}/executions/{id}"), &p.secret_key)
+        .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    r.body
+}
+
+/// The types and statuses of an execution's step runs, in order.
+fn runs(e: &Value) -> Vec<(String, String, Option<String>)> {
+    e["stepRuns"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            (
+                r["stepType"].as_str().unwrap().to_string(),
+                r["status"].as_str().unwrap().to_string(),
+                r["branch"].as_str().map(str::to_string),
+            )
+        })
+        .collect()
+}
+
+fn run(t: &str, status: &str, branch: Option<&str>) -> (String, String, Option<String>) {
+    (
+        t.to_string(),
+        status.to_string(),
+        branch.map(str::to_string),
+    )
+}
+
+async fn contact_by_email(app: &TestApp, p: &TestProject, email: &str) -> Value {
+    let r = app
+        .get(&format!("/contacts?search={email}"), &p.secret_key)
+        .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    r.body["data"][0].clone()
+}
+
+/// The `.eml` files the `outbox` transport wrote, as text.
+fn outbox_messages(app: &TestApp) -> Vec<String> {
+    let dir = app.state().settings().data_dir.join("outbox");
+    let Ok(entries) = std::fs::read_dir(&dir) else {
+        return Vec::new();
+    };
+    let mut files: Vec<_> = entries
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "eml"))
+        .collect();
+    files.sort();
+    files
+        .into_iter()
+        .map(|f| std::fs::read_to_string(f).unwrap())
+        .collect()
+}
+
+/// Waits until the outbox holds `n` messages.
+async fn delivered(app: &TestApp, n: usize) -> Vec<String> {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let m = outbox_messages(app);
+        if m.len() >= n {
+            return m;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "only {} messages delivered",
+            m.len()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Moves the queue's clock: queued workflow jobs become due now (a `DELAY` or a timeout
+/// elapses). Answers how many jobs were moved.
+async fn elapse(app: &TestApp) -> u64 {
+    use sqlx::Connection;
+    let sql = "UPDATE jobs SET run_at = 0 WHERE state = 'queued' AND kind IN ('workflow.step', 'workflow.timeout')";
+    let n = if app.database_url.starts_with("postgres") {
+        let mut c = sqlx::PgConnection::connect(&app.database_url)
+            .await
+            .unwrap();
+        sqlx::query(sql)
+            .execute(&mut c)
+            .await
+            .unwrap()
+            .rows_affected()
+    } else {
+        let mut c = sqlx::SqliteConnection::connect(&app.database_url)
+            .await
+            .unwrap();
+        sqlx::query(sql)
+            .execute(&mut c)
+            .await
+            .unwrap()
+            .rows_affected()
+    };
+    app.state().jobs().wake();
+    n
+}
+
+#[tokio::test]
+async fn onboarding_branches_sends_updates_and_exits() {
+    let app = TestApp::spawn_with(fast).await;
+    let p = app.project().await;
+    let tpl = template(&app, &p, "TRANSACTIONAL").await;
+    let (wf, _) = workflow(
+        &app,
+        &p,
+        "signup",
+        vec![
+            Step(
+                "CONDITION",
+                json!({ "filter": { "logic": "AND", "groups": [ { "filters": [
+                    { "field": "data.plan", "operator": "equals", "value": "pro" },
+                    { "field": "event.data.source", "operator": "equals", "value": "ads" }
+                ] } ] } }),
+            ),
+            Step("SEND_EMAIL", json!({ "templateId": tpl })),
+            Step(
+                "UPDATE_CONTACT",
+                json!({ "data": { "onboarded": true, "stage": "welcomed" } }),
+            ),
+            Step("EXIT", json!({ "reason": "welcomed" })),
+            Step("EXIT", json!({ "reason": "not a pro" })),
+        ],
+        &[
+            (0, 1, Some("yes")),
+            (0, 4, Some("no")),
+            (1, 2, None),
+            (2, 3, None),
+        ],
+        json!({}),
+    )
+    .await;
+    p.contact(
+        &app,
+        "ann@example.com",
+        json!({ "plan": "pro", "firstName": "Ann" }),
+    )
+    .await;
+    p.contact(
+        &app,
+        "bob@example.com",
+        json!({ "plan": "free", "firstName": "Bob" }),
+    )
+    .await;
+    track(
+        &app,
+        &p,
+        "ann@example.com",
+        "signup",
+        json!({ "source": "ads" }),
+    )
+    .await;
+    track(
+        &app,
+        &p,
+        "bob@example.com",
+        "signup",
+        json!({ "source": "ads" }),
+    )
+    .await;
+    // An event of another name triggers nothing.
+    track(&app, &p, "ann@example.com", "login", json!({})).await;
+
+    let done = settled(&app, &p, &wf, 2, &["EXITED"]).await;
+    let (ann, bob) =
+        if done[0]["contactId"] == contact_by_email(&app, &p, "ann@example.com").await["id"] {
+            (&done[0], &done[1])
+        } else {
+            (&done[1], &done[0])
+        };
+    assert_eq!(
+        runs(ann),
+        vec![
+            run("CONDITION", "COMPLETED", Some("yes")),
+            run("SEND_EMAIL", "COMPLETED", None),
+            run("UPDATE_CONTACT", "COMPLETED", None),
+            run("EXIT", "COMPLETED", None),
+        ]
+    );
+    assert_eq!(ann["exitReason"], "welcomed");
+    assert!(ann["triggerEventId"].as_str().unwrap().starts_with("evt_"));
+    assert!(ann["finishedAt"].is_string());
+    assert_eq!(
+        runs(bob),
+        vec![
+            run("CONDITION", "COMPLETED", Some("no")),
+            run("EXIT", "COMPLETED", None)
+        ]
+    );
+    assert_eq!(bob["exitReason"], "not a pro");
+    let send_run = &ann["stepRuns"][1];
+    let email_id = send_run["output"]["effects"][0]["emailId"]
+        .as_str()
+        .unwrap();
+    assert!(email_id.starts_with("eml_"), "{send_run}");
+    assert_eq!(send_run["input"]["config"]["templateId"], tpl);
+
+    // The email went out rendered with the contact's data, to Ann only.
+    let messages = delivered(&app, 1).await;
+    assert_eq!(messages.len(), 1);
+    let eml = &messages[0];
+    assert!(eml.contains("Subject: Welcome Ann"), "{eml}");
+    assert!(eml.contains("To: ann@example.com"), "{eml}");
+    assert!(eml.contains("your plan is pro"), "{eml}");
+    let r = app.get(&format!("/emails/{email_id}"), &p.secret_key).await;
+    assert_eq!(r.status, 200, "{}", r.body);
+
+    // The contact was updated by the workflow; Bob was not.
+    let ann_now = contact_by_email(&app, &p, "ann@example.com").await;
+    assert_eq!(ann_now["data"]["onboarded"], true);
+    assert_eq!(ann_now["data"]["stage"], "welcomed");
+    let bob_now = contact_by_email(&app, &p, "bob@example.com").await;
+    assert!(bob_now["data"].get("onboarded").is_none());
+
+    // Filtering by status.
+    let r = app
+        .get(
+            &format!("/workflows/{wf}/executions?status=EXITED&status=FAILED"),
+            &p.secret_key,
+        )
+        .await;
+    assert_eq!(r.body["data"].as_array().unwrap().len(), 2, "{}", r.body);
+    let r = app
+        .get(
+            &format!("/workflows/{wf}/executions?status=RUNNING"),
+            &p.secret_key,
+        )
+        .await;
+    assert_eq!(r.body["data"], json!([]), "{}", r.body);
+    assert_eq!(r.body["total"], 0);
+}
+
+#[tokio::test]
+async fn a_delay_waits_in_the_queue_until_its_time() {
+    let app = TestApp::spawn_with(fast).await;
+    let p = app.project().await;
+    let (wf, steps) = workflow(
+        &app,
+        &p,
+        "trial_started",
+        vec![
+            Step("DELAY", json!({ "amount": 3, "unit": "days" })),
+            Step("UPDATE_CONTACT", json!({ "data": { "nudged": true } })),
+        ],
+        &[(0, 1, None)],
+        json!({}),
+    )
+    .await;
+    let before = chrono::Utc::now().timestamp_millis();
+    track(&app, &p, "cy@example.com", "trial_started", json!({})).await;
+    let e = &settled(&app, &p, &wf, 1, &["WAITING"]).await[0];
+    assert_eq!(e["currentStepId"], steps[1].as_str());
+    assert_eq!(
+        runs(e),
+        vec![
+            run("DELAY", "COMPLETED", None),
+            run("UPDATE_CONTACT", "PENDING", None)
+        ]
+    );
+    let at = e["stepRuns"][0]["output"]["outcome"]["at"]
+        .as_i64()
+        .unwrap();
+    let three_days = 3 * 24 * 3600 * 1000;
+    assert!(
+        at >= before + three_days && at < before + three_days + 60_000,
+        "{at}"
+    );
+    // Nothing happens before its time...
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(executions(&app, &p, &wf).await[0]["status"], "WAITING");
+    // ...and the next step runs once the clock reaches it.
+    assert_eq!(elapse(&app).await, 1);
+    let e = &settled(&app, &p, &wf, 1, &["COMPLETED"]).await[0];
+    assert_eq!(
+        runs(e),
+        vec![
+            run("DELAY", "COMPLETED", None),
+            run("UPDATE_CONTACT", "COMPLETED", None)
+        ]
+    );
+    assert_eq!(
+        contact_by_email(&app, &p, "cy@example.com").await["data"]["nudged"],
+        true
+    );
+}
+
+#[tokio::test]
+async fn wait_for_event_resumes_on_the_event_or_the_timeout() {
+    let app = TestApp::spawn_with(fast).await;
+    let p = app.project().await;
+    let (wf, _) = workflow(
+        &app,
+        &p,
+        "cart_created",
+        vec![
+            Step(
+                "WAIT_FOR_EVENT",
+                json!({ "eventName": "purchase", "timeoutSeconds": 3600 }),
+            ),
+            Step("UPDATE_CONTACT", json!({ "data": { "bought": true } })),
+            Step("UPDATE_CONTACT", json!({ "data": { "bought": false } })),
+        ],
+        &[(0, 1, Some("event")), (0, 2, Some("timeout"))],
+        json!({}),
+    )
+    .await;
+    // A purchase before the wait does not count.
+    track(&app, &p, "dee@example.com", "purchase", json!({})).await;
+    track(&app, &p, "dee@example.com", "cart_created", json!({})).await;
+    track(&app, &p, "eve@example.com", "cart_created", json!({})).await;
+    let waiting = settled(&app, &p, &wf, 2, &["WAITING"]).await;
+    for e in &waiting {
+        assert_eq!(e["waitingForEvent"], "purchase");
+        assert_eq!(runs(e), vec![run("WAIT_FOR_EVENT", "WAITING", None)]);
+    }
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(
+        executions(&app, &p, &wf)
+            .await
+            .iter()
+            .all(|e| e["status"] == "WAITING")
+    );
+
+    track(
+        &app,
+        &p,
+        "dee@example.com",
+        "purchase",
+        json!({ "total": 10 }),
+    )
+    .await;
+    let dee_id = contact_by_email(&app, &p, "dee@example.com").await["id"].clone();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let list = executions(&app, &p, &wf).await;
+        let dee = list.iter().find(|e| e["contactId"] == dee_id).unwrap();
+        if dee["status"] == "COMPLETED" {
+            break;
+        }
+        assert!(Instant::now() < deadline, "{dee}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(
+        contact_by_email(&app, &p, "dee@example.com").await["data"]["bought"],
+        true
+    );
+
+    // Eve's timeout elapses; a purchase after that changes nothing.
+    assert_eq!(
+        elapse(&app).await,
+        2,
+        "both timeout jobs are queued (Dee's is a no-op now)"
+    );
+    let done = settled(&app, &p, &wf, 2, &["COMPLETED"]).await;
+    let eve = done.iter().find(|e| e["contactId"] != dee_id).unwrap();
+    assert_eq!(
+        runs(eve),
+        vec![
+            run("WAIT_FOR_EVENT", "COMPLETED", Some("timeout")),
+            run("UPDATE_CONTACT", "COMPLETED", None)
+        ]
+    );
+    let dee = done.iter().find(|e| e["contactId"] == dee_id).unwrap();
+    assert_eq!(
+        runs(dee),
+        vec![
+            run("WAIT_FOR_EVENT", "COMPLETED", Some("event")),
+            run("UPDATE_CONTACT", "COMPLETED", None)
+        ]
+    );
+    assert_eq!(
+        contact_by_email(&app, &p, "eve@example.com").await["data"]["bought"],
+        false
+    );
+    track(&app, &p, "eve@example.com", "purchase", json!({})).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(
+        contact_by_email(&app, &p, "eve@example.com").await["data"]["bought"],
+        false
+    );
+}
+
+#[tokio::test]
+async fn a_webhook_step_calls_out_and_keeps_the_answer_in_the_context() {
+    let (addr, seen) = http_server(
+        "200 OK",
+        "Content-Type: application/json\r\n".into(),
+        r#"{"ok":true}"#,
+    )
+    .await;
+    let app = TestApp::spawn_with(|s| {
+        fast(s);
+        s.plugins.webhook_allow_private = true;
+    })
+    .await;
+    let p = app.project().await;
+    let (wf, _) = workflow(
+        &app,
+        &p,
+        "upgraded",
+        vec![Step(
+            "WEBHOOK",
+            json!({ "url": format!("http://{addr}/hook"), "method": "POST", "body": { "hello": "world" } }),
+        )],
+        &[],
+        json!({}),
+    )
+    .await;
+    track(&app, &p, "fay@example.com", "upgraded", json!({})).await;
+    let e = &settled(&app, &p, &wf, 1, &["COMPLETED"]).await[0];
+    assert_eq!(e["context"]["webhook"]["status"], 200, "{e}");
+    let requests = seen.lock().unwrap().clone();
+    assert_eq!(requests.len(), 1);
+    assert!(
+        requests[0].head.starts_with("POST /hook"),
+        "{}",
+        requests[0].head
+    );
+    assert!(requests[0].body.contains("world"), "{}", requests[0].body);
+}
+
+#[tokio::test]
+async fn reentry_is_refused_unless_allowed() {
+    let app = TestApp::spawn_with(fast).await;
+    let p = app.project().await;
+    let (wf, _) = workflow(
+        &app,
+        &p,
+        "visit",
+        vec![Step(
+            "UPDATE_CONTACT",
+            json!({ "data": { "visited": true } }),
+        )],
+        &[],
+        json!({}),
+    )
+    .await;
+    track(&app, &p, "gus@example.com", "visit", json!({})).await;
+    settled(&app, &p, &wf, 1, &["COMPLETED"]).await;
+    track(&app, &p, "gus@example.com", "visit", json!({})).await;
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    settled(&app, &p, &wf, 1, &["COMPLETED"]).await;
+    let r = app
+        .post(
+            &format!("/workflows/{wf}/executions"),
+            &p.secret_key,
+            json!({ "email": "gus@example.com" }),
+        )
+        .await;
+    r.assert_error(409, "CONFLICT");
+
+    let r = app
+        .patch(
+            &format!("/workflows/{wf}"),
+            &p.secret_key,
+            json!({ "allowReentry": true }),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    track(&app, &p, "gus@example.com", "visit", json!({})).await;
+    settled(&app, &p, &wf, 2, &["COMPLETED"]).await;
+}
+
+#[tokio::test]
+async fn manual_starts_cancel_one_and_all_and_delete_waits_for_them() {
+    let app = TestApp::spawn_with(fast).await;
+    let p = app.project().await;
+    let (wf, _) = workflow(
+        &app,
+        &p,
+        "never_tracked",
+        vec![
+            Step("WAIT_FOR_EVENT", json!({ "eventName": "reply" })),
+            Step("EXIT", json!({})),
+        ],
+        &[(0, 1, Some("event"))],
+        json!({ "allowReentry": true }),
+    )
+    .await;
+    let hal = p.contact(&app, "hal@example.com", json!({})).await;
+    p.contact(&app, "ida@example.com", json!({})).await;
+    p.contact(&app, "jo@example.com", json!({})).await;
+    let r = app
+        .post(
+            &format!("/workflows/{wf}/executions"),
+            &p.secret_key,
+            json!({ "contactId": hal, "context": { "source": "manual" } }),
+        )
+        .await;
+    assert_eq!(r.status, 201, "{}", r.body);
+    assert_eq!(r.body["status"], "RUNNING");
+    assert_eq!(r.body["triggerEventId"], Value::Null);
+    assert_eq!(r.body["context"]["source"], "manual");
+    let hal_exe = r.body["id"].as_str().unwrap().to_string();
+    for email in ["ida@example.com", "jo@example.com"] {
+        let r = app
+            .post(
+                &format!("/workflows/{wf}/executions"),
+                &p.secret_key,
+                json!({ "email": email }),
+            )
+            .await;
+        assert_eq!(r.status, 201, "{}", r.body);
+    }
+    // One active execution per contact.
+    let r = app
+        .post(
+            &format!("/workflows/{wf}/executions"),
+            &p.secret_key,
+            json!({ "contactId": hal }),
+        )
+        .await;
+    r.assert_error(409, "CONFLICT");
+    // Bad starts.
+    let r = app
+        .post(
+            &format!("/workflows/{wf}/executions"),
+            &p.secret_key,
+            json!({ "email": "nobody@example.com" }),
+        )
+        .await;
+    r.assert_error(404, "NOT_FOUND");
+    let r = app
+        .post(
+            &format!("/workflows/{wf}/executions"),
+            &p.secret_key,
+            json!({}),
+        )
+        .await;
+    r.assert_error(422, "VALIDATION_ERROR");
+    settled(&app, &p, &wf, 3, &["WAITING"]).await;
+
+    let r = app.delete(&format!("/workflows/{wf}"), &p.secret_key).await;
+    r.assert_error(409, "CONFLICT");
+
+    let r = app
+        .delete(
+            &format!("/workflows/{wf}/executions/{hal_exe}"),
+            &p.secret_key,
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.body["status"], "CANCELLED");
+    let r = app
+        .delete(
+            &format!("/workflows/{wf}/executions/{hal_exe}"),
+            &p.secret_key,
+        )
+        .await;
+    r.assert_error(409, "CONFLICT");
+    let e = execution(&app, &p, &wf, &hal_exe).await;
+    assert_eq!(runs(&e), vec![run("WAIT_FOR_EVENT", "SKIPPED", None)]);
+    // A cancelled execution is not resumed by its event.
+    track(&app, &p, "hal@example.com", "reply", json!({})).await;
+
+    let r = app
+        .post(
+            &format!("/workflows/{wf}/executions/cancel-all"),
+            &p.secret_key,
+            json!({}),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.body["cancelled"], 2);
+    settled(&app, &p, &wf, 3, &["CANCELLED"]).await;
+
+    let r = app.delete(&format!("/workflows/{wf}"), &p.secret_key).await;
+    assert_eq!(r.status, 204, "{}", r.body);
+}
+
+#[tokio::test]
+async fn executions_of_another_project_are_not_found() {
+    let app = TestApp::spawn_with(fast).await;
+    let p = app.project().await;
+    let other = app.project().await;
+    let (wf, _) = workflow(
+        &app,
+        &p,
+        "ping",
+        vec![Step("EXIT", json!({}))],
+        &[],
+        json!({}),
+    )
+    .await;
+    track(&app, &p, "kim@example.com", "ping", json!({})).await;
+    let e = &settled(&app, &p, &wf, 1, &["EXITED"]).await[0];
+    let exe = e["id"].as_str().unwrap();
+    for path in [
+        format!("/workflows/{wf}/executions"),
+        format!("/workflows/{wf}/executions/{exe}"),
+    ] {
+        app.get(&path, &other.secret_key)
+            .await
+            .assert_error(404, "NOT_FOUND");
+    }
+    app.delete(
+        &format!("/workflows/{wf}/executions/{exe}"),
+        &other.secret_key,
+    )
+    .await
+    .assert_error(404, "NOT_FOUND");
+    app.post(
+        &format!("/workflows/{wf}/executions/cancel-all"),
+        &other.secret_key,
+        json!({}),
+    )
+    .await
+    .assert_error(404, "NOT_FOUND");
+    // The same event in the other project starts nothing here.
+    track(&app, &other, "kim@example.com", "ping", json!({})).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(executions(&app, &p, &wf).await.len(), 1);
+    app.get(
+        &format!("/workflows/{wf}/executions/exe_nope"),
+        &p.secret_key,
+    )
+    .await
+    .assert_error(404, "NOT_FOUND");
+}
+
+/// A directory with an external step plugin (`component` bytes and its manifest).
+fn plugin_dir(files: &[(&str, &[u8])]) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    for (name, bytes) in files {
+        std::fs::write(dir.path().join(name), bytes).unwrap();
+    }
+    dir
+}
+
+#[tokio::test]
+async fn a_trapping_step_fails_its_execution_after_retries_and_others_go_on() {
+    let dir = plugin_dir(&[
+        ("test_hostile.wasm", crate::platform::plugins::HOSTILE),
+        (
+            "hostile.toml",
+            b"name = \"hostile\"\nworld = \"step\"\nversion = \"0.1.0\"\ncomponent = \"test_hostile.wasm\"\n\n[limits]\ntimeout_ms = 500\nmemory_bytes = 16777216\n",
+        ),
+    ]);
+    let path = dir.path().to_path_buf();
+    let app = TestApp::spawn_with(move |s| {
+        fast(s);
+        s.jobs_max_attempts = 2;
+        s.plugins.dir = Some(path);
+    })
+    .await;
+    let p = app.project().await;
+    let (bad, _) = workflow(
+        &app,
+        &p,
+        "boom",
+        vec![Step(
+            "PLUGIN",
+            json!({ "plugin": "hostile", "mode": "panic" }),
+        )],
+        &[],
+        json!({}),
+    )
+    .await;
+    let (good, _) = workflow(
+        &app,
+        &p,
+        "boom",
+        vec![Step("UPDATE_CONTACT", json!({ "data": { "fine": true } }))],
+        &[],
+        json!({}),
+    )
+    .await;
+    track(&app, &p, "lu@example.com", "boom", json!({})).await;
+    settled(&app, &p, &good, 1, &["COMPLETED"]).await;
+    let e = &settled(&app, &p, &bad, 1, &["FAILED"]).await[0];
+    let error = e["error"].as_str().unwrap();
+    assert!(error.contains("PLUGIN step failed"), "{error}");
+    let r = &e["stepRuns"][0];
+    assert_eq!(r["status"], "FAILED");
+    assert_eq!(r["attempts"], 2, "{r}");
+    // The server is fine.
+    assert_eq!(app.get("/health", &p.secret_key).await.status, 200);
+}
+
+#[tokio::test]
+async fn a_plugin_step_from_the_sdk_example_branches_and_sets_context() {
+    let dir = plugin_dir(&[
+        ("hello_step.wasm", crate::platform::plugins::HELLO),
+        (
+            "hello.toml",
+            include_bytes!("../../../sdk/examples/hello-step/hello.toml"),
+        ),
+    ]);
+    let path = dir.path().to_path_buf();
+    let app = TestApp::spawn_with(move |s| {
+        fast(s);
+        s.plugins.dir = Some(path);
+    })
+    .await;
+    let p = app.project().await;
+    let (wf, _) = workflow(
+        &app,
+        &p,
+        "hello",
+        vec![
+            Step("PLUGIN", json!({ "plugin": "hello", "greeting": "Howdy" })),
+            Step("UPDATE_CONTACT", json!({ "data": { "lane": "vip" } })),
+            Step("UPDATE_CONTACT", json!({ "data": { "lane": "regular" } })),
+        ],
+        &[(0, 1, Some("vip")), (0, 2, Some("regular"))],
+        json!({}),
+    )
+    .await;
+    p.contact(&app, "max@example.com", json!({ "tier": "vip" }))
+        .await;
+    track(&app, &p, "max@example.com", "hello", json!({})).await;
+    track(&app, &p, "ned@example.com", "hello", json!({})).await;
+    let done = settled(&app, &p, &wf, 2, &["COMPLETED"]).await;
+    for e in &done {
+        assert!(
+            e["context"]["greeting"]
+                .as_str()
+                .unwrap()
+                .starts_with("Howdy, "),
+            "{e}"
+        );
+    }
+    assert_eq!(
+        contact_by_email(&app, &p, "max@example.com").await["data"]["lane"],
+        "vip"
+    );
+    assert_eq!(
+        contact_by_email(&app, &p, "ned@example.com").await["data"]["lane"],
+        "regular"
+    );
+}
