@@ -150,8 +150,30 @@ pub struct Upcoming {
     pub queued_emails: i64,
     /// Scheduled campaign sends (campaigns arrive in a later release; none yet).
     pub scheduled_campaigns: Vec<String>,
-    /// Active workflow executions (workflows arrive in a later release; none yet).
-    pub active_executions: Vec<String>,
+    /// Active (running or waiting) workflow executions, oldest first, up to 50.
+    pub active_executions: Vec<UpcomingExecution>,
+    /// Active executions in all.
+    pub active_execution_count: i64,
+}
+
+/// An active workflow execution.
+#[derive(Object)]
+#[oai(rename_all = "camelCase")]
+pub struct UpcomingExecution {
+    /// The execution (`exe_…`).
+    pub id: String,
+    pub workflow_id: String,
+    pub workflow_name: String,
+    pub contact_id: String,
+    /// `RUNNING` or `WAITING`.
+    pub status: String,
+    /// The step it is at or due to run next.
+    #[oai(nullable)]
+    pub current_step_id: Option<String>,
+    /// The event it waits for, if it waits for one.
+    #[oai(nullable)]
+    pub waiting_for_event: Option<String>,
+    pub started_at: crate::api::timestamp::Timestamp,
 }
 
 fn rate(part: i64, whole: i64) -> f64 {
@@ -306,8 +328,8 @@ impl ActivityApi {
 
     /// Upcoming sends
     ///
-    /// Emails waiting in the queue; scheduled campaigns and active workflow executions join
-    /// this list when those features arrive.
+    /// Emails waiting in the queue and active workflow executions; scheduled campaigns join
+    /// this list when campaigns arrive.
     #[oai(
         path = "/activity/upcoming",
         method = "get",
@@ -322,6 +344,10 @@ impl ActivityApi {
             .store()
             .upcoming_emails(auth.0.project_id(), 50)
             .await?;
+        let (executions, active) = state
+            .store()
+            .active_executions(auth.0.project_id(), 50)
+            .await?;
         Ok(Json(Upcoming {
             emails: emails
                 .into_iter()
@@ -334,7 +360,20 @@ impl ActivityApi {
                 .collect(),
             queued_emails: total,
             scheduled_campaigns: Vec::new(),
-            active_executions: Vec::new(),
+            active_executions: executions
+                .into_iter()
+                .map(|e| UpcomingExecution {
+                    id: e.id,
+                    workflow_id: e.workflow_id,
+                    workflow_name: e.workflow_name,
+                    contact_id: e.contact_id,
+                    status: e.status,
+                    current_step_id: e.current_step_id,
+                    waiting_for_event: e.waiting_event,
+                    started_at: crate::api::timestamp::Timestamp(e.created_at),
+                })
+                .collect(),
+            active_execution_count: active,
         }))
     }
 }

@@ -36,9 +36,6 @@ use crate::services::sending_domains::{DomainPolicy, SendingDomains};
 use crate::services::verification::Verifier;
 use crate::store::{Db, Store};
 
-/// How long the dispatcher's claim on outbox events lasts.
-const OUTBOX_LEASE: Duration = Duration::from_secs(60);
-
 /// How often periodic maintenance (pruning counters and old keys) runs.
 const MAINTENANCE_EVERY: Duration = Duration::from_secs(60);
 
@@ -130,8 +127,10 @@ impl AppBuilder {
             }),
         ];
         let consumers: Vec<Arc<dyn EventConsumer>> = own.into_iter().chain(consumers).collect();
+        // The dispatcher's claim on a batch of events lasts as long as a job's: after a crash,
+        // another instance takes the batch over that much later.
         let dispatcher =
-            EventDispatcher::new(store.clone(), consumers, queue.poll_interval, OUTBOX_LEASE);
+            EventDispatcher::new(store.clone(), consumers, queue.poll_interval, queue.lease);
         let workers = Workers::new(jobs.clone(), handlers);
         let verifier = Verifier::new(
             &settings.plugins,

@@ -139,6 +139,19 @@ pub struct StepRunRecord {
 const RUN_COLUMNS: &str = "id, step_id, step_type, status, branch, input, output, error, attempts, \
      created_at, started_at, finished_at";
 
+/// An active execution with its workflow's name.
+#[derive(Clone, Debug, FromRow)]
+pub struct ActiveExecution {
+    pub id: String,
+    pub workflow_id: String,
+    pub workflow_name: String,
+    pub contact_id: String,
+    pub status: String,
+    pub current_step_id: Option<String>,
+    pub waiting_event: Option<String>,
+    pub created_at: i64,
+}
+
 /// Everything a step job reads about its step run before running it.
 #[derive(Clone, Debug, FromRow)]
 pub struct RunContext {
@@ -867,18 +880,33 @@ impl Store {
         Ok(Page::from_rows(rows, page, total, |e| e.id.as_str()))
     }
 
-    /// Active executions of a project (for `/activity/upcoming`).
+    /// The oldest `limit` active executions of a project with their workflow's name, and how
+    /// many are active in all (for `/activity/upcoming`).
     #[tracing::instrument(level = "debug", skip(self))]
-    pub async fn count_active_executions(&self, project: &ProjectId) -> StoreResult<i64> {
-        let n = on_db!(self.db(), pool => {
-            sqlx::query_scalar(
+    pub async fn active_executions(
+        &self,
+        project: &ProjectId,
+        limit: i64,
+    ) -> StoreResult<(Vec<ActiveExecution>, i64)> {
+        let out = on_db!(self.db(), pool => {
+            let rows: Vec<ActiveExecution> = sqlx::query_as(
+                "SELECT e.id, e.workflow_id, w.name AS workflow_name, e.contact_id, e.status, e.current_step_id, \
+                 e.waiting_event, e.created_at FROM workflow_executions e JOIN workflows w ON w.id = e.workflow_id \
+                 WHERE e.project_id = $1 AND e.status IN ('RUNNING', 'WAITING') ORDER BY e.id LIMIT $2",
+            )
+            .bind(project.as_str())
+            .bind(limit)
+            .fetch_all(pool)
+            .await?;
+            let n: i64 = sqlx::query_scalar(
                 "SELECT COUNT(*) FROM workflow_executions WHERE project_id = $1 AND status IN ('RUNNING', 'WAITING')",
             )
             .bind(project.as_str())
             .fetch_one(pool)
-            .await?
+            .await?;
+            (rows, n)
         });
-        Ok(n)
+        Ok(out)
     }
 }
 

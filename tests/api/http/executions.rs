@@ -683,6 +683,14 @@ async fn manual_starts_cancel_one_and_all_and_delete_waits_for_them() {
         .await;
     r.assert_error(422, "VALIDATION_ERROR");
     settled(&app, &p, &wf, 3, &["WAITING"]).await;
+    let r = app.get("/activity/upcoming", &p.secret_key).await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.body["activeExecutionCount"], 3, "{}", r.body);
+    let active = r.body["activeExecutions"].as_array().unwrap();
+    assert_eq!(active.len(), 3);
+    assert_eq!(active[0]["id"], hal_exe.as_str());
+    assert_eq!(active[0]["waitingForEvent"], "reply");
+    assert_eq!(active[0]["workflowName"], "on never_tracked");
 
     let r = app.delete(&format!("/workflows/{wf}"), &p.secret_key).await;
     r.assert_error(409, "CONFLICT");
@@ -882,4 +890,199 @@ async fn a_plugin_step_from_the_sdk_example_branches_and_sets_context() {
         contact_by_email(&app, &p, "ned@example.com").await["data"]["lane"],
         "regular"
     );
+}
+
+/// Runs a `SELECT COUNT(*) …` on the test database.
+async fn count(url: &str, sql: &str) -> i64 {
+    use sqlx::Connection;
+    if url.starts_with("postgres") {
+        let mut c = sqlx::PgConnection::connect(url).await.unwrap();
+        sqlx::query_scalar(sql).fetch_one(&mut c).await.unwrap()
+    } else {
+        let mut c = sqlx::SqliteConnection::connect(url).await.unwrap();
+        sqlx::query_scalar(sql).fetch_one(&mut c).await.unwrap()
+    }
+}
+
+/// Tracks `event` for `n` new contacts, eight requests at a time, alternating over `apps`.
+async fn track_many(apps: &[&TestApp], p: &TestProject, event: &str, n: usize) {
+    use futures::StreamExt;
+    futures::stream::iter(0..n)
+        .map(|i| {
+            let app = apps[i % apps.len()];
+            let body =
+                json!({ "email": format!("c{i}@example.com"), "event": event, "data": { "i": i } });
+            async move {
+                let r = app.post("/v1/track", &p.secret_key, body).await;
+                assert_eq!(r.status, 200, "{}", r.body);
+            }
+        })
+        .buffer_unordered(8)
+        .collect::<Vec<_>>()
+        .await;
+}
+
+/// Checks that each of `n` executions completed with exactly one completed run of each of its
+/// two steps and one email, and that the step runs and emails add up (nothing ran twice).
+async fn exactly_once(url: &str, n: i64) {
+    assert_eq!(
+        count(
+            url,
+            "SELECT COUNT(*) FROM workflow_executions WHERE status = 'COMPLETED'"
+        )
+        .await,
+        n
+    );
+    assert_eq!(
+        count(url, "SELECT COUNT(*) FROM workflow_step_runs").await,
+        2 * n
+    );
+    assert_eq!(
+        count(
+            url,
+            "SELECT COUNT(*) FROM workflow_step_runs WHERE status = 'COMPLETED'"
+        )
+        .await,
+        2 * n
+    );
+    assert_eq!(
+        count(url, "SELECT COUNT(*) FROM emails").await,
+        n,
+        "one email per execution"
+    );
+    assert_eq!(
+        count(url, "SELECT COUNT(DISTINCT contact_id) FROM emails").await,
+        n,
+        "each contact mailed once"
+    );
+    assert_eq!(
+        count(
+            url,
+            "SELECT COUNT(*) FROM jobs WHERE kind = 'workflow.step' AND state <> 'completed'"
+        )
+        .await,
+        0
+    );
+}
+
+/// A two-step workflow: update the contact, then send it a template.
+async fn two_steps(app: &TestApp, p: &TestProject, event: &str) -> String {
+    let tpl = template(app, p, "TRANSACTIONAL").await;
+    workflow(
+        app,
+        p,
+        event,
+        vec![
+            Step("UPDATE_CONTACT", json!({ "data": { "seen": true } })),
+            Step("SEND_EMAIL", json!({ "templateId": tpl })),
+        ],
+        &[(0, 1, None)],
+        json!({}),
+    )
+    .await
+    .0
+}
+
+#[tokio::test]
+async fn two_instances_on_one_database_run_each_step_once() {
+    let one = TestApp::spawn_with(fast).await;
+    let two = one.spawn_sharing(fast).await;
+    let p = one.project().await;
+    let wf = two_steps(&one, &p, "joined").await;
+    let n = 200;
+    track_many(&[&one, &two], &p, "joined", n).await;
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while count(
+        &one.database_url,
+        "SELECT COUNT(*) FROM workflow_executions WHERE status = 'COMPLETED'",
+    )
+    .await
+        < n as i64
+    {
+        assert!(
+            Instant::now() < deadline,
+            "{:?}",
+            executions(&one, &p, &wf).await.first()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    exactly_once(&one.database_url, n as i64).await;
+    two.stop().await;
+    one.stop().await;
+}
+
+#[tokio::test]
+async fn a_server_killed_mid_workflows_finishes_after_restart_without_doubles() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = crate::support::harness::fresh_database_url(dir.path()).await;
+    let configure = |s: &mut Settings| {
+        fast(s);
+        s.jobs_lease_seconds = 1;
+    };
+    // The first instance runs on its own runtime, so that it can be killed outright: its tasks
+    // stop wherever they are (mid step, mid effect, mid commit), nothing shuts down cleanly.
+    let mut settings = crate::support::harness::test_settings(dir.path(), &url);
+    configure(&mut settings);
+    let (addr_tx, addr_rx) = std::sync::mpsc::channel();
+    let (kill_tx, kill_rx) = std::sync::mpsc::channel::<()>();
+    let doomed = std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap();
+        let server = rt.block_on(herald::app::spawn(settings)).expect("starts");
+        addr_tx.send(server.addr).unwrap();
+        let _ = kill_rx.recv();
+        std::mem::forget(server);
+        rt.shutdown_background();
+    });
+    let first = TestApp::attach(addr_rx.recv().unwrap(), url.clone());
+    let p = first.project().await;
+    two_steps(&first, &p, "joined").await;
+    let n: i64 = 1000;
+    track_many(&[&first], &p, "joined", n as usize).await;
+    // Kill it while executions are in flight.
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while count(
+        &url,
+        "SELECT COUNT(*) FROM workflow_step_runs WHERE status = 'COMPLETED'",
+    )
+    .await
+        < n / 4
+    {
+        assert!(Instant::now() < deadline, "the executions do not advance");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    kill_tx.send(()).unwrap();
+    doomed.join().unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let done = count(
+        &url,
+        "SELECT COUNT(*) FROM workflow_executions WHERE status = 'COMPLETED'",
+    )
+    .await;
+    assert!(
+        done < n,
+        "the kill came before every execution finished ({done})"
+    );
+
+    // A new instance on the same database finishes every execution, nothing twice.
+    let second = TestApp::spawn_on(&url, configure).await;
+    let deadline = Instant::now() + Duration::from_secs(180);
+    while count(
+        &url,
+        "SELECT COUNT(*) FROM workflow_executions WHERE status = 'COMPLETED'",
+    )
+    .await
+        < n
+    {
+        assert!(
+            Instant::now() < deadline,
+            "not every execution finished after the restart"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    exactly_once(&url, n).await;
+    second.stop().await;
 }
