@@ -1,4 +1,5 @@
-//! The `DELAY` step: waits `amount` minutes, hours or days (at most 365 days).
+//! The `DELAY` step: waits `amount` minutes, hours or days (0 to 365 days; 0 continues at once,
+//! through the queue).
 
 use herald_sdk::config::FieldError;
 use herald_sdk::step::{Input, Outcome, Output, Step};
@@ -38,9 +39,7 @@ impl Step for Delay {
     type Config = Config;
 
     fn check(config: &Config) -> Vec<FieldError> {
-        if config.amount == 0 {
-            vec![FieldError::new("amount", "must be at least 1")]
-        } else if config.amount.saturating_mul(config.unit.millis()) > MAX_MS {
+        if config.amount.saturating_mul(config.unit.millis()) > MAX_MS {
             vec![FieldError::new("amount", "a delay is at most 365 days")]
         } else {
             Vec::new()

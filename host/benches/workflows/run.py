@@ -1,0 +1,227 @@
+#!/usr/bin/env python3
+"""The workflow engine end to end, on SQLite and PostgreSQL, against a release build.
+
+For each database: a fresh `herald serve` (transport `outbox`, 16 job workers) with one enabled
+5-step workflow (CONDITION -> UPDATE_CONTACT -> SEND_EMAIL -> DELAY 0 -> EXIT) triggered by
+`bench`. Then:
+
+1. Throughput: N events of N new contacts are tracked as fast as 16 client threads can; the run
+   ends when every execution is EXITED. Step runs per second = 5 N / (last finish - first
+   track). Beside it, the ceiling measured in the same run: /v1/track alone (the same tracking
+   into an event no workflow uses).
+2. Latency: events tracked at a paced RATE per second for SECONDS seconds; trigger-to-first-step
+   latency = the first step run's finish time minus the trigger event's time, p50 and p99, read
+   from the database afterwards.
+3. Memory: the server's peak RSS (VmHWM) at the end.
+Rows are counted after each run (executions EXITED, step runs, emails) so the figures are real.
+
+Usage: host/benches/workflows/run.py [N, default 10000] [RATE, default 1000] [SECONDS, default 10]
+Needs a release build (cargo build --release) and PostgreSQL on 127.0.0.1:5432 for the second
+half (skipped with a note when unreachable).
+"""
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+from concurrent.futures import ThreadPoolExecutor
+
+ROOT = os.path.dirname(os.path.abspath(__file__)) + "/../../.."
+BIN = os.environ.get("CARGO_TARGET_DIR", os.path.join(ROOT, "target")) + "/release/herald"
+PORT = 18291
+BASE = f"http://127.0.0.1:{PORT}"
+N = int(sys.argv[1]) if len(sys.argv) > 1 else 10000
+RATE = int(sys.argv[2]) if len(sys.argv) > 2 else 1000
+SECONDS = int(sys.argv[3]) if len(sys.argv) > 3 else 10
+
+
+def call(method, path, key, body=None):
+    data = None if body is None else json.dumps(body).encode()
+    req = urllib.request.Request(BASE + path, data=data, method=method)
+    req.add_header("Authorization", f"Bearer {key}")
+    if data is not None:
+        req.add_header("Content-Type", "application/json")
+    with urllib.request.urlopen(req, timeout=60) as r:
+        text = r.read()
+        return json.loads(text) if text else None
+
+
+def query(url, data_dir, sql):
+    """One value from the database."""
+    if url:
+        out = subprocess.run(["psql", url, "-Atc", sql], capture_output=True, text=True, check=True)
+        return out.stdout.strip()
+    import sqlite3
+
+    con = sqlite3.connect(os.path.join(data_dir, "herald.db"))
+    try:
+        return str(con.execute(sql).fetchone()[0])
+    finally:
+        con.close()
+
+
+def rows(url, data_dir, sql):
+    if url:
+        out = subprocess.run(["psql", url, "-Atc", sql], capture_output=True, text=True, check=True)
+        return [float(x) for x in out.stdout.split()]
+    import sqlite3
+
+    con = sqlite3.connect(os.path.join(data_dir, "herald.db"))
+    try:
+        return [float(r[0]) for r in con.execute(sql).fetchall()]
+    finally:
+        con.close()
+
+
+def track_all(key, emails, event, threads=16):
+    def one(email):
+        call("POST", "/v1/track", key, {"email": email, "event": event})
+
+    with ThreadPoolExecutor(threads) as pool:
+        list(pool.map(one, emails))
+
+
+def paced(key, emails, event, rate, threads=32):
+    """Tracks `emails` at `rate` per second (each request at its slot, or late if behind)."""
+    start = time.perf_counter() + 0.2
+    late = [0]
+
+    def one(i):
+        slot = start + i / rate
+        wait = slot - time.perf_counter()
+        if wait > 0:
+            time.sleep(wait)
+        elif wait < -0.05:
+            late[0] += 1
+        call("POST", "/v1/track", key, {"email": emails[i], "event": event})
+
+    with ThreadPoolExecutor(threads) as pool:
+        list(pool.map(one, range(len(emails))))
+    return time.perf_counter() - start, late[0]
+
+
+def exited(key, wf):
+    page = call("GET", f"/workflows/{wf}/executions?status=EXITED&limit=1", key)
+    return page["total"]
+
+
+def wait_exited(key, wf, n, limit=600):
+    deadline = time.time() + limit
+    while exited(key, wf) < n:
+        if time.time() > deadline:
+            raise SystemExit(f"only {exited(key, wf)} of {n} executions exited")
+        time.sleep(0.05)
+    return time.perf_counter()
+
+
+def bench(name, url):
+    """`url` None: SQLite in the data directory."""
+    data = tempfile.mkdtemp()
+    db_args = ["--database-url", url] if url else []
+    try:
+        init = json.loads(
+            subprocess.run(
+                [BIN, "init", "--json", "--data-dir", data] + db_args,
+                capture_output=True, text=True, check=True,
+            ).stdout
+        )
+        key = init["secretKey"]
+        env = dict(os.environ, HERALD_LOG="warn", HERALD_RATE_LIMIT_PER_MINUTE="100000000",
+                   HERALD_JOBS_CONCURRENCY="16", HERALD_JOBS_POLL_INTERVAL_MS="20",
+                   HERALD_DOMAINS__ALLOW_UNVERIFIED="true",
+                   HERALD_SENDING__PER_PROJECT_PER_SECOND="0")
+        server = subprocess.Popen(
+            [BIN, "serve", "--listen", f"127.0.0.1:{PORT}", "--data-dir", data] + db_args,
+            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )
+        try:
+            for _ in range(100):
+                try:
+                    urllib.request.urlopen(BASE + "/ready", timeout=1)
+                    break
+                except OSError:
+                    time.sleep(0.1)
+            tpl = call("POST", "/templates", key, {
+                "name": "bench", "type": "TRANSACTIONAL", "subject": "Hi {{plan}}",
+                "body": "<p>Hello {{email}}, plan {{plan ?? \"none\"}}.</p>", "from": "bench@acme.test"})["id"]
+            wf = call("POST", "/workflows", key, {"name": "bench", "triggerConfig": {"eventName": "bench"}})["id"]
+            steps = [
+                ("CONDITION", {"filter": {"logic": "AND", "groups": [{"filters": [
+                    {"field": "subscribed", "operator": "equals", "value": True}]}]}}),
+                ("UPDATE_CONTACT", {"data": {"plan": "pro"}}),
+                ("SEND_EMAIL", {"templateId": tpl}),
+                ("DELAY", {"amount": 0, "unit": "minutes"}),
+                ("EXIT", {"reason": "done"}),
+            ]
+            ids = [call("POST", f"/workflows/{wf}/steps", key, {"type": t, "config": c})["id"] for t, c in steps]
+            for i in range(len(ids) - 1):
+                link = {"fromStepId": ids[i], "toStepId": ids[i + 1]}
+                if i == 0:
+                    link["branch"] = "yes"
+                call("POST", f"/workflows/{wf}/transitions", key, link)
+            call("PATCH", f"/workflows/{wf}", key, {"enabled": True})
+
+            print(f"### {name}")
+            # The ceiling: tracking alone, into an event no workflow uses.
+            began = time.perf_counter()
+            track_all(key, [f"floor{i}@example.com" for i in range(N)], "unused")
+            floor = N / (time.perf_counter() - began)
+            print(f"- /v1/track alone (ceiling): {floor:,.0f} events/s ({N} events, 16 client threads)")
+
+            began = time.perf_counter()
+            track_all(key, [f"c{i}@example.com" for i in range(N)], "bench")
+            tracked = time.perf_counter() - began
+            done = wait_exited(key, wf, N)
+            total = done - began
+            runs = int(query(url, data, "SELECT COUNT(*) FROM workflow_step_runs WHERE status = 'COMPLETED'"))
+            print(f"- {N} executions x 5 steps: {5 * N / total:,.0f} step runs/s end to end "
+                  f"({total:.1f} s; tracking took {tracked:.1f} s, {N / tracked:,.0f} events/s); "
+                  f"rows: {exited(key, wf)} executions EXITED, {runs} step runs COMPLETED, "
+                  f"{query(url, data, 'SELECT COUNT(*) FROM emails')} emails")
+
+            count = RATE * SECONDS
+            elapsed, late = paced(key, [f"p{i}@example.com" for i in range(count)], "bench", RATE)
+            wait_exited(key, wf, N + count)
+            lat = sorted(rows(url, data, (
+                "SELECT r.finished_at - e.created_at FROM workflow_step_runs r "
+                "JOIN workflow_executions e ON e.id = r.execution_id "
+                "WHERE r.step_type = 'CONDITION' AND e.contact_id IN "
+                "(SELECT id FROM contacts WHERE email LIKE 'p%@example.com')")))
+            p50 = statistics.median(lat)
+            p99 = lat[min(len(lat) - 1, int(len(lat) * 0.99))]
+            print(f"- trigger to first step at {count / elapsed:,.0f} events/s offered ({late} requests late): "
+                  f"p50 {p50:.0f} ms, p99 {p99:.0f} ms, max {lat[-1]:.0f} ms ({len(lat)} executions)")
+            with open(f"/proc/{server.pid}/status") as f:
+                hwm = next(l for l in f if l.startswith("VmHWM")).split()[1]
+            print(f"- peak RSS: {int(hwm) / 1024:.0f} MiB after {N + count} executions "
+                  f"({query(url, data, 'SELECT COUNT(*) FROM workflow_step_runs')} step runs)")
+        finally:
+            server.terminate()
+            server.wait()
+    finally:
+        shutil.rmtree(data, ignore_errors=True)
+
+
+def main():
+    bench("SQLite", None)
+    db = f"herald_bench_wf_{int(time.time())}"
+    base = "postgres://postgres@127.0.0.1:5432"
+    try:
+        subprocess.run(["psql", f"{base}/postgres", "-qc", f"CREATE DATABASE {db}"], check=True,
+                       capture_output=True)
+    except (subprocess.CalledProcessError, FileNotFoundError):
+        print("### PostgreSQL: not reachable on 127.0.0.1:5432; skipped")
+        return
+    try:
+        bench("PostgreSQL", f"{base}/{db}")
+    finally:
+        subprocess.run(["psql", f"{base}/postgres", "-qc", f"DROP DATABASE {db}"], capture_output=True)
+
+
+if __name__ == "__main__":
+    main()
