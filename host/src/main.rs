@@ -76,10 +76,12 @@ enum PluginsCommand {
         #[command(flatten)]
         db: DbArgs,
     },
-    /// Show what a component file exports and which capabilities it asks for.
+    /// Show what a component file exports and which capabilities it asks for; without a file,
+    /// check the deployment: every `PLUGIN` step of a workflow must name a loaded step plugin
+    /// (exits 1 and lists the steps that do not).
     Check {
         /// The component (`.wasm`).
-        file: PathBuf,
+        file: Option<PathBuf>,
         /// Print JSON instead of text.
         #[arg(long)]
         json: bool,
@@ -177,7 +179,63 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                         }
                     }
                 }
-                PluginsCommand::Check { file, json, .. } => {
+                PluginsCommand::Check {
+                    file: None, json, ..
+                } => {
+                    let pool = Db::connect(&settings.database_url(), 2).await?;
+                    pool.migrate().await?;
+                    let store = herald::store::Store::new(pool.clone());
+                    let steps = store.plugin_steps().await?;
+                    pool.close().await;
+                    let missing: Vec<_> = steps
+                        .iter()
+                        .filter(|s| {
+                            s.plugin.as_deref().is_none_or(|name| {
+                                plugins
+                                    .step_plugin("PLUGIN", &serde_json::json!({ "plugin": name }))
+                                    .is_err()
+                            })
+                        })
+                        .collect();
+                    if json {
+                        println!(
+                            "{}",
+                            serde_json::to_string_pretty(&serde_json::json!({
+                                "pluginSteps": steps.len(),
+                                "missing": missing,
+                            }))?
+                        );
+                    } else if missing.is_empty() {
+                        println!(
+                            "OK: {} PLUGIN step(s), each names a loaded step plugin",
+                            steps.len()
+                        );
+                    } else {
+                        println!(
+                            "{} PLUGIN step(s) name no loaded step plugin; they fail when an execution reaches them:",
+                            missing.len()
+                        );
+                        for s in &missing {
+                            println!(
+                                "  project {} workflow {} ({}{}) step {}: plugin {}",
+                                s.project_id,
+                                s.workflow_id,
+                                s.workflow_name,
+                                if s.enabled { ", enabled" } else { "" },
+                                s.step_id,
+                                s.plugin.as_deref().unwrap_or("(none named)")
+                            );
+                        }
+                    }
+                    if !missing.is_empty() {
+                        anyhow::bail!("{} PLUGIN step(s) without their plugin", missing.len());
+                    }
+                }
+                PluginsCommand::Check {
+                    file: Some(file),
+                    json,
+                    ..
+                } => {
                     let report = plugins.check_file(&file)?;
                     if json {
                         println!("{}", serde_json::to_string_pretty(&report)?);

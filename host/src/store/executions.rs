@@ -139,6 +139,19 @@ pub struct StepRunRecord {
 const RUN_COLUMNS: &str = "id, step_id, step_type, status, branch, input, output, error, attempts, \
      created_at, started_at, finished_at";
 
+/// A `PLUGIN` step of any project's workflow, with the plugin it names.
+#[derive(Clone, Debug, FromRow, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PluginStep {
+    pub project_id: String,
+    pub workflow_id: String,
+    pub workflow_name: String,
+    pub enabled: bool,
+    pub step_id: String,
+    /// `config.plugin`; `None` when the config names none.
+    pub plugin: Option<String>,
+}
+
 /// An active execution with its workflow's name.
 #[derive(Clone, Debug, FromRow)]
 pub struct ActiveExecution {
@@ -878,6 +891,21 @@ impl Store {
             (rows, total)
         });
         Ok(Page::from_rows(rows, page, total, |e| e.id.as_str()))
+    }
+
+    /// Every `PLUGIN` step of every workflow (for `herald plugins check`).
+    #[tracing::instrument(level = "debug", skip(self))]
+    pub async fn plugin_steps(&self) -> StoreResult<Vec<PluginStep>> {
+        let plugin = super::dialect::json_text(self.db().backend(), "s.config", "plugin");
+        let sql = format!(
+            "SELECT w.project_id, w.id AS workflow_id, w.name AS workflow_name, w.enabled, s.id AS step_id, \
+             {plugin} AS plugin FROM workflow_steps s JOIN workflows w ON w.id = s.workflow_id \
+             WHERE s.type = 'PLUGIN' ORDER BY w.id, s.id"
+        );
+        let rows = on_db!(self.db(), pool => {
+            sqlx::query_as(&sql).fetch_all(pool).await?
+        });
+        Ok(rows)
     }
 
     /// The oldest `limit` active executions of a project with their workflow's name, and how

@@ -118,7 +118,11 @@ async fn delay_waits_until_now_plus_the_amount() {
         assert!(result.effects.is_empty());
     }
     // A delay of 0 continues at once, through the queue.
-    assert!(errors(&plugins, "DELAY", json!({ "amount": 0, "unit": "days" })).await.is_empty());
+    assert!(
+        errors(&plugins, "DELAY", json!({ "amount": 0, "unit": "days" }))
+            .await
+            .is_empty()
+    );
     let too_long = errors(&plugins, "DELAY", json!({ "amount": 366, "unit": "days" })).await;
     assert_eq!(fields(&too_long), ["amount"]);
     assert!(too_long[0].message.contains("365 days"));
