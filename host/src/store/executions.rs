@@ -67,6 +67,15 @@ pub struct TransitionRow {
     pub branch: Option<String>,
 }
 
+/// A transition out of a step, as the engine follows it.
+#[derive(Clone, Debug, FromRow)]
+pub struct Exit {
+    pub to_step_id: String,
+    pub branch: Option<String>,
+    /// The type of the step it leads to.
+    pub to_step_type: String,
+}
+
 /// A workflow with its graph.
 #[derive(Clone, Debug)]
 pub struct WorkflowGraph {
@@ -226,6 +235,7 @@ pub struct StepCommit<'a> {
     pub lease: &'a Lease,
     pub run_id: &'a str,
     pub execution_id: &'a str,
+    pub project_id: &'a str,
     /// `COMPLETED`, `WAITING` or `FAILED`.
     pub run_status: &'static str,
     pub branch: Option<&'a str>,
@@ -252,6 +262,7 @@ pub struct StepCommit<'a> {
 /// A waiting execution to resume.
 pub struct Resume<'a> {
     pub execution_id: &'a str,
+    pub project_id: &'a str,
     /// The step run that waits.
     pub waiting_run_id: &'a str,
     /// `event` or `timeout`.
@@ -322,13 +333,13 @@ impl Store {
         })
     }
 
-    /// The transitions leaving a step.
+    /// The transitions leaving a step, with the type of the step each leads to.
     #[tracing::instrument(level = "debug", skip(self))]
-    pub async fn transitions_from(&self, step: &str) -> StoreResult<Vec<TransitionRow>> {
+    pub async fn transitions_from(&self, step: &str) -> StoreResult<Vec<Exit>> {
         let rows = on_db!(self.db(), pool => {
             sqlx::query_as(
-                "SELECT id, from_step_id, to_step_id, branch FROM workflow_transitions \
-                 WHERE from_step_id = $1 ORDER BY id",
+                "SELECT t.to_step_id, t.branch, s.type AS to_step_type FROM workflow_transitions t \
+                 JOIN workflow_steps s ON s.id = t.to_step_id WHERE t.from_step_id = $1 ORDER BY t.id",
             )
             .bind(step)
             .fetch_all(pool)
@@ -347,18 +358,6 @@ impl Store {
                 .await?
         });
         Ok(id)
-    }
-
-    /// A step's type, when it still exists.
-    #[tracing::instrument(level = "debug", skip(self))]
-    pub async fn step_type(&self, step: &str) -> StoreResult<Option<String>> {
-        let t = on_db!(self.db(), pool => {
-            sqlx::query_scalar("SELECT type FROM workflow_steps WHERE id = $1")
-                .bind(step)
-                .fetch_optional(pool)
-                .await?
-        });
-        Ok(t)
     }
 
     /// The enabled workflows of a project that `event_name` triggers.
@@ -566,12 +565,8 @@ impl Store {
             .await?
             .rows_affected();
             if advanced == 1 {
-                let project: String = sqlx::query_scalar("SELECT project_id FROM workflow_executions WHERE id = $1")
-                    .bind(c.execution_id)
-                    .fetch_one(&mut *tx)
-                    .await?;
                 if let Some(next) = c.next {
-                    insert_run(&mut tx, &project, c.execution_id, next, now).await?;
+                    insert_run(&mut tx, c.project_id, c.execution_id, next, now).await?;
                     tx.insert_job(&next.job, now).await?;
                 }
                 if let Some(job) = c.timeout_job {
@@ -716,11 +711,7 @@ impl Store {
                 .execute(&mut *tx)
                 .await?;
                 if let Some(next) = r.next {
-                    let project: String = sqlx::query_scalar("SELECT project_id FROM workflow_executions WHERE id = $1")
-                        .bind(r.execution_id)
-                        .fetch_one(&mut *tx)
-                        .await?;
-                    insert_run(&mut tx, &project, r.execution_id, next, now).await?;
+                    insert_run(&mut tx, r.project_id, r.execution_id, next, now).await?;
                     tx.insert_job(&next.job, now).await?;
                 }
             }

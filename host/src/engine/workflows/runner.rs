@@ -15,8 +15,7 @@ use crate::plugins::PluginError;
 use crate::plugins::types::{self as step, Outcome, StepInput};
 use crate::store::StoreError;
 use crate::store::executions::{
-    NextRun, RunContext, STEP_KIND, StepCommit, StepPayload, TIMEOUT_KIND, TimeoutPayload,
-    TransitionRow,
+    Exit, NextRun, RunContext, STEP_KIND, StepCommit, StepPayload, TIMEOUT_KIND, TimeoutPayload,
 };
 use crate::store::jobs::{JobPayload, NewJob};
 
@@ -43,7 +42,7 @@ impl JobHandler for StepRunner {
 
 /// The transition out of a step along `branch`, or its plain transition when no transition
 /// carries that branch (a `PLUGIN` step's own branch names).
-fn follow<'a>(transitions: &'a [TransitionRow], branch: Option<&str>) -> Option<&'a TransitionRow> {
+fn follow<'a>(transitions: &'a [Exit], branch: Option<&str>) -> Option<&'a Exit> {
     transitions
         .iter()
         .find(|t| t.branch.as_deref() == branch)
@@ -194,6 +193,7 @@ impl StepRunner {
             lease: &ctx.lease,
             run_id: &run.run_id,
             execution_id: &run.execution_id,
+            project_id: &run.project_id,
             run_status: rs::COMPLETED,
             branch: None,
             input: &summary,
@@ -216,7 +216,7 @@ impl StepRunner {
             Outcome::Continue { branch } => {
                 commit.branch = branch.as_deref();
                 next = match follow(&transitions, branch.as_deref()) {
-                    Some(t) => Some(self.next_of(&run, &project, t, now_ms()).await?),
+                    Some(t) => Some(self.next_of(&run, &project, t, now_ms())?),
                     None => None,
                 };
                 if next.is_some() {
@@ -226,7 +226,7 @@ impl StepRunner {
             }
             Outcome::WaitUntil { at } => {
                 next = match follow(&transitions, None) {
-                    Some(t) => Some(self.next_of(&run, &project, t, (*at).max(now_ms())).await?),
+                    Some(t) => Some(self.next_of(&run, &project, t, (*at).max(now_ms()))?),
                     None => None,
                 };
                 if next.is_some() {
@@ -295,25 +295,19 @@ impl StepRunner {
     }
 
     /// The step run that follows along `t`, due at `run_at`.
-    async fn next_of(
+    fn next_of(
         &self,
         run: &RunContext,
         project: &ProjectId,
-        t: &TransitionRow,
+        t: &Exit,
         run_at: i64,
     ) -> Result<NextRun, JobError> {
-        let step_type = self
-            .engine
-            .store
-            .step_type(&t.to_step_id)
-            .await?
-            .unwrap_or_default();
         Ok(self.engine.next_run(
             &run.workflow_id,
             &run.execution_id,
             project,
             &t.to_step_id,
-            &step_type,
+            &t.to_step_type,
             run_at,
         )?)
     }
@@ -375,21 +369,14 @@ impl WorkflowEngine {
             Some(step) => {
                 let transitions = self.store.transitions_from(step).await?;
                 match follow(&transitions, Some(branch)) {
-                    Some(t) => {
-                        let step_type = self
-                            .store
-                            .step_type(&t.to_step_id)
-                            .await?
-                            .unwrap_or_default();
-                        Some(self.next_run(
-                            workflow,
-                            execution,
-                            project,
-                            &t.to_step_id,
-                            &step_type,
-                            now_ms(),
-                        )?)
-                    }
+                    Some(t) => Some(self.next_run(
+                        workflow,
+                        execution,
+                        project,
+                        &t.to_step_id,
+                        &t.to_step_type,
+                        now_ms(),
+                    )?),
                     None => None,
                 }
             }
@@ -397,6 +384,7 @@ impl WorkflowEngine {
         };
         let resume = crate::store::executions::Resume {
             execution_id: execution,
+            project_id: project.as_str(),
             waiting_run_id: waiting_run,
             branch,
             output,
