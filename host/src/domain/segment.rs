@@ -22,7 +22,11 @@ pub struct Violation {
 
 impl Violation {
     /// A violation of `field`.
-    pub fn new(field: impl Into<String>, code: &'static str, message: impl Into<String>) -> Violation {
+    pub fn new(
+        field: impl Into<String>,
+        code: &'static str,
+        message: impl Into<String>,
+    ) -> Violation {
         Violation {
             field: field.into(),
             code,

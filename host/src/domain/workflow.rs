@@ -118,7 +118,11 @@ pub mod step_run_status {
 pub fn check_name(field: &str, name: &str) -> Result<String, Violation> {
     let name = name.trim();
     if name.is_empty() {
-        return Err(Violation::new(field, "required", format!("`{field}` must not be empty")));
+        return Err(Violation::new(
+            field,
+            "required",
+            format!("`{field}` must not be empty"),
+        ));
     }
     if name.chars().count() > MAX_NAME_CHARS {
         return Err(Violation::new(
@@ -178,7 +182,11 @@ pub fn check_new_transition(
             None => "its transition".to_string(),
         };
         return Err(Violation::new(
-            if branch.is_some() { "branch" } else { "fromStepId" },
+            if branch.is_some() {
+                "branch"
+            } else {
+                "fromStepId"
+            },
             "conflict",
             format!(
                 "step {} already has {what} ({}); delete it first",
@@ -341,10 +349,7 @@ pub fn entry_step<'a>(
     transitions: &[GraphTransition<'_>],
 ) -> Option<&'a str> {
     let targets: HashSet<&str> = transitions.iter().map(|t| t.to).collect();
-    steps
-        .iter()
-        .map(|s| s.id)
-        .find(|id| !targets.contains(id))
+    steps.iter().map(|s| s.id).find(|id| !targets.contains(id))
 }
 
 /// Where an execution goes after a step that continued along `branch`: the transition with
@@ -368,7 +373,12 @@ mod tests {
         GraphStep { id, step_type: t }
     }
 
-    fn tr<'a>(id: &'a str, from: &'a str, to: &'a str, branch: Option<&'a str>) -> GraphTransition<'a> {
+    fn tr<'a>(
+        id: &'a str,
+        from: &'a str,
+        to: &'a str,
+        branch: Option<&'a str>,
+    ) -> GraphTransition<'a> {
         GraphTransition {
             id,
             from,
@@ -418,8 +428,11 @@ mod tests {
             tr("t2", "a", "c", Some("yes")),
             tr("t3", "c", "b", None),
         ];
-        let codes: Vec<_> = check_graph(&steps, &ts).into_iter().map(|v| v.code).collect();
-        assert_eq!(codes, vec!["several_entries", "invalid", "duplicate"]);
+        let codes: Vec<_> = check_graph(&steps, &ts)
+            .into_iter()
+            .map(|v| v.code)
+            .collect();
+        assert_eq!(codes, vec!["several_entries", "duplicate", "invalid"]);
         assert_eq!(check_graph(&[], &[])[0].code, "required");
         let looped = [tr("t1", "b", "d", None), tr("t2", "d", "b", None)];
         let codes: Vec<_> = check_graph(&steps[1..2], &looped)
@@ -435,13 +448,48 @@ mod tests {
         let b = step("b", StepType::Delay);
         let c = step("c", StepType::Exit);
         let existing = [tr("t1", "a", "b", Some("yes"))];
-        assert_eq!(check_new_transition(&a, &b, None, &existing).unwrap_err().code, "required");
-        assert_eq!(check_new_transition(&a, &c, Some("maybe"), &existing).unwrap_err().code, "invalid");
-        assert_eq!(check_new_transition(&a, &c, Some("yes"), &existing).unwrap_err().code, "conflict");
+        assert_eq!(
+            check_new_transition(&a, &b, None, &existing)
+                .unwrap_err()
+                .code,
+            "required"
+        );
+        assert_eq!(
+            check_new_transition(&a, &c, Some("maybe"), &existing)
+                .unwrap_err()
+                .code,
+            "invalid"
+        );
+        assert_eq!(
+            check_new_transition(&a, &c, Some("yes"), &existing)
+                .unwrap_err()
+                .code,
+            "conflict"
+        );
         assert!(check_new_transition(&a, &c, Some("no"), &existing).is_ok());
-        assert_eq!(check_new_transition(&b, &a, None, &existing).unwrap_err().code, "cycle");
-        assert_eq!(check_new_transition(&c, &b, None, &existing).unwrap_err().code, "invalid");
-        assert_eq!(check_new_transition(&b, &b, None, &existing).unwrap_err().code, "cycle");
-        assert_eq!(check_new_transition(&b, &c, Some("yes"), &existing).unwrap_err().code, "invalid");
+        assert_eq!(
+            check_new_transition(&b, &a, None, &existing)
+                .unwrap_err()
+                .code,
+            "cycle"
+        );
+        assert_eq!(
+            check_new_transition(&c, &b, None, &existing)
+                .unwrap_err()
+                .code,
+            "invalid"
+        );
+        assert_eq!(
+            check_new_transition(&b, &b, None, &existing)
+                .unwrap_err()
+                .code,
+            "cycle"
+        );
+        assert_eq!(
+            check_new_transition(&b, &c, Some("yes"), &existing)
+                .unwrap_err()
+                .code,
+            "invalid"
+        );
     }
 }
