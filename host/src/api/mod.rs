@@ -19,9 +19,11 @@ pub mod send;
 pub mod server;
 pub mod state;
 pub mod templates;
+pub mod timestamp;
 pub mod track;
 pub mod users;
 pub mod verify;
+pub mod workflows;
 
 use poem_openapi::{OpenApiService, Tags};
 
@@ -46,6 +48,8 @@ pub enum ApiTags {
     Templates,
     /// Segments: named sets of contacts, by a filter or a stored list.
     Segments,
+    /// Workflows: a trigger event, steps and the transitions between them.
+    Workflows,
     /// Dashboard login.
     Auth,
     /// The logged-in user and their projects.
@@ -77,6 +81,7 @@ pub type Apis = (
         activity::ActivityApi,
         templates::TemplatesApi,
         segments::SegmentsApi,
+        workflows::WorkflowsApi,
     ),
 );
 
