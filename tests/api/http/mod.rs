@@ -15,3 +15,4 @@ mod segments;
 pub mod send;
 mod templates;
 mod verify;
+mod workflows;
