@@ -86,6 +86,13 @@ impl FieldError {
     }
 }
 
+impl From<crate::domain::segment::Violation> for FieldError {
+    /// A broken domain rule, reported at its field.
+    fn from(v: crate::domain::segment::Violation) -> FieldError {
+        FieldError::new(v.field, v.code, v.message)
+    }
+}
+
 /// An error answered to a client.
 #[derive(Debug, thiserror::Error)]
 #[error("{message}")]

@@ -400,7 +400,7 @@ impl ExecutionsApi {
         let workflow = workflow_id(&id)?;
         state
             .store()
-            .workflow_graph(project, &workflow)
+            .workflow(project, &workflow)
             .await
             .map_err(|e| ApiError::from_store(e, "workflow"))?;
         let page = PageRequest::new(limit.0, cursor.0.as_deref(), |id| {
@@ -505,7 +505,7 @@ impl ExecutionsApi {
         let workflow = workflow_id(&id)?;
         state
             .store()
-            .workflow_graph(project, &workflow)
+            .workflow(project, &workflow)
             .await
             .map_err(|e| ApiError::from_store(e, "workflow"))?;
         let cancelled = state

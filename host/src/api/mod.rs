@@ -24,6 +24,7 @@ pub mod timestamp;
 pub mod track;
 pub mod users;
 pub mod verify;
+pub mod workflows;
 
 use poem_openapi::{OpenApiService, Tags};
 
@@ -48,7 +49,8 @@ pub enum ApiTags {
     Templates,
     /// Segments: named sets of contacts, by a filter or a stored list.
     Segments,
-    /// Workflows: steps run per contact when an event triggers them, and their executions.
+    /// Workflows: a trigger event, steps and the transitions between them, and the executions
+    /// that run them per contact.
     Workflows,
     /// Dashboard login.
     Auth,
@@ -82,6 +84,7 @@ pub type Apis = (
         templates::TemplatesApi,
         segments::SegmentsApi,
         executions::ExecutionsApi,
+        workflows::WorkflowsApi,
     ),
 );
 

@@ -14,6 +14,13 @@ use crate::domain::time::to_rfc3339;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub struct Timestamp(pub i64);
 
+impl Timestamp {
+    /// The time of stored unix milliseconds.
+    pub fn from_ms(ms: i64) -> Timestamp {
+        Timestamp(ms)
+    }
+}
+
 impl Type for Timestamp {
     const IS_REQUIRED: bool = true;
 

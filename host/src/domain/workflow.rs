@@ -3,9 +3,12 @@
 //! graph (one entry step, each branch at most once, no cycle) that enabling and starting run.
 //! Pure: the store reads the graph, these functions judge it.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
-pub use crate::domain::segment::Violation;
+use serde_json::{Map, Value};
+
+use crate::domain::event::EventName;
+pub use crate::domain::segment::{Violation, check_description};
 
 /// Longest workflow or step name, in characters.
 pub const MAX_NAME_CHARS: usize = 200;
@@ -133,6 +136,73 @@ pub fn check_name(field: &str, name: &str) -> Result<String, Violation> {
         ));
     }
     Ok(name.to_string())
+}
+
+/// The one trigger type: a workflow starts when an event of its trigger name is recorded for a
+/// contact.
+pub const TRIGGER_EVENT: &str = "EVENT";
+
+/// A trigger event name (`triggerConfig.eventName`, reported at `field`): the syntax rules of
+/// `/v1/track` (not empty, at most 255 characters, no control characters), trimmed. Names the
+/// service emits itself (`contact.subscribed`, `segment.<slug>.entry`, …) are accepted: they are
+/// events a workflow may start from, although a caller cannot track them.
+pub fn check_trigger_event(field: &str, name: &str) -> Result<String, Violation> {
+    EventName::parse_any(name)
+        .map(|n| n.as_str().to_string())
+        .map_err(|e| Violation::new(field, "invalid", e.to_string()))
+}
+
+/// A trigger type: only `EVENT` (any case).
+pub fn check_trigger_type(s: &str) -> Result<&'static str, Violation> {
+    if s.trim().eq_ignore_ascii_case(TRIGGER_EVENT) {
+        Ok(TRIGGER_EVENT)
+    } else {
+        Err(Violation::new(
+            "triggerType",
+            "invalid",
+            format!("`{s}` is not a trigger type; the only one is EVENT"),
+        ))
+    }
+}
+
+/// A step type from its wire name (any case).
+pub fn check_step_type(s: &str) -> Result<StepType, Violation> {
+    StepType::parse(s).ok_or_else(|| {
+        let names: Vec<&str> = StepType::ALL.iter().map(|t| t.as_str()).collect();
+        Violation::new(
+            "type",
+            "invalid",
+            format!("`{s}` is not a step type; use one of {}", names.join(", ")),
+        )
+    })
+}
+
+/// The shape of a step `config`: a JSON object of at most [`MAX_CONFIG_BYTES`]. What it holds
+/// is for the step's plugin to judge.
+pub fn check_config(config: &Value) -> Result<(), Violation> {
+    if !config.is_object() {
+        return Err(Violation::new(
+            "config",
+            "invalid_type",
+            "`config` must be a JSON object",
+        ));
+    }
+    let size = config.to_string().len();
+    if size > MAX_CONFIG_BYTES {
+        return Err(Violation::new(
+            "config",
+            "too_long",
+            format!("`config` is {size} bytes of JSON; at most {MAX_CONFIG_BYTES} are allowed"),
+        ));
+    }
+    Ok(())
+}
+
+/// The template a `SEND_EMAIL` step sends (`config.templateId`), when it names one.
+pub fn step_template_id(step_type: StepType, config: &Value) -> Option<&str> {
+    (step_type == StepType::SendEmail)
+        .then(|| config.get("templateId").and_then(Value::as_str))
+        .flatten()
 }
 
 /// A step of a graph, as the checks see it.
@@ -391,6 +461,86 @@ pub fn next_step<'a>(
         .map(|t| t.to)
 }
 
+/// How to reconnect the graph around a step that is deleted with `splice=true`: the incoming
+/// transitions to re-point (id, new target); every other transition of the step goes with it.
+///
+/// With one outgoing transition, every incoming one is re-pointed to its target and keeps its
+/// own branch (its source and branch do not change, so no branch is taken twice, and removing a
+/// step of an acyclic graph while joining its neighbours closes no cycle). With no incoming or no
+/// outgoing transition there is nothing to join: the step's transitions are deleted with it. With
+/// several outgoing transitions (the `yes`/`no` or `event`/`timeout` branches) there is no single
+/// next step, so the step cannot be spliced.
+pub fn splice<'a>(
+    step: &str,
+    transitions: &[GraphTransition<'a>],
+) -> Result<Vec<(&'a str, &'a str)>, Violation> {
+    let incoming: Vec<&GraphTransition<'a>> = transitions.iter().filter(|t| t.to == step).collect();
+    let outgoing: Vec<&GraphTransition<'a>> =
+        transitions.iter().filter(|t| t.from == step).collect();
+    match (incoming.is_empty(), outgoing.as_slice()) {
+        (true, _) | (_, []) => Ok(Vec::new()),
+        (false, [next]) => Ok(incoming.iter().map(|t| (t.id, next.to)).collect()),
+        (false, several) => Err(Violation::new(
+            "splice",
+            "ambiguous",
+            format!(
+                "step {step} has {} outgoing transitions ({}), so there is no single next step to \
+                 reconnect its incoming transitions to; delete it without `splice`, or delete all \
+                 but one of its outgoing transitions first",
+                several.len(),
+                {
+                    let mut branches: Vec<&str> = several
+                        .iter()
+                        .map(|t| t.branch.unwrap_or("plain"))
+                        .collect();
+                    branches.sort_unstable();
+                    branches.join(", ")
+                }
+            ),
+        )),
+    }
+}
+
+/// The fields of the contact a `CONDITION` filter may use, with their types.
+pub const CONTACT_FIELDS: [(&str, &str); 4] = [
+    ("email", "string"),
+    ("subscribed", "boolean"),
+    ("createdAt", "date"),
+    ("updatedAt", "date"),
+];
+
+/// The JSON type of a value: `string`, `number`, `boolean`, `array`, `object` or `null`.
+pub fn json_type(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "boolean",
+        Value::Number(_) => "number",
+        Value::String(_) => "string",
+        Value::Array(_) => "array",
+        Value::Object(_) => "object",
+    }
+}
+
+/// The top-level data keys of events (newest first) as `event.data.<key>` fields, sorted, each
+/// with the JSON type of its newest non-null value (`null` when it was only ever null).
+pub fn event_data_fields<'a>(
+    events: impl IntoIterator<Item = &'a Map<String, Value>>,
+) -> Vec<(String, &'static str)> {
+    let mut fields: BTreeMap<&str, &'static str> = BTreeMap::new();
+    for data in events {
+        for (key, value) in data {
+            let seen = fields.entry(key).or_insert("null");
+            if *seen == "null" {
+                *seen = json_type(value);
+            }
+        }
+    }
+    fields
+        .into_iter()
+        .map(|(k, t)| (format!("event.data.{k}"), t))
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -526,5 +676,78 @@ mod tests {
                 .code,
             "invalid"
         );
+    }
+
+    #[test]
+    fn splice_joins_the_neighbours_or_explains_why_not() {
+        // a -yes-> s, b -> s, s -> c: both incoming go to c with their own branch.
+        let ts = [
+            tr("t1", "a", "s", Some("yes")),
+            tr("t2", "b", "s", None),
+            tr("t3", "s", "c", None),
+        ];
+        assert_eq!(splice("s", &ts).unwrap(), vec![("t1", "c"), ("t2", "c")]);
+        // No incoming or no outgoing: nothing to join.
+        assert!(splice("a", &ts).unwrap().is_empty());
+        assert!(splice("c", &ts).unwrap().is_empty());
+        // Two ways out: ambiguous.
+        let branched = [
+            tr("t1", "a", "s", None),
+            tr("t2", "s", "b", Some("yes")),
+            tr("t3", "s", "c", Some("no")),
+        ];
+        let v = splice("s", &branched).unwrap_err();
+        assert_eq!(v.code, "ambiguous");
+        assert!(v.message.contains("(no, yes)"), "{}", v.message);
+    }
+
+    #[test]
+    fn event_fields_take_the_newest_non_null_type() {
+        let newest: Map<String, Value> =
+            serde_json::from_str(r#"{"plan":"pro","seats":null,"tags":["a"]}"#).unwrap();
+        let older: Map<String, Value> =
+            serde_json::from_str(r#"{"plan":3,"seats":2,"gone":null}"#).unwrap();
+        assert_eq!(
+            event_data_fields([&newest, &older]),
+            vec![
+                ("event.data.gone".to_string(), "null"),
+                ("event.data.plan".to_string(), "string"),
+                ("event.data.seats".to_string(), "number"),
+                ("event.data.tags".to_string(), "array"),
+            ]
+        );
+    }
+
+    #[test]
+    fn configs_triggers_and_types_are_checked() {
+        assert!(check_config(&serde_json::json!({ "amount": 1 })).is_ok());
+        assert_eq!(
+            check_config(&serde_json::json!([1])).unwrap_err().code,
+            "invalid_type"
+        );
+        let big = serde_json::json!({ "x": "a".repeat(MAX_CONFIG_BYTES) });
+        assert_eq!(check_config(&big).unwrap_err().code, "too_long");
+        assert_eq!(
+            check_trigger_event("eventName", " signup ").unwrap(),
+            "signup"
+        );
+        assert_eq!(
+            check_trigger_event("eventName", "contact.subscribed").unwrap(),
+            "contact.subscribed"
+        );
+        assert!(check_trigger_event("eventName", "  ").is_err());
+        assert!(check_trigger_event("eventName", "a\u{7}b").is_err());
+        assert_eq!(check_trigger_type("event").unwrap(), TRIGGER_EVENT);
+        assert!(check_trigger_type("SCHEDULE").is_err());
+        assert_eq!(check_step_type("delay").unwrap(), StepType::Delay);
+        assert!(
+            check_step_type("LOOP")
+                .unwrap_err()
+                .message
+                .contains("SEND_EMAIL")
+        );
+        let send = serde_json::json!({ "templateId": "tpl_1" });
+        assert_eq!(step_template_id(StepType::SendEmail, &send), Some("tpl_1"));
+        assert_eq!(step_template_id(StepType::Delay, &send), None);
     }
 }

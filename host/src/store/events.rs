@@ -131,6 +131,25 @@ impl Store {
         Ok(Page::from_rows(items, page, total, |e| e.id.as_str()))
     }
 
+    /// The `data` of the latest `limit` events named `name` in a project, newest first (the
+    /// keys a workflow condition may test on its trigger event).
+    #[tracing::instrument(level = "debug", skip(self))]
+    pub async fn recent_event_data(
+        &self,
+        project: &ProjectId,
+        name: &str,
+        limit: u32,
+    ) -> StoreResult<Vec<Map<String, Value>>> {
+        let sql = format!(
+            "SELECT data FROM events WHERE project_id = $1 AND name = $2 \
+             ORDER BY id DESC LIMIT {limit}"
+        );
+        let rows: Vec<Json<Map<String, Value>>> = on_db!(self.db(), pool => {
+            sqlx::query_scalar(&sql).bind(project.as_str()).bind(name).fetch_all(pool).await?
+        });
+        Ok(rows.into_iter().map(|d| d.0).collect())
+    }
+
     /// Distinct event names of a project, most used first.
     #[tracing::instrument(level = "debug", skip(self))]
     pub async fn event_names(&self, project: &ProjectId) -> StoreResult<Vec<EventNameCount>> {

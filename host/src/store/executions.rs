@@ -49,24 +49,6 @@ pub struct TimeoutPayload {
 
 impl JobPayload for TimeoutPayload {}
 
-/// A step of a workflow, as the engine runs it.
-#[derive(Clone, Debug, FromRow)]
-pub struct StepRow {
-    pub id: String,
-    #[sqlx(rename = "type")]
-    pub step_type: String,
-    pub config: Json<Value>,
-}
-
-/// A transition of a workflow.
-#[derive(Clone, Debug, FromRow)]
-pub struct TransitionRow {
-    pub id: String,
-    pub from_step_id: String,
-    pub to_step_id: String,
-    pub branch: Option<String>,
-}
-
 /// A transition out of a step, as the engine follows it.
 #[derive(Clone, Debug, FromRow)]
 pub struct Exit {
@@ -74,29 +56,6 @@ pub struct Exit {
     pub branch: Option<String>,
     /// The type of the step it leads to.
     pub to_step_type: String,
-}
-
-/// A workflow with its graph.
-#[derive(Clone, Debug)]
-pub struct WorkflowGraph {
-    pub id: WorkflowId,
-    pub project_id: ProjectId,
-    pub name: String,
-    pub trigger_event: String,
-    pub enabled: bool,
-    pub allow_reentry: bool,
-    pub steps: Vec<StepRow>,
-    pub transitions: Vec<TransitionRow>,
-}
-
-#[derive(FromRow)]
-struct WorkflowRow {
-    id: String,
-    project_id: String,
-    name: String,
-    trigger_event: String,
-    enabled: bool,
-    allow_reentry: bool,
 }
 
 /// An enabled workflow an event triggers.
@@ -289,50 +248,6 @@ fn is_final(status: &str) -> bool {
 }
 
 impl Store {
-    /// A workflow of a project with its steps and transitions (in creation order).
-    #[tracing::instrument(level = "debug", skip(self))]
-    pub async fn workflow_graph(
-        &self,
-        project: &ProjectId,
-        id: &WorkflowId,
-    ) -> StoreResult<WorkflowGraph> {
-        let (row, steps, transitions) = on_db!(self.db(), pool => {
-            let row: Option<WorkflowRow> = sqlx::query_as(
-                "SELECT id, project_id, name, trigger_event, enabled, allow_reentry FROM workflows \
-                 WHERE project_id = $1 AND id = $2",
-            )
-            .bind(project.as_str())
-            .bind(id.as_str())
-            .fetch_optional(pool)
-            .await?;
-            let steps: Vec<StepRow> = sqlx::query_as(
-                "SELECT id, type, config FROM workflow_steps WHERE workflow_id = $1 ORDER BY id",
-            )
-            .bind(id.as_str())
-            .fetch_all(pool)
-            .await?;
-            let transitions: Vec<TransitionRow> = sqlx::query_as(
-                "SELECT id, from_step_id, to_step_id, branch FROM workflow_transitions \
-                 WHERE workflow_id = $1 ORDER BY id",
-            )
-            .bind(id.as_str())
-            .fetch_all(pool)
-            .await?;
-            (row, steps, transitions)
-        });
-        let row = row.ok_or(StoreError::NotFound)?;
-        Ok(WorkflowGraph {
-            id: WorkflowId::from_trusted(row.id),
-            project_id: ProjectId::from_trusted(row.project_id),
-            name: row.name,
-            trigger_event: row.trigger_event,
-            enabled: row.enabled,
-            allow_reentry: row.allow_reentry,
-            steps,
-            transitions,
-        })
-    }
-
     /// The transitions leaving a step, with the type of the step each leads to.
     #[tracing::instrument(level = "debug", skip(self))]
     pub async fn transitions_from(&self, step: &str) -> StoreResult<Vec<Exit>> {

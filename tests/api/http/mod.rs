@@ -16,3 +16,4 @@ mod segments;
 pub mod send;
 mod templates;
 mod verify;
+mod workflows;

@@ -24,15 +24,16 @@ use serde_json::{Map, Value, json};
 
 use crate::domain::event::StoredEvent;
 use crate::domain::ids::{ContactId, ExecutionId, StepRunId};
-use crate::domain::workflow::{self, GraphStep, GraphTransition, StepType, Violation};
+use crate::domain::workflow::{self, Violation};
 use crate::jobs::JobQueue;
 use crate::plugins::Plugins;
 use crate::services::sending::Sending;
 use crate::services::sending_domains::SendingDomains;
 use crate::store::executions::{
-    ExecutionRecord, NewExecution, NextRun, NotStarted, STEP_KIND, StepPayload, WorkflowGraph,
+    ExecutionRecord, NewExecution, NextRun, NotStarted, STEP_KIND, StepPayload,
 };
 use crate::store::jobs::{JobPayload, NewJob};
+use crate::store::workflows::WorkflowGraph;
 use crate::store::{Store, StoreError};
 
 pub use runner::StepRunner;
@@ -59,43 +60,6 @@ pub struct WorkflowEngine {
     pub(crate) sending: Arc<Sending>,
     pub(crate) sending_domains: Arc<SendingDomains>,
     pub(crate) jobs: JobQueue,
-}
-
-/// The graph's steps and transitions as the pure checks see them.
-pub fn graph_view(
-    graph: &WorkflowGraph,
-) -> (Vec<GraphStep<'_>>, Vec<GraphTransition<'_>>, Vec<Violation>) {
-    let mut problems = Vec::new();
-    let steps = graph
-        .steps
-        .iter()
-        .enumerate()
-        .filter_map(|(i, s)| match StepType::parse(&s.step_type) {
-            Some(step_type) => Some(GraphStep {
-                id: s.id.as_str(),
-                step_type,
-            }),
-            None => {
-                problems.push(Violation::new(
-                    format!("steps[{i}].type"),
-                    "invalid",
-                    format!("unknown step type {}", s.step_type),
-                ));
-                None
-            }
-        })
-        .collect();
-    let transitions = graph
-        .transitions
-        .iter()
-        .map(|t| GraphTransition {
-            id: t.id.as_str(),
-            from: t.from_step_id.as_str(),
-            to: t.to_step_id.as_str(),
-            branch: t.branch.as_deref(),
-        })
-        .collect();
-    (steps, transitions, problems)
 }
 
 /// The triggering event as the steps see it (`{ id, name, data, createdAt }`).
@@ -165,29 +129,31 @@ impl WorkflowEngine {
         trigger: Option<&StoredEvent>,
         context: &Map<String, Value>,
     ) -> Result<ExecutionRecord, StartError> {
-        let (steps, transitions, mut problems) = graph_view(graph);
-        problems.extend(workflow::check_graph(&steps, &transitions));
+        let steps = graph.graph_steps();
+        let transitions = graph.graph_transitions();
+        let problems = workflow::check_graph(&steps, &transitions);
         if !problems.is_empty() {
             return Err(StartError::InvalidGraph(problems));
         }
         let entry = workflow::entry_step(&steps, &transitions)
             .and_then(|id| steps.iter().find(|s| s.id == id))
             .ok_or_else(|| StartError::InvalidGraph(Vec::new()))?;
+        let wf = &graph.workflow;
         let id = ExecutionId::generate();
         let entry = self.next_run(
-            graph.id.as_str(),
+            wf.id.as_str(),
             id.as_str(),
-            &graph.project_id,
+            &wf.project_id,
             entry.id,
             entry.step_type.as_str(),
             crate::domain::time::now_ms(),
         )?;
         let new = NewExecution {
             id,
-            project: &graph.project_id,
-            workflow: &graph.id,
+            project: &wf.project_id,
+            workflow: &wf.id,
             contact,
-            allow_reentry: graph.allow_reentry,
+            allow_reentry: wf.allow_reentry,
             trigger_event_id: trigger.map(|e| e.id.as_str()),
             trigger: trigger.map(trigger_of),
             context,
@@ -199,7 +165,7 @@ impl WorkflowEngine {
             .await?
             .map_err(StartError::Refused)?;
         self.jobs.wake();
-        tracing::info!(execution_id = %started.id, workflow_id = %graph.id, contact_id = %contact, "workflow execution started");
+        tracing::info!(execution_id = %started.id, workflow_id = %wf.id, contact_id = %contact, "workflow execution started");
         Ok(started)
     }
 }
