@@ -503,6 +503,7 @@ impl Store {
         run: &str,
         execution: &str,
         error: &str,
+        attempts: i32,
     ) -> StoreResult<bool> {
         let now = now_ms();
         let ok = on_db_write!(self.db(), pool => {
@@ -511,10 +512,11 @@ impl Store {
                 tx.rollback().await?;
                 return Ok(false);
             }
-            sqlx::query("UPDATE workflow_step_runs SET status = 'FAILED', error = $2, finished_at = $3 WHERE id = $1 AND status = 'PENDING'")
+            sqlx::query("UPDATE workflow_step_runs SET status = 'FAILED', error = $2, finished_at = $3, attempts = $4 WHERE id = $1 AND status = 'PENDING'")
                 .bind(run)
                 .bind(error)
                 .bind(now)
+                .bind(attempts)
                 .execute(&mut *tx)
                 .await?;
             sqlx::query(

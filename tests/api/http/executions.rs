@@ -1018,6 +1018,7 @@ async fn a_server_killed_mid_workflows_finishes_after_restart_without_doubles() 
     let configure = |s: &mut Settings| {
         fast(s);
         s.jobs_lease_seconds = 1;
+        s.rate_limit_per_minute = 1_000_000;
     };
     // The first instance runs on its own runtime, so that it can be killed outright: its tasks
     // stop wherever they are (mid step, mid effect, mid commit), nothing shuts down cleanly.

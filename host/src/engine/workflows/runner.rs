@@ -318,7 +318,13 @@ impl StepRunner {
         if !self
             .engine
             .store
-            .fail_execution(&ctx.lease, &run.run_id, &run.execution_id, error)
+            .fail_execution(
+                &ctx.lease,
+                &run.run_id,
+                &run.execution_id,
+                error,
+                ctx.job.attempts,
+            )
             .await?
         {
             return Err(JobError::LeaseLost);
