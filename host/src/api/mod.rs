@@ -20,6 +20,7 @@ pub mod server;
 pub mod state;
 pub mod templates;
 pub mod track;
+pub mod usage;
 pub mod users;
 pub mod verify;
 

@@ -24,6 +24,7 @@ pub mod segments;
 pub mod settings;
 pub mod statements;
 pub mod templates;
+pub mod usage;
 
 use std::path::Path;
 use std::str::FromStr;

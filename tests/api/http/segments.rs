@@ -811,3 +811,147 @@ async fn another_projects_segment_is_not_found() {
     let got = app.get(&base, &p.secret_key).await;
     assert_eq!(got.body, s);
 }
+
+/// The `segments` list of a usage answer, asserting the one usage shape: three lists, and
+/// `{ id, name }` items without `stepId`.
+async fn segment_usage(app: &TestApp, p: &TestProject, path: &str) -> Vec<Value> {
+    let r = app.get(path, &p.secret_key).await;
+    assert_eq!(r.status, 200, "{path}: {}", r.body);
+    assert_eq!(r.body["campaigns"], json!([]), "{}", r.body);
+    assert!(r.body["workflows"].is_array(), "{}", r.body);
+    let segments = r.body["segments"].as_array().unwrap().clone();
+    for s in &segments {
+        assert_eq!(
+            s.as_object().unwrap().keys().collect::<Vec<_>>(),
+            ["id", "name"],
+            "{s}"
+        );
+    }
+    segments
+}
+
+fn named(id: &str, name: &str) -> Value {
+    json!({ "id": id, "name": name })
+}
+
+#[tokio::test]
+async fn usage_lists_the_segments_whose_filters_reference_a_field_or_an_event() {
+    let app = TestApp::spawn().await;
+    let p = app.project().await;
+    let q = app.project().await;
+    let plan = dynamic(
+        &app,
+        &p,
+        "Pro",
+        all_of(json!([{ "field": "data.plan", "operator": "equals", "value": "pro" }])),
+    )
+    .await;
+    // The references sit in a nested group of an OR.
+    let nested = dynamic(
+        &app,
+        &p,
+        "Gold or signed up",
+        json!({ "logic": "OR", "groups": [
+            { "filters": [ { "field": "email", "operator": "contains", "value": "@" } ] },
+            { "filters": [], "conditions": { "logic": "AND", "groups": [ { "filters": [
+                { "field": "data.plan.tier", "operator": "exists" },
+                { "field": "event.signup", "operator": "triggered" } ] } ] } } ] }),
+    )
+    .await;
+    let buyers = dynamic(
+        &app,
+        &p,
+        "Recent buyers",
+        all_of(json!([
+            { "field": "subscribed", "operator": "equals", "value": true },
+            { "field": "event.purchase", "operator": "triggeredWithin", "value": 7, "unit": "days" } ])),
+    )
+    .await;
+    create(&app, &p, json!({ "name": "List", "type": "STATIC" })).await;
+    let theirs = dynamic(
+        &app,
+        &q,
+        "Theirs",
+        all_of(json!([{ "field": "data.plan", "operator": "exists" }])),
+    )
+    .await;
+
+    let field = |f: &str| format!("/contacts/fields/{f}/usage");
+    assert_eq!(
+        segment_usage(&app, &p, &field("data.plan")).await,
+        [named(&nested, "Gold or signed up"), named(&plan, "Pro")]
+    );
+    assert_eq!(
+        segment_usage(&app, &p, &field("data.plan.tier")).await,
+        [named(&nested, "Gold or signed up")]
+    );
+    assert!(segment_usage(&app, &p, &field("data.pla")).await.is_empty());
+    assert!(
+        segment_usage(&app, &p, &field("data.tier"))
+            .await
+            .is_empty()
+    );
+    assert_eq!(
+        segment_usage(&app, &p, &field("subscribed")).await,
+        [named(&buyers, "Recent buyers")]
+    );
+    assert_eq!(
+        segment_usage(&app, &p, &field("email")).await,
+        [named(&nested, "Gold or signed up")]
+    );
+    assert!(
+        segment_usage(&app, &p, &field("createdAt"))
+            .await
+            .is_empty()
+    );
+    assert_eq!(
+        segment_usage(&app, &q, &field("data.plan")).await,
+        [named(&theirs, "Theirs")]
+    );
+
+    track(&app, &p, "ann@example.com", "signup").await;
+    let r = app.get("/events/signup/usage", &p.secret_key).await;
+    assert_eq!(r.body["eventName"], "signup", "{}", r.body);
+    assert_eq!(r.body["count"], 1, "{}", r.body);
+    assert_eq!(
+        segment_usage(&app, &p, "/events/signup/usage").await,
+        [named(&nested, "Gold or signed up")]
+    );
+    assert_eq!(
+        segment_usage(&app, &p, "/events/purchase/usage").await,
+        [named(&buyers, "Recent buyers")]
+    );
+    assert!(
+        segment_usage(&app, &q, "/events/purchase/usage")
+            .await
+            .is_empty()
+    );
+
+    // A changed filter or a deleted segment no longer counts.
+    let r = app
+        .patch(
+            &format!("/segments/{plan}"),
+            &p.secret_key,
+            json!({ "condition": all_of(json!([{ "field": "data.seats", "operator": "exists" }])) }),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    let r = app
+        .delete(&format!("/segments/{buyers}"), &p.secret_key)
+        .await;
+    assert_eq!(r.status, 204, "{}", r.body);
+    assert_eq!(
+        segment_usage(&app, &p, &field("data.plan")).await,
+        [named(&nested, "Gold or signed up")]
+    );
+    assert_eq!(
+        segment_usage(&app, &p, &field("data.seats")).await,
+        [named(&plan, "Pro")]
+    );
+    assert!(
+        segment_usage(&app, &p, "/events/purchase/usage")
+            .await
+            .is_empty()
+    );
+}
+

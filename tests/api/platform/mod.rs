@@ -3,3 +3,4 @@
 mod architecture;
 mod plugins;
 mod schema;
+mod usage;
