@@ -128,6 +128,13 @@ impl Filter {
             })
             .collect()
     }
+
+    /// Whether the filter's answer for a contact can change with time alone, without the
+    /// contact or its events changing: it has a `within`, `olderThan`, `triggeredWithin` or
+    /// `notTriggeredWithin` condition (nested groups included).
+    pub fn is_time_relative(&self) -> bool {
+        self.conditions().iter().any(|c| c.op.is_timed())
+    }
 }
 
 /// How the groups of a filter are joined.

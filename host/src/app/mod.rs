@@ -24,6 +24,7 @@ use crate::config::Settings;
 use crate::engine::LiveSegments;
 use crate::jobs::deliver::Deliveries;
 use crate::jobs::domains::{CheckIntervals, DomainChecks};
+use crate::jobs::segments::{ReevaluateSegments, next_reevaluation};
 use crate::jobs::{JobHandler, JobQueue, QueueConfig, Workers};
 use crate::mail::dkim::DkimSigner;
 use crate::mail::links::LinkSigner;
@@ -33,7 +34,7 @@ use crate::services::ratelimit::RateLimiter;
 use crate::services::sending::Sending;
 use crate::services::sending_domains::{DomainPolicy, SendingDomains};
 use crate::services::verification::Verifier;
-use crate::store::{Db, Store};
+use crate::store::{Db, Store, StoreError};
 
 /// How long the dispatcher's claim on outbox events lasts.
 const OUTBOX_LEASE: Duration = Duration::from_secs(60);
@@ -110,7 +111,11 @@ impl AppBuilder {
                 per_second: settings.sending.per_project_per_second,
                 stale_hand_off: queue.lease,
             }),
+            Arc::new(ReevaluateSegments {
+                interval: reevaluate_interval(&settings),
+            }),
         ];
+        ensure_reevaluation(&store, &settings).await?;
         // Herald's own consumers first, then those registered from outside.
         let consumers: Vec<Arc<dyn EventConsumer>> =
             std::iter::once(Arc::new(LiveSegments::new(store.clone())) as Arc<dyn EventConsumer>)
@@ -285,7 +290,8 @@ impl RunningServer {
 }
 
 /// Periodic maintenance until `stop` turns true: prunes rate-limit windows, idempotency keys and
-/// send windows.
+/// send windows, and queues the re-evaluation of time-relative segments if no instance has it
+/// queued or running (its chain ends when a run fails for good).
 async fn maintain(state: AppState, mut stop: watch::Receiver<bool>) {
     let mut tick = tokio::time::interval(MAINTENANCE_EVERY);
     loop {
@@ -297,6 +303,9 @@ async fn maintain(state: AppState, mut stop: watch::Receiver<bool>) {
                 }
                 if let Err(err) = state.store().prune_send_windows().await {
                     tracing::warn!(error = %err, "could not prune send windows");
+                }
+                if let Err(err) = ensure_reevaluation(state.store(), state.settings()).await {
+                    tracing::warn!(error = %err, "could not queue the re-evaluation of segments");
                 }
             }
             _ = stop.changed() => break,
@@ -319,6 +328,24 @@ fn queue_config(settings: &Settings) -> QueueConfig {
         lease: Duration::from_secs(settings.jobs_lease_seconds.max(1)),
         max_attempts: settings.jobs_max_attempts.max(1),
     }
+}
+
+/// Time between periodic re-evaluations of time-relative segments.
+fn reevaluate_interval(settings: &Settings) -> Duration {
+    Duration::from_secs(settings.segments.reevaluate_interval_seconds.max(1))
+}
+
+/// Queues the periodic re-evaluation of time-relative segments, one interval from now, unless
+/// it is already queued or running (on any instance of the database).
+async fn ensure_reevaluation(store: &Store, settings: &Settings) -> Result<(), StoreError> {
+    let next = next_reevaluation(
+        reevaluate_interval(settings),
+        settings.jobs_max_attempts.max(1),
+    );
+    if store.queue_singleton_job(&next, None).await? == Some(true) {
+        tracing::debug!("queued the re-evaluation of time-relative segments");
+    }
+    Ok(())
 }
 
 /// The sending domains' settings.

@@ -30,6 +30,10 @@ use crate::domain::time::now_ms;
 /// How many entries (then exits) one transaction of a compute writes.
 pub const COMPUTE_CHUNK: usize = 500;
 
+/// The job kind of the periodic re-evaluation of time-relative tracked segments; a singleton
+/// (a unique index allows one queued or running, across instances).
+pub const REEVALUATE_KIND: &str = "segments.reevaluate";
+
 /// The columns of `contacts c`, in the order of `ContactRow`.
 const CONTACT_COLUMNS: &str =
     "c.id, c.project_id, c.email, c.subscribed, c.data, c.version, c.created_at, c.updated_at";
@@ -604,6 +608,27 @@ impl Store {
 }
 
 impl Store {
+    /// The tracked dynamic segments of every project whose filters change with time alone
+    /// ([`Filter::is_time_relative`]), in id order, for the periodic re-evaluation. A segment
+    /// whose stored filter does not parse is left out (its `compute` reports it).
+    #[tracing::instrument(level = "debug", skip(self))]
+    pub async fn time_relative_segments(&self) -> StoreResult<Vec<Segment>> {
+        let sql = format!(
+            "SELECT {COLUMNS} FROM segments WHERE type = $1 AND track_membership ORDER BY id"
+        );
+        let rows: Vec<SegmentRow> = on_db!(self.db(), pool => {
+            sqlx::query_as(&sql).bind(SegmentType::Dynamic.as_str()).fetch_all(pool).await?
+        });
+        let mut segments = Vec::new();
+        for row in rows {
+            let segment = Segment::try_from(row)?;
+            if matches!(segment.filter(), Ok(Some(f)) if f.is_time_relative()) {
+                segments.push(segment);
+            }
+        }
+        Ok(segments)
+    }
+
     /// Whether the project has a tracked dynamic segment (one indexed read, no filter parsed).
     #[tracing::instrument(level = "debug", skip(self))]
     pub async fn has_tracked_segments(&self, project: &ProjectId) -> StoreResult<bool> {

@@ -955,3 +955,97 @@ async fn usage_lists_the_segments_whose_filters_reference_a_field_or_an_event() 
     );
 }
 
+#[tokio::test]
+async fn time_relative_segments_are_reevaluated_by_one_periodic_job() {
+    let fast = |s: &mut herald::config::Settings| {
+        s.jobs_poll_interval_ms = 50;
+        s.segments.reevaluate_interval_seconds = 1;
+    };
+    let app = TestApp::spawn_with(fast).await;
+    // A second instance on the same database queues no second job.
+    let other = app.spawn_sharing(fast).await;
+    let p = app.project().await;
+    // 0.05 minutes: 3 seconds.
+    let expired = create(
+        &app,
+        &p,
+        json!({ "name": "Expired trials", "type": "DYNAMIC", "trackMembership": true,
+                "condition": all_of(json!([{ "field": "data.trialEndsAt", "operator": "olderThan",
+                                             "value": 0.05, "unit": "minutes" }])) }),
+    )
+    .await;
+    let recent = create(
+        &app,
+        &p,
+        json!({ "name": "Seen lately", "type": "DYNAMIC", "trackMembership": true,
+                "condition": all_of(json!([{ "field": "data.seenAt", "operator": "within",
+                                             "value": 0.05, "unit": "minutes" }])) }),
+    )
+    .await;
+    let now = chrono::Utc::now()
+        .format("%Y-%m-%dT%H:%M:%S%.3fZ")
+        .to_string();
+    p.contact(
+        &app,
+        "ann@example.com",
+        json!({ "trialEndsAt": now, "seenAt": now }),
+    )
+    .await;
+    // Live at once: Ann was seen just now, and her trial has not been over for 3 seconds.
+    let id = |s: &Value| s["id"].as_str().unwrap().to_string();
+    assert_eq!(members(&app, &p, &id(&expired)).await, Vec::<String>::new());
+    assert_eq!(
+        wait_for_events(&app, &p, "segment.seen-lately.entry", 1).await,
+        strings(&["ann@example.com"])
+    );
+
+    // Time alone moves her: no request touches her or either segment from here on.
+    assert_eq!(
+        wait_for_events(&app, &p, "segment.expired-trials.entry", 1).await,
+        strings(&["ann@example.com"])
+    );
+    assert_eq!(
+        wait_for_events(&app, &p, "segment.seen-lately.exit", 1).await,
+        strings(&["ann@example.com"])
+    );
+    assert_eq!(member_count(&app, &p, &id(&expired)).await, 1);
+    assert_eq!(member_count(&app, &p, &id(&recent)).await, 0);
+    // Later runs find nothing more to change: still one entry and one exit.
+    let store = app.state().store();
+    let runs = |n: i64| async move {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        while store
+            .count_jobs(herald::store::segments::REEVALUATE_KIND, "completed")
+            .await
+            .unwrap()
+            < n
+        {
+            assert!(std::time::Instant::now() < deadline, "no {n} runs in time");
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+    };
+    let done = store
+        .count_jobs(herald::store::segments::REEVALUATE_KIND, "completed")
+        .await
+        .unwrap();
+    runs(done + 2).await;
+    assert_eq!(
+        event_emails(&app, &p, "segment.expired-trials.entry").await,
+        strings(&["ann@example.com"])
+    );
+    assert_eq!(
+        event_emails(&app, &p, "segment.seen-lately.exit")
+            .await
+            .len(),
+        1
+    );
+    // One job, queued or running, for both instances.
+    assert_eq!(
+        store
+            .count_queued_jobs(herald::store::segments::REEVALUATE_KIND)
+            .await
+            .unwrap(),
+        1
+    );
+    other.stop().await;
+}
