@@ -101,25 +101,39 @@ pub struct Filter {
 }
 
 impl Filter {
+    /// Every condition of the filter, nested groups included, in document order.
+    pub fn conditions(&self) -> Vec<&Condition> {
+        let mut all = Vec::new();
+        self.collect_conditions(&mut all);
+        all
+    }
+
+    fn collect_conditions<'a>(&'a self, all: &mut Vec<&'a Condition>) {
+        for group in &self.groups {
+            all.extend(&group.filters);
+            if let Some(nested) = &group.conditions {
+                nested.collect_conditions(all);
+            }
+        }
+    }
+
     /// The event names the filter's `event.<name>` conditions name (nested groups included):
     /// the only names whose [`EventStats`] a [`Subject`] needs.
     pub fn event_names(&self) -> std::collections::BTreeSet<String> {
-        let mut names = std::collections::BTreeSet::new();
-        self.collect_event_names(&mut names);
-        names
+        self.conditions()
+            .into_iter()
+            .filter_map(|c| match &c.field {
+                Field::Event(name) => Some(name.clone()),
+                _ => None,
+            })
+            .collect()
     }
 
-    fn collect_event_names(&self, names: &mut std::collections::BTreeSet<String>) {
-        for group in &self.groups {
-            for c in &group.filters {
-                if let Field::Event(name) = &c.field {
-                    names.insert(name.clone());
-                }
-            }
-            if let Some(nested) = &group.conditions {
-                nested.collect_event_names(names);
-            }
-        }
+    /// Whether the filter's answer for a contact can change with time alone, without the
+    /// contact or its events changing: it has a `within`, `olderThan`, `triggeredWithin` or
+    /// `notTriggeredWithin` condition (nested groups included).
+    pub fn is_time_relative(&self) -> bool {
+        self.conditions().iter().any(|c| c.op.is_timed())
     }
 }
 

@@ -71,6 +71,26 @@ pub struct Settings {
     pub domains: DomainSettings,
     /// Sending (`[sending]`, `HERALD_SENDING__<NAME>`).
     pub sending: SendingSettings,
+    /// Segments (`[segments]`, `HERALD_SEGMENTS__<NAME>`).
+    pub segments: SegmentSettings,
+}
+
+/// Settings of segments.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(default)]
+pub struct SegmentSettings {
+    /// Seconds between periodic re-evaluations of the tracked dynamic segments whose filters
+    /// change with time alone (`within`, `olderThan`, `triggeredWithin`, `notTriggeredWithin`);
+    /// at least 1. One job for every instance sharing the database.
+    pub reevaluate_interval_seconds: u64,
+}
+
+impl Default for SegmentSettings {
+    fn default() -> SegmentSettings {
+        SegmentSettings {
+            reevaluate_interval_seconds: 300,
+        }
+    }
 }
 
 /// Settings of sending.
@@ -146,6 +166,7 @@ impl Default for Settings {
             plugins: crate::plugins::PluginSettings::default(),
             domains: DomainSettings::default(),
             sending: SendingSettings::default(),
+            segments: SegmentSettings::default(),
         }
     }
 }

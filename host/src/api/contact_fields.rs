@@ -9,6 +9,8 @@ use super::ApiTags;
 use super::error::ApiError;
 use super::extract::SecretKeyAuth;
 use super::state::AppState;
+use super::usage::UsageBody;
+use crate::store::usage::UsageOf;
 
 /// A value of a field and how many contacts have it.
 #[derive(Object)]
@@ -33,12 +35,9 @@ pub struct FieldValues {
 pub struct FieldUsage {
     /// The field.
     pub field: String,
-    /// Segments whose filters use it (segments arrive in a later release; none exist yet).
-    pub segments: Vec<String>,
-    /// Campaigns whose audience filter uses it (campaigns arrive in a later release).
-    pub campaigns: Vec<String>,
-    /// Workflows whose conditions or updates use it (workflows arrive in a later release).
-    pub workflows: Vec<String>,
+    /// The segments, campaigns and workflows that use it.
+    #[oai(flatten)]
+    pub usage: UsageBody,
 }
 
 /// The result of deleting a field.
@@ -55,6 +54,20 @@ pub struct FieldDeleted {
 enum FieldRef {
     Standard(&'static str),
     Custom(Vec<String>),
+}
+
+impl FieldRef {
+    /// The field as filters name it.
+    fn filter_field(self) -> herald_filter::Field {
+        use herald_filter::Field;
+        match self {
+            FieldRef::Custom(keys) => Field::Data(keys),
+            FieldRef::Standard("email") => Field::Email,
+            FieldRef::Standard("subscribed") => Field::Subscribed,
+            FieldRef::Standard("createdAt") => Field::CreatedAt,
+            FieldRef::Standard(_) => Field::UpdatedAt,
+        }
+    }
 }
 
 fn field_ref(field: &str) -> Result<FieldRef, ApiError> {
@@ -135,8 +148,9 @@ impl ContactFieldsApi {
 
     /// Where a field is used
     ///
-    /// Segments, campaigns and workflows that reference the field. Those resources arrive in
-    /// later releases; until then the lists are empty.
+    /// The segments, campaigns and workflows (with the step) that reference the field: a
+    /// condition on it (`data.plan` also counts conditions on `data.plan.<more>`), or a workflow
+    /// step that sets it.
     #[oai(
         path = "/contacts/fields/:field/usage",
         method = "get",
@@ -144,15 +158,19 @@ impl ContactFieldsApi {
     )]
     async fn usage(
         &self,
-        _auth: SecretKeyAuth,
+        auth: SecretKeyAuth,
+        state: poem::web::Data<&AppState>,
+        /// The field, e.g. `data.plan` or `subscribed`.
         field: Path<String>,
     ) -> Result<Json<FieldUsage>, ApiError> {
-        field_ref(&field)?;
+        let target = field_ref(&field)?.filter_field();
+        let usage = state
+            .store()
+            .usage(auth.0.project_id(), UsageOf::Field(&target))
+            .await?;
         Ok(Json(FieldUsage {
             field: field.0,
-            segments: vec![],
-            campaigns: vec![],
-            workflows: vec![],
+            usage: usage.into(),
         }))
     }
 

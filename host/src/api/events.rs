@@ -11,11 +11,13 @@ use super::ApiTags;
 use super::error::ApiError;
 use super::extract::SecretKeyAuth;
 use super::state::AppState;
+use super::usage::UsageBody;
 use crate::domain::event::{EventName, StoredEvent};
 use crate::domain::ids::{ContactId, EventId};
 use crate::domain::pagination::PageRequest;
 use crate::domain::time::to_rfc3339;
 use crate::store::events::EventFilter;
+use crate::store::usage::UsageOf;
 
 /// An event.
 #[derive(Object)]
@@ -107,10 +109,9 @@ pub struct EventUsage {
     pub event_name: String,
     /// Events recorded with it.
     pub count: i64,
-    /// Segments whose filters use it (segments arrive in a later release; none exist yet).
-    pub segments: Vec<String>,
-    /// Workflows triggered by it or checking it (workflows arrive in a later release).
-    pub workflows: Vec<String>,
+    /// The segments, campaigns and workflows that use it.
+    #[oai(flatten)]
+    pub usage: UsageBody,
 }
 
 /// The result of deleting events.
@@ -255,8 +256,9 @@ impl EventsApi {
 
     /// Where an event name is used
     ///
-    /// Segment filters, workflow triggers and conditions that reference the name. Segments and
-    /// workflows arrive in later releases; until then the lists are empty.
+    /// How many events have the name, and the segments, campaigns and workflows (with the step)
+    /// that reference it: segment filters, workflow triggers, `WAIT_FOR_EVENT` steps and
+    /// `CONDITION` filters.
     #[oai(
         path = "/events/:eventName/usage",
         method = "get",
@@ -271,15 +273,19 @@ impl EventsApi {
         event_name_param: Path<String>,
     ) -> Result<Json<EventUsage>, ApiError> {
         let name = event_name(&event_name_param)?;
+        let project = auth.0.project_id();
         let count = state
             .store()
-            .count_events_named(auth.0.project_id(), name.as_str())
+            .count_events_named(project, name.as_str())
+            .await?;
+        let usage = state
+            .store()
+            .usage(project, UsageOf::Event(name.as_str()))
             .await?;
         Ok(Json(EventUsage {
             event_name: name.as_str().to_string(),
             count,
-            segments: vec![],
-            workflows: vec![],
+            usage: usage.into(),
         }))
     }
 

@@ -22,6 +22,7 @@ pub mod state;
 pub mod templates;
 pub mod timestamp;
 pub mod track;
+pub mod usage;
 pub mod users;
 pub mod verify;
 pub mod workflows;

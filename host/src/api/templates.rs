@@ -11,6 +11,7 @@ use super::ApiTags;
 use super::error::{ApiError, FieldError};
 use super::extract::{JsonBody, SecretKeyAuth};
 use super::state::AppState;
+use super::usage::UsageBody;
 use crate::domain::email::EmailAddress;
 use crate::domain::ids::{ProjectId, TemplateId};
 use crate::domain::pagination::PageRequest;
@@ -19,6 +20,7 @@ use crate::domain::template::fields::{
 };
 use crate::domain::time::to_rfc3339;
 use crate::store::templates::{Template, TemplateFields, TemplatePatch};
+use crate::store::usage::UsageOf;
 
 /// What a template is for.
 #[derive(Enum, Clone, Copy, Debug, PartialEq, Eq)]
@@ -167,25 +169,15 @@ pub struct DuplicatedTemplate {
     pub id: String,
 }
 
-/// Something that references a template.
-#[derive(Object)]
-pub struct TemplateReference {
-    /// Its id.
-    pub id: String,
-    /// Its name.
-    pub name: String,
-}
-
 /// Where a template is used.
 #[derive(Object)]
 #[oai(rename_all = "camelCase")]
 pub struct TemplateUsage {
     /// The template.
     pub template_id: String,
-    /// Campaigns that send it (campaigns arrive in a later release; none exist yet).
-    pub campaigns: Vec<TemplateReference>,
-    /// Workflows with a step that sends it (workflows arrive in a later release).
-    pub workflows: Vec<TemplateReference>,
+    /// The campaigns and workflow steps that send it (`segments` is always empty).
+    #[oai(flatten)]
+    pub usage: UsageBody,
 }
 
 /// Answer of `POST /templates`.
@@ -525,8 +517,8 @@ impl TemplatesApi {
 
     /// Where a template is used
     ///
-    /// The campaigns and workflow steps that send the template. Campaigns and workflows arrive
-    /// in later releases; until then both lists are empty.
+    /// The campaigns and workflow steps (`SEND_EMAIL`) that send the template, in the usage
+    /// shape shared with fields and events (its `segments` list is always empty).
     #[oai(
         path = "/templates/:id/usage",
         method = "get",
@@ -539,15 +531,19 @@ impl TemplatesApi {
         /// The template's id.
         id: Path<String>,
     ) -> Result<Json<TemplateUsage>, ApiError> {
+        let project = auth.0.project_id();
         let template = state
             .store()
-            .template(auth.0.project_id(), &template_id(&id)?)
+            .template(project, &template_id(&id)?)
             .await
             .map_err(|e| ApiError::from_store(e, "template"))?;
+        let usage = state
+            .store()
+            .usage(project, UsageOf::Template(template.id.as_str()))
+            .await?;
         Ok(Json(TemplateUsage {
             template_id: template.id.into_string(),
-            campaigns: vec![],
-            workflows: vec![],
+            usage: usage.into(),
         }))
     }
 }

@@ -25,6 +25,7 @@ use crate::engine::LiveSegments;
 use crate::engine::workflows::{StepRunner, WorkflowEngine, WorkflowTriggers};
 use crate::jobs::deliver::Deliveries;
 use crate::jobs::domains::{CheckIntervals, DomainChecks};
+use crate::jobs::segments::{ReevaluateSegments, next_reevaluation};
 use crate::jobs::{JobHandler, JobQueue, QueueConfig, Workers};
 use crate::mail::dkim::DkimSigner;
 use crate::mail::links::LinkSigner;
@@ -34,7 +35,7 @@ use crate::services::ratelimit::RateLimiter;
 use crate::services::sending::Sending;
 use crate::services::sending_domains::{DomainPolicy, SendingDomains};
 use crate::services::verification::Verifier;
-use crate::store::{Db, Store};
+use crate::store::{Db, Store, StoreError};
 
 /// How often periodic maintenance (pruning counters and old keys) runs.
 const MAINTENANCE_EVERY: Duration = Duration::from_secs(60);
@@ -118,7 +119,11 @@ impl AppBuilder {
             Arc::new(StepRunner {
                 engine: workflows.clone(),
             }),
+            Arc::new(ReevaluateSegments {
+                interval: reevaluate_interval(&settings),
+            }),
         ];
+        ensure_reevaluation(&store, &settings).await?;
         // Herald's own consumers first, then those registered from outside.
         let own: [Arc<dyn EventConsumer>; 2] = [
             Arc::new(LiveSegments::new(store.clone())),
@@ -299,7 +304,8 @@ impl RunningServer {
 }
 
 /// Periodic maintenance until `stop` turns true: prunes rate-limit windows, idempotency keys and
-/// send windows.
+/// send windows, and queues the re-evaluation of time-relative segments if no instance has it
+/// queued or running (its chain ends when a run fails for good).
 async fn maintain(state: AppState, mut stop: watch::Receiver<bool>) {
     let mut tick = tokio::time::interval(MAINTENANCE_EVERY);
     loop {
@@ -311,6 +317,9 @@ async fn maintain(state: AppState, mut stop: watch::Receiver<bool>) {
                 }
                 if let Err(err) = state.store().prune_send_windows().await {
                     tracing::warn!(error = %err, "could not prune send windows");
+                }
+                if let Err(err) = ensure_reevaluation(state.store(), state.settings()).await {
+                    tracing::warn!(error = %err, "could not queue the re-evaluation of segments");
                 }
             }
             _ = stop.changed() => break,
@@ -333,6 +342,24 @@ fn queue_config(settings: &Settings) -> QueueConfig {
         lease: Duration::from_secs(settings.jobs_lease_seconds.max(1)),
         max_attempts: settings.jobs_max_attempts.max(1),
     }
+}
+
+/// Time between periodic re-evaluations of time-relative segments.
+fn reevaluate_interval(settings: &Settings) -> Duration {
+    Duration::from_secs(settings.segments.reevaluate_interval_seconds.max(1))
+}
+
+/// Queues the periodic re-evaluation of time-relative segments, one interval from now, unless
+/// it is already queued or running (on any instance of the database).
+async fn ensure_reevaluation(store: &Store, settings: &Settings) -> Result<(), StoreError> {
+    let next = next_reevaluation(
+        reevaluate_interval(settings),
+        settings.jobs_max_attempts.max(1),
+    );
+    if store.queue_singleton_job(&next, None).await? == Some(true) {
+        tracing::debug!("queued the re-evaluation of time-relative segments");
+    }
+    Ok(())
 }
 
 /// The sending domains' settings.

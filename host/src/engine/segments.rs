@@ -9,9 +9,10 @@
 //! change only when its row was really inserted or deleted, so a re-delivered event, or one that
 //! races a compute, fires nothing twice.
 //!
-//! Time-relative conditions (`within`, `olderThan`, `triggeredWithin`) are evaluated at the time
-//! of the event; a contact that drifts in or out with time alone, without any event, is picked up
-//! by the next compute (a periodic re-evaluation is later work).
+//! Time-relative conditions (`within`, `olderThan`, `triggeredWithin`, `notTriggeredWithin`) are
+//! evaluated at the time of the event; a contact that drifts in or out with time alone, without
+//! any event, is picked up by the periodic `segments.reevaluate` job (`jobs/segments.rs`), which
+//! recomputes those segments.
 
 use futures::future::BoxFuture;
 use herald_filter::{EventStats, Subject};

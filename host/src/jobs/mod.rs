@@ -10,6 +10,7 @@ pub mod bulk;
 pub mod deliver;
 pub mod domains;
 pub mod import;
+pub mod segments;
 
 use std::collections::HashMap;
 use std::sync::Arc;

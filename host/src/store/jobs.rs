@@ -228,6 +228,19 @@ impl Store {
         Ok(n)
     }
 
+    /// Jobs of `kind` in `state` (see [`state`]), across projects.
+    #[tracing::instrument(level = "debug", skip(self))]
+    pub async fn count_jobs(&self, kind: &str, state: &str) -> StoreResult<i64> {
+        let n: i64 = on_db!(self.db(), pool => {
+            sqlx::query_scalar("SELECT COUNT(*) FROM jobs WHERE kind = $1 AND state = $2")
+                .bind(kind)
+                .bind(state)
+                .fetch_one(pool)
+                .await?
+        });
+        Ok(n)
+    }
+
     /// Any job by id (for workers and tests).
     #[tracing::instrument(level = "debug", skip(self))]
     pub async fn job_by_id(&self, id: &JobId) -> StoreResult<Option<JobRecord>> {
@@ -338,6 +351,53 @@ impl Store {
         Ok(n == 1)
     }
 
+    /// Queues `job` of a singleton kind (one that a unique index allows only once queued or
+    /// running, across every instance: `segments.reevaluate`) unless one is there already, and
+    /// answers whether it was queued. With `completing`, first completes that running job under
+    /// its lease with its result, in the same transaction, so a periodic job hands over to its
+    /// next run atomically; `None` when the lease was lost (and then nothing is queued).
+    #[tracing::instrument(level = "debug", skip_all, fields(kind = %job.kind))]
+    pub async fn queue_singleton_job(
+        &self,
+        job: &NewJob,
+        completing: Option<(&Lease, &Value)>,
+    ) -> StoreResult<Option<bool>> {
+        use super::dialect::BeginWrite;
+        use super::statements::Statements;
+        let now = now_ms();
+        let queued = on_db_write!(self.db(), pool => {
+            let mut tx = pool.begin_write().await?;
+            if let Some((lease, result)) = completing
+                && !tx.complete_job(lease, result, now).await?
+            {
+                return Ok(None);
+            }
+            let queued = tx.insert_job_once(job, now).await?.is_some();
+            tx.commit().await?;
+            queued
+        });
+        Ok(Some(queued))
+    }
+
+    /// Saves a running job's checkpoint and progress (0..=100); false when the lease was lost.
+    #[tracing::instrument(level = "debug", skip(self, checkpoint))]
+    pub async fn checkpoint_job(
+        &self,
+        lease: &Lease,
+        checkpoint: &Value,
+        progress: i32,
+    ) -> StoreResult<bool> {
+        use super::dialect::BeginWrite;
+        use super::statements::Statements;
+        let saved = on_db_write!(self.db(), pool => {
+            let mut tx = pool.begin_write().await?;
+            let saved = tx.checkpoint_job(lease, checkpoint, progress, now_ms()).await?;
+            tx.commit().await?;
+            saved
+        });
+        Ok(saved)
+    }
+
     /// Puts a claimed job back to wait until `run_at` without counting the attempt.
     #[tracing::instrument(level = "debug", skip(self))]
     pub async fn postpone_job(&self, lease: &Lease, run_at: i64) -> StoreResult<bool> {
@@ -365,10 +425,12 @@ pub(super) fn delete_queued_jobs_for_sql(backend: Backend, key: &'static str) ->
     format!("DELETE FROM jobs WHERE kind = $1 AND state = 'queued' AND {field} = $2")
 }
 
-/// Inserts a queued job; binds id, project, kind, payload, input, max attempts, run at, now.
+/// Inserts a queued job; binds id, project, kind, payload, input, max attempts, run at, now. A
+/// fresh id never conflicts; the unique index of a singleton kind does when one is queued or
+/// running, and then nothing is inserted.
 pub(super) const INSERT_JOB: &str = "INSERT INTO jobs (id, project_id, kind, payload, input, state, progress, \
      attempts, max_attempts, run_at, created_at, updated_at) \
-     VALUES ($1, $2, $3, $4, $5, 'queued', 0, 0, $6, $7, $8, $8)";
+     VALUES ($1, $2, $3, $4, $5, 'queued', 0, 0, $6, $7, $8, $8) ON CONFLICT DO NOTHING";
 
 /// Completes a job; binds id, worker, result, now.
 pub(super) const COMPLETE_JOB: &str = "UPDATE jobs SET state = 'completed', result = $3, progress = 100, \

@@ -25,6 +25,7 @@ pub mod segments;
 pub mod settings;
 pub mod statements;
 pub mod templates;
+pub mod usage;
 pub mod workflows;
 
 use std::path::Path;

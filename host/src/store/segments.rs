@@ -30,6 +30,10 @@ use crate::domain::time::now_ms;
 /// How many entries (then exits) one transaction of a compute writes.
 pub const COMPUTE_CHUNK: usize = 500;
 
+/// The job kind of the periodic re-evaluation of time-relative tracked segments; a singleton
+/// (a unique index allows one queued or running, across instances).
+pub const REEVALUATE_KIND: &str = "segments.reevaluate";
+
 /// The columns of `contacts c`, in the order of `ContactRow`.
 const CONTACT_COLUMNS: &str =
     "c.id, c.project_id, c.email, c.subscribed, c.data, c.version, c.created_at, c.updated_at";
@@ -194,24 +198,46 @@ macro_rules! bind_all {
 }
 
 impl Store {
-    /// The filter of `segment` as SQL with `binds`: `$1` the project, `$2` the segment when
-    /// `with_segment`, then the filter's values.
+    /// A filter as SQL with `binds`: `$1` the project, `$2` the segment when one is given, then
+    /// the filter's values.
     fn compile(
         &self,
         project: &ProjectId,
-        segment: &SegmentId,
-        with_segment: bool,
+        segment: Option<&SegmentId>,
         filter: &Filter,
         now: i64,
     ) -> StoreResult<(String, Vec<SqlValue>)> {
         let mut binds = vec![SqlValue::Text(project.as_str().to_string())];
-        if with_segment {
+        if let Some(segment) = segment {
             binds.push(SqlValue::Text(segment.as_str().to_string()));
         }
         let sql = filter
             .to_sql(dialect(self.db().backend()), now, &mut binds)
-            .map_err(|e| StoreError::Corrupt(format!("segment {segment} filter: {e}")))?;
+            .map_err(|e| match segment {
+                Some(segment) => StoreError::Corrupt(format!("segment {segment} filter: {e}")),
+                None => StoreError::Corrupt(format!("filter: {e}")),
+            })?;
         Ok((sql, binds))
+    }
+
+    /// The ids of the project's contacts that `filter` selects at `now_ms`, in id order: the
+    /// filter compiled to SQL and run, as a dynamic segment's members are (campaign audiences,
+    /// and the property test that holds the SQL to [`Filter::matches`]).
+    #[tracing::instrument(level = "debug", skip(self, filter))]
+    pub async fn contacts_matching(
+        &self,
+        project: &ProjectId,
+        filter: &Filter,
+        now_ms: i64,
+    ) -> StoreResult<Vec<ContactId>> {
+        let (expr, binds) = self.compile(project, None, filter, now_ms)?;
+        let sql = format!(
+            "SELECT c.id FROM contacts c WHERE c.project_id = $1 AND ({expr}) ORDER BY c.id"
+        );
+        let ids: Vec<String> = on_db!(self.db(), pool => {
+            bind_all!(sqlx::query_scalar(&sql), &binds).fetch_all(pool).await?
+        });
+        Ok(ids.into_iter().map(ContactId::from_trusted).collect())
     }
 
     /// The `FROM … WHERE …` of a segment's current members (contacts aliased `c`) and its binds
@@ -220,8 +246,7 @@ impl Store {
     fn members_from(&self, segment: &Segment, now: i64) -> StoreResult<(String, Vec<SqlValue>)> {
         match segment.filter()? {
             Some(filter) => {
-                let (expr, binds) =
-                    self.compile(&segment.project_id, &segment.id, false, &filter, now)?;
+                let (expr, binds) = self.compile(&segment.project_id, None, &filter, now)?;
                 Ok((
                     format!("FROM contacts c WHERE c.project_id = $1 AND ({expr})"),
                     binds,
@@ -505,7 +530,7 @@ impl Store {
             return Err(StoreError::Corrupt("compute of a static segment".into()));
         };
         let now = now_ms();
-        let (expr, binds) = self.compile(&segment.project_id, &segment.id, true, &filter, now)?;
+        let (expr, binds) = self.compile(&segment.project_id, Some(&segment.id), &filter, now)?;
         let entering = format!(
             "SELECT c.id FROM contacts c WHERE c.project_id = $1 AND ({expr}) AND NOT EXISTS \
              (SELECT 1 FROM segment_members m WHERE m.segment_id = $2 AND m.contact_id = c.id) \
@@ -604,6 +629,27 @@ impl Store {
 }
 
 impl Store {
+    /// The tracked dynamic segments of every project whose filters change with time alone
+    /// ([`Filter::is_time_relative`]), in id order, for the periodic re-evaluation. A segment
+    /// whose stored filter does not parse is left out (its `compute` reports it).
+    #[tracing::instrument(level = "debug", skip(self))]
+    pub async fn time_relative_segments(&self) -> StoreResult<Vec<Segment>> {
+        let sql = format!(
+            "SELECT {COLUMNS} FROM segments WHERE type = $1 AND track_membership ORDER BY id"
+        );
+        let rows: Vec<SegmentRow> = on_db!(self.db(), pool => {
+            sqlx::query_as(&sql).bind(SegmentType::Dynamic.as_str()).fetch_all(pool).await?
+        });
+        let mut segments = Vec::new();
+        for row in rows {
+            let segment = Segment::try_from(row)?;
+            if matches!(segment.filter(), Ok(Some(f)) if f.is_time_relative()) {
+                segments.push(segment);
+            }
+        }
+        Ok(segments)
+    }
+
     /// Whether the project has a tracked dynamic segment (one indexed read, no filter parsed).
     #[tracing::instrument(level = "debug", skip(self))]
     pub async fn has_tracked_segments(&self, project: &ProjectId) -> StoreResult<bool> {

@@ -46,8 +46,13 @@ pub(crate) trait Statements {
         now: i64,
     ) -> sqlx::Result<()>;
 
-    /// Queues a job; answers its id.
+    /// Queues a job; answers its id. A job of a singleton kind already queued or running (see
+    /// [`Statements::insert_job_once`]) is an error.
     async fn insert_job(&mut self, job: &NewJob, now: i64) -> sqlx::Result<JobId>;
+
+    /// Queues a job unless a unique index refuses it: for a singleton kind (one that may be
+    /// queued or running only once, `segments.reevaluate`) already there, answers `None`.
+    async fn insert_job_once(&mut self, job: &NewJob, now: i64) -> sqlx::Result<Option<JobId>>;
 
     /// Completes a job with `result`; false when the lease was lost.
     async fn complete_job(&mut self, lease: &Lease, result: &Value, now: i64)
@@ -118,8 +123,14 @@ where
     }
 
     async fn insert_job(&mut self, job: &NewJob, now: i64) -> sqlx::Result<JobId> {
+        self.insert_job_once(job, now).await?.ok_or_else(|| {
+            sqlx::Error::Protocol(format!("a {} job is already queued or running", job.kind))
+        })
+    }
+
+    async fn insert_job_once(&mut self, job: &NewJob, now: i64) -> sqlx::Result<Option<JobId>> {
         let id = JobId::generate();
-        sqlx::query(INSERT_JOB)
+        let n = sqlx::query(INSERT_JOB)
             .bind(id.as_str())
             .bind(job.project_id.as_ref().map(|p| p.as_str()))
             .bind(job.kind.as_str())
@@ -129,8 +140,9 @@ where
             .bind(job.run_at)
             .bind(now)
             .execute(&mut **self)
-            .await?;
-        Ok(id)
+            .await?
+            .rows();
+        Ok((n == 1).then_some(id))
     }
 
     async fn complete_job(

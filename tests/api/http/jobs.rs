@@ -682,9 +682,9 @@ mod queue {
     use std::time::Duration;
 
     use futures::future::BoxFuture;
-    use herald::domain::ids::{JobId, ProjectId};
+    use herald::domain::ids::JobId;
     use herald::jobs::{JobContext, JobError, JobHandler, JobQueue, QueueConfig, Workers};
-    use herald::store::{Db, Store};
+    use herald::store::Store;
     use serde_json::json;
 
     /// Fails `fail_first` times with a transient error, then completes; `forever` never does.
@@ -739,18 +739,7 @@ mod queue {
     #[tokio::test]
     async fn failures_retry_with_backoff_then_fail_and_jobs_wait_for_their_time() {
         let dir = tempfile::tempdir().unwrap();
-        let url = crate::support::harness::fresh_database_url(dir.path()).await;
-        let db = Db::connect(&url, 4).await.unwrap();
-        db.migrate().await.unwrap();
-        let store = Store::new(db);
-        let email = herald::domain::email::EmailAddress::parse("q@example.com").unwrap();
-        let user = store.create_user(&email, "x").await.unwrap();
-        let name = herald::domain::project::ProjectName::parse("q").unwrap();
-        let project: ProjectId = store
-            .create_project(&name, &user.id, &herald::domain::keys::KeyPair::generate())
-            .await
-            .unwrap()
-            .id;
+        let (store, project) = crate::support::harness::store_with_project(dir.path()).await;
 
         let config = QueueConfig {
             concurrency: 2,

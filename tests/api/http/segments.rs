@@ -811,3 +811,241 @@ async fn another_projects_segment_is_not_found() {
     let got = app.get(&base, &p.secret_key).await;
     assert_eq!(got.body, s);
 }
+
+/// The `segments` list of a usage answer, asserting the one usage shape: three lists, and
+/// `{ id, name }` items without `stepId`.
+async fn segment_usage(app: &TestApp, p: &TestProject, path: &str) -> Vec<Value> {
+    let r = app.get(path, &p.secret_key).await;
+    assert_eq!(r.status, 200, "{path}: {}", r.body);
+    assert_eq!(r.body["campaigns"], json!([]), "{}", r.body);
+    assert!(r.body["workflows"].is_array(), "{}", r.body);
+    let segments = r.body["segments"].as_array().unwrap().clone();
+    for s in &segments {
+        assert_eq!(
+            s.as_object().unwrap().keys().collect::<Vec<_>>(),
+            ["id", "name"],
+            "{s}"
+        );
+    }
+    segments
+}
+
+fn named(id: &str, name: &str) -> Value {
+    json!({ "id": id, "name": name })
+}
+
+#[tokio::test]
+async fn usage_lists_the_segments_whose_filters_reference_a_field_or_an_event() {
+    let app = TestApp::spawn().await;
+    let p = app.project().await;
+    let q = app.project().await;
+    let plan = dynamic(
+        &app,
+        &p,
+        "Pro",
+        all_of(json!([{ "field": "data.plan", "operator": "equals", "value": "pro" }])),
+    )
+    .await;
+    // The references sit in a nested group of an OR.
+    let nested = dynamic(
+        &app,
+        &p,
+        "Gold or signed up",
+        json!({ "logic": "OR", "groups": [
+            { "filters": [ { "field": "email", "operator": "contains", "value": "@" } ] },
+            { "filters": [], "conditions": { "logic": "AND", "groups": [ { "filters": [
+                { "field": "data.plan.tier", "operator": "exists" },
+                { "field": "event.signup", "operator": "triggered" } ] } ] } } ] }),
+    )
+    .await;
+    let buyers = dynamic(
+        &app,
+        &p,
+        "Recent buyers",
+        all_of(json!([
+            { "field": "subscribed", "operator": "equals", "value": true },
+            { "field": "event.purchase", "operator": "triggeredWithin", "value": 7, "unit": "days" } ])),
+    )
+    .await;
+    create(&app, &p, json!({ "name": "List", "type": "STATIC" })).await;
+    let theirs = dynamic(
+        &app,
+        &q,
+        "Theirs",
+        all_of(json!([{ "field": "data.plan", "operator": "exists" }])),
+    )
+    .await;
+
+    let field = |f: &str| format!("/contacts/fields/{f}/usage");
+    assert_eq!(
+        segment_usage(&app, &p, &field("data.plan")).await,
+        [named(&nested, "Gold or signed up"), named(&plan, "Pro")]
+    );
+    assert_eq!(
+        segment_usage(&app, &p, &field("data.plan.tier")).await,
+        [named(&nested, "Gold or signed up")]
+    );
+    assert!(segment_usage(&app, &p, &field("data.pla")).await.is_empty());
+    assert!(
+        segment_usage(&app, &p, &field("data.tier"))
+            .await
+            .is_empty()
+    );
+    assert_eq!(
+        segment_usage(&app, &p, &field("subscribed")).await,
+        [named(&buyers, "Recent buyers")]
+    );
+    assert_eq!(
+        segment_usage(&app, &p, &field("email")).await,
+        [named(&nested, "Gold or signed up")]
+    );
+    assert!(
+        segment_usage(&app, &p, &field("createdAt"))
+            .await
+            .is_empty()
+    );
+    assert_eq!(
+        segment_usage(&app, &q, &field("data.plan")).await,
+        [named(&theirs, "Theirs")]
+    );
+
+    track(&app, &p, "ann@example.com", "signup").await;
+    let r = app.get("/events/signup/usage", &p.secret_key).await;
+    assert_eq!(r.body["eventName"], "signup", "{}", r.body);
+    assert_eq!(r.body["count"], 1, "{}", r.body);
+    assert_eq!(
+        segment_usage(&app, &p, "/events/signup/usage").await,
+        [named(&nested, "Gold or signed up")]
+    );
+    assert_eq!(
+        segment_usage(&app, &p, "/events/purchase/usage").await,
+        [named(&buyers, "Recent buyers")]
+    );
+    assert!(
+        segment_usage(&app, &q, "/events/purchase/usage")
+            .await
+            .is_empty()
+    );
+
+    // A changed filter or a deleted segment no longer counts.
+    let r = app
+        .patch(
+            &format!("/segments/{plan}"),
+            &p.secret_key,
+            json!({ "condition": all_of(json!([{ "field": "data.seats", "operator": "exists" }])) }),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    let r = app
+        .delete(&format!("/segments/{buyers}"), &p.secret_key)
+        .await;
+    assert_eq!(r.status, 204, "{}", r.body);
+    assert_eq!(
+        segment_usage(&app, &p, &field("data.plan")).await,
+        [named(&nested, "Gold or signed up")]
+    );
+    assert_eq!(
+        segment_usage(&app, &p, &field("data.seats")).await,
+        [named(&plan, "Pro")]
+    );
+    assert!(
+        segment_usage(&app, &p, "/events/purchase/usage")
+            .await
+            .is_empty()
+    );
+}
+
+#[tokio::test]
+async fn time_relative_segments_are_reevaluated_by_one_periodic_job() {
+    let fast = |s: &mut herald::config::Settings| {
+        s.jobs_poll_interval_ms = 50;
+        s.segments.reevaluate_interval_seconds = 1;
+    };
+    let app = TestApp::spawn_with(fast).await;
+    // A second instance on the same database queues no second job.
+    let other = app.spawn_sharing(fast).await;
+    let p = app.project().await;
+    // 0.05 minutes: 3 seconds.
+    let expired = create(
+        &app,
+        &p,
+        json!({ "name": "Expired trials", "type": "DYNAMIC", "trackMembership": true,
+                "condition": all_of(json!([{ "field": "data.trialEndsAt", "operator": "olderThan",
+                                             "value": 0.05, "unit": "minutes" }])) }),
+    )
+    .await;
+    let recent = create(
+        &app,
+        &p,
+        json!({ "name": "Seen lately", "type": "DYNAMIC", "trackMembership": true,
+                "condition": all_of(json!([{ "field": "data.seenAt", "operator": "within",
+                                             "value": 0.05, "unit": "minutes" }])) }),
+    )
+    .await;
+    let now = chrono::Utc::now()
+        .format("%Y-%m-%dT%H:%M:%S%.3fZ")
+        .to_string();
+    p.contact(
+        &app,
+        "ann@example.com",
+        json!({ "trialEndsAt": now, "seenAt": now }),
+    )
+    .await;
+    // Live at once: Ann was seen just now, and her trial has not been over for 3 seconds.
+    let id = |s: &Value| s["id"].as_str().unwrap().to_string();
+    assert_eq!(members(&app, &p, &id(&expired)).await, Vec::<String>::new());
+    assert_eq!(
+        wait_for_events(&app, &p, "segment.seen-lately.entry", 1).await,
+        strings(&["ann@example.com"])
+    );
+
+    // Time alone moves her: no request touches her or either segment from here on.
+    assert_eq!(
+        wait_for_events(&app, &p, "segment.expired-trials.entry", 1).await,
+        strings(&["ann@example.com"])
+    );
+    assert_eq!(
+        wait_for_events(&app, &p, "segment.seen-lately.exit", 1).await,
+        strings(&["ann@example.com"])
+    );
+    assert_eq!(member_count(&app, &p, &id(&expired)).await, 1);
+    assert_eq!(member_count(&app, &p, &id(&recent)).await, 0);
+    // Later runs find nothing more to change: still one entry and one exit.
+    let store = app.state().store();
+    let runs = |n: i64| async move {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        while store
+            .count_jobs(herald::store::segments::REEVALUATE_KIND, "completed")
+            .await
+            .unwrap()
+            < n
+        {
+            assert!(std::time::Instant::now() < deadline, "no {n} runs in time");
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+    };
+    let done = store
+        .count_jobs(herald::store::segments::REEVALUATE_KIND, "completed")
+        .await
+        .unwrap();
+    runs(done + 2).await;
+    assert_eq!(
+        event_emails(&app, &p, "segment.expired-trials.entry").await,
+        strings(&["ann@example.com"])
+    );
+    assert_eq!(
+        event_emails(&app, &p, "segment.seen-lately.exit")
+            .await
+            .len(),
+        1
+    );
+    // One job, queued or running, for both instances.
+    assert_eq!(
+        store
+            .count_queued_jobs(herald::store::segments::REEVALUATE_KIND)
+            .await
+            .unwrap(),
+        1
+    );
+    other.stop().await;
+}

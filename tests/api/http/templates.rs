@@ -286,7 +286,7 @@ async fn a_duplicate_copies_every_field_under_a_new_name() {
 }
 
 #[tokio::test]
-async fn usage_lists_no_campaigns_or_workflows_yet() {
+async fn usage_answers_the_one_usage_shape() {
     let app = TestApp::spawn().await;
     let p = app.project().await;
     let t = create(&app, &p, welcome()).await;
@@ -296,7 +296,7 @@ async fn usage_lists_no_campaigns_or_workflows_yet() {
     assert_eq!(r.status, 200, "{}", r.body);
     assert_eq!(
         r.body,
-        json!({ "templateId": id(&t), "campaigns": [], "workflows": [] })
+        json!({ "templateId": id(&t), "segments": [], "campaigns": [], "workflows": [] })
     );
     app.get(&format!("{UNKNOWN}/usage"), &p.secret_key)
         .await

@@ -350,3 +350,24 @@ impl TestProject {
         r.body["id"].as_str().unwrap().to_string()
     }
 }
+
+/// A migrated store on a fresh database (SQLite in `dir`, or a fresh PostgreSQL schema when
+/// `HERALD_TEST_POSTGRES_URL` is set) with one user and one project, for library-level tests.
+pub async fn store_with_project(
+    dir: &std::path::Path,
+) -> (herald::store::Store, herald::domain::ids::ProjectId) {
+    use herald::store::{Db, Store};
+    let url = fresh_database_url(dir).await;
+    let db = Db::connect(&url, 4).await.expect("database");
+    db.migrate().await.expect("migrations");
+    let store = Store::new(db);
+    let email = herald::domain::email::EmailAddress::parse("owner@example.com").unwrap();
+    let user = store.create_user(&email, "x").await.unwrap();
+    let name = herald::domain::project::ProjectName::parse("p").unwrap();
+    let project = store
+        .create_project(&name, &user.id, &herald::domain::keys::KeyPair::generate())
+        .await
+        .unwrap()
+        .id;
+    (store, project)
+}
