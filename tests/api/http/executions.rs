@@ -1087,3 +1087,66 @@ async fn a_server_killed_mid_workflows_finishes_after_restart_without_doubles() 
     exactly_once(&url, n).await;
     second.stop().await;
 }
+
+#[tokio::test]
+async fn usage_endpoints_list_the_workflows_and_steps_that_reference_a_name() {
+    let app = TestApp::spawn_with(fast).await;
+    let p = app.project().await;
+    let tpl = template(&app, &p, "TRANSACTIONAL").await;
+    p.contact(
+        &app,
+        "oz@example.com",
+        json!({ "plan": "pro", "stage": "new" }),
+    )
+    .await;
+    let (wf, steps) = workflow(
+        &app,
+        &p,
+        "signup",
+        vec![
+            Step(
+                "CONDITION",
+                json!({ "filter": { "logic": "AND", "groups": [ { "filters": [
+                    { "field": "data.plan", "operator": "equals", "value": "pro" }
+                ] } ] } }),
+            ),
+            Step("WAIT_FOR_EVENT", json!({ "eventName": "purchase" })),
+            Step("SEND_EMAIL", json!({ "templateId": tpl })),
+            Step("UPDATE_CONTACT", json!({ "data": { "stage": "customer" } })),
+        ],
+        &[(0, 1, Some("yes")), (1, 2, Some("event")), (2, 3, None)],
+        json!({}),
+    )
+    .await;
+    let usage = |path: String| {
+        let app = &app;
+        let key = p.secret_key.clone();
+        async move {
+            let r = app.get(&path, &key).await;
+            assert_eq!(r.status, 200, "{path}: {}", r.body);
+            r.body["workflows"].clone()
+        }
+    };
+    let name = "on signup";
+    assert_eq!(
+        usage("/events/signup/usage".into()).await,
+        json!([{ "id": wf, "name": name }])
+    );
+    assert_eq!(
+        usage("/events/purchase/usage".into()).await,
+        json!([{ "id": wf, "name": name, "stepId": steps[1] }])
+    );
+    assert_eq!(
+        usage(format!("/templates/{tpl}/usage")).await,
+        json!([{ "id": wf, "name": name, "stepId": steps[2] }])
+    );
+    assert_eq!(
+        usage("/contacts/fields/data.plan/usage".into()).await,
+        json!([{ "id": wf, "name": name, "stepId": steps[0] }])
+    );
+    assert_eq!(
+        usage("/contacts/fields/data.stage/usage".into()).await,
+        json!([{ "id": wf, "name": name, "stepId": steps[3] }])
+    );
+    assert_eq!(usage("/events/login/usage".into()).await, json!([]));
+}
