@@ -107,6 +107,9 @@ pub struct StepRunRecord {
 const RUN_COLUMNS: &str = "id, step_id, step_type, status, branch, input, output, error, attempts, \
      created_at, started_at, finished_at";
 
+/// An event name of a contact: the name, how many times, the last time (unix ms).
+pub type EventCount = (String, i64, i64);
+
 /// A `PLUGIN` step of any project's workflow, with the plugin it names.
 #[derive(Clone, Debug, FromRow, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -392,9 +395,9 @@ impl Store {
     pub async fn contact_summary(
         &self,
         contact: &ContactId,
-    ) -> StoreResult<(Vec<(String, i64, i64)>, Vec<String>)> {
+    ) -> StoreResult<(Vec<EventCount>, Vec<String>)> {
         let out = on_db!(self.db(), pool => {
-            let events: Vec<(String, i64, i64)> = sqlx::query_as(
+            let events: Vec<EventCount> = sqlx::query_as(
                 "SELECT name, COUNT(*), MAX(created_at) FROM events WHERE contact_id = $1 GROUP BY name ORDER BY name",
             )
             .bind(contact.as_str())
