@@ -4,7 +4,7 @@
 //! `contacts c`, with the caller's binds first (`$1` the project, `$2` the segment) and the
 //! filter's after them. A `STATIC` segment's members are rows of `segment_members`; so are those
 //! of a tracked dynamic segment, reconciled with its filter by [`Store::compute_segment`] in
-//! chunks, each chunk one transaction with its `segment.<slug>.entry`/`.exit` events (and their
+//! chunks (keyset-paginated by contact id), each chunk one transaction with its `segment.<slug>.entry`/`.exit` events (and their
 //! outbox rows, by trigger). `member_count` caches the last count.
 
 use std::collections::HashSet;
@@ -531,20 +531,25 @@ impl Store {
         };
         let now = now_ms();
         let (expr, binds) = self.compile(&segment.project_id, Some(&segment.id), &filter, now)?;
+        // Keyset pagination: each chunk starts after the last contact id of the one before
+        // (`$after`), so a compute reads each contact once however many chunks it takes.
+        let after = format!("${}", binds.len() + 1);
         let entering = format!(
-            "SELECT c.id FROM contacts c WHERE c.project_id = $1 AND ({expr}) AND NOT EXISTS \
-             (SELECT 1 FROM segment_members m WHERE m.segment_id = $2 AND m.contact_id = c.id) \
-             ORDER BY c.id LIMIT {COMPUTE_CHUNK}"
+            "SELECT c.id FROM contacts c WHERE c.project_id = $1 AND c.id > {after} AND ({expr}) \
+             AND NOT EXISTS (SELECT 1 FROM segment_members m WHERE m.segment_id = $2 \
+             AND m.contact_id = c.id) ORDER BY c.id LIMIT {COMPUTE_CHUNK}"
         );
         let leaving = format!(
             "SELECT c.id FROM segment_members m JOIN contacts c ON c.id = m.contact_id \
-             WHERE m.project_id = $1 AND m.segment_id = $2 AND NOT ({expr}) \
-             ORDER BY c.id LIMIT {COMPUTE_CHUNK}"
+             WHERE m.project_id = $1 AND m.segment_id = $2 AND m.contact_id > {after} \
+             AND NOT ({expr}) ORDER BY m.contact_id LIMIT {COMPUTE_CHUNK}"
         );
         let mut outcome = ComputeOutcome::default();
         for enter in [true, false] {
+            let mut binds = binds.clone();
+            binds.push(SqlValue::Text(String::new()));
             loop {
-                let changed = self
+                let (selected, changed, last) = self
                     .compute_chunk(
                         segment,
                         enter,
@@ -553,13 +558,16 @@ impl Store {
                     )
                     .await?;
                 if enter {
-                    outcome.added += changed.1;
+                    outcome.added += changed;
                 } else {
-                    outcome.removed += changed.1;
+                    outcome.removed += changed;
                 }
-                // A short chunk was the last; a chunk that changed nothing cannot progress.
-                if changed.0 < COMPUTE_CHUNK || changed.1 == 0 {
-                    break;
+                // A short chunk was the last.
+                match last {
+                    Some(last) if selected == COMPUTE_CHUNK => {
+                        *binds.last_mut().expect("the cursor") = SqlValue::Text(last)
+                    }
+                    _ => break,
                 }
             }
         }
@@ -577,16 +585,16 @@ impl Store {
         Ok(outcome)
     }
 
-    /// One transaction of a compute: selects up to a chunk of contacts with `select` and makes
-    /// each enter (`enter`) or leave, with its event. Answers how many were selected and how
-    /// many changed.
+    /// One transaction of a compute: selects up to a chunk of contacts with `select` (in id
+    /// order) and makes each enter (`enter`) or leave, with its event. Answers how many were
+    /// selected, how many changed, and the last id selected.
     async fn compute_chunk(
         &self,
         segment: &Segment,
         enter: bool,
         select: &str,
         binds: &[SqlValue],
-    ) -> StoreResult<(usize, i64)> {
+    ) -> StoreResult<(usize, i64, Option<String>)> {
         let project = segment.project_id.as_str();
         let id = segment.id.as_str();
         let write = if enter { INSERT_MEMBER } else { DELETE_MEMBER };
@@ -622,7 +630,7 @@ impl Store {
                 .await?;
             }
             tx.commit().await?;
-            (ids.len(), changed)
+            (ids.len(), changed, ids.last().cloned())
         });
         Ok(outcome)
     }

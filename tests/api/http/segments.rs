@@ -1049,3 +1049,74 @@ async fn time_relative_segments_are_reevaluated_by_one_periodic_job() {
     );
     other.stop().await;
 }
+
+#[tokio::test]
+async fn compute_walks_many_chunks_once_each() {
+    let app = TestApp::spawn_with(|s| s.jobs_poll_interval_ms = 50).await;
+    let p = app.project().await;
+    // 1,300 contacts (more than two chunks of 500), every third one `pro`.
+    let mut csv = String::from("email,plan\n");
+    for i in 0..1300 {
+        let plan = if i % 3 == 0 { "pro" } else { "free" };
+        csv.push_str(&format!("c{i:04}@example.com,{plan}\n"));
+    }
+    let r =
+        crate::http::jobs::upload(&app, &p.secret_key, "c.csv", "text/csv", csv.into_bytes()).await;
+    assert_eq!(r.status, 202, "{}", r.body);
+    let job = crate::http::jobs::wait_job(
+        &app,
+        &p.secret_key,
+        "import",
+        r.body["jobId"].as_str().unwrap(),
+    )
+    .await;
+    assert_eq!(job["result"]["succeeded"], 1300, "{job}");
+    let s = create(
+        &app,
+        &p,
+        json!({ "name": "Free", "type": "DYNAMIC", "trackMembership": true,
+                "condition": all_of(json!([{ "field": "data.plan", "operator": "equals", "value": "free" }])) }),
+    )
+    .await;
+    let compute = format!("/segments/{}/compute", s["id"].as_str().unwrap());
+    let r = app.post(&compute, &p.secret_key, json!({})).await;
+    assert_eq!(
+        r.body,
+        json!({ "added": 866, "removed": 0, "total": 866 }),
+        "{}",
+        r.body
+    );
+    let total = |name: &'static str| {
+        let (app, key) = (&app, p.secret_key.clone());
+        async move {
+            let r = app.get(&format!("/events?name={name}&limit=1"), &key).await;
+            r.body["total"].clone()
+        }
+    };
+    // Compute writes its events with its chunks: all there when it answers.
+    assert_eq!(total("segment.free.entry").await, 866);
+    // Everyone leaves: more than one chunk of exits, each once.
+    let r = app
+        .patch(
+            &format!("/segments/{}", s["id"].as_str().unwrap()),
+            &p.secret_key,
+            json!({ "condition": all_of(json!([{ "field": "data.plan", "operator": "equals", "value": "gold" }])) }),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    let r = app.post(&compute, &p.secret_key, json!({})).await;
+    assert_eq!(
+        r.body,
+        json!({ "added": 0, "removed": 866, "total": 0 }),
+        "{}",
+        r.body
+    );
+    assert_eq!(total("segment.free.exit").await, 866);
+    let r = app.post(&compute, &p.secret_key, json!({})).await;
+    assert_eq!(
+        r.body,
+        json!({ "added": 0, "removed": 0, "total": 0 }),
+        "{}",
+        r.body
+    );
+}

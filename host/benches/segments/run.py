@@ -1,0 +1,271 @@
+#!/usr/bin/env python3
+"""Segments at scale, on SQLite and PostgreSQL, against a release build.
+
+For each database: `herald init` makes a project, N contacts with varied data (plan, score,
+country, a signup date) and events (`login` for half of them within the last 60 days, `purchase`
+for a tenth) are written by SQL straight into the fresh database (their outbox rows are dropped:
+they are history, not news), then `herald serve` runs on it and the script measures, through HTTP:
+
+1. Count and first page of a 3-condition dynamic segment (`data.plan` equals `pro`, `event.login`
+   triggeredWithin 30 days, `subscribed` true): `GET /segments/:id/contacts?page=1&pageSize=20`
+   answers both. Median of 5 after one warm-up. Beside it, the ceiling of the same run: a bare
+   `SELECT COUNT(*)` of the project's contacts, timed in the database's own client.
+2. Compute of the same segment tracked, from empty, then again after 1% of the contacts changed
+   plan (by SQL). While each compute runs, a probe writes (`POST /v1/track` of another contact)
+   every 20 ms; the longest probe is the longest the writer was held (SQLite) plus a request.
+3. The live path: M events tracked by 8 client threads, timed until the outbox is drained, with
+   no tracked segment and then with 10 tracked segments; the added cost per `/v1/track` is the
+   difference per event.
+
+Usage: host/benches/segments/run.py [N, default 1000000] [M, default 5000]
+Needs a release build (cargo build --release; CARGO_TARGET_DIR is honoured), python3, sqlite3's
+module, psql, and PostgreSQL on 127.0.0.1:5432 for the second half (skipped with a note when
+unreachable). HERALD_BIN runs another binary (a debug build, for a quick check of the script).
+"""
+import http.client
+import json
+import os
+import shutil
+import sqlite3
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+from concurrent.futures import ThreadPoolExecutor
+
+ROOT = os.path.dirname(os.path.abspath(__file__)) + "/../../.."
+BIN = os.environ.get("HERALD_BIN") or (
+    os.environ.get("CARGO_TARGET_DIR", os.path.join(ROOT, "target")) + "/release/herald"
+)
+PORT = 18292
+N = int(sys.argv[1]) if len(sys.argv) > 1 else 1_000_000
+M = int(sys.argv[2]) if len(sys.argv) > 2 else 5000
+PG = "postgres://postgres@127.0.0.1:5432"
+DAY = 86_400_000
+
+
+_local = threading.local()
+
+
+def call(method, path, key, body=None):
+    """One request on this thread's kept-alive connection; fails loudly on an error status."""
+    conn = getattr(_local, "conn", None)
+    if conn is None:
+        conn = _local.conn = http.client.HTTPConnection("127.0.0.1", PORT, timeout=600)
+    headers = {"Authorization": f"Bearer {key}"}
+    payload = None
+    if body is not None:
+        payload, headers["Content-Type"] = json.dumps(body), "application/json"
+    conn.request(method, path, body=payload, headers=headers)
+    reply = conn.getresponse()
+    text = reply.read()
+    if reply.status >= 400:
+        raise RuntimeError(f"{method} {path}: {reply.status} {text[:300]!r}")
+    return json.loads(text) if text else None
+
+
+class Db:
+    """The database under test, for loading and for the ceiling."""
+
+    def __init__(self, url, data_dir):
+        self.url, self.path = url, os.path.join(data_dir, "herald.db")
+
+    def run(self, sql):
+        if self.url.startswith("postgres"):
+            out = subprocess.run(["psql", self.url, "-qAtc", sql], capture_output=True, text=True)
+            if out.returncode != 0:
+                sys.exit(f"psql failed: {out.stderr}\n{sql}")
+            return out.stdout.strip()
+        con = sqlite3.connect(self.path, timeout=60)
+        try:
+            cur = con.executescript(sql) if ";" in sql.strip().rstrip(";") else con.execute(sql)
+            row = cur.fetchone() if cur.description else None
+            con.commit()
+            return "" if row is None else str(row[0])
+        finally:
+            con.close()
+
+    def timed(self, sql, runs=5):
+        """Median seconds of `sql` (after one warm-up), in the database's own client."""
+        if self.url.startswith("postgres"):
+            script = "\\timing on\n" + (sql + ";\n") * (runs + 1)
+            out = subprocess.run(["psql", self.url, "-qAt"], input=script, capture_output=True, text=True, check=True)
+            ms = [float(l.split()[1]) for l in out.stdout.splitlines() if l.startswith("Time:")]
+            return statistics.median(ms[1:]) / 1000
+        con = sqlite3.connect(self.path)
+        try:
+            con.execute(sql).fetchall()
+            times = []
+            for _ in range(runs):
+                t = time.perf_counter()
+                con.execute(sql).fetchall()
+                times.append(time.perf_counter() - t)
+            return statistics.median(times)
+        finally:
+            con.close()
+
+
+def load(db, project, now):
+    """N contacts and their events, by SQL, in the fresh database."""
+    pg = db.url.startswith("postgres")
+    hexid = "lpad(to_hex(g), 32, '0')" if pg else "printf('%032x', g)"
+    obj = "jsonb_build_object" if pg else "json_object"
+    iso = (
+        "to_char(to_timestamp(({now} - (g % 365) * {day}) / 1000.0) AT TIME ZONE 'UTC', "
+        "'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"')"
+        if pg
+        else "strftime('%Y-%m-%dT%H:%M:%SZ', ({now} - (g % 365) * {day}) / 1000, 'unixepoch')"
+    ).format(now=now, day=DAY)
+    series = (
+        f"generate_series(1::bigint, {N}) AS s(g)"
+        if pg
+        else f"(WITH RECURSIVE s(g) AS (SELECT 1 UNION ALL SELECT g + 1 FROM s WHERE g < {N}) SELECT g FROM s)"
+    )
+    plans = "(ARRAY['free', 'pro', 'team'])[1 + g % 3]" if pg else "CASE g % 3 WHEN 0 THEN 'free' WHEN 1 THEN 'pro' ELSE 'team' END"
+    countries = "(ARRAY['de', 'fr', 'us', 'jp', 'br'])[1 + g % 5]" if pg else "CASE g % 5 WHEN 0 THEN 'de' WHEN 1 THEN 'fr' WHEN 2 THEN 'us' WHEN 3 THEN 'jp' ELSE 'br' END"
+    db.run(
+        f"INSERT INTO contacts (id, project_id, email, subscribed, data, version, created_at, updated_at) "
+        f"SELECT 'cnt_' || {hexid}, '{project}', 'c' || g || '@example.com', (g % 10) <> 0, "
+        f"{obj}('plan', {plans}, 'score', g % 100, 'country', {countries}, 'signedUpAt', {iso}), "
+        f"0, {now} - g * 1000, {now} - g * 500 FROM {series}"
+    )
+    # Event ids: 31 hex digits of the contact and one letter of the name.
+    event_hex = "lpad(to_hex(g), 31, '0')" if pg else "printf('%031x', g)"
+    for name, letter, every, spread in [("login", "a", 2, 60), ("purchase", "b", 10, 200)]:
+        db.run(
+            f"INSERT INTO events (id, project_id, contact_id, name, data, created_at) "
+            f"SELECT 'evt_' || {event_hex} || '{letter}', '{project}', 'cnt_' || {hexid}, '{name}', "
+            f"{obj}(), {now} - (g % {spread}) * {DAY} - g FROM {series} WHERE g % {every} = 0"
+        )
+    db.run("DELETE FROM event_outbox")
+    db.run("ANALYZE")
+
+
+def median_http(fn, runs=5):
+    fn()
+    times = []
+    for _ in range(runs):
+        t = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t)
+    return statistics.median(times)
+
+
+def compute_with_probe(key, segment, probe_email):
+    """Seconds of a compute, and the longest probe write meanwhile."""
+    stop, longest = threading.Event(), [0.0]
+
+    def probe():
+        while not stop.is_set():
+            t = time.perf_counter()
+            call("POST", "/v1/track", key, {"email": probe_email, "event": "probe"})
+            longest[0] = max(longest[0], time.perf_counter() - t)
+            time.sleep(0.02)
+
+    th = threading.Thread(target=probe)
+    th.start()
+    t = time.perf_counter()
+    out = call("POST", f"/segments/{segment}/compute", key, {})
+    took = time.perf_counter() - t
+    stop.set()
+    th.join()
+    return took, longest[0], out
+
+
+def track_burst(db, key, tag):
+    """Seconds to track M events with 8 threads and drain the outbox."""
+    t = time.perf_counter()
+    with ThreadPoolExecutor(8) as pool:
+        list(pool.map(lambda i: call("POST", "/v1/track", key, {"email": f"c{1 + i * 97 % N}@example.com", "event": tag}), range(M)))
+    while int(db.run("SELECT COUNT(*) FROM event_outbox") or 0) > 0:
+        time.sleep(0.05)
+    return time.perf_counter() - t
+
+
+def bench(label, url, work):
+    print(f"### {label}: {N:,} contacts")
+    _local.conn = None
+    init = json.loads(subprocess.run([BIN, "init", "--json", "--database-url", url, "--data-dir", work], capture_output=True, text=True, check=True).stdout)
+    key = init["secretKey"]
+    db = Db(url, work)
+    project = db.run("SELECT id FROM projects")
+    now = int(time.time() * 1000)
+    t = time.perf_counter()
+    load(db, project, now)
+    print(f"load by SQL: {time.perf_counter() - t:.1f} s")
+    env = dict(os.environ, HERALD_LOG="warn", HERALD_RATE_LIMIT_PER_MINUTE="100000000", HERALD_JOBS_POLL_INTERVAL_MS="20")
+    server = subprocess.Popen([BIN, "serve", "--listen", f"127.0.0.1:{PORT}", "--database-url", url, "--data-dir", work], env=env)
+    try:
+        for _ in range(100):
+            try:
+                urllib.request.urlopen(f"http://127.0.0.1:{PORT}/ready", timeout=1)
+                break
+            except Exception:
+                time.sleep(0.1)
+        condition = {"logic": "AND", "groups": [{"filters": [
+            {"field": "data.plan", "operator": "equals", "value": "pro"},
+            {"field": "event.login", "operator": "triggeredWithin", "value": 30, "unit": "days"},
+            {"field": "subscribed", "operator": "equals", "value": True}]}]}
+        seg = call("POST", "/segments", key, {"name": "Active pro", "type": "DYNAMIC", "condition": condition})["id"]
+        page = {}
+
+        def first_page():
+            page.update(call("GET", f"/segments/{seg}/contacts?page=1&pageSize=20", key))
+
+        took = median_http(first_page)
+        ceiling = db.timed(f"SELECT COUNT(*) FROM contacts WHERE project_id = '{project}'")
+        print(f"count + first page: {took * 1000:.0f} ms (total {page['total']:,}, page {len(page['data'])}); "
+              f"ceiling SELECT COUNT(*) of the project: {ceiling * 1000:.0f} ms")
+
+        call("PATCH", f"/segments/{seg}", key, {"trackMembership": True})
+        took, held, out = compute_with_probe(key, seg, "probe@example.com")
+        print(f"compute from empty: {took:.1f} s ({out}); longest probe write meanwhile: {held * 1000:.0f} ms")
+        if url.startswith("postgres"):
+            freed = "jsonb_set(data, '{plan}', '\"free\"')"
+        else:
+            freed = "json_set(data, '$.plan', 'free')"
+        db.run(f"UPDATE contacts SET data = {freed}, updated_at = {now} WHERE project_id = '{project}' "
+               f"AND id IN (SELECT id FROM contacts WHERE project_id = '{project}' ORDER BY id LIMIT {N // 100})")
+        took, held, out = compute_with_probe(key, seg, "probe@example.com")
+        print(f"compute after 1% changed: {took:.1f} s ({out}); longest probe write meanwhile: {held * 1000:.0f} ms")
+        call("PATCH", f"/segments/{seg}", key, {"trackMembership": False})
+
+        base = track_burst(db, key, "burst0")
+        for i in range(10):
+            c = {"logic": "AND", "groups": [{"filters": [
+                {"field": "data.score", "operator": "greaterThan", "value": i * 10},
+                {"field": f"event.burst{1 + i % 2}", "operator": "triggered"}]}]}
+            call("POST", "/segments", key, {"name": f"Tracked {i}", "type": "DYNAMIC", "trackMembership": True, "condition": c})
+        tracked = track_burst(db, key, "burst1")
+        print(f"/v1/track x {M:,} until the outbox drained: {base / M * 1000:.2f} ms each with no tracked "
+              f"segment, {tracked / M * 1000:.2f} ms with 10 (+{(tracked - base) / base * 100:.0f}%)")
+    finally:
+        server.terminate()
+        server.wait()
+
+
+def main():
+    if not os.access(BIN, os.X_OK):
+        sys.exit(f"{BIN} is missing: cargo build --release")
+    work = tempfile.mkdtemp()
+    try:
+        bench("SQLite", f"sqlite://{work}/herald.db", work)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    name = f"h_bench_segments_{int(time.time())}"
+    if subprocess.run(["psql", f"{PG}/postgres", "-qc", f"CREATE DATABASE {name}"], capture_output=True).returncode != 0:
+        print("### PostgreSQL: unreachable on 127.0.0.1:5432, skipped")
+        return
+    work = tempfile.mkdtemp()
+    try:
+        bench("PostgreSQL", f"{PG}/{name}", work)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+        subprocess.run(["psql", f"{PG}/postgres", "-qc", f"DROP DATABASE {name}"], capture_output=True)
+
+
+if __name__ == "__main__":
+    main()
