@@ -294,8 +294,13 @@ async fn plan(
         })
         .collect();
     let attachments = parse_attachments(&inputs, &mut problems);
-    let content = match (&subject, &html) {
-        (Some(subject), Some(html)) => match CompiledTemplate::compile(subject, html) {
+    let content = match (subject, html) {
+        (Some(subject), Some(html)) => match state
+            .sending()
+            .cpu()
+            .run(move || CompiledTemplate::compile(&subject, &html))
+            .await
+        {
             Ok(c) => Some(c),
             Err(e) => {
                 problems.push(Problem {

@@ -19,6 +19,7 @@ use crate::domain::template::fields::{
     TemplateType, Violation, check_from_name, check_name, check_subject, copy_name,
 };
 use crate::domain::time::to_rfc3339;
+use crate::services::cpu::CpuPool;
 use crate::store::templates::{Template, TemplateFields, TemplatePatch};
 use crate::store::usage::UsageOf;
 
@@ -236,8 +237,9 @@ impl Invalid {
         }
     }
 
-    /// Checks a subject and a body (either may be absent): their rules, then their syntax.
-    fn content(&mut self, subject: Option<&str>, body: Option<&str>) {
+    /// Checks a subject and a body (either may be absent): their rules, then their syntax (on
+    /// the CPU pool: compiling is the expensive part of a template request).
+    async fn content(&mut self, cpu: &CpuPool, subject: Option<&str>, body: Option<&str>) {
         let subject = subject.filter(|s| self.check("subject", check_subject(s)).is_some());
         let body = body.filter(|b| {
             let present = if b.is_empty() {
@@ -247,7 +249,11 @@ impl Invalid {
             };
             self.check("body", present).is_some()
         });
-        for e in crate::domain::template::check(subject, body) {
+        let (subject, body) = (subject.map(str::to_string), body.map(str::to_string));
+        let errors = cpu
+            .run(move || crate::domain::template::check(subject.as_deref(), body.as_deref()))
+            .await;
+        for e in errors {
             self.0
                 .push(FieldError::new(e.field, "invalid_template", e.describe()));
         }
@@ -352,7 +358,9 @@ impl TemplatesApi {
         let mut invalid = Invalid::default();
         let name = invalid.check("name", check_name(&req.name));
         let template_type = invalid.check("type", parse_type(&req.template_type));
-        invalid.content(Some(&req.subject), Some(&req.body));
+        invalid
+            .content(state.sending().cpu(), Some(&req.subject), Some(&req.body))
+            .await;
         let from_email = req.from.map(|f| invalid.check("from", address(&f)));
         let from_name = req
             .from_name
@@ -424,7 +432,9 @@ impl TemplatesApi {
             .and_then(|n| invalid.check("name", check_name(&n)));
         let subject = invalid.not_null("subject", req.subject);
         let body = invalid.not_null("body", req.body);
-        invalid.content(subject.as_deref(), body.as_deref());
+        invalid
+            .content(state.sending().cpu(), subject.as_deref(), body.as_deref())
+            .await;
         let template_type = invalid
             .not_null("type", req.template_type)
             .and_then(|t| invalid.check("type", parse_type(&t)));

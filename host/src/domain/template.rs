@@ -22,6 +22,12 @@
 //!   `ne`, `gt`, `gte`, `lt`, `lte`, `and`, `or`, `not`, `len` are available; any other helper,
 //!   partials and decorators are errors at compile time, with their position.
 //! - The text alternative: see [`html_to_text`].
+//! - Limits, so that one request's template cannot take unbounded time or memory: a subject or
+//!   body of at most [`MAX_SOURCE_BYTES`] and [`MAX_EXPRESSIONS`] expressions, with blocks and
+//!   subexpressions nested at most [`MAX_NESTING`] deep (checked before parsing); while rendering, at most
+//!   [`MAX_RENDERED_BYTES`] of output and [`MAX_RENDER_STEPS`] steps of `{{#each}}` work per
+//!   message. Each is a [`TemplateError`] naming the field, never a crash. Compiling and
+//!   rendering take time linear in the source and the output.
 //!
 //! The rules of a stored template's other fields (name, type, subject length, sender name) are
 //! in [`fields`].
@@ -29,16 +35,33 @@
 pub mod fields;
 mod text;
 
+use std::cell::Cell;
 use std::sync::LazyLock;
 
 use handlebars::template::{Parameter, TemplateElement};
 use handlebars::{
-    Context, Handlebars, Helper, HelperDef, RenderContext, RenderError, Renderable, ScopedJson,
-    StringOutput, Template,
+    BlockContext, BlockParams, Context, Handlebars, Helper, HelperDef, HelperResult, Output,
+    RenderContext, RenderError, RenderErrorReason, Renderable, ScopedJson, Template, to_json,
 };
 use serde_json::Value;
 
+use crate::domain::send::MAX_MESSAGE_BYTES;
+
 pub use text::html_to_text;
+
+/// Largest subject or body source accepted, in bytes (checked before parsing).
+pub const MAX_SOURCE_BYTES: usize = 512 * 1024;
+/// Most expressions (`{{…}}`, blocks included) in a subject or body. The `handlebars` parser
+/// finds each element's line by reading the source from its start, so parsing takes time
+/// proportional to the elements times the size: the two caps bound it.
+pub const MAX_EXPRESSIONS: usize = 2_000;
+/// Deepest nesting of blocks (`{{#if}}…{{/if}}`) and of subexpressions (`(eq a b)`).
+pub const MAX_NESTING: usize = 100;
+/// Most rendered output per message, subject and body together: the message size limit.
+pub const MAX_RENDERED_BYTES: usize = MAX_MESSAGE_BYTES;
+/// Most `{{#each}}` work per message: each iteration costs one step plus one per element of the
+/// block it renders (counted with nested blocks), and each call one step.
+pub const MAX_RENDER_STEPS: u64 = 2_000_000;
 
 /// The internal helper the fallback operator is rewritten into.
 const FALLBACK_HELPER: &str = "__fallback";
@@ -125,10 +148,15 @@ impl CompiledTemplate {
 
     /// Renders with `vars` (an object of variables; anything else renders every variable as
     /// missing).
+    ///
+    /// Refused, with the field, when the output would pass [`MAX_RENDERED_BYTES`] or the
+    /// `{{#each}}` work [`MAX_RENDER_STEPS`]: the rendering stops there, it does not finish first.
     pub fn render(&self, vars: &Value) -> Result<Rendered, TemplateError> {
         let ctx = Context::from(vars.clone());
-        let subject = render_one("subject", &self.subject, &PLAIN, &ctx)?;
-        let html = render_one("body", &self.html, &HTML, &ctx)?;
+        STEPS_LEFT.set(MAX_RENDER_STEPS);
+        let subject = render_one("subject", &self.subject, &PLAIN, &ctx, MAX_RENDERED_BYTES)?;
+        let left = MAX_RENDERED_BYTES - subject.len();
+        let html = render_one("body", &self.html, &HTML, &ctx, left)?;
         let text = html_to_text(&html);
         Ok(Rendered {
             subject: one_line(&subject),
@@ -158,7 +186,155 @@ fn registry(escape_html: bool) -> Handlebars<'static> {
         hb.register_escape_fn(handlebars::no_escape);
     }
     hb.register_helper(FALLBACK_HELPER, Box::new(Fallback));
+    hb.register_helper("each", Box::new(MeteredEach));
     hb
+}
+
+thread_local! {
+    /// Steps of `{{#each}}` work the rendering on this thread may still take. A rendering runs
+    /// on one thread from start to end, and [`CompiledTemplate::render`] sets it first.
+    static STEPS_LEFT: Cell<u64> = const { Cell::new(MAX_RENDER_STEPS) };
+}
+
+/// Takes `steps` from the rendering's budget, or refuses when it has not that many left.
+fn take_steps(steps: u64) -> Result<(), RenderError> {
+    let left = STEPS_LEFT.get();
+    if steps > left {
+        STEPS_LEFT.set(0);
+        return Err(RenderErrorReason::Other(STEPS_EXCEEDED.into()).into());
+    }
+    STEPS_LEFT.set(left - steps);
+    Ok(())
+}
+
+const STEPS_EXCEEDED: &str = "the template's loops do too much work";
+const OUTPUT_EXCEEDED: &str = "the rendered output is too large";
+
+/// Elements of a template, counting those of nested blocks.
+fn element_count(t: &Template) -> u64 {
+    let nested: u64 = t
+        .elements
+        .iter()
+        .map(|e| match e {
+            TemplateElement::HelperBlock(h) => [&h.template, &h.inverse]
+                .into_iter()
+                .flatten()
+                .map(element_count)
+                .sum(),
+            _ => 0,
+        })
+        .sum();
+    t.elements.len() as u64 + nested
+}
+
+/// The `handlebars` built-in `each` (same output, same `@index`, `@first`, `@last`, `@key` and
+/// block parameters), which first takes its work from the rendering's budget: the whole loop
+/// is paid for before it starts, so a loop too large is refused at once.
+struct MeteredEach;
+
+impl HelperDef for MeteredEach {
+    fn call<'reg: 'rc, 'rc>(
+        &self,
+        h: &Helper<'rc>,
+        r: &'reg Handlebars<'reg>,
+        ctx: &'rc Context,
+        rc: &mut RenderContext<'reg, 'rc>,
+        out: &mut dyn Output,
+    ) -> HelperResult {
+        take_steps(1)?;
+        let value = h
+            .param(0)
+            .ok_or(RenderErrorReason::ParamNotFoundForIndex("each", 0))?;
+        let Some(t) = h.template() else {
+            return Ok(());
+        };
+        let items: Vec<(Value, &Value)> = match value.value() {
+            Value::Array(list) => list
+                .iter()
+                .enumerate()
+                .map(|(i, v)| (to_json(i), v))
+                .collect(),
+            Value::Object(map) => map.iter().map(|(k, v)| (to_json(k), v)).collect(),
+            _ => Vec::new(),
+        };
+        if items.is_empty() {
+            return match h.inverse() {
+                Some(inverse) => inverse.render(r, ctx, rc, out),
+                None => Ok(()),
+            };
+        }
+        take_steps((items.len() as u64).saturating_mul(1 + element_count(t)))?;
+        let is_object = value.value().is_object();
+        let path = value.context_path();
+        let mut block = BlockContext::new();
+        match path {
+            Some(p) => block.base_path_mut().clone_from(p),
+            None => block.set_base_value(value.value().clone()),
+        }
+        rc.push_block(block);
+        let len = items.len();
+        for (i, (key, v)) in items.into_iter().enumerate() {
+            if let Some(block) = rc.block_mut() {
+                block.set_local_var("first", to_json(i == 0));
+                block.set_local_var("last", to_json(i == len - 1));
+                block.set_local_var("index", to_json(i));
+                if is_object {
+                    block.set_local_var("key", key.clone());
+                }
+                let segment = match &key {
+                    Value::String(k) => k.clone(),
+                    _ => i.to_string(),
+                };
+                match path {
+                    Some(p) if i == 0 => {
+                        let mut base = p.clone();
+                        base.push(segment);
+                        *block.base_path_mut() = base;
+                    }
+                    Some(_) => {
+                        if let Some(last) = block.base_path_mut().last_mut() {
+                            *last = segment;
+                        }
+                    }
+                    None => block.set_base_value(v.clone()),
+                }
+                let mut params = BlockParams::new();
+                let value_param = |params: &mut BlockParams<'rc>, name: &'rc str| match path {
+                    Some(_) => params.add_path(name, Vec::new()),
+                    None => params.add_value(name, v.clone()),
+                };
+                if let Some(name) = h.block_param() {
+                    value_param(&mut params, name)?;
+                    block.set_block_params(params);
+                } else if let Some((name, key_name)) = h.block_param_pair() {
+                    value_param(&mut params, name)?;
+                    params.add_value(key_name, key.clone())?;
+                    block.set_block_params(params);
+                }
+            }
+            t.render(r, ctx, rc, out)?;
+        }
+        rc.pop_block();
+        Ok(())
+    }
+}
+
+/// Output that refuses to grow past its limit: rendering stops at the first write beyond it.
+struct CappedOutput {
+    buf: String,
+    limit: usize,
+    exceeded: bool,
+}
+
+impl Output for CappedOutput {
+    fn write(&mut self, seg: &str) -> Result<(), std::io::Error> {
+        if self.buf.len() + seg.len() > self.limit {
+            self.exceeded = true;
+            return Err(std::io::Error::other(OUTPUT_EXCEEDED));
+        }
+        self.buf.push_str(seg);
+        Ok(())
+    }
 }
 
 /// `{{__fallback a b c}}`: the first parameter that is present, not null and not `""`.
@@ -186,26 +362,48 @@ fn render_one(
     part: &Part,
     registry: &'static Handlebars<'static>,
     ctx: &Context,
+    limit: usize,
 ) -> Result<String, TemplateError> {
     let mut rc = RenderContext::new(None);
-    let mut out = StringOutput::new();
-    part.template
-        .render(registry, ctx, &mut rc, &mut out)
-        .map_err(|e| TemplateError {
+    let mut out = CappedOutput {
+        buf: String::new(),
+        limit,
+        exceeded: false,
+    };
+    let rendered = part.template.render(registry, ctx, &mut rc, &mut out);
+    if out.exceeded {
+        return Err(TemplateError {
+            field,
+            line: None,
+            column: None,
+            message: format!(
+                "the rendered subject and body would be larger than {} MB, the message size \
+                 limit; render less (fewer or smaller values, smaller loops)",
+                MAX_RENDERED_BYTES / (1024 * 1024)
+            ),
+        });
+    }
+    rendered.map_err(|e| {
+        let message = if matches!(e.reason(), RenderErrorReason::Other(m) if m == STEPS_EXCEEDED) {
+            format!(
+                "the template's `{{{{#each}}}}` loops would take more than {MAX_RENDER_STEPS} \
+                 steps (an iteration costs one step per element it renders); loop over fewer \
+                 items or nest fewer loops"
+            )
+        } else {
+            e.reason().to_string()
+        };
+        TemplateError {
             field,
             line: e.line_no,
             column: e
                 .line_no
                 .zip(e.column_no)
                 .map(|(l, c)| part.columns.original_column(l, c)),
-            message: e.reason().to_string(),
-        })?;
-    out.into_string().map_err(|e| TemplateError {
-        field,
-        line: None,
-        column: None,
-        message: e.to_string(),
-    })
+            message,
+        }
+    })?;
+    Ok(out.buf)
 }
 
 /// Line breaks (and the runs they form) become one space.
@@ -239,6 +437,7 @@ fn compile_one(field: &'static str, source: &str) -> Result<Part, TemplateError>
         column: Some(column),
         message,
     };
+    check_shape(source).map_err(|e| TemplateError { field, ..e })?;
     let rewritten = rewrite_fallbacks(source).map_err(|e| at(e.line, e.column, e.message))?;
     let template = Template::compile(&rewritten.text).map_err(|e| match e.pos() {
         Some((line, column)) => {
@@ -438,46 +637,13 @@ fn rewrite_fallbacks(src: &str) -> Result<Rewritten, Located> {
         out.text.push_str(src);
         return Ok(out);
     }
-    let bytes = src.as_bytes();
     let mut pos = Position::default();
     let mut copied = 0;
-    let mut i = 0;
-    while let Some(found) = src[i..].find("{{") {
-        let open = i + found;
-        let backslashes = bytes[..open]
-            .iter()
-            .rev()
-            .take_while(|&&b| b == b'\\')
-            .count();
-        if backslashes == 1 {
-            i = open + 2;
-            continue;
-        }
-        let rest = &src[open..];
-        let skipped = if rest.starts_with("{{{{") {
-            // A raw block, through its closing `{{{{/name}}}}`.
-            Some(
-                rest.find("{{{{/")
-                    .and_then(|c| rest[c..].find("}}}}").map(|e| c + e + 4)),
-            )
-        } else if rest.starts_with("{{!--") {
-            Some(rest.find("--}}").map(|e| e + 4))
-        } else if rest.starts_with("{{!") {
-            Some(rest.find("}}").map(|e| e + 2))
-        } else {
-            None
-        };
-        if let Some(len) = skipped {
-            i = len.map_or(src.len(), |n| open + n);
-            continue;
-        }
-        let Some(m) = Mustache::parse(src, open) else {
-            // Unclosed: the parser reports it.
-            break;
-        };
+    // (line, characters inserted on it so far).
+    let mut line_inserted = (0, 0);
+    for m in Mustaches::new(src) {
         let operators = m.operators(src);
         if operators.is_empty() {
-            i = m.end;
             continue;
         }
         pos.advance(&src[copied..m.body_start]);
@@ -534,16 +700,15 @@ fn rewrite_fallbacks(src: &str) -> Result<Rewritten, Located> {
         let first = m.body_start + (body.len() - trimmed.len());
         out.text.push_str(&src[copied..first]);
         let at = pos.after(&src[m.body_start..first]);
-        let earlier: usize = out
-            .columns
-            .0
-            .iter()
-            .filter(|insert| insert.0 == at.line)
-            .map(|insert| insert.2)
-            .sum();
+        // Text inserted earlier on this line: insertions come in order, so a running sum per
+        // line (not a scan of every earlier insertion) keeps the rewriting linear.
+        if line_inserted.0 != at.line {
+            line_inserted = (at.line, 0);
+        }
         out.columns
             .0
-            .push((at.line, at.column + earlier, INSERT.len()));
+            .push((at.line, at.column + line_inserted.1, INSERT.len()));
+        line_inserted.1 += INSERT.len();
         out.text.push_str(INSERT);
         let mut from = first;
         for &o in &operators {
@@ -554,10 +719,140 @@ fn rewrite_fallbacks(src: &str) -> Result<Rewritten, Located> {
         out.text.push_str(&src[from..m.end]);
         pos.advance(&src[m.body_start..m.end]);
         copied = m.end;
-        i = m.end;
     }
     out.text.push_str(&src[copied..]);
     Ok(out)
+}
+
+/// The mustaches of a source, in order: escaped ones (`\\{{`), comments and raw blocks are
+/// skipped; the walk stops at the first one not closed (the parser reports it). Each byte of
+/// the source is read a bounded number of times.
+struct Mustaches<'a> {
+    src: &'a str,
+    /// Where the search for the next `{{` starts.
+    at: usize,
+}
+
+impl<'a> Mustaches<'a> {
+    fn new(src: &'a str) -> Mustaches<'a> {
+        Mustaches { src, at: 0 }
+    }
+}
+
+impl Iterator for Mustaches<'_> {
+    type Item = Mustache;
+
+    fn next(&mut self) -> Option<Mustache> {
+        let src = self.src;
+        let bytes = src.as_bytes();
+        while let Some(found) = src.get(self.at..)?.find("{{") {
+            let open = self.at + found;
+            let backslashes = bytes[..open]
+                .iter()
+                .rev()
+                .take_while(|&&b| b == b'\\')
+                .count();
+            if backslashes == 1 {
+                self.at = open + 2;
+                continue;
+            }
+            let rest = &src[open..];
+            let skipped = if rest.starts_with("{{{{") {
+                // A raw block, through its closing `{{{{/name}}}}`.
+                Some(
+                    rest.find("{{{{/")
+                        .and_then(|c| rest[c..].find("}}}}").map(|e| c + e + 4)),
+                )
+            } else if rest.starts_with("{{!--") {
+                Some(rest.find("--}}").map(|e| e + 4))
+            } else if rest.starts_with("{{!") {
+                Some(rest.find("}}").map(|e| e + 2))
+            } else {
+                None
+            };
+            if let Some(len) = skipped {
+                self.at = len.map_or(src.len(), |n| open + n);
+                continue;
+            }
+            let Some(m) = Mustache::parse(src, open) else {
+                self.at = src.len();
+                return None;
+            };
+            self.at = m.end;
+            return Some(m);
+        }
+        None
+    }
+}
+
+/// The checks made before parsing: the size of the source, and how deep its blocks and
+/// subexpressions nest (the parser and the renderer recurse once per level).
+fn check_shape(src: &str) -> Result<(), TemplateError> {
+    if src.len() > MAX_SOURCE_BYTES {
+        return Err(TemplateError {
+            field: "",
+            line: None,
+            column: None,
+            message: format!(
+                "the template is {} bytes; at most {MAX_SOURCE_BYTES} (512 KB) are accepted: \
+                 move large content out of the template",
+                src.len()
+            ),
+        });
+    }
+    let too_deep = |at: usize, what: &str| {
+        let p = Position::default().after(&src[..at]);
+        TemplateError {
+            field: "",
+            line: Some(p.line),
+            column: Some(p.column),
+            message: format!("{what} nest more than {MAX_NESTING} deep here; flatten the template"),
+        }
+    };
+    let mut depth = 0usize;
+    for (n, m) in Mustaches::new(src).enumerate() {
+        if n == MAX_EXPRESSIONS {
+            let p = Position::default().after(&src[..m.body_start]);
+            return Err(TemplateError {
+                field: "",
+                line: Some(p.line),
+                column: Some(p.column),
+                message: format!(
+                    "the template has more than {MAX_EXPRESSIONS} expressions (`{{{{…}}}}`); \
+                     use fewer, for example a loop (`{{{{#each}}}}`) over a list"
+                ),
+            });
+        }
+        let body = &src[m.body_start..m.body_end];
+        match body.trim_start().as_bytes().first() {
+            Some(b'#') => {
+                depth += 1;
+                if depth > MAX_NESTING {
+                    return Err(too_deep(m.body_start, "blocks (`{{#…}}`)"));
+                }
+            }
+            Some(b'/') => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+        let mut parens = 0usize;
+        let mut quote = None;
+        for (k, b) in body.bytes().enumerate() {
+            match (quote, b) {
+                (Some(q), _) if b == q => quote = None,
+                (Some(_), _) => {}
+                (None, b'"' | b'\'') => quote = Some(b),
+                (None, b'(') => {
+                    parens += 1;
+                    if parens > MAX_NESTING {
+                        return Err(too_deep(m.body_start + k, "subexpressions (`( … )`)"));
+                    }
+                }
+                (None, b')') => parens = parens.saturating_sub(1),
+                _ => {}
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Line and column (1-based, in characters) while walking the source.
@@ -950,6 +1245,94 @@ mod tests {
             r.text,
             "Hi Ann & Bob\n\nVisit our site (https://x.test/?a=1&b=2)."
         );
+    }
+
+    #[test]
+    fn deep_nesting_and_large_sources_are_refused_before_parsing() {
+        let deep = |n| format!("{}x{}", "{{#if a}}".repeat(n), "{{/if}}".repeat(n));
+        // 50,000 levels are over the size limit too.
+        assert_eq!(body_error(&deep(50_000)).line, None);
+        let e = body_error(&deep(1_000));
+        assert_eq!(e.field, "body");
+        assert_eq!(
+            (e.line, e.column),
+            (Some(1), Some(9 * MAX_NESTING + 3)),
+            "{e}"
+        );
+        assert!(e.message.contains("nest more than 100 deep"), "{e}");
+        // As deep as allowed is fine.
+        assert_eq!(render(&deep(MAX_NESTING), &json!({ "a": true })), "x");
+        let parens = format!("{{{{eq {}a{} 1}}}}", "(eq ".repeat(200), " 1)".repeat(200));
+        assert!(body_error(&parens).message.contains("subexpressions"));
+        // Unclosed, deep parentheses reach the parser, which refuses them without crashing.
+        assert!(
+            body_error(&format!("{{{{a {}", "(".repeat(50_000)))
+                .line
+                .is_some()
+        );
+        let e = CompiledTemplate::compile(&"s".repeat(MAX_SOURCE_BYTES + 1), "b").unwrap_err();
+        assert_eq!((e.field, e.line), ("subject", None));
+        assert!(e.message.contains("at most 524288"), "{e}");
+    }
+
+    #[test]
+    fn rendering_stops_at_the_output_and_loop_limits() {
+        let list: Vec<u32> = (0..1000).collect();
+        let vars = json!({ "l": list, "big": "x".repeat(1024 * 1024) });
+        let started = std::time::Instant::now();
+        let loops = "{{#each l}}{{#each ../l}}{{#each ../../l}}x{{/each}}{{/each}}{{/each}}";
+        let e = CompiledTemplate::compile("s", loops)
+            .unwrap()
+            .render(&vars)
+            .unwrap_err();
+        assert_eq!(e.field, "body");
+        assert!(
+            e.message.contains("`{{#each}}` loops would take more than"),
+            "{e}"
+        );
+        let e = CompiledTemplate::compile("s", &"{{big}}".repeat(50))
+            .unwrap()
+            .render(&vars)
+            .unwrap_err();
+        assert!(e.message.contains("larger than 40 MB"), "{e}");
+        // The subject counts too.
+        let e = CompiledTemplate::compile(&"{{big}}".repeat(50), "b")
+            .unwrap()
+            .render(&vars)
+            .unwrap_err();
+        assert_eq!(e.field, "subject");
+        assert!(started.elapsed().as_secs() < 5, "{:?}", started.elapsed());
+        // A loop within the limits renders as the built-in `each` does.
+        let t = "{{#each o}}{{@key}}={{this}}{{#if @first}}<{{/if}}{{#if @last}}>{{/if}};{{/each}}\
+                 {{#each l as |v i|}}{{i}}:{{v}}{{/each}}{{#each none}}-{{else}}empty{{/each}}";
+        let vars = json!({ "o": { "a": 1, "b": 2 }, "l": ["x", "y"] });
+        assert_eq!(render(t, &vars), "a=1<;b=2>;0:x1:yempty");
+    }
+
+    #[test]
+    fn many_fallbacks_rewrite_in_linear_time_and_too_many_expressions_are_refused() {
+        let started = std::time::Instant::now();
+        let rewritten = rewrite_fallbacks(&"{{a ?? b}}".repeat(60_000))
+            .ok()
+            .unwrap();
+        assert_eq!(rewritten.columns.0.len(), 60_000);
+        // Columns of the rewritten text: each earlier insertion on the line shifts it.
+        assert_eq!(
+            rewritten.columns.0[59_999],
+            (1, 59_999 * 21 + 3, INSERT.len())
+        );
+        // 60,000 are over the size limit; 5,000 over the expression limit.
+        assert_eq!(body_error(&"{{a ?? b}}".repeat(60_000)).line, None);
+        let e = body_error(&"{{a ?? b}}".repeat(5_000));
+        assert_eq!((e.line, e.column), (Some(1), Some(20_003)), "{e}");
+        assert!(e.message.contains("more than 2000 expressions"), "{e}");
+        // As many as allowed compile, and positions after them still refer to the source.
+        let most = "{{a ?? b}}".repeat(MAX_EXPRESSIONS - 1);
+        let t = CompiledTemplate::compile("s", &most).unwrap();
+        assert_eq!(t.render(&json!({ "b": "y" })).unwrap().html.len(), 1_999);
+        let e = body_error(&format!("{most}\n{{{{a ?? b}}}} {{{{}}}}"));
+        assert_eq!((e.line, e.column), (Some(2), Some(14)), "{e}");
+        assert!(started.elapsed().as_secs() < 20, "{:?}", started.elapsed());
     }
 
     #[test]

@@ -1,7 +1,10 @@
 //! Transactional sending (`/v1/send`) as a service: for each recipient in order, upsert the
 //! contact, render the content with the contact's variables, add tracking, build and sign the
 //! MIME message; then queue every email with its delivery job and the request's idempotency key
-//! in one transaction. Delivery itself is `jobs::deliver`.
+//! in one transaction. Delivery itself is `jobs::deliver`. Rendering, building and signing run
+//! on the [`CpuPool`] (the blocking pool, one task per core), never on an async worker.
+
+use std::sync::Arc;
 
 use serde_json::{Map, Value};
 
@@ -18,6 +21,7 @@ use crate::mail::dkim::DkimSigner;
 use crate::mail::links::{ContactUrls, LinkSigner};
 use crate::mail::mime::{self, Outgoing};
 use crate::mail::tracking;
+use crate::services::cpu::CpuPool;
 use crate::services::sending_domains::Sender;
 use crate::store::contacts::Effects;
 use crate::store::emails::NewEmail;
@@ -25,6 +29,7 @@ use crate::store::idempotency::IdempotentWrite;
 use crate::store::{Store, StoreError};
 
 /// A checked send request, ready to go out.
+#[derive(Clone)]
 pub struct SendPlan {
     /// Recipients, in order.
     pub recipients: Vec<Mailbox>,
@@ -111,23 +116,98 @@ pub fn variables(contact: &Contact, transient: &Map<String, Value>, urls: &Conta
 /// Sends email: builds each recipient's message and queues it for delivery.
 pub struct Sending {
     store: Store,
+    signers: Signers,
+    jobs: JobQueue,
+    cpu: CpuPool,
+}
+
+/// What signs a message's links and the message itself; cheap to clone into a blocking task.
+#[derive(Clone)]
+struct Signers {
     links: LinkSigner,
     dkim: DkimSigner,
-    jobs: JobQueue,
 }
 
 impl Sending {
     /// Sending through `store` and `jobs`, with links signed by `links` and messages signed
-    /// with `dkim`'s cached keys.
+    /// with `dkim`'s cached keys; the CPU-heavy work runs on a [`CpuPool`] as wide as the cores.
     pub fn new(store: Store, links: LinkSigner, dkim: DkimSigner, jobs: JobQueue) -> Sending {
         Sending {
             store,
-            links,
-            dkim,
+            signers: Signers { links, dkim },
             jobs,
+            cpu: CpuPool::sized_to_cores(),
         }
     }
 
+    /// The pool this service runs CPU-heavy work on, for the callers' own template work
+    /// (compiling a request's template) to share the same bound.
+    pub fn cpu(&self) -> &CpuPool {
+        &self.cpu
+    }
+
+    /// Sends: processes each recipient in order (contact upsert, rendering, message), then queues
+    /// every email in one transaction with the idempotency key, if any.
+    pub async fn send(
+        &self,
+        project: &Project,
+        plan: &SendPlan,
+        idempotency: Option<Idempotency<'_>>,
+    ) -> Result<Vec<QueuedEmail>, SendError> {
+        let project_id: &ProjectId = &project.id;
+        let mut queued = Vec::with_capacity(plan.recipients.len());
+        let mut emails = Vec::with_capacity(plan.recipients.len());
+        // One copy of the request for the blocking tasks, shared by every recipient's.
+        let shared = Arc::new((project.clone(), plan.clone()));
+        for to in &plan.recipients {
+            let upsert = ContactUpsert {
+                email: to.email.clone(),
+                subscribed: plan.subscribed,
+                subscribed_default: false,
+                data: plan.data.clone(),
+            };
+            let effects = Effects {
+                source: SubscriptionSource::Send,
+                reason: None,
+                event: None,
+                idempotency: None,
+            };
+            let (outcome, _) = self
+                .store
+                .upsert_contact_with(project_id, &upsert, &effects)
+                .await?;
+            let (signers, job) = (self.signers.clone(), shared.clone());
+            let (contact, to) = (outcome.contact.clone(), to.clone());
+            let email = self
+                .cpu
+                .run(move || signers.build_email(&job.0, &job.1, &contact, &to))
+                .await?;
+            queued.push(QueuedEmail {
+                contact: outcome.contact,
+                email_id: email.id.clone(),
+            });
+            emails.push(email);
+        }
+        let response = idempotency.as_ref().map(|i| (i.respond)(&queued));
+        let write = idempotency
+            .as_ref()
+            .zip(response.as_ref())
+            .map(|(i, response)| IdempotentWrite {
+                key: i.key,
+                endpoint: i.endpoint,
+                request_hash: i.request_hash,
+                status: 200,
+                response,
+            });
+        self.store
+            .queue_emails(project_id, &emails, self.jobs.config().max_attempts, write)
+            .await?;
+        self.jobs.wake();
+        Ok(queued)
+    }
+}
+
+impl Signers {
     /// Renders, tracks, builds and signs one recipient's email.
     fn build_email(
         &self,
@@ -214,59 +294,6 @@ impl Sending {
             links: tracked,
             raw,
         })
-    }
-
-    /// Sends: processes each recipient in order (contact upsert, rendering, message), then queues
-    /// every email in one transaction with the idempotency key, if any.
-    pub async fn send(
-        &self,
-        project: &Project,
-        plan: &SendPlan,
-        idempotency: Option<Idempotency<'_>>,
-    ) -> Result<Vec<QueuedEmail>, SendError> {
-        let project_id: &ProjectId = &project.id;
-        let mut queued = Vec::with_capacity(plan.recipients.len());
-        let mut emails = Vec::with_capacity(plan.recipients.len());
-        for to in &plan.recipients {
-            let upsert = ContactUpsert {
-                email: to.email.clone(),
-                subscribed: plan.subscribed,
-                subscribed_default: false,
-                data: plan.data.clone(),
-            };
-            let effects = Effects {
-                source: SubscriptionSource::Send,
-                reason: None,
-                event: None,
-                idempotency: None,
-            };
-            let (outcome, _) = self
-                .store
-                .upsert_contact_with(project_id, &upsert, &effects)
-                .await?;
-            let email = self.build_email(project, plan, &outcome.contact, to)?;
-            queued.push(QueuedEmail {
-                contact: outcome.contact,
-                email_id: email.id.clone(),
-            });
-            emails.push(email);
-        }
-        let response = idempotency.as_ref().map(|i| (i.respond)(&queued));
-        let write = idempotency
-            .as_ref()
-            .zip(response.as_ref())
-            .map(|(i, response)| IdempotentWrite {
-                key: i.key,
-                endpoint: i.endpoint,
-                request_hash: i.request_hash,
-                status: 200,
-                response,
-            });
-        self.store
-            .queue_emails(project_id, &emails, self.jobs.config().max_attempts, write)
-            .await?;
-        self.jobs.wake();
-        Ok(queued)
     }
 }
 

@@ -8,6 +8,7 @@ pub mod domains;
 mod engagement;
 mod events;
 mod executions;
+mod hostile;
 mod isolation;
 pub mod jobs;
 mod protocol;

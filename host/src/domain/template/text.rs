@@ -2,6 +2,9 @@
 //!
 //! A small, single-pass converter rather than a full HTML5 parser: it runs once per recipient on
 //! the send path, and email HTML needs only a handful of rules (`docs/decisions.md`, "Templates").
+//! It takes time linear in the input: every byte is read a bounded number of times (no scan of
+//! the rest of the document per tag), and the text it writes is at most a constant times the
+//! input (list indentation is capped at [`MAX_INDENT`] levels).
 
 use std::borrow::Cow;
 
@@ -15,7 +18,8 @@ use std::borrow::Cow;
 /// - a link reads `text (url)`, or just its text when the text already is the URL (also for
 ///   `mailto:`) or the link goes nowhere (`#…`, `javascript:`); an image reads as its `alt`;
 /// - entities are decoded, white space is collapsed (kept in `<pre>`), `&nbsp;` is a space,
-///   and there is never more than one blank line in a row.
+///   and there is never more than one blank line in a row;
+/// - as in a browser, a tag the input ends inside (`<a href="x` with no `>`) shows nothing.
 pub fn html_to_text(html: &str) -> String {
     let mut c = Converter::default();
     let bytes = html.as_bytes();
@@ -32,7 +36,11 @@ pub fn html_to_text(html: &str) -> String {
             i = comment.find("-->").map_or(html.len(), |n| i + 4 + n + 3);
         } else if rest.starts_with("<!") || rest.starts_with("<?") {
             i = rest.find('>').map_or(html.len(), |n| i + n + 1);
-        } else if let Some(tag) = Tag::parse(rest) {
+        } else if let Some(parsed) = Tag::parse(rest) {
+            let Some(tag) = parsed else {
+                // The input ends inside the tag: a browser shows none of it.
+                break;
+            };
             i += tag.len;
             if !tag.closing && !tag.self_closing && SKIPPED.contains(&tag.name.as_str()) {
                 i = skip_element(html, i, &tag.name);
@@ -89,14 +97,33 @@ const BLOCKS: [&str; 20] = [
     "body",
 ];
 
-/// The offset after the end tag of `name` that closes an element starting before `from`.
+/// Deepest list nesting shown by indentation; deeper items are indented as this level.
+const MAX_INDENT: usize = 8;
+/// Open links tracked at once; the `<a>` deeper than this are read as plain text.
+const MAX_OPEN_LINKS: usize = 8;
+
+/// The offset after the end tag of `name` that closes an element starting before `from`
+/// (compared without regard to case, in place: nothing is copied).
 fn skip_element(html: &str, from: usize, name: &str) -> usize {
-    let lower = html[from..].to_ascii_lowercase();
-    let close = format!("</{name}");
-    lower
-        .find(&close)
-        .and_then(|n| lower[n..].find('>').map(|m| from + n + m + 1))
-        .unwrap_or(html.len())
+    let bytes = html.as_bytes();
+    let mut p = from;
+    while let Some(n) = memchr(b'<', &bytes[p..]) {
+        let at = p + n;
+        let after = at + 2 + name.len();
+        if bytes.get(at + 1) == Some(&b'/')
+            && bytes
+                .get(at + 2..after)
+                .is_some_and(|b| b.eq_ignore_ascii_case(name.as_bytes()))
+        {
+            return memchr(b'>', &bytes[after..]).map_or(html.len(), |m| after + m + 1);
+        }
+        p = at + 1;
+    }
+    html.len()
+}
+
+fn memchr(needle: u8, haystack: &[u8]) -> Option<usize> {
+    haystack.iter().position(|&b| b == needle)
 }
 
 fn decode(s: &str) -> Cow<'_, str> {
@@ -120,8 +147,10 @@ struct Tag {
 }
 
 impl Tag {
-    /// Parses the tag at the start of `s` (which starts with `<`); `None` when it is not one.
-    fn parse(s: &str) -> Option<Tag> {
+    /// Parses the tag at the start of `s` (which starts with `<`): `None` when it is not one
+    /// (`<` not followed by a name), `Some(None)` when `s` ends inside it. Reads up to the
+    /// tag's end and no further, so parsing every tag of a document reads it once.
+    fn parse(s: &str) -> Option<Option<Tag>> {
         let bytes = s.as_bytes();
         let mut p = 1;
         let closing = bytes.get(p) == Some(&b'/');
@@ -149,7 +178,7 @@ impl Tag {
                 p += 1;
             }
             match bytes.get(p) {
-                None => return None,
+                None => return Some(None),
                 Some(b'>') => {
                     p += 1;
                     break;
@@ -184,7 +213,10 @@ impl Tag {
             }
             let value = match bytes.get(p) {
                 Some(&q @ (b'"' | b'\'')) => {
-                    let end = s[p + 1..].find(q as char)? + p + 1;
+                    let Some(n) = memchr(q, &bytes[p + 1..]) else {
+                        return Some(None);
+                    };
+                    let end = n + p + 1;
                     let v = &s[p + 1..end];
                     p = end + 1;
                     v
@@ -201,13 +233,13 @@ impl Tag {
                 attribute = Some(decode(value).trim().to_string());
             }
         }
-        Some(Tag {
+        Some(Some(Tag {
             name,
             closing,
             self_closing,
             attribute,
             len: p,
-        })
+        }))
     }
 }
 
@@ -226,6 +258,8 @@ struct Converter {
     breaks: usize,
     pre: usize,
     links: Vec<Link>,
+    /// `<a>` opened beyond [`MAX_OPEN_LINKS`] and not yet closed.
+    untracked_links: usize,
     /// Open lists: `None` for `ul`, the next number for `ol`.
     lists: Vec<Option<u32>>,
 }
@@ -273,7 +307,14 @@ impl Converter {
         if self.breaks > 0 {
             if !self.out.is_empty() {
                 trim_end_spaces(&mut self.out);
-                let have = self.out.len() - self.out.trim_end_matches('\n').len();
+                // Only the last `breaks` bytes matter: never a scan of a long run of newlines.
+                let have = self
+                    .out
+                    .bytes()
+                    .rev()
+                    .take(self.breaks)
+                    .take_while(|&b| b == b'\n')
+                    .count();
                 for _ in have..self.breaks {
                     self.out.push('\n');
                 }
@@ -328,10 +369,14 @@ impl Converter {
                     _ => "- ".to_string(),
                 };
                 self.settle();
-                self.out.push_str(&"  ".repeat(depth - 1));
+                self.out.push_str(&"  ".repeat(depth.min(MAX_INDENT) - 1));
                 self.out.push_str(&marker);
                 self.space = false;
             }
+            "a" if !tag.closing && self.links.len() >= MAX_OPEN_LINKS => {
+                self.untracked_links += 1;
+            }
+            "a" if tag.closing && self.untracked_links > 0 => self.untracked_links -= 1,
             "a" if !tag.closing => {
                 self.links.push(Link {
                     start: self.out.len(),
@@ -475,6 +520,53 @@ mod tests {
             "Name Ann\nPlan Pro"
         );
         assert_eq!(t("<pre>a  b\n  c</pre>d"), "a  b\n  c\n\nd");
+    }
+
+    #[test]
+    fn a_tag_the_input_ends_inside_shows_nothing() {
+        assert_eq!(t("before <a href=\"x"), "before");
+        assert_eq!(t("a <b"), "a");
+        assert_eq!(t("x <img alt='y"), "x");
+        // `<` not followed by a name is text.
+        assert_eq!(t("1 <2 <"), "1 <2 <");
+    }
+
+    #[test]
+    fn skipped_elements_end_at_their_end_tag_in_any_case() {
+        assert_eq!(t("<STYLE>a</Style >b<script>x</SCRIPT>c"), "bc");
+        assert_eq!(t("<style>never closed"), "");
+    }
+
+    #[test]
+    fn list_indentation_and_link_nesting_are_capped() {
+        let deep = format!("{}<li>x", "<ul>".repeat(20));
+        assert_eq!(
+            t(&deep),
+            format!("{}- x", "  ".repeat(super::MAX_INDENT - 1))
+        );
+        let nested = format!("{}y{}", "<a href=u>".repeat(20), "</a>".repeat(20));
+        // Each tracked link shows its URL; the ones beyond the cap are text.
+        assert_eq!(
+            t(&nested),
+            format!("y{}", " (u)".repeat(super::MAX_OPEN_LINKS))
+        );
+    }
+
+    #[test]
+    fn hostile_inputs_take_linear_time() {
+        let started = std::time::Instant::now();
+        assert_eq!(t(&"<a".repeat(150_000)), "");
+        let styles = "<style></style>x".repeat(50_000);
+        assert_eq!(t(&styles).len(), 50_000);
+        let links = format!(
+            "{}{}",
+            "<a href=u>".repeat(20),
+            "<br>".repeat(50_000) + &"</a>".repeat(20)
+        );
+        assert_eq!(t(&links), "u");
+        let elapsed = started.elapsed();
+        // Quadratic versions take minutes on these inputs.
+        assert!(elapsed.as_secs() < 5, "{elapsed:?}");
     }
 
     #[test]

@@ -1,0 +1,84 @@
+//! CPU-heavy work (template compiling and rendering, MIME building, DKIM signing) off the async
+//! workers: [`CpuPool::run`] runs it on tokio's blocking pool, at most one task per core at a
+//! time, so an expensive request never holds an async worker (and `/health` and every other
+//! request keep answering) and never takes more than the cores it is given.
+
+use std::sync::Arc;
+
+use tokio::sync::Semaphore;
+
+/// A bounded gate in front of `tokio::task::spawn_blocking`. Cheap to clone (one semaphore).
+#[derive(Clone, Debug)]
+pub struct CpuPool {
+    permits: Arc<Semaphore>,
+}
+
+impl CpuPool {
+    /// A pool running at most `tasks` closures at once (at least one).
+    pub fn new(tasks: usize) -> CpuPool {
+        CpuPool {
+            permits: Arc::new(Semaphore::new(tasks.max(1))),
+        }
+    }
+
+    /// A pool as wide as the machine's cores.
+    pub fn sized_to_cores() -> CpuPool {
+        CpuPool::new(std::thread::available_parallelism().map_or(1, |n| n.get()))
+    }
+
+    /// Runs `work` on the blocking pool once a slot is free, and returns its result. A panic in
+    /// `work` resumes in the caller, as if it had run inline.
+    pub async fn run<T, F>(&self, work: F) -> T
+    where
+        F: FnOnce() -> T + Send + 'static,
+        T: Send + 'static,
+    {
+        // The semaphore is never closed, so acquiring only waits.
+        let _permit = self.permits.acquire().await;
+        match tokio::task::spawn_blocking(work).await {
+            Ok(value) => value,
+            Err(e) => std::panic::resume_unwind(e.into_panic()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::time::Duration;
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn runs_at_most_its_width_at_once() {
+        let pool = CpuPool::new(2);
+        let running = Arc::new(AtomicUsize::new(0));
+        let most = Arc::new(AtomicUsize::new(0));
+        let tasks: Vec<_> = (0..8)
+            .map(|i| {
+                let (pool, running, most) = (pool.clone(), running.clone(), most.clone());
+                tokio::spawn(async move {
+                    pool.run(move || {
+                        let now = running.fetch_add(1, Ordering::SeqCst) + 1;
+                        most.fetch_max(now, Ordering::SeqCst);
+                        std::thread::sleep(Duration::from_millis(20));
+                        running.fetch_sub(1, Ordering::SeqCst);
+                        i * 2
+                    })
+                    .await
+                })
+            })
+            .collect();
+        let mut results = Vec::new();
+        for t in tasks {
+            results.push(t.await.unwrap());
+        }
+        assert_eq!(results, (0..8).map(|i| i * 2).collect::<Vec<_>>());
+        assert_eq!(most.load(Ordering::SeqCst), 2);
+    }
+
+    #[tokio::test]
+    #[should_panic(expected = "boom")]
+    async fn a_panic_resumes_in_the_caller() {
+        CpuPool::new(1).run(|| panic!("boom")).await
+    }
+}

@@ -1,0 +1,180 @@
+//! Hostile input through HTTP: each request that used to take unbounded CPU answers (200, 413
+//! or 422) quickly, with the CPU-heavy work off the async workers, while a concurrent
+//! `GET /health` loop keeps answering. The bounds are generous for the debug build; the
+//! release figures are in `docs/decisions.md` ("Templates").
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use crate::support::harness::{Reply, TestApp};
+
+/// Longest a hostile request may take on the debug build.
+const ANSWER_WITHIN: Duration = Duration::from_secs(5);
+/// Longest a `/health` may take while they run, on the debug build.
+const HEALTH_WITHIN: Duration = Duration::from_millis(500);
+
+fn send_body(subject: &str, body: &str, data: Value) -> Value {
+    json!({
+        "to": "ann@example.com",
+        "from": "hello@unverified.test",
+        "subject": subject,
+        "body": body,
+        "data": data,
+    })
+}
+
+#[tokio::test]
+async fn hostile_templates_answer_quickly_and_health_stays_responsive() {
+    let app = Arc::new(TestApp::spawn_with(|s| s.domains.allow_unverified = true).await);
+    let p = app.project().await;
+    let list: Vec<u32> = (0..1000).collect();
+    let cases: Vec<(&str, Value, u16, &str)> = vec![
+        (
+            "150,000 unclosed `<a`",
+            send_body("s", &"<a".repeat(150_000), json!({})),
+            200,
+            "",
+        ),
+        (
+            "`{{a ?? b}}` × 60,000",
+            send_body("s", &"{{a ?? b}}".repeat(60_000), json!({})),
+            422,
+            "at most 524288",
+        ),
+        (
+            "`{{a ?? b}}` × 5,000",
+            send_body("s", &"{{a ?? b}}".repeat(5_000), json!({})),
+            422,
+            "more than 2000 expressions",
+        ),
+        (
+            "three nested `#each` over 1,000 items",
+            send_body(
+                "s",
+                "{{#each l}}{{#each ../l}}{{#each ../../l}}x{{/each}}{{/each}}{{/each}}",
+                json!({ "l": { "value": list, "persistent": false } }),
+            ),
+            422,
+            "loops would take more than",
+        ),
+        (
+            "50,000 nested `{{#if}}`",
+            send_body(
+                "s",
+                &format!(
+                    "{}x{}",
+                    "{{#if a}}".repeat(50_000),
+                    "{{/if}}".repeat(50_000)
+                ),
+                json!({}),
+            ),
+            422,
+            "at most 524288",
+        ),
+        (
+            "1,000 nested `{{#if}}`",
+            send_body(
+                "s",
+                &format!("{}x{}", "{{#if a}}".repeat(1_000), "{{/if}}".repeat(1_000)),
+                json!({}),
+            ),
+            422,
+            "nest more than 100 deep",
+        ),
+        (
+            "a 41 MB rendering",
+            send_body(
+                "s",
+                &"{{{big}}}".repeat(41),
+                json!({ "big": { "value": "x".repeat(1024 * 1024), "persistent": false } }),
+            ),
+            422,
+            "larger than 40 MB",
+        ),
+    ];
+
+    // `/health`, measured all the while.
+    let done = Arc::new(AtomicBool::new(false));
+    let health = {
+        let (app, done) = (app.clone(), done.clone());
+        tokio::spawn(async move {
+            let mut slowest = Duration::ZERO;
+            let mut count = 0;
+            while !done.load(Ordering::SeqCst) {
+                let started = Instant::now();
+                let r = app.call(reqwest::Method::GET, "/health", None, None).await;
+                assert_eq!(r.status, 200, "{}", r.body);
+                slowest = slowest.max(started.elapsed());
+                count += 1;
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            (slowest, count)
+        })
+    };
+
+    // Every case at once, as a tenant trying to take the service down would.
+    let requests = cases.into_iter().map(|(name, body, status, says)| {
+        let (app, key) = (app.clone(), p.secret_key.clone());
+        tokio::spawn(async move {
+            let started = Instant::now();
+            let r: Reply = app.post("/v1/send", &key, body).await;
+            (name, status, says, r, started.elapsed())
+        })
+    });
+    let mut answers = Vec::new();
+    for request in requests.collect::<Vec<_>>() {
+        answers.push(request.await.unwrap());
+    }
+    done.store(true, Ordering::SeqCst);
+    let (slowest, count) = health.await.unwrap();
+
+    for (name, status, says, r, took) in answers {
+        eprintln!("{name}: {} in {took:?}", r.status);
+        assert_eq!(r.status, status, "{name}: {}", r.body);
+        if status == 422 {
+            assert_eq!(r.body["error"], "VALIDATION_ERROR", "{name}: {}", r.body);
+            let first = &r.body["errors"][0];
+            assert_eq!(first["field"], "body", "{name}: {}", r.body);
+            let message = first["message"].as_str().unwrap_or_default();
+            assert!(message.contains(says), "{name}: {message}");
+        }
+        assert!(took < ANSWER_WITHIN, "{name} took {took:?}");
+    }
+    eprintln!("/health: {count} requests, slowest {slowest:?}");
+    assert!(count > 0);
+    assert!(
+        slowest < HEALTH_WITHIN,
+        "/health took {slowest:?} during the hostile requests"
+    );
+}
+
+#[tokio::test]
+async fn templates_are_checked_with_the_same_limits() {
+    let app = TestApp::spawn().await;
+    let p = app.project().await;
+    let create = |body: String| json!({ "name": "t", "subject": "s", "body": body, "type": "TRANSACTIONAL" });
+    let started = Instant::now();
+    let deep = format!("{}x{}", "{{#if a}}".repeat(500), "{{/if}}".repeat(500));
+    for (body, says) in [
+        (deep, "nest more than 100"),
+        ("{{a ?? b}}".repeat(2_500), "more than 2000"),
+    ] {
+        let r = app.post("/templates", &p.secret_key, create(body)).await;
+        r.assert_error(422, "VALIDATION_ERROR");
+        assert_eq!(r.error_fields(), ["body"]);
+        let message = r.body["error"]["errors"][0]["message"].as_str();
+        assert!(message.unwrap_or_default().contains(says), "{}", r.body);
+    }
+    let r = app
+        .post(
+            "/templates",
+            &p.secret_key,
+            create("{{a ?? b}}".repeat(1_000)),
+        )
+        .await;
+    assert_eq!(r.status, 201, "{}", r.body);
+    assert!(started.elapsed() < ANSWER_WITHIN, "{:?}", started.elapsed());
+}
