@@ -4,8 +4,7 @@
 //! that creates it. The dispatcher of every instance claims due outbox rows with a lease, hands
 //! each event to every registered [`EventConsumer`], and deletes the row once all of them
 //! succeeded; a failure is retried with backoff. Delivery is at least once, in claim order, so
-//! consumers must be idempotent (they get the event id to deduplicate). Within a batch, the events
-//! of one contact are handed on in order; different contacts' events concurrently. Because the outbox is in
+//! consumers must be idempotent (they get the event id to deduplicate). Because the outbox is in
 //! the database, a crash between the write and the hand-off loses nothing, and a consumer
 //! registered in a later release receives every event that was not yet dispatched.
 //!
@@ -15,13 +14,11 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::StreamExt;
 use futures::future::BoxFuture;
 use tokio::sync::watch;
 
 use crate::domain::event::StoredEvent;
 use crate::domain::time::now_ms;
-use crate::store::events::ClaimedEvent;
 use crate::store::{Store, StoreError};
 
 /// Why a consumer could not handle an event; the dispatcher retries the event later.
@@ -43,9 +40,6 @@ pub trait EventConsumer: Send + Sync {
     /// Handles one event; an error makes the dispatcher retry the event later.
     fn handle<'a>(&'a self, event: &'a StoredEvent) -> BoxFuture<'a, Result<(), ConsumerError>>;
 }
-
-/// How many contacts' events one dispatcher hands on at once.
-pub const CONCURRENT_CONTACTS: usize = 8;
 
 /// Attempts before an event is parked (kept in the outbox with its error, not retried).
 pub const MAX_DELIVERY_ATTEMPTS: i32 = 10;
@@ -95,43 +89,15 @@ impl EventDispatcher {
             }
         };
         let n = claimed.len();
-        // Events of one contact are handled in claim order, one after the other (a workflow's
-        // trigger before the event its wait resumes on); different contacts' events run
-        // side by side, up to `CONCURRENT_CONTACTS` at once.
-        let mut groups: Vec<Vec<ClaimedEvent>> = Vec::new();
-        let mut by_contact: std::collections::HashMap<String, usize> =
-            std::collections::HashMap::new();
-        for item in claimed {
-            match item
-                .event
-                .contact_id
-                .as_ref()
-                .map(|c| c.as_str().to_string())
-            {
-                Some(contact) => match by_contact.get(&contact) {
-                    Some(&i) => groups[i].push(item),
-                    None => {
-                        by_contact.insert(contact, groups.len());
-                        groups.push(vec![item]);
-                    }
-                },
-                None => groups.push(vec![item]),
-            }
-        }
-        let outcomes: Vec<Vec<(ClaimedEvent, Option<String>)>> = futures::stream::iter(groups)
-            .map(|group| async move {
-                let mut out = Vec::with_capacity(group.len());
-                for item in group {
-                    let failure = self.deliver(&item).await;
-                    out.push((item, failure));
-                }
-                out
-            })
-            .buffer_unordered(CONCURRENT_CONTACTS)
-            .collect()
-            .await;
         let mut delivered = Vec::with_capacity(n);
-        for (item, failure) in outcomes.into_iter().flatten() {
+        for item in claimed {
+            let mut failure = None;
+            for consumer in self.consumers.iter() {
+                if let Err(err) = consumer.handle(&item.event).await {
+                    failure = Some(format!("{}: {err}", consumer.name()));
+                    break;
+                }
+            }
             match failure {
                 None => delivered.push(item.event.id.clone()),
                 Some(error) => {
@@ -152,16 +118,6 @@ impl EventDispatcher {
             tracing::warn!(error = %err, "could not clear delivered events; they will be delivered again");
         }
         n
-    }
-
-    /// Hands one event to every consumer in order; answers the first failure.
-    async fn deliver(&self, item: &ClaimedEvent) -> Option<String> {
-        for consumer in self.consumers.iter() {
-            if let Err(err) = consumer.handle(&item.event).await {
-                return Some(format!("{}: {err}", consumer.name()));
-            }
-        }
-        None
     }
 
     /// Dispatches until `stop` turns true.
