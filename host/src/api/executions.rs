@@ -14,8 +14,9 @@ use super::error::{ApiError, FieldError};
 use super::extract::{JsonBody, SecretKeyAuth};
 use super::state::AppState;
 use super::timestamp::Timestamp;
+use super::workflows::workflow_id;
 use crate::domain::email::EmailAddress;
-use crate::domain::ids::{ContactId, ExecutionId, ProjectId, WorkflowId};
+use crate::domain::ids::{ContactId, ExecutionId, ProjectId};
 use crate::domain::pagination::PageRequest;
 use crate::domain::workflow::{MAX_CONFIG_BYTES, execution_status};
 use crate::engine::workflows::StartError;
@@ -252,10 +253,6 @@ pub enum StartedExecution {
     /// Started: the entry step is due now.
     #[oai(status = 201)]
     Started(Json<ExecutionBody>),
-}
-
-fn workflow_id(id: &str) -> Result<WorkflowId, ApiError> {
-    WorkflowId::parse(id).ok_or_else(|| ApiError::not_found("workflow"))
 }
 
 fn execution_id(id: &str) -> Result<ExecutionId, ApiError> {

@@ -387,7 +387,8 @@ pub enum Deleted {
     Deleted,
 }
 
-fn workflow_id(id: &str) -> Result<WorkflowId, ApiError> {
+/// A workflow id from a path: malformed ids are 404 like unknown ones.
+pub(super) fn workflow_id(id: &str) -> Result<WorkflowId, ApiError> {
     WorkflowId::parse(id).ok_or_else(|| ApiError::not_found("workflow"))
 }
 

@@ -145,13 +145,10 @@ impl StepRunner {
             Ok(r) => r,
             Err(err) => {
                 let message = format!("the {step_type} step failed: {err}");
-                if is_permanent(&err) || attempts >= ctx.job.max_attempts {
+                if is_permanent(&err) {
                     return self.fail(&ctx, &run, &message).await;
                 }
-                store
-                    .record_step_attempt(&run.run_id, attempts, &message)
-                    .await?;
-                return Err(JobError::Retry(message.into()));
+                return self.retry_or_fail(&ctx, &run, message).await;
             }
         };
         let mut context = run.context.0.clone();
@@ -169,13 +166,7 @@ impl StepRunner {
             Ok(out) => out,
             Err(EffectError::Fail(message)) => return self.fail(&ctx, &run, &message).await,
             Err(EffectError::Retry(message)) => {
-                if attempts >= ctx.job.max_attempts {
-                    return self.fail(&ctx, &run, &message).await;
-                }
-                store
-                    .record_step_attempt(&run.run_id, attempts, &message)
-                    .await?;
-                return Err(JobError::Retry(message.into()));
+                return self.retry_or_fail(&ctx, &run, message).await;
             }
         };
         let summary = input_summary(&input);
@@ -310,6 +301,24 @@ impl StepRunner {
             &t.to_step_type,
             run_at,
         )?)
+    }
+
+    /// A transient failure: retried with the queue's backoff (the attempt and its error kept on
+    /// the step run), or on the last attempt the execution fails with it.
+    async fn retry_or_fail(
+        &self,
+        ctx: &JobContext,
+        run: &RunContext,
+        message: String,
+    ) -> Result<(), JobError> {
+        if ctx.job.attempts >= ctx.job.max_attempts {
+            return self.fail(ctx, run, &message).await;
+        }
+        self.engine
+            .store
+            .record_step_attempt(&run.run_id, ctx.job.attempts, &message)
+            .await?;
+        Err(JobError::Retry(message.into()))
     }
 
     /// Fails the step run and its execution with `error`.
