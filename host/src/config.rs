@@ -37,6 +37,10 @@ pub struct Settings {
     pub rate_limit_per_minute: u32,
     /// Whether `POST /auth/signup` is open.
     pub signup_enabled: bool,
+    /// Login and signup attempts per minute from one client address (429 beyond).
+    pub auth_attempts_per_ip_per_minute: u32,
+    /// Login attempts per minute for one account's address, from anywhere (429 beyond).
+    pub login_attempts_per_account_per_minute: u32,
     /// Secret that signs dashboard session tokens; generated once and kept in the database when
     /// not set, so that every instance shares it.
     pub jwt_secret: Option<String>,
@@ -151,6 +155,8 @@ impl Default for Settings {
             public_url: None,
             rate_limit_per_minute: 1000,
             signup_enabled: true,
+            auth_attempts_per_ip_per_minute: 30,
+            login_attempts_per_account_per_minute: 10,
             jwt_secret: None,
             session_ttl_hours: 24 * 7,
             max_body_bytes: 1024 * 1024,

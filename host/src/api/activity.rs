@@ -16,7 +16,7 @@ use crate::domain::time::{now_ms, to_rfc3339};
 use crate::store::activity::ActivityItem;
 
 /// The kinds of the feed.
-const KINDS: [&str; 9] = [
+const KINDS: [&str; 10] = [
     "sent",
     "delivered",
     "opened",
@@ -25,6 +25,7 @@ const KINDS: [&str; 9] = [
     "soft_bounced",
     "complained",
     "failed",
+    "suppressed",
     "inbound",
 ];
 
@@ -35,7 +36,8 @@ pub struct ActivityBody {
     /// Its id (`act_…`).
     pub id: String,
     /// `sent`, `delivered`, `opened`, `clicked`, `bounced`, `soft_bounced`, `complained`,
-    /// `failed` or `inbound`.
+    /// `failed`, `suppressed` (marketing mail to an unsubscribed contact, never sent) or
+    /// `inbound`.
     #[oai(rename = "type")]
     pub kind: String,
     /// The email (`eml_…`).

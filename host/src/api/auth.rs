@@ -96,6 +96,64 @@ fn invalid_credentials() -> ApiError {
     )
 }
 
+/// The client address a request came from (the connection's peer).
+fn client_ip(req: &poem::Request) -> String {
+    req.remote_addr()
+        .as_socket_addr()
+        .map_or_else(|| "unknown".to_string(), |a| a.ip().to_string())
+}
+
+/// Counts one login or signup attempt against the per-address limit and, for a login, the
+/// per-account limit; 429 with `Retry-After` beyond either. Counted before the password is
+/// checked, so a flood costs a counter, not an argon2 run.
+async fn count_attempt(
+    state: &AppState,
+    req: &poem::Request,
+    account: Option<&EmailAddress>,
+) -> Result<(), ApiError> {
+    let settings = state.settings();
+    let per_ip = settings.auth_attempts_per_ip_per_minute;
+    let decision = state
+        .rate_limiter()
+        .hit(&format!("auth:ip:{}", client_ip(req)), per_ip)
+        .await;
+    if !decision.allowed {
+        return Err(too_many_attempts(
+            format!(
+                "too many login and signup attempts from this address (at most {per_ip} a minute)"
+            ),
+            decision.reset_secs,
+        ));
+    }
+    if let Some(email) = account {
+        let per_account = settings.login_attempts_per_account_per_minute;
+        let decision = state
+            .rate_limiter()
+            .hit(&format!("auth:account:{}", email.as_str()), per_account)
+            .await;
+        if !decision.allowed {
+            return Err(too_many_attempts(
+                format!(
+                    "too many login attempts for this account (at most {per_account} a minute)"
+                ),
+                decision.reset_secs,
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn too_many_attempts(message: String, retry_after: u64) -> ApiError {
+    let mut err = ApiError::new(
+        StatusCode::TOO_MANY_REQUESTS,
+        ErrorCode::RateLimitExceeded,
+        message,
+    )
+    .suggest(format!("retry after {retry_after} seconds"));
+    err.retry_after = Some(retry_after);
+    err
+}
+
 /// The authentication endpoints.
 #[derive(Default)]
 pub struct AuthApi;
@@ -105,13 +163,16 @@ impl AuthApi {
     /// Sign up
     ///
     /// Creates a dashboard account and logs it in. A deployment can disable signup
-    /// (`signup_enabled = false`), in which case this answers 403.
+    /// (`signup_enabled = false`), in which case this answers 403. Attempts are limited per
+    /// client address (429 with `Retry-After`).
     #[oai(path = "/auth/signup", method = "post", operation_id = "signup")]
     async fn signup(
         &self,
         state: poem::web::Data<&AppState>,
+        req: &poem::Request,
         body: JsonBody<Credentials>,
     ) -> Result<SignupResponse, ApiError> {
+        count_attempt(&state, req, None).await?;
         if !state.settings().signup_enabled {
             return Err(
                 ApiError::forbidden("signup is disabled on this deployment").suggest(
@@ -142,14 +203,18 @@ impl AuthApi {
     /// Log in
     ///
     /// Sets the `herald_token` cookie (HttpOnly, SameSite=Lax, Secure behind HTTPS). Wrong
-    /// credentials answer 401 `INVALID_CREDENTIALS`, whether or not the email exists.
+    /// credentials answer 401 `INVALID_CREDENTIALS`, whether or not the email exists. Attempts
+    /// are limited per client address and per account (429 with `Retry-After`).
     #[oai(path = "/auth/login", method = "post", operation_id = "login")]
     async fn login(
         &self,
         state: poem::web::Data<&AppState>,
+        req: &poem::Request,
         body: JsonBody<Credentials>,
     ) -> Result<LoginResponse, ApiError> {
-        let Ok(email) = EmailAddress::parse(&body.0.email) else {
+        let email = EmailAddress::parse(&body.0.email).ok();
+        count_attempt(&state, req, email.as_ref()).await?;
+        let Some(email) = email else {
             return Err(invalid_credentials());
         };
         let found = state.store().user_with_password(&email).await?;

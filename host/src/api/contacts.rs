@@ -159,8 +159,13 @@ fn parse_email(field: &str, s: &str) -> Result<EmailAddress, ApiError> {
 /// Applies the custom data rules to a request's `data`.
 pub fn parse_data(data: Option<BTreeMap<String, Value>>) -> Result<DataPatch, ApiError> {
     let map: Map<String, Value> = data.unwrap_or_default().into_iter().collect();
-    DataPatch::parse(map)
-        .map_err(|e| ApiError::invalid_field(&format!("data.{}", e.key), "invalid_key", e.message))
+    DataPatch::parse(map).map_err(|e| {
+        if e.too_many {
+            ApiError::invalid_field("data", "too_many_keys", e.message)
+        } else {
+            ApiError::invalid_field(&format!("data.{}", e.key), "invalid_key", e.message)
+        }
+    })
 }
 
 /// Re-evaluates a written contact's tracked dynamic segments at once (entry and exit events),

@@ -15,7 +15,8 @@ use crate::domain::time::to_rfc3339;
 #[derive(Object)]
 #[oai(rename_all = "camelCase")]
 pub struct EmailHistoryBody {
-    /// `queued`, `sent`, `delivered`, `opened`, `clicked`, `bounced`, `complained` or `failed`.
+    /// `queued`, `sent`, `delivered`, `opened`, `clicked`, `bounced`, `complained`, `failed` or
+    /// `suppressed`.
     #[oai(rename = "type")]
     pub kind: String,
     /// The provider's answer, the bounce reason or the clicked link.
@@ -31,7 +32,8 @@ pub struct EmailBody {
     /// Its id (`eml_…`).
     pub id: String,
     /// The furthest state reached: `queued`, `sent`, `delivered`, `opened`, `clicked`, or
-    /// `bounced`, `complained`, `failed`.
+    /// `bounced`, `complained`, `failed`; or `suppressed` (marketing mail to an unsubscribed
+    /// contact, never sent; `error` says why).
     pub status: String,
     /// `transactional` or `marketing`.
     #[oai(rename = "type")]
@@ -50,7 +52,7 @@ pub struct EmailBody {
     pub message_id: String,
     /// The transport's id for it.
     pub provider_id: Option<String>,
-    /// Why it failed, when it did.
+    /// Why it failed or was suppressed.
     pub error: Option<String>,
     /// Hand-offs to the transport so far.
     pub attempts: i32,
@@ -58,6 +60,11 @@ pub struct EmailBody {
     pub created_at: String,
     /// When the transport accepted it.
     pub sent_at: Option<String>,
+    /// How many times it was opened (the tracking pixel loaded); the first open is in the
+    /// history, later ones are only counted.
+    pub opens: i32,
+    /// How many times its tracked links were followed; the first click is in the history.
+    pub clicks: i32,
     /// Everything that happened to it, oldest first.
     pub history: Vec<EmailHistoryBody>,
 }
@@ -100,6 +107,8 @@ impl EmailsApi {
             attempts: e.attempts,
             created_at: to_rfc3339(e.created_at),
             sent_at: e.sent_at.map(to_rfc3339),
+            opens: e.open_count,
+            clicks: e.click_count,
             history: history
                 .into_iter()
                 .map(|h| EmailHistoryBody {

@@ -12,7 +12,7 @@ use super::error::ApiError;
 use super::extract::SecretKeyAuth;
 use super::state::AppState;
 use super::usage::UsageBody;
-use crate::domain::event::{EventName, StoredEvent};
+use crate::domain::event::{EventName, StoredEvent, is_reserved};
 use crate::domain::ids::{ContactId, EventId};
 use crate::domain::pagination::PageRequest;
 use crate::domain::time::to_rfc3339;
@@ -119,6 +119,9 @@ pub struct EventUsage {
 pub struct EventsDeleted {
     /// Events deleted.
     pub deleted: u64,
+    /// Events of the name kept because the workflow engine has not taken them yet; delete
+    /// again in a moment to remove them too.
+    pub pending: u64,
 }
 
 fn name_body(n: crate::store::events::EventNameCount) -> EventNameBody {
@@ -291,7 +294,10 @@ impl EventsApi {
 
     /// Delete events by name
     ///
-    /// Deletes every event of the project with this name.
+    /// Deletes every event of the project with this name that has been handed to the workflow
+    /// engine; events still waiting for it are kept (`pending`). The service's own events
+    /// (`contact.subscribed`, `contact.unsubscribed`, `email.*`, `segment.*`) are the record of
+    /// consent and delivery and cannot be deleted (422).
     #[oai(
         path = "/events/:eventName",
         method = "delete",
@@ -306,10 +312,20 @@ impl EventsApi {
         event_name_param: Path<String>,
     ) -> Result<Json<EventsDeleted>, ApiError> {
         let name = event_name(&event_name_param)?;
-        let deleted = state
+        if is_reserved(name.as_str()) {
+            return Err(ApiError::invalid_field(
+                "eventName",
+                "reserved",
+                format!(
+                    "`{}` is emitted by the service itself and kept as the record of consent and delivery; only events your application tracks can be deleted",
+                    name.as_str()
+                ),
+            ));
+        }
+        let (deleted, pending) = state
             .store()
             .delete_events_named(auth.0.project_id(), name.as_str())
             .await?;
-        Ok(Json(EventsDeleted { deleted }))
+        Ok(Json(EventsDeleted { deleted, pending }))
     }
 }

@@ -296,7 +296,7 @@ impl LinksApi {
         if let Some(LinkTarget::Open { email_id }) = state.links().verify(&token)
             && let Err(err) = state
                 .store()
-                .record_email_event(&email_id, status::OPENED, None)
+                .record_email_event(&email_id, status::OPENED, None, None)
                 .await
         {
             tracing::warn!(error = %err, "could not record an open");
@@ -326,7 +326,7 @@ impl LinksApi {
         };
         if let Err(err) = state
             .store()
-            .record_email_event(&email_id, status::CLICKED, Some(&url))
+            .record_email_event(&email_id, status::CLICKED, Some(&url), None)
             .await
         {
             tracing::warn!(error = %err, "could not record a click");

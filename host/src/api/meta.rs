@@ -83,11 +83,15 @@ impl MetaApi {
                 database,
                 error: None,
             })),
-            Err(err) => ReadyResponse::Unavailable(Json(Readiness {
-                status: "unavailable".into(),
-                database,
-                error: Some(err.to_string()),
-            })),
+            Err(err) => {
+                // The cause may name hosts, users or paths: it goes to the log, not to callers.
+                tracing::error!(error = %err, "readiness check: the database did not answer");
+                ReadyResponse::Unavailable(Json(Readiness {
+                    status: "unavailable".into(),
+                    database,
+                    error: Some("the database is unreachable; the server log has the cause".into()),
+                }))
+            }
         }
     }
 

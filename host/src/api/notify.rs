@@ -1,7 +1,8 @@
 //! `POST /webhooks/notify`: notifications of the mail infrastructure (deliveries, bounces,
 //! complaints, opens, clicks, inbound mail). The active transport plugin authenticates and parses
 //! them; each event updates its email and the activity feed, and a hard bounce or a complaint
-//! unsubscribes the contact. The receiver is off until `plugins.notify_secret` is set, and a call
+//! unsubscribes the contact. An event applies only to an email sent to the address it names
+//! (otherwise it is ignored), so a message id quoted in someone else's mail changes nothing. The receiver is off until `plugins.notify_secret` is set, and a call
 //! the plugin does not accept changes nothing.
 
 use poem::http::{HeaderMap, StatusCode};
@@ -91,7 +92,7 @@ pub async fn notify(
         };
         let recorded = state
             .store()
-            .record_email_event(&id, kind, event.detail.as_deref())
+            .record_email_event(&id, kind, event.detail.as_deref(), Some(&event.email))
             .await?;
         let Some(recorded) = recorded else {
             result.ignored += 1;

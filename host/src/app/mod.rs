@@ -90,7 +90,13 @@ impl AppBuilder {
             domain_policy(&settings),
         ));
         let jobs = JobQueue::new(store.clone(), queue.clone());
-        let links = LinkSigner::new(&secret, &settings.public_url());
+        // Links in sent mail must keep working for as long as the mail exists (RFC 8058), so they
+        // have their own key, kept in the database and never rotated with the session secret. A
+        // deployment that predates it starts from the session secret its links were signed with.
+        let link_secret = store
+            .setting_or_init("link_secret", || secret.clone())
+            .await?;
+        let links = LinkSigner::new(&link_secret, &settings.public_url());
         let sending = Arc::new(Sending::new(
             store.clone(),
             links.clone(),

@@ -28,6 +28,10 @@ pub const RESERVED_KEYS: [&str; 7] = [
 /// Longest accepted key, in bytes.
 pub const MAX_KEY_LEN: usize = 255;
 
+/// Most keys in one `data` object (or data columns in one CSV file). Far above what contact
+/// data needs, and far below what one database statement can bind.
+pub const MAX_KEYS: usize = 1000;
+
 /// A parsed `data` object: what to store, what to delete and what to use once.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct DataPatch {
@@ -39,12 +43,14 @@ pub struct DataPatch {
     pub transient: Map<String, Value>,
 }
 
-/// A key of `data` that cannot be accepted.
+/// A key of `data` that cannot be accepted, or too many keys.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error("{message}")]
 pub struct DataKeyError {
-    /// The offending key.
+    /// The offending key (empty when the object as a whole is refused).
     pub key: String,
+    /// The object as a whole has too many keys.
+    pub too_many: bool,
     /// What to fix.
     pub message: String,
 }
@@ -53,6 +59,16 @@ impl DataPatch {
     /// Applies the rules to a request's `data` object.
     pub fn parse(data: Map<String, Value>) -> Result<DataPatch, DataKeyError> {
         let mut patch = DataPatch::default();
+        if data.len() > MAX_KEYS {
+            return Err(DataKeyError {
+                key: String::new(),
+                too_many: true,
+                message: format!(
+                    "`data` has {} keys; at most {MAX_KEYS} are accepted in one request",
+                    data.len()
+                ),
+            });
+        }
         for (key, value) in data {
             if RESERVED_KEYS.contains(&key.as_str()) {
                 continue;
@@ -60,11 +76,13 @@ impl DataPatch {
             if key.trim().is_empty() {
                 return Err(DataKeyError {
                     key,
+                    too_many: false,
                     message: "data keys must not be empty".into(),
                 });
             }
             if key.len() > MAX_KEY_LEN {
                 return Err(DataKeyError {
+                    too_many: false,
                     message: format!("data keys are at most {MAX_KEY_LEN} characters"),
                     key,
                 });

@@ -1,5 +1,6 @@
 //! Dashboard passwords: argon2id with the crate's default (OWASP) parameters, hashed and checked
-//! on the blocking pool so that a login never stalls the async workers.
+//! on the blocking pool so that a login never stalls the async workers, and at most a few at
+//! once (a semaphore), so that a flood of logins cannot exhaust memory.
 
 use argon2::Argon2;
 use argon2::password_hash::{
@@ -56,9 +57,26 @@ impl Password {
     }
 }
 
+/// Argon2 runs at once in this process: each takes 19 MiB for its duration, so however many
+/// logins arrive together, hashing holds at most this many times that (the rest wait their turn
+/// without a thread or memory).
+fn hashing_permits() -> &'static tokio::sync::Semaphore {
+    static PERMITS: std::sync::OnceLock<tokio::sync::Semaphore> = std::sync::OnceLock::new();
+    PERMITS.get_or_init(|| {
+        let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
+        tokio::sync::Semaphore::new(cores.clamp(2, 16))
+    })
+}
+
+/// Runs `f` (one argon2 run) on the blocking pool under the hashing bound.
+async fn bounded<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> anyhow::Result<T> {
+    let _permit = hashing_permits().acquire().await?;
+    Ok(tokio::task::spawn_blocking(f).await?)
+}
+
 /// Hashes a password into its PHC string.
 pub async fn hash(password: Password) -> anyhow::Result<String> {
-    tokio::task::spawn_blocking(move || {
+    bounded(move || {
         let salt = SaltString::generate(&mut OsRng);
         Argon2::default()
             .hash_password(password.0.as_bytes(), &salt)
@@ -74,7 +92,7 @@ const DUMMY_HASH: &str = "$argon2id$v=19$m=19456,t=2,p=1$c29tZXNhbHRzb21lc2FsdA$
 
 /// Checks `password` against a stored PHC string (or a dummy when there is none).
 pub async fn verify(password: String, stored: Option<String>) -> bool {
-    tokio::task::spawn_blocking(move || {
+    bounded(move || {
         let exists = stored.is_some();
         let phc = stored.unwrap_or_else(|| DUMMY_HASH.to_string());
         let Ok(parsed) = PasswordHash::new(&phc) else {

@@ -20,7 +20,7 @@ pub const MAX_ATTACHMENT_BYTES: usize = 10 * 1024 * 1024;
 pub const MAX_MESSAGE_BYTES: usize = 40 * 1024 * 1024;
 
 /// Headers the service writes itself; a request may not set them.
-pub const RESERVED_HEADERS: [&str; 16] = [
+pub const RESERVED_HEADERS: [&str; 17] = [
     "from",
     "to",
     "cc",
@@ -37,6 +37,7 @@ pub const RESERVED_HEADERS: [&str; 16] = [
     "sender",
     "list-unsubscribe",
     "list-unsubscribe-post",
+    "x-herald-message-id",
 ];
 
 /// A name and an address.

@@ -44,6 +44,9 @@ pub enum CsvError {
     /// The header could not be parsed.
     #[error("the header row is not valid CSV: {0}")]
     Malformed(String),
+    /// More data columns than a contact may have keys.
+    #[error("the header row has {0} data columns; at most {max} are accepted", max = crate::domain::custom_data::MAX_KEYS)]
+    TooManyColumns(usize),
 }
 
 /// The columns of a file.
@@ -90,6 +93,9 @@ pub fn columns(bytes: &[u8]) -> Result<Columns, CsvError> {
     let email = email.ok_or_else(|| {
         CsvError::NoEmailColumn(headers.iter().map(str::trim).collect::<Vec<_>>().join(", "))
     })?;
+    if data.len() > crate::domain::custom_data::MAX_KEYS {
+        return Err(CsvError::TooManyColumns(data.len()));
+    }
     Ok(Columns {
         email,
         subscribed,

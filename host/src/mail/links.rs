@@ -1,7 +1,8 @@
 //! Signed, unguessable links the service serves: subscription pages for a contact and tracking
 //! links of an email. A token is `base64url(payload).base64url(HMAC-SHA256(key, payload)[..16])`;
-//! the key is derived from the deployment's signing secret, so every instance accepts the links
-//! of every other and no link can be made or altered without it.
+//! the key is derived from the deployment's link secret (kept in the database, apart from the
+//! session secret, so rotating that one never breaks a link in mail already sent), so every
+//! instance accepts the links of every other and no link can be made or altered without it.
 
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;

@@ -156,7 +156,8 @@ impl Manifest {
         Ok(manifest)
     }
 
-    /// Checks the name and the version.
+    /// Checks the name, the component path (relative, inside the plugins directory) and the
+    /// version.
     pub fn check(&self) -> Result<(), String> {
         if self.name.is_empty()
             || self.name.len() > 64
@@ -168,6 +169,21 @@ impl Manifest {
             return Err(format!(
                 "name `{}` must be 1 to 64 lower-case letters, digits and `-`",
                 self.name
+            ));
+        }
+        if let Some(component) = &self.component
+            && (component.is_absolute()
+                || component.components().any(|c| {
+                    !matches!(
+                        c,
+                        std::path::Component::Normal(_) | std::path::Component::CurDir
+                    )
+                }))
+        {
+            return Err(format!(
+                "component `{}` must be a path inside the plugins directory, relative to the \
+                 manifest, without `..`",
+                component.display()
             ));
         }
         if self.version != WIT_VERSION {

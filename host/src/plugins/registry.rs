@@ -167,7 +167,11 @@ impl Plugins {
                 .memory_bytes
                 .unwrap_or(settings.memory_bytes)
                 .min(settings.memory_bytes),
-            fuel: manifest.limits.fuel,
+            // A manifest may ask for less fuel than the operator's setting, never more.
+            fuel: match (manifest.limits.fuel, settings.fuel) {
+                (Some(asked), Some(cap)) => Some(asked.min(cap)),
+                (asked, cap) => asked.or(cap),
+            },
             io_budget: Duration::from_millis(settings.io_budget_ms),
         };
         let http = match &manifest.capabilities.http {

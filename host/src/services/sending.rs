@@ -1,9 +1,11 @@
-//! Transactional sending (`/v1/send`) as a service: for each recipient in order, upsert the
-//! contact, render the content with the contact's variables, add tracking, build and sign the
-//! MIME message; then queue every email with its delivery job and the request's idempotency key
-//! in one transaction. Delivery itself is `jobs::deliver`. Rendering, building and signing run
+//! Sending (`/v1/send` and a workflow's send step) as a service: plan each recipient's contact
+//! upsert from its stored state, render the content with the contact's variables, add tracking,
+//! build and sign the MIME message; then write the contacts, every email with its delivery job
+//! and the request's idempotency key in one transaction, so a failure leaves nothing behind.
+//! Marketing mail to an unsubscribed contact is recorded as `suppressed` and never queued. Delivery itself is `jobs::deliver`. Rendering, building and signing run
 //! on the [`CpuPool`] (the blocking pool, one task per core), never on an async worker.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use serde_json::{Map, Value};
@@ -23,10 +25,17 @@ use crate::mail::mime::{self, Outgoing};
 use crate::mail::tracking;
 use crate::services::cpu::CpuPool;
 use crate::services::sending_domains::Sender;
-use crate::store::contacts::Effects;
-use crate::store::emails::NewEmail;
+use crate::store::contacts::{Plan, field_types, plan_upsert};
+use crate::store::emails::{NewEmail, SendWrites};
 use crate::store::idempotency::IdempotentWrite;
-use crate::store::{Store, StoreError};
+use crate::store::{Conflict, Store, StoreError};
+
+/// How many times a send is planned again when its contacts change under it.
+const MAX_ATTEMPTS: usize = 8;
+
+/// Why marketing mail to an unsubscribed contact is not sent.
+pub const UNSUBSCRIBED_REASON: &str =
+    "the contact is unsubscribed and the template is a marketing template";
 
 /// A checked send request, ready to go out.
 #[derive(Clone)]
@@ -61,6 +70,8 @@ pub struct QueuedEmail {
     pub contact: Contact,
     /// The email's id.
     pub email_id: EmailId,
+    /// Recorded as `suppressed` and never sent (marketing mail to an unsubscribed contact).
+    pub suppressed: bool,
 }
 
 /// Why a send failed.
@@ -146,51 +157,82 @@ impl Sending {
         &self.cpu
     }
 
-    /// Sends: processes each recipient in order (contact upsert, rendering, message), then queues
-    /// every email in one transaction with the idempotency key, if any.
+    /// Sends: plans each recipient's contact from its stored state, renders, builds and signs
+    /// every message, then writes the contacts, their events, the emails, their jobs and the
+    /// idempotency key in one transaction; a failure at any point writes nothing. When a
+    /// recipient's contact changed between the read and the write, the whole request is planned
+    /// and rendered again (a few times, then `ContactBusy`).
     pub async fn send(
         &self,
         project: &Project,
         plan: &SendPlan,
         idempotency: Option<Idempotency<'_>>,
     ) -> Result<Vec<QueuedEmail>, SendError> {
+        for _ in 0..MAX_ATTEMPTS {
+            if let Some(queued) = self.try_send(project, plan, idempotency.as_ref()).await? {
+                self.jobs.wake();
+                return Ok(queued);
+            }
+        }
+        Err(StoreError::Conflict(Conflict::ContactBusy).into())
+    }
+
+    /// One attempt of [`Sending::send`]; `None` when a contact changed meanwhile.
+    async fn try_send(
+        &self,
+        project: &Project,
+        plan: &SendPlan,
+        idempotency: Option<&Idempotency<'_>>,
+    ) -> Result<Option<Vec<QueuedEmail>>, SendError> {
         let project_id: &ProjectId = &project.id;
-        let mut queued = Vec::with_capacity(plan.recipients.len());
-        let mut emails = Vec::with_capacity(plan.recipients.len());
-        // One copy of the request for the blocking tasks, shared by every recipient's.
-        let shared = Arc::new((project.clone(), plan.clone()));
+        let addresses: Vec<EmailAddress> =
+            plan.recipients.iter().map(|r| r.email.clone()).collect();
+        let mut current: HashMap<String, Contact> = self
+            .store
+            .contacts_with_emails(project_id, &addresses)
+            .await?
+            .into_iter()
+            .map(|c| (c.email.as_str().to_string(), c))
+            .collect();
+        // One plan per distinct address; a repeated recipient gets one more email to the same
+        // contact, as the first of its plans leaves it.
+        let mut contacts: Vec<Plan> = Vec::new();
+        let mut planned: HashMap<String, Contact> = HashMap::new();
         for to in &plan.recipients {
+            if planned.contains_key(to.email.as_str()) {
+                continue;
+            }
             let upsert = ContactUpsert {
                 email: to.email.clone(),
                 subscribed: plan.subscribed,
                 subscribed_default: false,
                 data: plan.data.clone(),
             };
-            let effects = Effects {
-                source: SubscriptionSource::Send,
-                reason: None,
-                event: None,
-                idempotency: None,
-            };
-            let (outcome, _) = self
-                .store
-                .upsert_contact_with(project_id, &upsert, &effects)
-                .await?;
+            let p = plan_upsert(project_id, &upsert, current.remove(to.email.as_str()));
+            planned.insert(to.email.as_str().to_string(), p.contact().clone());
+            contacts.push(p);
+        }
+        // One copy of the request for the blocking tasks, shared by every recipient's.
+        let shared = Arc::new((project.clone(), plan.clone()));
+        let mut queued = Vec::with_capacity(plan.recipients.len());
+        let mut emails = Vec::with_capacity(plan.recipients.len());
+        for to in &plan.recipients {
+            let contact = planned[to.email.as_str()].clone();
             let (signers, job) = (self.signers.clone(), shared.clone());
-            let (contact, to) = (outcome.contact.clone(), to.clone());
+            let (c, to) = (contact.clone(), to.clone());
             let email = self
                 .cpu
-                .run(move || signers.build_email(&job.0, &job.1, &contact, &to))
+                .run(move || signers.build_email(&job.0, &job.1, &c, &to))
                 .await?;
             queued.push(QueuedEmail {
-                contact: outcome.contact,
+                contact,
                 email_id: email.id.clone(),
+                suppressed: email.suppressed.is_some(),
             });
             emails.push(email);
         }
-        let response = idempotency.as_ref().map(|i| (i.respond)(&queued));
+        let response = idempotency.map(|i| (i.respond)(&queued));
         let write = idempotency
-            .as_ref()
             .zip(response.as_ref())
             .map(|(i, response)| IdempotentWrite {
                 key: i.key,
@@ -199,16 +241,23 @@ impl Sending {
                 status: 200,
                 response,
             });
-        self.store
-            .queue_emails(project_id, &emails, self.jobs.config().max_attempts, write)
+        let writes = SendWrites {
+            contacts: &contacts,
+            field_types: field_types(&plan.data.set),
+            source: SubscriptionSource::Send,
+        };
+        let max_attempts = self.jobs.config().max_attempts;
+        let wrote = self
+            .store
+            .commit_send(project_id, &writes, &emails, max_attempts, write)
             .await?;
-        self.jobs.wake();
-        Ok(queued)
+        Ok(wrote.then_some(queued))
     }
 }
 
 impl Signers {
-    /// Renders, tracks, builds and signs one recipient's email.
+    /// Renders, tracks, builds and signs one recipient's email; renders only, and records why, when
+    /// it is marketing mail to an unsubscribed contact (never sent).
     fn build_email(
         &self,
         project: &Project,
@@ -225,6 +274,23 @@ impl Signers {
             html,
             text,
         } = plan.content.render(&vars)?;
+        if plan.marketing && !contact.subscribed {
+            return Ok(NewEmail {
+                id: id.clone(),
+                contact_id: contact.id.clone(),
+                template_id: plan.template_id.clone(),
+                kind: "marketing",
+                from_address: plan.from.email.to_string(),
+                to_address: to.email.to_string(),
+                subject,
+                message_id: format!("{id}@{}", plan.from.email.domain()),
+                envelope_from: plan.from.email.to_string(),
+                signed_by: None,
+                links: Vec::new(),
+                raw: None,
+                suppressed: Some(UNSUBSCRIBED_REASON.to_string()),
+            });
+        }
         let keep = [
             urls.unsubscribe.as_str(),
             urls.subscribe.as_str(),
@@ -292,7 +358,8 @@ impl Signers {
             envelope_from,
             signed_by: signing.map(|s| s.name.clone()),
             links: tracked,
-            raw,
+            raw: Some(raw),
+            suppressed: None,
         })
     }
 }

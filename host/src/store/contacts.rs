@@ -25,6 +25,12 @@ use crate::domain::time::now_ms;
 pub(super) const COLUMNS: &str =
     "id, project_id, email, subscribed, data, version, created_at, updated_at";
 const MAX_ATTEMPTS: usize = 16;
+/// Inserts a contact unless its address is taken; answers the id when it did.
+pub(super) const INSERT_CONTACT: &str = "INSERT INTO contacts (id, project_id, email, subscribed, data, version, created_at, updated_at) \
+     VALUES ($1, $2, $3, $4, $5, 0, $6, $6) ON CONFLICT (project_id, email) DO NOTHING RETURNING id";
+/// Writes a contact's new state.
+pub(super) const UPDATE_CONTACT: &str = "UPDATE contacts SET email = $3, subscribed = $4, data = $5, version = $6, updated_at = $7 \
+     WHERE project_id = $1 AND id = $2";
 
 #[derive(FromRow)]
 pub(crate) struct ContactRow {
@@ -142,10 +148,61 @@ struct Request<'a> {
 }
 
 /// What to do with the contact that was read.
-enum Plan {
+pub(crate) enum Plan {
     Insert(Contact),
     Update { before: Contact, after: Contact },
     Keep(Contact),
+}
+
+/// How an upsert by address changes `current` (the contact with that address, if any).
+pub(crate) fn plan_upsert(
+    project: &ProjectId,
+    upsert: &ContactUpsert,
+    current: Option<Contact>,
+) -> Plan {
+    let req = Request {
+        email: None,
+        subscribed: upsert.subscribed,
+        subscribed_default: upsert.subscribed_default,
+        data: &upsert.data,
+    };
+    match current {
+        None => plan_insert(project, &upsert.email, &req),
+        Some(current) => plan_change(current, &req),
+    }
+}
+
+impl Plan {
+    /// The contact as the plan leaves it.
+    pub(crate) fn contact(&self) -> &Contact {
+        match self {
+            Plan::Insert(c) | Plan::Keep(c) => c,
+            Plan::Update { after, .. } => after,
+        }
+    }
+
+    /// The contact the plan was made from (`None` for a new one).
+    pub(crate) fn based_on(&self) -> Option<&Contact> {
+        match self {
+            Plan::Insert(_) => None,
+            Plan::Update { before, .. } | Plan::Keep(before) => Some(before),
+        }
+    }
+
+    /// Whether the plan writes anything.
+    pub(crate) fn changes(&self) -> bool {
+        !matches!(self, Plan::Keep(_))
+    }
+
+    /// The new subscription state, when the plan changes an existing contact's.
+    pub(crate) fn subscription_changed_to(&self) -> Option<bool> {
+        match self {
+            Plan::Update { before, after } if before.subscribed != after.subscribed => {
+                Some(after.subscribed)
+            }
+            _ => None,
+        }
+    }
 }
 
 fn plan(
@@ -156,42 +213,45 @@ fn plan(
 ) -> StoreResult<Plan> {
     match (current, target) {
         (None, Target::Id(_)) => Err(StoreError::NotFound),
-        (None, Target::Email(email)) => {
-            let mut data = Map::new();
-            req.data.apply(&mut data);
-            let now = now_ms();
-            Ok(Plan::Insert(Contact {
-                id: ContactId::generate(),
-                project_id: project.clone(),
-                email: (*email).clone(),
-                subscribed: req.subscribed.unwrap_or(req.subscribed_default),
-                data,
-                version: 0,
-                created_at: now,
-                updated_at: now,
-            }))
+        (None, Target::Email(email)) => Ok(plan_insert(project, email, req)),
+        (Some(current), _) => Ok(plan_change(current, req)),
+    }
+}
+
+/// A new contact with address `email`.
+fn plan_insert(project: &ProjectId, email: &EmailAddress, req: &Request<'_>) -> Plan {
+    let mut data = Map::new();
+    req.data.apply(&mut data);
+    let now = now_ms();
+    Plan::Insert(Contact {
+        id: ContactId::generate(),
+        project_id: project.clone(),
+        email: email.clone(),
+        subscribed: req.subscribed.unwrap_or(req.subscribed_default),
+        data,
+        version: 0,
+        created_at: now,
+        updated_at: now,
+    })
+}
+
+/// `current` changed as `req` asks, or kept when nothing changes.
+fn plan_change(current: Contact, req: &Request<'_>) -> Plan {
+    let mut after = current.clone();
+    let data_changed = req.data.apply(&mut after.data);
+    after.subscribed = req.subscribed.unwrap_or(current.subscribed);
+    if let Some(email) = req.email {
+        after.email = email.clone();
+    }
+    if data_changed || after.subscribed != current.subscribed || after.email != current.email {
+        after.version += 1;
+        after.updated_at = now_ms().max(current.updated_at);
+        Plan::Update {
+            before: current,
+            after,
         }
-        (Some(current), _) => {
-            let mut after = current.clone();
-            let data_changed = req.data.apply(&mut after.data);
-            after.subscribed = req.subscribed.unwrap_or(current.subscribed);
-            if let Some(email) = req.email {
-                after.email = email.clone();
-            }
-            if data_changed
-                || after.subscribed != current.subscribed
-                || after.email != current.email
-            {
-                after.version += 1;
-                after.updated_at = now_ms().max(current.updated_at);
-                Ok(Plan::Update {
-                    before: current,
-                    after,
-                })
-            } else {
-                Ok(Plan::Keep(current))
-            }
-        }
+    } else {
+        Plan::Keep(current)
     }
 }
 
@@ -392,12 +452,6 @@ impl Store {
             Target::Email(e) => e.as_str(),
             Target::Id(id) => id.as_str(),
         };
-        let insert_sql = format!(
-            "INSERT INTO contacts ({COLUMNS}) VALUES ($1, $2, $3, $4, $5, 0, $6, $6) \
-             ON CONFLICT (project_id, email) DO NOTHING RETURNING id"
-        );
-        let update_sql = "UPDATE contacts SET email = $3, subscribed = $4, data = $5, version = $6, updated_at = $7 \
-                          WHERE project_id = $1 AND id = $2";
         for _ in 0..MAX_ATTEMPTS {
             let done: Option<(UpsertOutcome, Option<StoredEvent>)> = on_db_write!(self.db(), pool => {
                 let mut tx = pool.begin_write().await?;
@@ -417,35 +471,7 @@ impl Store {
                 };
                 let sub_changed = previous.is_some_and(|was| was != contact.subscribed);
                 let (events, tracked) = plan_events(project, &contact.id, sub_changed.then_some(contact.subscribed), effects);
-                let wrote = match &plan {
-                    Plan::Insert(c) => {
-                        let id: Option<String> = sqlx::query_scalar(&insert_sql)
-                            .bind(c.id.as_str())
-                            .bind(project.as_str())
-                            .bind(c.email.as_str())
-                            .bind(c.subscribed)
-                            .bind(Json(&c.data))
-                            .bind(c.created_at)
-                            .fetch_optional(&mut *tx)
-                            .await?;
-                        id.is_some()
-                    }
-                    Plan::Update { after, .. } => {
-                        sqlx::query(update_sql)
-                            .bind(project.as_str())
-                            .bind(after.id.as_str())
-                            .bind(after.email.as_str())
-                            .bind(after.subscribed)
-                            .bind(Json(&after.data))
-                            .bind(after.version)
-                            .bind(after.updated_at)
-                            .execute(&mut *tx)
-                            .await
-                            .map_err(|e| StoreError::unique(e, Conflict::Email))?;
-                        true
-                    }
-                    Plan::Keep(_) => true,
-                };
+                let wrote = tx.write_contact_plan(&plan).await?;
                 if !wrote {
                     // Another writer created this address since our read; read it again.
                     tx.rollback().await?;
@@ -575,6 +601,30 @@ pub struct ValueCount {
 }
 
 impl Store {
+    /// The whole contacts of a project among `emails` (normalised).
+    #[tracing::instrument(level = "debug", skip(self, emails))]
+    pub async fn contacts_with_emails(
+        &self,
+        project: &ProjectId,
+        emails: &[EmailAddress],
+    ) -> StoreResult<Vec<Contact>> {
+        if emails.is_empty() {
+            return Ok(Vec::new());
+        }
+        let sql = format!(
+            "SELECT {COLUMNS} FROM contacts WHERE project_id = $1 AND email IN ({})",
+            super::dialect::placeholders(2, emails.len())
+        );
+        let rows: Vec<ContactRow> = on_db!(self.db(), pool => {
+            let mut q = sqlx::query_as(&sql).bind(project.as_str());
+            for e in emails {
+                q = q.bind(e.as_str());
+            }
+            q.fetch_all(pool).await?
+        });
+        Ok(rows.into_iter().map(Contact::from).collect())
+    }
+
     /// The contacts of a project among `emails` (normalised), as `(id, email)`.
     #[tracing::instrument(level = "debug", skip(self, emails))]
     pub async fn contacts_by_emails(

@@ -90,7 +90,9 @@ pub(crate) fn sqlite_json_path(keys: &[String]) -> String {
     let mut path = String::from("$");
     for k in keys {
         path.push_str(".\"");
-        path.push_str(&k.replace('\\', "\\\\").replace('"', "\\\""));
+        // SQLite ends a quoted label at the first `"` and unescapes JSON escapes in it, so a
+        // backslash is written `\\` and a quote `\u0022`.
+        path.push_str(&k.replace('\\', "\\\\").replace('"', "\\u0022"));
         path.push('"');
     }
     path

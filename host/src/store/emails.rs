@@ -16,7 +16,8 @@ use super::jobs::{DeliverPayload, JobPayload, Lease, NewJob};
 use super::statements::Statements;
 use super::{Store, StoreError, StoreResult};
 use super::{on_db, on_db_write};
-use crate::domain::ids::{ActivityId, ContactId, EmailId, ProjectId};
+use crate::domain::event::{NewEvent, StoredEvent, SubscriptionSource};
+use crate::domain::ids::{ActivityId, ContactId, EmailId, EventId, ProjectId};
 use crate::domain::time::now_ms;
 
 /// The job kind that delivers one email.
@@ -40,6 +41,8 @@ pub mod status {
     pub const COMPLAINED: &str = "complained";
     /// Could not be delivered.
     pub const FAILED: &str = "failed";
+    /// Never handed to the transport: marketing mail to an unsubscribed contact.
+    pub const SUPPRESSED: &str = "suppressed";
 
     /// How far along a status is; a later event never moves an email back.
     pub fn rank(s: &str) -> u8 {
@@ -49,7 +52,7 @@ pub mod status {
             DELIVERED => 2,
             OPENED => 3,
             CLICKED => 4,
-            BOUNCED | COMPLAINED | FAILED => 5,
+            BOUNCED | COMPLAINED | FAILED | SUPPRESSED => 5,
             _ => 0,
         }
     }
@@ -79,8 +82,20 @@ pub struct NewEmail {
     pub signed_by: Option<String>,
     /// The links that click redirects may lead to, by index.
     pub links: Vec<String>,
-    /// The complete signed message.
-    pub raw: Vec<u8>,
+    /// The complete signed message; `None` for a suppressed email, which is never sent.
+    pub raw: Option<Vec<u8>>,
+    /// Why the email is not sent at all (it is recorded as `suppressed`).
+    pub suppressed: Option<String>,
+}
+
+/// The contact writes of one send request.
+pub(crate) struct SendWrites<'a> {
+    /// One plan per distinct recipient address, made from the contacts read before rendering.
+    pub contacts: &'a [super::contacts::Plan],
+    /// The field types of the request's data patch.
+    pub field_types: Vec<(&'a str, &'static str)>,
+    /// Where a subscription change came from.
+    pub source: SubscriptionSource,
 }
 
 /// What a delivery job needs of its email.
@@ -145,6 +160,10 @@ pub struct EmailRecord {
     pub created_at: i64,
     /// Handed to the transport.
     pub sent_at: Option<i64>,
+    /// Opens recorded (the first is in the history).
+    pub open_count: i32,
+    /// Clicks recorded (the first is in the history).
+    pub click_count: i32,
 }
 
 /// One entry of an email's history.
@@ -174,17 +193,21 @@ const INSERT_ACTIVITY: &str = "INSERT INTO email_events (id, project_id, email_i
      VALUES ($1, $2, $3, $4, $5, $6, $7)";
 
 impl Store {
-    /// Queues the emails of one request, their history and delivery jobs, and the request's
-    /// idempotency key, in one transaction. `Conflict(IdempotencyKey)` when the key was
-    /// taken meanwhile (nothing is written then).
-    #[tracing::instrument(level = "debug", skip(self, emails, idempotency), fields(emails = emails.len()))]
-    pub async fn queue_emails(
+    /// Writes one send request whole, in one transaction: each recipient's contact as planned
+    /// (created or changed, with its subscription event and field types), then every email with
+    /// its first history entry and, unless suppressed, its delivery job, and the request's
+    /// idempotency key. The plans were made from contacts read before rendering; when any of
+    /// them changed since, nothing is written and the answer is `false` (plan and render again).
+    /// `Conflict(IdempotencyKey)` when the key was taken meanwhile.
+    #[tracing::instrument(level = "debug", skip_all, fields(emails = emails.len()))]
+    pub(crate) async fn commit_send(
         &self,
         project: &ProjectId,
+        send: &SendWrites<'_>,
         emails: &[NewEmail],
         max_attempts: i32,
         idempotency: Option<IdempotentWrite<'_, &Value>>,
-    ) -> StoreResult<()> {
+    ) -> StoreResult<bool> {
         let now = now_ms();
         let jobs = emails
             .iter()
@@ -202,48 +225,97 @@ impl Store {
                 })
             })
             .collect::<StoreResult<Vec<_>>>()?;
-        on_db_write!(self.db(), pool => {
+        let types = self
+            .known_fields
+            .unknown(project.as_str(), &send.field_types);
+        let lock = super::dialect::for_update(self.db().backend());
+        let select =
+            format!("SELECT id, version FROM contacts WHERE project_id = $1 AND email = $2{lock}");
+        let wrote = on_db_write!(self.db(), pool => {
             let mut tx = pool.begin_write().await?;
-            for (e, job) in emails.iter().zip(&jobs) {
-                sqlx::query(
-                    "INSERT INTO emails (id, project_id, contact_id, template_id, kind, from_address, to_address, \
-                     subject, status, message_id, envelope_from, signed_by, links, raw, created_at, updated_at) \
-                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 'queued', $9, $10, $11, $12, $13, $14, $14)",
-                )
-                .bind(e.id.as_str())
-                .bind(project.as_str())
-                .bind(e.contact_id.as_str())
-                .bind(e.template_id.as_deref())
-                .bind(e.kind)
-                .bind(&e.from_address)
-                .bind(&e.to_address)
-                .bind(&e.subject)
-                .bind(&e.message_id)
-                .bind(&e.envelope_from)
-                .bind(e.signed_by.as_deref())
-                .bind(Json(&e.links))
-                .bind(&e.raw)
-                .bind(now)
-                .execute(&mut *tx)
-                .await?;
-                sqlx::query(INSERT_ACTIVITY)
-                    .bind(ActivityId::generate().as_str())
+            let mut fresh = true;
+            for plan in send.contacts {
+                let contact = plan.contact();
+                let found: Option<(String, i64)> = sqlx::query_as(&select)
                     .bind(project.as_str())
+                    .bind(contact.email.as_str())
+                    .fetch_optional(&mut *tx)
+                    .await?;
+                let expected = plan.based_on().map(|c| (c.id.as_str().to_string(), c.version));
+                if found != expected || !tx.write_contact_plan(plan).await? {
+                    fresh = false;
+                    break;
+                }
+                if let Some(subscribed) = plan.subscription_changed_to() {
+                    let event = NewEvent::subscription(subscribed, send.source, None);
+                    tx.insert_event(&StoredEvent {
+                        id: EventId::generate(),
+                        project_id: project.clone(),
+                        contact_id: Some(contact.id.clone()),
+                        contact_email: None,
+                        name: event.name.as_str().to_string(),
+                        data: event.data,
+                        created_at: now,
+                    })
+                    .await?;
+                }
+            }
+            if fresh {
+                if send.contacts.iter().any(|p| p.changes()) {
+                    tx.insert_field_types(project.as_str(), &types, now).await?;
+                }
+                for (e, job) in emails.iter().zip(&jobs) {
+                    let status = if e.suppressed.is_some() { status::SUPPRESSED } else { status::QUEUED };
+                    sqlx::query(
+                        "INSERT INTO emails (id, project_id, contact_id, template_id, kind, from_address, to_address, \
+                         subject, status, message_id, envelope_from, signed_by, links, raw, error, created_at, updated_at) \
+                         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $16)",
+                    )
                     .bind(e.id.as_str())
+                    .bind(project.as_str())
                     .bind(e.contact_id.as_str())
-                    .bind(status::QUEUED)
-                    .bind(None::<&str>)
+                    .bind(e.template_id.as_deref())
+                    .bind(e.kind)
+                    .bind(&e.from_address)
+                    .bind(&e.to_address)
+                    .bind(&e.subject)
+                    .bind(status)
+                    .bind(&e.message_id)
+                    .bind(&e.envelope_from)
+                    .bind(e.signed_by.as_deref())
+                    .bind(Json(&e.links))
+                    .bind(e.raw.as_deref())
+                    .bind(e.suppressed.as_deref())
                     .bind(now)
                     .execute(&mut *tx)
                     .await?;
-                tx.insert_job(job, now).await?;
+                    sqlx::query(INSERT_ACTIVITY)
+                        .bind(ActivityId::generate().as_str())
+                        .bind(project.as_str())
+                        .bind(e.id.as_str())
+                        .bind(e.contact_id.as_str())
+                        .bind(status)
+                        .bind(e.suppressed.as_deref())
+                        .bind(now)
+                        .execute(&mut *tx)
+                        .await?;
+                    if e.suppressed.is_none() {
+                        tx.insert_job(job, now).await?;
+                    }
+                }
+                if let Some(idem) = &idempotency {
+                    tx.store_idempotent_response(project.as_str(), idem, idem.response).await?;
+                }
+                tx.commit().await?;
+            } else {
+                tx.rollback().await?;
             }
-            if let Some(idem) = &idempotency {
-                tx.store_idempotent_response(project.as_str(), idem, idem.response).await?;
-            }
-            tx.commit().await?;
+            fresh
         });
-        Ok(())
+        if wrote {
+            self.known_fields.remember(project.as_str(), &types);
+        }
+        Ok(wrote)
     }
 
     /// An email of a project with its history, oldest first.
@@ -256,7 +328,7 @@ impl Store {
         let (record, history) = on_db!(self.db(), pool => {
             let record: Option<EmailRecord> = sqlx::query_as(
                 "SELECT id, contact_id, template_id, kind, from_address, to_address, subject, status, \
-                 message_id, provider_id, error, attempts, created_at, sent_at \
+                 message_id, provider_id, error, attempts, created_at, sent_at, open_count, click_count \
                  FROM emails WHERE project_id = $1 AND id = $2",
             )
             .bind(project.as_str())
@@ -276,13 +348,17 @@ impl Store {
 
     /// Records what happened to an email (`delivered`, `opened`, `clicked`, `bounced`,
     /// `soft_bounced`, `complained`): a history entry, the first time of the kind, and the status
-    /// when it moves forward (never back). `None` when there is no such email.
+    /// when it moves forward (never back). Opens and clicks after the first are only counted
+    /// (no history entry), so repeated hits add no rows. With `recipient`, the email must have
+    /// been sent to that address (a provider's notification names it). `None` when there is no
+    /// such email.
     #[tracing::instrument(level = "debug", skip(self, detail))]
     pub async fn record_email_event(
         &self,
         email_id: &str,
         kind: &str,
         detail: Option<&str>,
+        recipient: Option<&str>,
     ) -> StoreResult<Option<RecordedEvent>> {
         let now = now_ms();
         let lock = super::dialect::for_update(self.db().backend());
@@ -294,34 +370,50 @@ impl Store {
             status::COMPLAINED => Some("complained_at"),
             _ => None,
         };
+        let counter = match kind {
+            status::OPENED => Some("open_count"),
+            status::CLICKED => Some("click_count"),
+            _ => None,
+        };
         let first_sql = match column {
             Some(c) => format!("{c} IS NULL"),
             None => "TRUE".to_string(),
         };
         let select = format!(
-            "SELECT project_id, contact_id, status, {first_sql} FROM emails WHERE id = $1{lock}"
+            "SELECT project_id, contact_id, status, to_address, {first_sql} FROM emails WHERE id = $1{lock}"
         );
         let recorded = on_db_write!(self.db(), pool => {
             let mut tx = pool.begin_write().await?;
-            let row: Option<(String, Option<String>, String, bool)> =
+            let row: Option<(String, Option<String>, String, String, bool)> =
                 sqlx::query_as(&select).bind(email_id).fetch_optional(&mut *tx).await?;
-            let Some((project_id, contact_id, current, first)) = row else {
+            let Some((project_id, contact_id, current, to, first)) = row else {
                 return Ok(None);
             };
-            sqlx::query(INSERT_ACTIVITY)
-                .bind(ActivityId::generate().as_str())
-                .bind(&project_id)
-                .bind(email_id)
-                .bind(contact_id.as_deref())
-                .bind(kind)
-                .bind(detail)
-                .bind(now)
-                .execute(&mut *tx)
-                .await?;
+            if recipient.is_some_and(|r| !r.trim().eq_ignore_ascii_case(&to)) {
+                return Ok(None);
+            }
+            if let Some(counter) = counter {
+                sqlx::query(&format!("UPDATE emails SET {counter} = {counter} + 1 WHERE id = $1"))
+                    .bind(email_id)
+                    .execute(&mut *tx)
+                    .await?;
+            }
+            if first || counter.is_none() {
+                sqlx::query(INSERT_ACTIVITY)
+                    .bind(ActivityId::generate().as_str())
+                    .bind(&project_id)
+                    .bind(email_id)
+                    .bind(contact_id.as_deref())
+                    .bind(kind)
+                    .bind(detail)
+                    .bind(now)
+                    .execute(&mut *tx)
+                    .await?;
+            }
             let advance = status::rank(kind) > status::rank(&current) && kind != "soft_bounced";
-            if let Some(column) = column {
+            if let (Some(column), true) = (column, first) {
                 sqlx::query(&format!(
-                    "UPDATE emails SET {column} = COALESCE({column}, $2), status = CASE WHEN $3 THEN $4 ELSE status END, \
+                    "UPDATE emails SET {column} = $2, status = CASE WHEN $3 THEN $4 ELSE status END, \
                      updated_at = $2 WHERE id = $1"
                 ))
                 .bind(email_id)

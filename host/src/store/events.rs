@@ -4,6 +4,7 @@ use serde_json::{Map, Value};
 use sqlx::FromRow;
 use sqlx::types::Json;
 
+use super::dialect::BeginWrite;
 use super::{Store, StoreResult};
 use super::{on_db, on_db_write};
 use crate::domain::event::StoredEvent;
@@ -204,18 +205,36 @@ impl Store {
         })
     }
 
-    /// Deletes every event of a project with `name`; answers how many.
+    /// Deletes every event of a project with `name` that the dispatcher has handed on (never one
+    /// whose outbox row is still waiting); answers how many were deleted and how many wait.
     #[tracing::instrument(level = "debug", skip(self))]
-    pub async fn delete_events_named(&self, project: &ProjectId, name: &str) -> StoreResult<u64> {
-        let n = on_db_write!(self.db(), pool => {
-            sqlx::query("DELETE FROM events WHERE project_id = $1 AND name = $2")
-                .bind(project.as_str())
-                .bind(name)
-                .execute(pool)
-                .await?
-                .rows_affected()
+    pub async fn delete_events_named(
+        &self,
+        project: &ProjectId,
+        name: &str,
+    ) -> StoreResult<(u64, u64)> {
+        let (deleted, pending) = on_db_write!(self.db(), pool => {
+            let mut tx = pool.begin_write().await?;
+            let deleted = sqlx::query(
+                "DELETE FROM events WHERE project_id = $1 AND name = $2 \
+                 AND NOT EXISTS (SELECT 1 FROM event_outbox o WHERE o.event_id = events.id)",
+            )
+            .bind(project.as_str())
+            .bind(name)
+            .execute(&mut *tx)
+            .await?
+            .rows_affected();
+            let pending: i64 = sqlx::query_scalar(
+                "SELECT COUNT(*) FROM events WHERE project_id = $1 AND name = $2",
+            )
+            .bind(project.as_str())
+            .bind(name)
+            .fetch_one(&mut *tx)
+            .await?;
+            tx.commit().await?;
+            (deleted, pending as u64)
         });
-        Ok(n)
+        Ok((deleted, pending))
     }
 
     /// Claims up to `limit` outbox entries that are due, leasing them until `lease_until`.

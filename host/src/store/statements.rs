@@ -67,6 +67,10 @@ pub(crate) trait Statements {
         now: i64,
     ) -> sqlx::Result<bool>;
 
+    /// Writes a planned contact change (insert or update; nothing for `Keep`). False when an
+    /// insert met a contact created with the same address since the read.
+    async fn write_contact_plan(&mut self, plan: &super::contacts::Plan) -> StoreResult<bool>;
+
     /// Forgets an expired use of `write.key` and stores `response` under it; a live key taken
     /// meanwhile fails with `Conflict(IdempotencyKey)`, so the whole transaction rolls back.
     async fn store_idempotent_response<R: Sync>(
@@ -90,6 +94,9 @@ where
     for<'q> Json<&'q Map<String, Value>>: Encode<'q, DB> + Type<DB>,
     for<'q> i64: Encode<'q, DB> + Type<DB>,
     for<'q> i32: Encode<'q, DB> + Type<DB>,
+    for<'q> bool: Encode<'q, DB> + Type<DB>,
+    for<'r> Option<String>: sqlx::Decode<'r, DB> + Type<DB>,
+    for<'r> (Option<String>,): sqlx::FromRow<'r, DB::Row>,
 {
     async fn insert_event(&mut self, e: &StoredEvent) -> sqlx::Result<()> {
         sqlx::query(super::events::INSERT_EVENT)
@@ -179,6 +186,39 @@ where
             .await?
             .rows();
         Ok(n == 1)
+    }
+
+    async fn write_contact_plan(&mut self, plan: &super::contacts::Plan) -> StoreResult<bool> {
+        use super::contacts::{INSERT_CONTACT, Plan, UPDATE_CONTACT};
+        match plan {
+            Plan::Insert(c) => {
+                let id: Option<(Option<String>,)> = sqlx::query_as(INSERT_CONTACT)
+                    .bind(c.id.as_str())
+                    .bind(c.project_id.as_str())
+                    .bind(c.email.as_str())
+                    .bind(c.subscribed)
+                    .bind(Json(&c.data))
+                    .bind(c.created_at)
+                    .fetch_optional(&mut **self)
+                    .await?;
+                Ok(id.is_some())
+            }
+            Plan::Update { after, .. } => {
+                sqlx::query(UPDATE_CONTACT)
+                    .bind(after.project_id.as_str())
+                    .bind(after.id.as_str())
+                    .bind(after.email.as_str())
+                    .bind(after.subscribed)
+                    .bind(Json(&after.data))
+                    .bind(after.version)
+                    .bind(after.updated_at)
+                    .execute(&mut **self)
+                    .await
+                    .map_err(|e| StoreError::unique(e, Conflict::Email))?;
+                Ok(true)
+            }
+            Plan::Keep(_) => Ok(true),
+        }
     }
 
     async fn store_idempotent_response<R: Sync>(

@@ -74,6 +74,18 @@ impl Step for Hostile {
                 }
             }
             "echo" => Output::next().set_context("email", input.contact.email.into()),
+            "wasi-time" => {
+                // What WASI's clocks and randomness give this plugin: the wall clock in
+                // milliseconds, and a hash keyed by the standard library's random seed.
+                use std::hash::BuildHasher;
+                let now = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(0, |d| d.as_millis());
+                let random = std::collections::hash_map::RandomState::new().hash_one(1u8);
+                Output::next()
+                    .set_context("now", now.to_string().into())
+                    .set_context("random", random.to_string().into())
+            }
             other => Output::fail(format!("unknown mode {other}")),
         }
     }

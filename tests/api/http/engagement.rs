@@ -264,6 +264,23 @@ async fn opens_and_clicks_are_recorded_and_redirects_only_lead_to_the_emails_lin
     assert_eq!(kinds, ["queued", "sent", "clicked", "opened"]);
     let click = &email.body["history"][2];
     assert_eq!(click["detail"], "https://shop.example/sale?a=1&b=2");
+    // Later opens and clicks are counted, not stored one row each.
+    for _ in 0..5 {
+        assert_eq!(client.get(&pixel).send().await.unwrap().status(), 200);
+    }
+    for _ in 0..3 {
+        assert_eq!(client.get(&tracked).send().await.unwrap().status(), 302);
+    }
+    let email = s
+        .app
+        .get(&format!("/emails/{}", s.email_id), &s.p.secret_key)
+        .await;
+    assert_eq!(email.body["opens"], 6, "{}", email.body);
+    assert_eq!(email.body["clicks"], 4, "{}", email.body);
+    assert_eq!(
+        history(&s.app, &s.p, &s.email_id).await,
+        ["queued", "sent", "clicked", "opened"]
+    );
 
     // Tokens cannot be made to lead elsewhere: an index that was not in the email, or an
     // altered token, is 404.
@@ -346,6 +363,17 @@ async fn a_hard_bounce_marks_the_email_and_unsubscribes_the_contact() {
     assert_eq!(
         history(&s.app, &s.p, &s.email_id).await.last().unwrap(),
         "sent"
+    );
+
+    // A bounce report naming another recipient (a message id quoted in someone else's mail)
+    // applies to nothing.
+    let forged = dsn(&s.email_id, "failed", "5.1.1")
+        .replace("rfc822; ann@example.com", "rfc822; mallory@example.com");
+    let r = notify(&s.app, Some(SECRET), forged).await;
+    assert_eq!(r.body, json!({ "received": 1, "applied": 0, "ignored": 1 }));
+    assert_eq!(
+        contact(&s.app, &s.p, &s.contact_id).await["subscribed"],
+        true
     );
 
     // A delivery, then a hard bounce.

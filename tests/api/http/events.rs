@@ -314,8 +314,9 @@ async fn event_endpoints() {
     assert_eq!(usage.body["count"], 3);
     assert_eq!(usage.body["segments"], json!([]));
 
-    let r = app.delete("/events/click", &p.secret_key).await;
-    assert_eq!(r.body["deleted"], 3);
+    // Events the workflow engine has not taken yet are kept; deleting again removes them.
+    let deleted = delete_events_once_dispatched(&app, &p, "click").await;
+    assert_eq!(deleted, 3);
     assert!(events_named(&app, &p, "click").await.is_empty());
     assert_eq!(app.get("/events", &p.secret_key).await.body["total"], 4);
 
@@ -526,4 +527,25 @@ async fn the_outbox_hands_every_event_to_consumers_after_restarts_and_failures()
     }
     reader.stop().await.unwrap();
     store.db().close().await;
+}
+
+/// Deletes the events named `name`, again until none is waiting for the workflow engine;
+/// answers how many were deleted in all.
+pub async fn delete_events_once_dispatched(app: &TestApp, p: &TestProject, name: &str) -> u64 {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let mut deleted = 0;
+    loop {
+        let r = app.delete(&format!("/events/{name}"), &p.secret_key).await;
+        assert_eq!(r.status, 200, "{}", r.body);
+        deleted += r.body["deleted"].as_u64().unwrap();
+        if r.body["pending"] == 0 {
+            return deleted;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "never dispatched: {}",
+            r.body
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
 }

@@ -1,12 +1,13 @@
 //! Black-box tests through the HTTP API (and the `herald` binary), one file per resource.
 
+mod abuse;
 mod accounts;
 mod auth_matrix;
 mod cli;
 mod contacts;
 pub mod domains;
 mod engagement;
-mod events;
+pub mod events;
 mod executions;
 mod hostile;
 mod isolation;

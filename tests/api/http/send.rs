@@ -676,10 +676,11 @@ async fn a_marketing_template_supplies_the_content_and_carries_one_click_unsubsc
     assert_eq!(t.status, 201, "{}", t.body);
     let template = t.body["id"].as_str().unwrap();
 
+    // Marketing mail goes to subscribed contacts only: new ones need `subscribed: true`.
     let r = send(
         &app,
         &p,
-        json!({ "to": "ann@example.com", "template": template,
+        json!({ "to": "ann@example.com", "template": template, "subscribed": true,
                 "data": { "firstName": "Ann", "topic": { "value": "spring", "persistent": false } } }),
     )
     .await;
@@ -688,12 +689,54 @@ async fn a_marketing_template_supplies_the_content_and_carries_one_click_unsubsc
     let r = send(
         &app,
         &p,
-        json!({ "to": "bob@example.com", "template": template, "subject": "Special edition" }),
+        json!({ "to": "bob@example.com", "template": template, "subject": "Special edition",
+                "subscribed": true }),
+    )
+    .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    // To an unsubscribed contact (here a new one), it is recorded as suppressed, never sent;
+    // a subscribed recipient of the same request still gets it.
+    p.contact(&app, "dave@example.com", json!({})).await;
+    let r = send(
+        &app,
+        &p,
+        json!({ "to": ["carl@example.com", "dave@example.com"], "template": template }),
+    )
+    .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    let carl_id = r.body["data"]["emails"][0]["email"].as_str().unwrap();
+    let carl = app.get(&format!("/emails/{carl_id}"), &p.secret_key).await;
+    assert_eq!(carl.body["status"], "suppressed", "{}", carl.body);
+    assert!(
+        carl.body["error"]
+            .as_str()
+            .unwrap()
+            .contains("unsubscribed"),
+        "{}",
+        carl.body
+    );
+    assert_eq!(carl.body["history"][0]["type"], "suppressed");
+    assert_eq!(carl.body["attempts"], 0);
+    let feed = app.get("/activity?type=suppressed", &p.secret_key).await;
+    assert_eq!(feed.body["data"][0]["emailId"], carl_id, "{}", feed.body);
+    // A transactional send to the same unsubscribed contact goes.
+    let r = send(
+        &app,
+        &p,
+        json!({ "to": "carl@example.com", "from": "news@acme.test", "subject": "Receipt",
+                "body": "<p>Your receipt</p>" }),
     )
     .await;
     assert_eq!(r.status, 200, "{}", r.body);
 
-    let log = received(&smtp, 2).await;
+    let log = received(&smtp, 4).await;
+    assert_eq!(log.data.len(), 4, "ann, bob, dave and carl's receipt");
+    assert!(
+        !log.data
+            .iter()
+            .any(|d| d.contains("carl@example.com") && d.contains("List-Unsubscribe")),
+        "the marketing mail to carl was never handed to the relay"
+    );
     // Connections run concurrently: find each message by its To header.
     let to_of = |raw: &String| {
         let m = MessageParser::default().parse(raw.as_bytes()).unwrap();

@@ -33,6 +33,9 @@ pub fn test_settings(dir: &std::path::Path, url: &str) -> Settings {
         data_dir: dir.to_path_buf(),
         database_url: Some(url.to_string()),
         database_max_connections: 4,
+        // Every test client is 127.0.0.1, and some tests sign many users up; the limit itself
+        // is tested with its default in `hostile.rs`.
+        auth_attempts_per_ip_per_minute: 100_000,
         plugins: herald::plugins::PluginSettings {
             // Compiled components are cached by content hash: one cache for every test.
             cache_dir: Some(

@@ -130,13 +130,6 @@ impl WorkflowEngine {
                 EffectError::Fail(format!("`to` {address:?} is not an address: {e}"))
             })?,
         };
-        if marketing && recipient == contact.email && !contact.subscribed {
-            return Ok(json!({
-                "type": "SEND_EMAIL",
-                "suppressed": true,
-                "reason": "the contact is unsubscribed and the template is a marketing template",
-            }));
-        }
         let from_email = template.from_email.clone().ok_or_else(|| {
             EffectError::Fail(format!(
                 "template {template_id} has no from address; set one on the template"
@@ -180,6 +173,7 @@ impl WorkflowEngine {
                 "type": "SEND_EMAIL",
                 "emailId": queued.first().map(|q| q.email_id.as_str()),
                 "to": queued.first().map(|q| q.contact.email.as_str()),
+                "suppressed": queued.first().is_some_and(|q| q.suppressed),
             })
         };
         let idempotency = Idempotency {

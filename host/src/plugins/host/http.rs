@@ -63,6 +63,9 @@ impl HttpClient {
         let client = reqwest::Client::builder()
             .redirect(policy)
             .dns_resolver(Arc::new(CheckedResolver { allow_private }))
+            // A proxy from the environment (`HTTP(S)_PROXY`) would receive every request and
+            // resolve it itself, past the address checks: plugins never use one.
+            .no_proxy()
             .timeout(limits.timeout)
             .user_agent(concat!("Herald/", env!("CARGO_PKG_VERSION")))
             .build()?;

@@ -93,6 +93,29 @@ impl wasmtime::ResourceLimiter for MemoryLimiter {
     }
 }
 
+/// The WASI clocks of a plugin without the `clock` grant: always the epoch.
+struct FrozenClock;
+
+impl wasmtime_wasi::HostWallClock for FrozenClock {
+    fn resolution(&self) -> Duration {
+        Duration::from_secs(1)
+    }
+
+    fn now(&self) -> Duration {
+        Duration::ZERO
+    }
+}
+
+impl wasmtime_wasi::HostMonotonicClock for FrozenClock {
+    fn resolution(&self) -> u64 {
+        1_000_000_000
+    }
+
+    fn now(&self) -> u64 {
+        0
+    }
+}
+
 /// The state of one plugin call's store.
 pub struct CallState {
     granted: Arc<Granted>,
@@ -110,14 +133,24 @@ pub struct CallState {
 
 impl CallState {
     /// A fresh state with a deny-all WASI context (no files, environment, arguments, network
-    /// or inherited standard streams).
+    /// or inherited standard streams; clocks and randomness only with the `clock` grant).
     pub fn new(granted: Arc<Granted>, services: Arc<Services>, memory_cap: u64) -> CallState {
-        let wasi = WasiCtx::builder()
-            .allow_blocking_current_thread(false)
+        let mut wasi = WasiCtx::builder();
+        wasi.allow_blocking_current_thread(false)
             .allow_tcp(false)
             .allow_udp(false)
-            .allow_ip_name_lookup(false)
-            .build();
+            .allow_ip_name_lookup(false);
+        if !granted.grants.clock {
+            // Without the `clock` grant a plugin sees neither time nor entropy through WASI: a
+            // clock frozen at the epoch and fixed random bytes, enough for a language runtime's
+            // start-up (hash seeds) and nothing to time or fingerprint the host with.
+            wasi.wall_clock(FrozenClock)
+                .monotonic_clock(FrozenClock)
+                .secure_random(wasmtime_wasi::Deterministic::new(vec![0x5a; 32]))
+                .insecure_random(wasmtime_wasi::Deterministic::new(vec![0xa5; 32]))
+                .insecure_random_seed(0);
+        }
+        let wasi = wasi.build();
         CallState {
             granted,
             services,

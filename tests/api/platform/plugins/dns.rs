@@ -120,9 +120,14 @@ async fn dns_server() -> SocketAddr {
     catalog.upsert(LowerName::new(&origin), vec![Arc::new(zone)]);
     catalog.upsert(LowerName::new(&name("other.test.")), vec![Arc::new(other)]);
 
-    let udp = tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap();
-    let addr = udp.local_addr().unwrap();
-    let tcp = tokio::net::TcpListener::bind(addr).await.unwrap();
+    // One port for UDP and TCP: the UDP port the system picks may be taken for TCP; pick again.
+    let (udp, tcp, addr) = loop {
+        let udp = tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap();
+        let addr = udp.local_addr().unwrap();
+        if let Ok(tcp) = tokio::net::TcpListener::bind(addr).await {
+            break (udp, tcp, addr);
+        }
+    };
     let mut server = Server::new(catalog);
     server.register_socket(udp);
     server.register_listener(tcp, Duration::from_secs(5), 4096);

@@ -85,8 +85,27 @@ async fn reload_picks_up_new_plugins_and_refuses_bad_ones_with_a_reason() {
         "name = \"liar\"\nworld = \"billing\"\nversion = \"0.1.0\"\ncomponent = \"hello_step.wasm\"\n",
     )
     .unwrap();
+    // A component outside the plugins directory is refused before anything is read.
+    for (file, component) in [
+        ("escape.toml", "../hello_step.wasm"),
+        ("absolute.toml", "/etc/passwd"),
+    ] {
+        std::fs::write(
+            dir.path().join(file),
+            format!("name = \"{}\"\nworld = \"step\"\nversion = \"0.1.0\"\ncomponent = \"{component}\"\n", file.trim_end_matches(".toml")),
+        )
+        .unwrap();
+    }
     let reports = plugins.reload();
-    assert_eq!(reports.len(), 3);
+    assert_eq!(reports.len(), 5);
+    for file in ["escape.toml", "absolute.toml"] {
+        let report = reports.iter().find(|r| r.manifest.ends_with(file)).unwrap();
+        let err = report.result.as_ref().unwrap_err().to_string();
+        assert!(
+            err.contains("inside the plugins directory"),
+            "{file}: {err}"
+        );
+    }
     let by_file = |f: &str| reports.iter().find(|r| r.manifest.ends_with(f)).unwrap();
     assert_eq!(by_file("hello.toml").result.as_ref().unwrap(), "hello");
     let future = by_file("future.toml")
@@ -112,6 +131,9 @@ async fn reload_picks_up_new_plugins_and_refuses_bad_ones_with_a_reason() {
 
     // Removing the manifest and reloading drops the plugin; built-ins stay.
     std::fs::remove_file(dir.path().join("hello.toml")).unwrap();
+    for file in ["escape.toml", "absolute.toml", "future.toml", "liar.toml"] {
+        std::fs::remove_file(dir.path().join(file)).unwrap();
+    }
     plugins.reload();
     assert!(plugins.get("hello").is_err());
     assert!(plugins.get("condition").is_ok());

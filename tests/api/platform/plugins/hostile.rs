@@ -160,6 +160,53 @@ async fn ungranted_capabilities_are_denied() {
     still_serving(&plugins).await;
 }
 
+/// The `now` and `random` a `wasi-time` call saw.
+async fn wasi_time(plugins: &Plugins) -> (u128, String) {
+    let result = run(plugins, "wasi-time").await.unwrap();
+    let context = |key: &str| {
+        result
+            .effects
+            .iter()
+            .find_map(|e| match e {
+                herald::plugins::Effect::SetContext { key: k, value } if k == key => {
+                    Some(value.as_str().unwrap().to_string())
+                }
+                _ => None,
+            })
+            .unwrap()
+    };
+    (context("now").parse().unwrap(), context("random"))
+}
+
+#[tokio::test]
+async fn wasi_clocks_and_randomness_need_the_clock_grant() {
+    let (plugins, _dir) = start(|_| {});
+    install(&plugins, Grants::default(), Limits::default());
+    let (now, random) = wasi_time(&plugins).await;
+    assert_eq!(now, 0, "without the grant the clock reads the epoch");
+    assert_eq!(
+        wasi_time(&plugins).await.1,
+        random,
+        "without the grant the random seed is fixed"
+    );
+    install(
+        &plugins,
+        Grants {
+            clock: true,
+            ..Grants::default()
+        },
+        Limits::default(),
+    );
+    let (now, random) = wasi_time(&plugins).await;
+    let host_now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis();
+    assert!(now.abs_diff(host_now) < 60_000, "{now} vs {host_now}");
+    assert_ne!(wasi_time(&plugins).await.1, random, "a fresh seed per call");
+    still_serving(&plugins).await;
+}
+
 #[tokio::test]
 async fn http_to_loopback_metadata_and_private_addresses_is_blocked() {
     let (plugins, _dir) = start(|_| {});

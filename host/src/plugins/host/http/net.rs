@@ -43,8 +43,13 @@ fn blocked_v6(ip: Ipv6Addr) -> bool {
         // Unique local (fc00::/7, including fd00:ec2::254), link-local (fe80::/10).
         || (first & 0xfe00) == 0xfc00
         || (first & 0xffc0) == 0xfe80
-        // NAT64 and 6to4 can reach IPv4 addresses; refuse them too.
+        // Deprecated site-local (fec0::/10).
+        || (first & 0xffc0) == 0xfec0
+        // IPv4-compatible (::/96, e.g. ::127.0.0.1).
+        || ip.segments()[..6].iter().all(|&s| s == 0)
+        // NAT64, Teredo (2001::/32) and 6to4 can reach IPv4 addresses; refuse them too.
         || first == 0x0064
+        || (first == 0x2001 && ip.segments()[1] == 0)
         || first == 0x2002
 }
 
@@ -124,10 +129,22 @@ mod tests {
             "fe80::1",
             "fd00:ec2::254",
             "::ffff:127.0.0.1",
+            "fec0::1",
+            "::127.0.0.1",
+            "::a00:1",
+            "2001::1",
+            "2001:0:4136:e378:8000:63bf:3fff:fdd2",
+            "64:ff9b::7f00:1",
+            "2002:7f00:1::1",
         ] {
             assert!(is_blocked(ip.parse().unwrap()), "{ip}");
         }
-        for ip in ["93.184.216.34", "1.1.1.1", "2606:4700:4700::1111"] {
+        for ip in [
+            "93.184.216.34",
+            "1.1.1.1",
+            "2606:4700:4700::1111",
+            "2001:4860:4860::8888",
+        ] {
             assert!(!is_blocked(ip.parse().unwrap()), "{ip}");
         }
     }
