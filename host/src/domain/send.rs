@@ -17,7 +17,7 @@ pub const MAX_ATTACHMENTS: usize = 10;
 /// Largest sum of decoded attachment sizes, in bytes.
 pub const MAX_ATTACHMENT_BYTES: usize = 10 * 1024 * 1024;
 /// Largest complete message (MIME, after encoding), in bytes.
-pub const MAX_MESSAGE_BYTES: usize = 40 * 1024 * 1024;
+pub const MAX_MESSAGE_BYTES: usize = super::template::MAX_RENDERED_BYTES;
 
 /// Headers the service writes itself; a request may not set them.
 pub const RESERVED_HEADERS: [&str; 17] = [

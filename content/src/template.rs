@@ -45,8 +45,6 @@ use handlebars::{
 };
 use serde_json::Value;
 
-use crate::domain::send::MAX_MESSAGE_BYTES;
-
 pub use text::html_to_text;
 
 /// Largest subject or body source accepted, in bytes (checked before parsing).
@@ -58,7 +56,7 @@ pub const MAX_EXPRESSIONS: usize = 2_000;
 /// Deepest nesting of blocks (`{{#if}}…{{/if}}`) and of subexpressions (`(eq a b)`).
 pub const MAX_NESTING: usize = 100;
 /// Most rendered output per message, subject and body together: the message size limit.
-pub const MAX_RENDERED_BYTES: usize = MAX_MESSAGE_BYTES;
+pub const MAX_RENDERED_BYTES: usize = 40 * 1024 * 1024;
 /// Most `{{#each}}` work per message: each iteration costs one step plus one per element of the
 /// block it renders (counted with nested blocks), and each call one step.
 pub const MAX_RENDER_STEPS: u64 = 2_000_000;

@@ -70,8 +70,9 @@ impl EmailAddress {
         Ok(EmailAddress(address))
     }
 
-    /// Wraps a value read back from the store.
-    pub(crate) fn from_trusted(s: String) -> EmailAddress {
+    /// Wraps a value that was parsed before (read back from the store), without checking it
+    /// again.
+    pub fn from_trusted(s: String) -> EmailAddress {
         EmailAddress(s)
     }
 
@@ -163,7 +164,8 @@ fn parse_local(local: &str) -> Result<String, EmailError> {
     Ok(local.to_ascii_lowercase())
 }
 
-pub(crate) fn parse_domain(domain: &str) -> Result<String, EmailError> {
+/// Checks a domain and answers it in lower-case ASCII (punycode for international names).
+pub fn parse_domain(domain: &str) -> Result<String, EmailError> {
     let domain = domain.strip_suffix('.').unwrap_or(domain);
     if domain.starts_with('[') {
         return Err(EmailError::Domain(
