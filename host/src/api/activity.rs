@@ -10,6 +10,7 @@ use super::ApiTags;
 use super::error::{ApiError, FieldError};
 use super::extract::SecretKeyAuth;
 use super::state::AppState;
+use super::timestamp::Timestamp;
 use crate::domain::ids::ActivityId;
 use crate::domain::pagination::PageRequest;
 use crate::domain::time::{now_ms, to_rfc3339};
@@ -41,17 +42,22 @@ pub struct ActivityBody {
     #[oai(rename = "type")]
     pub kind: String,
     /// The email (`eml_…`).
+    #[oai(nullable)]
     pub email_id: Option<String>,
     /// The contact.
+    #[oai(nullable)]
     pub contact_id: Option<String>,
     /// The recipient.
+    #[oai(nullable)]
     pub email: Option<String>,
     /// The email's subject.
+    #[oai(nullable)]
     pub subject: Option<String>,
     /// The clicked link, the bounce reason or the provider's answer.
+    #[oai(nullable)]
     pub detail: Option<String>,
     /// When it happened.
-    pub created_at: String,
+    pub created_at: Timestamp,
 }
 
 impl From<ActivityItem> for ActivityBody {
@@ -64,7 +70,7 @@ impl From<ActivityItem> for ActivityBody {
             email: a.to_address,
             subject: a.subject,
             detail: a.detail,
-            created_at: to_rfc3339(a.created_at),
+            created_at: Timestamp(a.created_at),
         }
     }
 }
@@ -76,6 +82,7 @@ pub struct ActivityPage {
     /// Entries, newest first.
     pub data: Vec<ActivityBody>,
     /// Pass as `cursor` for the next page; null on the last page.
+    #[oai(nullable)]
     pub cursor: Option<String>,
     /// Whether another page follows.
     pub has_more: bool,
@@ -139,7 +146,7 @@ pub struct UpcomingSend {
     /// The subject.
     pub subject: String,
     /// When it was queued.
-    pub queued_at: String,
+    pub queued_at: Timestamp,
 }
 
 /// What is about to happen.
@@ -357,7 +364,7 @@ impl ActivityApi {
                     email_id: e.id,
                     email: e.to_address,
                     subject: e.subject,
-                    queued_at: to_rfc3339(e.created_at),
+                    queued_at: Timestamp(e.created_at),
                 })
                 .collect(),
             queued_emails: total,

@@ -11,9 +11,9 @@ use super::ApiTags;
 use super::error::{ApiError, ErrorCode, FieldError};
 use super::extract::{JsonBody, SecretKeyAuth};
 use super::state::AppState;
+use super::timestamp::Timestamp;
 use crate::domain::email::EmailAddress;
 use crate::domain::ids::JobId;
-use crate::domain::time::to_rfc3339;
 use crate::jobs::{bulk, import};
 use crate::store::jobs::{BulkPayload, ImportPayload, JobRecord};
 
@@ -79,15 +79,18 @@ pub struct JobStatus {
     pub progress: i32,
     /// `{ total, succeeded, failed, created?, updated?, errors: [{ row?|contactId?, email?, error }] }`;
     /// the result so far while running, null before the job starts.
+    #[oai(nullable)]
     pub result: Option<Value>,
     /// Why the job failed (or why the last attempt failed).
+    #[oai(nullable)]
     pub error: Option<String>,
     /// Attempts so far.
     pub attempts: i32,
     /// When it was queued.
-    pub created_at: String,
+    pub created_at: Timestamp,
     /// When it finished.
-    pub finished_at: Option<String>,
+    #[oai(nullable)]
+    pub finished_at: Option<Timestamp>,
 }
 
 impl From<JobRecord> for JobStatus {
@@ -104,8 +107,8 @@ impl From<JobRecord> for JobStatus {
             result,
             error: j.last_error,
             attempts: j.attempts,
-            created_at: to_rfc3339(j.created_at),
-            finished_at: j.finished_at.map(to_rfc3339),
+            created_at: Timestamp(j.created_at),
+            finished_at: j.finished_at.map(Timestamp),
         }
     }
 }

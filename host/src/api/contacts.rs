@@ -12,13 +12,13 @@ use super::ApiTags;
 use super::error::ApiError;
 use super::extract::{JsonBody, SecretKeyAuth};
 use super::state::AppState;
+use super::timestamp::Timestamp;
 use crate::domain::contact::{Contact, ContactChange, ContactUpsert};
 use crate::domain::custom_data::DataPatch;
 use crate::domain::email::EmailAddress;
 use crate::domain::event::SubscriptionSource;
 use crate::domain::ids::ContactId;
 use crate::domain::pagination::PageRequest;
-use crate::domain::time::to_rfc3339;
 use crate::store::{Conflict, StoreError};
 
 /// A contact.
@@ -34,9 +34,9 @@ pub struct ContactBody {
     /// Custom data.
     pub data: BTreeMap<String, Value>,
     /// Creation time.
-    pub created_at: String,
+    pub created_at: Timestamp,
     /// Last change.
-    pub updated_at: String,
+    pub updated_at: Timestamp,
 }
 
 impl From<Contact> for ContactBody {
@@ -46,8 +46,8 @@ impl From<Contact> for ContactBody {
             email: c.email.to_string(),
             subscribed: c.subscribed,
             data: c.data.into_iter().collect(),
-            created_at: to_rfc3339(c.created_at),
-            updated_at: to_rfc3339(c.updated_at),
+            created_at: Timestamp(c.created_at),
+            updated_at: Timestamp(c.updated_at),
         }
     }
 }
@@ -79,6 +79,7 @@ pub struct ContactPage {
     /// The contacts, newest first.
     pub data: Vec<ContactBody>,
     /// Pass as `cursor` to get the next page; null on the last page.
+    #[oai(nullable)]
     pub cursor: Option<String>,
     /// Whether another page follows.
     pub has_more: bool,
@@ -94,8 +95,10 @@ pub struct CreateContact {
     /// The address; an existing contact with it is updated.
     pub email: String,
     /// Subscription state; new contacts default to `true`, existing ones keep theirs.
+    #[oai(nullable)]
     pub subscribed: Option<bool>,
     /// Custom data, applied as a patch by the custom data rules.
+    #[oai(nullable)]
     pub data: Option<BTreeMap<String, Value>>,
 }
 
@@ -105,10 +108,13 @@ pub struct CreateContact {
 #[serde(rename_all = "camelCase")]
 pub struct UpdateContact {
     /// A new address (409 if another contact of the project has it).
+    #[oai(nullable)]
     pub email: Option<String>,
     /// A new subscription state.
+    #[oai(nullable)]
     pub subscribed: Option<bool>,
     /// Custom data patch.
+    #[oai(nullable)]
     pub data: Option<BTreeMap<String, Value>>,
 }
 

@@ -8,11 +8,11 @@ use super::ApiTags;
 use super::error::ApiError;
 use super::extract::{JsonBody, SecretKeyAuth};
 use super::state::AppState;
+use super::timestamp::Timestamp;
 use crate::domain::ids::{DomainId, ProjectId};
 use crate::domain::sending_domain::{
     DkimKey, DnsRecordState, DomainName, DomainNameError, RecordStatus,
 };
-use crate::domain::time::to_rfc3339;
 use crate::store::domains::{Domain, NewDomain};
 
 /// `POST /domains` body.
@@ -24,6 +24,7 @@ pub struct CreateDomain {
     pub domain: String,
     /// Whether addresses on subdomains of this domain may send once it is verified
     /// (default false).
+    #[oai(nullable)]
     pub allow_subdomains: Option<bool>,
 }
 
@@ -86,17 +87,20 @@ pub struct DomainBody {
     /// The records to publish, each with its own status.
     pub records: Vec<DnsRecordBody>,
     /// Why the domain is not verified, when it is not.
+    #[oai(nullable)]
     pub failure_reason: Option<String>,
     /// Whether subdomains may send under it.
     pub allow_subdomains: bool,
     /// The DKIM selector of its key.
     pub dkim_selector: String,
     /// When it was added.
-    pub created_at: String,
+    pub created_at: Timestamp,
     /// When it was first verified.
-    pub verified_at: Option<String>,
+    #[oai(nullable)]
+    pub verified_at: Option<Timestamp>,
     /// When its records were last checked.
-    pub last_checked_at: Option<String>,
+    #[oai(nullable)]
+    pub last_checked_at: Option<Timestamp>,
 }
 
 impl From<Domain> for DomainBody {
@@ -109,9 +113,9 @@ impl From<Domain> for DomainBody {
             failure_reason: d.failure_reason,
             allow_subdomains: d.allow_subdomains,
             dkim_selector: d.dkim_selector,
-            created_at: to_rfc3339(d.created_at),
-            verified_at: d.verified_at.map(to_rfc3339),
-            last_checked_at: d.last_checked_at.map(to_rfc3339),
+            created_at: Timestamp(d.created_at),
+            verified_at: d.verified_at.map(Timestamp),
+            last_checked_at: d.last_checked_at.map(Timestamp),
         }
     }
 }

@@ -8,8 +8,8 @@ use super::ApiTags;
 use super::error::ApiError;
 use super::extract::SecretKeyAuth;
 use super::state::AppState;
+use super::timestamp::Timestamp;
 use crate::domain::ids::EmailId;
-use crate::domain::time::to_rfc3339;
 
 /// One entry of an email's history.
 #[derive(Object)]
@@ -20,9 +20,10 @@ pub struct EmailHistoryBody {
     #[oai(rename = "type")]
     pub kind: String,
     /// The provider's answer, the bounce reason or the clicked link.
+    #[oai(nullable)]
     pub detail: Option<String>,
     /// When it happened.
-    pub created_at: String,
+    pub created_at: Timestamp,
 }
 
 /// An email: one message to one recipient.
@@ -45,21 +46,26 @@ pub struct EmailBody {
     /// The rendered subject.
     pub subject: String,
     /// The recipient's contact.
+    #[oai(nullable)]
     pub contact_id: Option<String>,
     /// The template it was rendered from.
+    #[oai(nullable)]
     pub template_id: Option<String>,
     /// Its `Message-ID`.
     pub message_id: String,
     /// The transport's id for it.
+    #[oai(nullable)]
     pub provider_id: Option<String>,
     /// Why it failed or was suppressed.
+    #[oai(nullable)]
     pub error: Option<String>,
     /// Hand-offs to the transport so far.
     pub attempts: i32,
     /// When it was queued.
-    pub created_at: String,
+    pub created_at: Timestamp,
     /// When the transport accepted it.
-    pub sent_at: Option<String>,
+    #[oai(nullable)]
+    pub sent_at: Option<Timestamp>,
     /// How many times it was opened (the tracking pixel loaded); the first open is in the
     /// history, later ones are only counted.
     pub opens: i32,
@@ -105,8 +111,8 @@ impl EmailsApi {
             provider_id: e.provider_id,
             error: e.error,
             attempts: e.attempts,
-            created_at: to_rfc3339(e.created_at),
-            sent_at: e.sent_at.map(to_rfc3339),
+            created_at: Timestamp(e.created_at),
+            sent_at: e.sent_at.map(Timestamp),
             opens: e.open_count,
             clicks: e.click_count,
             history: history
@@ -114,7 +120,7 @@ impl EmailsApi {
                 .map(|h| EmailHistoryBody {
                     kind: h.kind,
                     detail: h.detail,
-                    created_at: to_rfc3339(h.created_at),
+                    created_at: Timestamp(h.created_at),
                 })
                 .collect(),
         }))

@@ -12,6 +12,7 @@ use poem_openapi::types::Type;
 use poem_openapi::{ApiResponse, Object};
 use serde::Serialize;
 
+use super::timestamp::Timestamp;
 use crate::store::StoreError;
 
 /// The machine-readable codes of decisions.md.
@@ -295,7 +296,7 @@ pub struct ErrorBody {
     /// The error.
     pub error: ErrorDetail,
     /// When it happened (RFC 3339).
-    pub timestamp: String,
+    pub timestamp: Timestamp,
 }
 
 /// The error shape of `/v1/send` and `/v1/verify`.
@@ -335,7 +336,7 @@ impl ApiError {
                     errors,
                     suggestion: self.suggestion.clone(),
                 },
-                timestamp: now.to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+                timestamp: Timestamp(now.timestamp_millis()),
             }),
             ErrorStyle::Public => serde_json::to_vec(&PublicErrorBody {
                 code: self.status.as_u16(),

@@ -11,11 +11,11 @@ use super::ApiTags;
 use super::error::ApiError;
 use super::extract::SecretKeyAuth;
 use super::state::AppState;
+use super::timestamp::Timestamp;
 use super::usage::UsageBody;
 use crate::domain::event::{EventName, StoredEvent, is_reserved};
 use crate::domain::ids::{ContactId, EventId};
 use crate::domain::pagination::PageRequest;
-use crate::domain::time::to_rfc3339;
 use crate::store::events::EventFilter;
 use crate::store::usage::UsageOf;
 
@@ -28,13 +28,15 @@ pub struct EventBody {
     /// Its name.
     pub name: String,
     /// The contact it is about.
+    #[oai(nullable)]
     pub contact_id: Option<String>,
     /// The contact's address.
+    #[oai(nullable)]
     pub email: Option<String>,
     /// Its data.
     pub data: BTreeMap<String, Value>,
     /// When it happened.
-    pub created_at: String,
+    pub created_at: Timestamp,
 }
 
 impl From<StoredEvent> for EventBody {
@@ -45,7 +47,7 @@ impl From<StoredEvent> for EventBody {
             contact_id: e.contact_id.map(ContactId::into_string),
             email: e.contact_email,
             data: e.data.into_iter().collect(),
-            created_at: to_rfc3339(e.created_at),
+            created_at: Timestamp(e.created_at),
         }
     }
 }
@@ -57,6 +59,7 @@ pub struct EventPage {
     /// Events, newest first.
     pub data: Vec<EventBody>,
     /// Pass as `cursor` for the next page; null on the last page.
+    #[oai(nullable)]
     pub cursor: Option<String>,
     /// Whether another page follows.
     pub has_more: bool,
@@ -73,7 +76,7 @@ pub struct EventNameBody {
     /// Events with it.
     pub count: i64,
     /// When it was last recorded.
-    pub last_seen_at: String,
+    pub last_seen_at: Timestamp,
 }
 
 /// `{ names }`.
@@ -128,7 +131,7 @@ fn name_body(n: crate::store::events::EventNameCount) -> EventNameBody {
     EventNameBody {
         name: n.name,
         count: n.count,
-        last_seen_at: to_rfc3339(n.last_seen_at),
+        last_seen_at: Timestamp(n.last_seen_at),
     }
 }
 

@@ -232,11 +232,14 @@ pub struct ExecutionPage {
 #[serde(rename_all = "camelCase")]
 pub struct StartExecution {
     /// The contact (`cnt_…`); or give `email`.
+    #[oai(nullable)]
     pub contact_id: Option<String>,
     /// The contact's address; or give `contactId`.
+    #[oai(nullable)]
     pub email: Option<String>,
     /// Per-execution values the steps see (`context.<key>` in conditions, template
     /// variables in sends); a JSON object of at most 64 KB.
+    #[oai(nullable)]
     pub context: Option<BTreeMap<String, Value>>,
 }
 

@@ -15,6 +15,7 @@ use super::contacts::ContactBody;
 use super::error::{ApiError, FieldError};
 use super::extract::{JsonBody, SecretKeyAuth};
 use super::state::AppState;
+use super::timestamp::Timestamp;
 use crate::domain::contact::ContactUpsert;
 use crate::domain::email::EmailAddress;
 use crate::domain::ids::{ContactId, ProjectId, SegmentId};
@@ -22,7 +23,6 @@ use crate::domain::segment::{
     MAX_MEMBER_EMAILS, SegmentType, Violation, check_condition, check_description, check_name,
     check_new_condition, check_type, total_pages,
 };
-use crate::domain::time::to_rfc3339;
 use crate::store::segments::{NewSegment, Segment, SegmentPatch};
 
 /// How a segment's members are defined.
@@ -67,9 +67,9 @@ pub struct SegmentBody {
     /// The member count of the last compute, refresh or change of a static segment's members.
     pub member_count: i64,
     /// When it was created.
-    pub created_at: String,
+    pub created_at: Timestamp,
     /// When it last changed.
-    pub updated_at: String,
+    pub updated_at: Timestamp,
 }
 
 impl From<Segment> for SegmentBody {
@@ -82,8 +82,8 @@ impl From<Segment> for SegmentBody {
             condition: s.condition,
             track_membership: s.track_membership,
             member_count: s.member_count,
-            created_at: to_rfc3339(s.created_at),
-            updated_at: to_rfc3339(s.updated_at),
+            created_at: Timestamp(s.created_at),
+            updated_at: Timestamp(s.updated_at),
         }
     }
 }
@@ -107,6 +107,7 @@ pub struct CreateSegment {
     pub condition: Option<Value>,
     /// Store the members when computed and record entries and exits (dynamic segments;
     /// default false).
+    #[oai(nullable)]
     pub track_membership: Option<bool>,
 }
 
@@ -160,8 +161,10 @@ pub struct AddMembers {
     /// Addresses of the contacts to add (at most 1000).
     pub emails: Vec<String>,
     /// Create a contact for each address that has none (default false).
+    #[oai(nullable)]
     pub create_missing: Option<bool>,
     /// The subscription of contacts created by `createMissing` (default true).
+    #[oai(nullable)]
     pub subscribed: Option<bool>,
 }
 

@@ -16,6 +16,7 @@ use super::contacts::parse_data;
 use super::error::{ApiError, ErrorCode, FieldError, PublicApiError};
 use super::extract::{JsonBody, SecretKeyAuth};
 use super::state::AppState;
+use super::timestamp::Timestamp;
 use super::track::{idempotency_key, replayed, request_hash};
 use crate::domain::email::EmailAddress;
 use crate::domain::ids::TemplateId;
@@ -25,7 +26,7 @@ use crate::domain::send::{
 };
 use crate::domain::template::CompiledTemplate;
 use crate::domain::template::fields::TemplateType;
-use crate::domain::time::{now_ms, to_rfc3339};
+use crate::domain::time::now_ms;
 use crate::services::sending::{Idempotency, QueuedEmail, SendError, SendPlan};
 use crate::services::sending_domains::SenderError;
 use crate::store::{Conflict, StoreError};
@@ -47,8 +48,10 @@ pub struct AttachmentBody {
     /// MIME type, e.g. `application/pdf`.
     pub content_type: String,
     /// `attachment` (default) or `inline` (shown in the body as `cid:<contentId>`).
+    #[oai(nullable)]
     pub disposition: Option<String>,
     /// The Content-ID of an inline attachment (required for `inline`).
+    #[oai(nullable)]
     pub content_id: Option<String>,
 }
 
@@ -62,27 +65,37 @@ pub struct SendRequest {
     pub to: Value,
     /// Subject, 1 to 998 characters, no line breaks. Required unless `template` is given
     /// (then it overrides the template's).
+    #[oai(nullable)]
     pub subject: Option<String>,
     /// HTML body. Required unless `template` is given (then it overrides the template's).
+    #[oai(nullable)]
     pub body: Option<String>,
     /// A template id (`tpl_…`): its subject, body, from and reply-to are used unless given here.
+    #[oai(nullable)]
     pub template: Option<String>,
     /// Sender: an address on a verified domain, `"Name <address>"` or `{ "name", "email" }`.
     /// Required unless the template has one.
+    #[oai(nullable)]
     pub from: Option<Value>,
     /// Deprecated: the sender's name, used only when `from` is an address without a name.
     #[oai(deprecated)]
+    #[oai(nullable)]
     pub name: Option<String>,
     /// Subscription state: new contacts default to `false`; existing ones keep theirs when
     /// omitted. A change emits `contact.subscribed` or `contact.unsubscribed`.
+    #[oai(nullable)]
     pub subscribed: Option<bool>,
     /// Template variables and contact data, by the custom data rules.
+    #[oai(nullable)]
     pub data: Option<BTreeMap<String, Value>>,
     /// Extra headers; values at most 998 characters, no CR or LF.
+    #[oai(nullable)]
     pub headers: Option<BTreeMap<String, String>>,
     /// Reply-To address.
+    #[oai(nullable)]
     pub reply: Option<String>,
     /// Up to 10 attachments, 10 MB decoded in all.
+    #[oai(nullable)]
     pub attachments: Option<Vec<AttachmentBody>>,
 }
 
@@ -110,7 +123,7 @@ pub struct SendData {
     /// One entry per recipient, in order.
     pub emails: Vec<SentEmail>,
     /// When the request was accepted.
-    pub timestamp: String,
+    pub timestamp: Timestamp,
 }
 
 /// `{ success: true, data }`.
@@ -148,7 +161,7 @@ fn respond(queued: &[QueuedEmail], at: i64) -> SendResponse {
                     email: q.email_id.to_string(),
                 })
                 .collect(),
-            timestamp: to_rfc3339(at),
+            timestamp: Timestamp(at),
         },
     }
 }

@@ -11,6 +11,7 @@ use super::ApiTags;
 use super::error::{ApiError, FieldError};
 use super::extract::{JsonBody, SecretKeyAuth};
 use super::state::AppState;
+use super::timestamp::Timestamp;
 use super::usage::UsageBody;
 use crate::domain::email::EmailAddress;
 use crate::domain::ids::{ProjectId, TemplateId};
@@ -18,7 +19,6 @@ use crate::domain::pagination::PageRequest;
 use crate::domain::template::fields::{
     TemplateType, Violation, check_from_name, check_name, check_subject, copy_name,
 };
-use crate::domain::time::to_rfc3339;
 use crate::services::cpu::CpuPool;
 use crate::store::templates::{Template, TemplateFields, TemplatePatch};
 use crate::store::usage::UsageOf;
@@ -67,15 +67,18 @@ pub struct TemplateBody {
     #[oai(rename = "type")]
     pub template_type: TemplateKind,
     /// The sender address used when a send names this template and no `from`.
+    #[oai(nullable)]
     pub from: Option<String>,
     /// The sender's display name.
+    #[oai(nullable)]
     pub from_name: Option<String>,
     /// The reply-to address.
+    #[oai(nullable)]
     pub reply_to: Option<String>,
     /// When it was created.
-    pub created_at: String,
+    pub created_at: Timestamp,
     /// When it last changed.
-    pub updated_at: String,
+    pub updated_at: Timestamp,
 }
 
 impl From<Template> for TemplateBody {
@@ -90,8 +93,8 @@ impl From<Template> for TemplateBody {
             from: f.from_email.map(|e| e.to_string()),
             from_name: f.from_name,
             reply_to: f.reply_to.map(|e| e.to_string()),
-            created_at: to_rfc3339(t.created_at),
-            updated_at: to_rfc3339(t.updated_at),
+            created_at: Timestamp(t.created_at),
+            updated_at: Timestamp(t.updated_at),
         }
     }
 }
@@ -112,10 +115,13 @@ pub struct CreateTemplate {
     #[serde(rename = "type")]
     pub template_type: String,
     /// A sender address on a verified domain of the project.
+    #[oai(nullable)]
     pub from: Option<String>,
     /// The sender's display name (1 to 200 characters).
+    #[oai(nullable)]
     pub from_name: Option<String>,
     /// A reply-to address.
+    #[oai(nullable)]
     pub reply_to: Option<String>,
 }
 
@@ -156,6 +162,7 @@ pub struct TemplatePage {
     /// Templates, newest first.
     pub data: Vec<TemplateBody>,
     /// Pass as `cursor` for the next page; null on the last page.
+    #[oai(nullable)]
     pub cursor: Option<String>,
     /// Whether another page follows.
     pub has_more: bool,

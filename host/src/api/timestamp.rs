@@ -64,6 +64,21 @@ impl ParseFromJSON for Timestamp {
     }
 }
 
+impl serde::Serialize for Timestamp {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&to_rfc3339(self.0))
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for Timestamp {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Timestamp, D::Error> {
+        let s = String::deserialize(d)?;
+        chrono::DateTime::parse_from_rfc3339(&s)
+            .map(|t| Timestamp(t.timestamp_millis()))
+            .map_err(serde::de::Error::custom)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -73,7 +88,9 @@ mod tests {
         let t = Timestamp(1_700_000_000_123);
         let json = t.to_json().unwrap();
         assert_eq!(json, Value::String("2023-11-14T22:13:20.123Z".into()));
-        assert_eq!(Timestamp::parse_from_json(Some(json)).unwrap(), t);
+        assert_eq!(Timestamp::parse_from_json(Some(json.clone())).unwrap(), t);
         assert!(Timestamp::parse_from_json(Some(Value::from(3))).is_err());
+        assert_eq!(serde_json::to_value(t).unwrap(), json);
+        assert_eq!(serde_json::from_value::<Timestamp>(json).unwrap(), t);
     }
 }

@@ -15,10 +15,10 @@ use super::contacts::parse_data;
 use super::error::{ApiError, ErrorCode};
 use super::extract::{JsonBody, ProjectContext, SecretKeyAuth, TrackAuth};
 use super::state::AppState;
+use super::timestamp::Timestamp;
 use crate::domain::contact::ContactUpsert;
 use crate::domain::email::EmailAddress;
 use crate::domain::event::{EventName, EventNameError, NewEvent, SubscriptionSource};
-use crate::domain::time::to_rfc3339;
 use crate::store::Conflict;
 use crate::store::StoreError;
 use crate::store::contacts::{Effects, IdempotencyClaim};
@@ -33,8 +33,10 @@ pub struct TrackRequest {
     /// The event's name (not `contact.subscribed`, `contact.unsubscribed`, `email.*` or `segment.*`).
     pub event: String,
     /// Subscription state; new contacts default to `true`, existing ones keep theirs.
+    #[oai(nullable)]
     pub subscribed: Option<bool>,
     /// Contact data (custom data rules) and the event's data.
+    #[oai(nullable)]
     pub data: Option<BTreeMap<String, Value>>,
 }
 
@@ -46,7 +48,7 @@ pub struct TrackData {
     /// The event's id.
     pub event: String,
     /// When the event was recorded.
-    pub timestamp: String,
+    pub timestamp: Timestamp,
 }
 
 /// `{ success: true, data }`.
@@ -175,7 +177,9 @@ async fn track(
             data: TrackData {
                 contact: contact.id.to_string(),
                 event: event.map(|e| e.id.to_string()).unwrap_or_default(),
-                timestamp: event.map(|e| to_rfc3339(e.created_at)).unwrap_or_default(),
+                timestamp: Timestamp(
+                    event.map_or_else(crate::domain::time::now_ms, |e| e.created_at),
+                ),
             },
         })
         .unwrap_or(Value::Null)
@@ -203,7 +207,7 @@ async fn track(
                 data: TrackData {
                     contact: outcome.contact.id.to_string(),
                     event: stored.id.to_string(),
-                    timestamp: to_rfc3339(stored.created_at),
+                    timestamp: Timestamp(stored.created_at),
                 },
             };
             Ok(TrackResult::Ok(Json(body), None))

@@ -9,10 +9,10 @@ use super::ApiTags;
 use super::error::ApiError;
 use super::extract::{DashboardAuth, JsonBody};
 use super::state::AppState;
+use super::timestamp::Timestamp;
 use crate::domain::ids::ProjectId;
 use crate::domain::keys::KeyPair;
 use crate::domain::project::{Project, ProjectName, Role};
-use crate::domain::time::to_rfc3339;
 
 /// The logged-in user.
 #[derive(Object)]
@@ -25,7 +25,7 @@ pub struct Me {
     /// Whether the address was confirmed.
     pub email_verified: bool,
     /// Creation time.
-    pub created_at: String,
+    pub created_at: Timestamp,
 }
 
 /// A project as its members see it (keys are shown whole only on creation and rotation).
@@ -49,9 +49,9 @@ pub struct ProjectBody {
     /// Whether emails' links go through click-tracking redirects (default true).
     pub track_clicks: bool,
     /// Creation time.
-    pub created_at: String,
+    pub created_at: Timestamp,
     /// Last change.
-    pub updated_at: String,
+    pub updated_at: Timestamp,
 }
 
 fn project_body(p: Project, role: Role) -> ProjectBody {
@@ -64,8 +64,8 @@ fn project_body(p: Project, role: Role) -> ProjectBody {
         disabled: p.disabled,
         track_opens: p.track_opens,
         track_clicks: p.track_clicks,
-        created_at: to_rfc3339(p.created_at),
-        updated_at: to_rfc3339(p.updated_at),
+        created_at: Timestamp(p.created_at),
+        updated_at: Timestamp(p.updated_at),
     }
 }
 
@@ -82,7 +82,7 @@ pub struct CreatedProject {
     /// The secret key (`sk_…`): may call everything. Store it now; it is not shown again.
     pub secret_key: String,
     /// Creation time.
-    pub created_at: String,
+    pub created_at: Timestamp,
 }
 
 /// Both new keys after rotation.
@@ -108,10 +108,13 @@ pub struct CreateProject {
 #[serde(rename_all = "camelCase")]
 pub struct UpdateProject {
     /// New display name.
+    #[oai(nullable)]
     pub name: Option<String>,
     /// Whether emails carry an open-tracking pixel.
+    #[oai(nullable)]
     pub track_opens: Option<bool>,
     /// Whether emails' links go through click-tracking redirects.
+    #[oai(nullable)]
     pub track_clicks: Option<bool>,
 }
 
@@ -159,7 +162,7 @@ impl UsersApi {
             id: auth.user.id.to_string(),
             email: auth.user.email.to_string(),
             email_verified: auth.user.email_verified,
-            created_at: to_rfc3339(auth.user.created_at),
+            created_at: Timestamp(auth.user.created_at),
         })
     }
 
@@ -208,7 +211,7 @@ impl UsersApi {
             name: project.name,
             public_key: keys.public_key,
             secret_key: keys.secret_key,
-            created_at: to_rfc3339(project.created_at),
+            created_at: Timestamp(project.created_at),
         })))
     }
 

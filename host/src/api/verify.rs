@@ -48,6 +48,7 @@ pub struct VerifyData {
     /// MX records naming a mail server (a null MX, which refuses mail, is not one).
     pub has_mx_records: bool,
     /// The address with the domain corrected, when `isTypo`; otherwise `null`.
+    #[oai(nullable)]
     pub suggested_email: Option<String>,
     /// Sentences explaining every problem found and every flag that is set.
     pub reasons: Vec<String>,

@@ -250,10 +250,13 @@ pub struct CreateWorkflow {
     #[oai(nullable)]
     pub description: Option<String>,
     /// The trigger: `{ eventName }` (or send `eventName` at the top level).
+    #[oai(nullable)]
     pub trigger_config: Option<TriggerConfig>,
     /// The trigger event name, as an alternative to `triggerConfig.eventName`.
+    #[oai(nullable)]
     pub event_name: Option<String>,
     /// Let a contact enter again once its previous execution is over (default false).
+    #[oai(nullable)]
     pub allow_reentry: Option<bool>,
 }
 
@@ -301,6 +304,7 @@ pub struct CreateStep {
     pub name: Option<String>,
     /// The step's configuration (a JSON object of at most 64 KB; default `{}`), checked by its
     /// step plugin.
+    #[oai(nullable)]
     pub config: Option<Value>,
 }
 

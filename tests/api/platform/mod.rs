@@ -1,6 +1,7 @@
 //! Library-level tests of what lies below the API.
 
 mod architecture;
+mod contract;
 mod filter_sql;
 pub mod plugins;
 mod schema;
