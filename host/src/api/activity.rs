@@ -107,11 +107,12 @@ pub struct ActivityStats {
     pub days: u32,
     /// Count per kind over the period.
     pub totals: BTreeMap<String, i64>,
-    /// Opened emails per sent email (0 when nothing was sent).
+    /// Of the emails sent in the period, the share opened (a click counts as an open), from 0
+    /// to 1: distinct emails, however often each was opened (0 when nothing was sent).
     pub open_rate: f64,
-    /// Clicked emails per sent email.
+    /// Of the emails sent in the period, the share clicked, from 0 to 1.
     pub click_rate: f64,
-    /// Bounced emails per sent email.
+    /// Of the emails sent in the period, the share that bounced, from 0 to 1.
     pub bounce_rate: f64,
     /// Count per kind, day by day (days without activity are left out).
     pub daily: Vec<ActivityDay>,
@@ -271,13 +272,12 @@ impl ActivityApi {
         for d in state.store().activity_daily(project, since).await? {
             daily.entry(d.day).or_default().insert(d.kind, d.count);
         }
-        let sent = totals.get("sent").copied().unwrap_or(0);
-        let get = |k: &str| totals.get(k).copied().unwrap_or(0);
+        let e = state.store().engagement_counts(project, since).await?;
         Ok(Json(ActivityStats {
             days,
-            open_rate: rate(get("opened"), sent),
-            click_rate: rate(get("clicked"), sent),
-            bounce_rate: rate(get("bounced"), sent),
+            open_rate: rate(e.opened, e.sent),
+            click_rate: rate(e.clicked, e.sent),
+            bounce_rate: rate(e.bounced, e.sent),
             totals: totals.clone(),
             daily: daily
                 .into_iter()

@@ -274,7 +274,7 @@ impl ContactJobsApi {
             if !CSV_TYPES.contains(&essence.as_str()) {
                 return Err(ApiError::new(
                     poem::http::StatusCode::UNSUPPORTED_MEDIA_TYPE,
-                    ErrorCode::ValidationError,
+                    ErrorCode::InvalidRequestBody,
                     format!("the file is `{essence}`, not a CSV file"),
                 )
                 .with_errors(vec![FieldError::new(

@@ -47,12 +47,21 @@ pub struct DeploymentConfig {
     pub email_verification_required: bool,
     /// Configured OAuth login providers.
     pub oauth_providers: Vec<String>,
-    /// Whether a billing plugin other than `none` is active.
+    /// Whether a billing plugin other than `none` is active (`plugins.billing`).
     pub billing_enabled: bool,
-    /// Whether image uploads are stored anywhere.
+    /// Whether image uploads are stored anywhere (object storage; none is configurable yet).
     pub uploads_enabled: bool,
-    /// Whether a mail transport is configured (sending arrives with the transport plugins).
+    /// Whether object storage is configured (none is configurable yet, so always `false`).
+    pub object_storage_enabled: bool,
+    /// Whether the configured mail transport plugin is loaded, so `/v1/send` and workflows
+    /// deliver through it.
     pub sending_enabled: bool,
+    /// The mail transport plugin (`plugins.transport`): `outbox` (files in the data directory,
+    /// nothing leaves the machine), `smtp` (a relay) or an external plugin's name.
+    pub transport: String,
+    /// Whether mail goes out through an SMTP relay (`plugins.transport = "smtp"` with
+    /// `plugins.smtp_host` set).
+    pub smtp_enabled: bool,
     /// The database backend.
     pub database: String,
 }
@@ -100,14 +109,18 @@ impl MetaApi {
     /// Public, no authentication: which optional features this deployment has enabled.
     #[oai(path = "/config", method = "get", operation_id = "getConfig")]
     async fn config(&self, state: poem::web::Data<&AppState>) -> Json<DeploymentConfig> {
+        let plugins = &state.settings().plugins;
         Json(DeploymentConfig {
             version: env!("CARGO_PKG_VERSION").into(),
             signup_enabled: state.settings().signup_enabled,
             email_verification_required: false,
             oauth_providers: Vec::new(),
-            billing_enabled: false,
+            billing_enabled: plugins.billing != "none",
             uploads_enabled: false,
-            sending_enabled: false,
+            object_storage_enabled: false,
+            sending_enabled: state.plugins().get(&plugins.transport).is_ok(),
+            transport: plugins.transport.clone(),
+            smtp_enabled: plugins.transport == "smtp" && plugins.smtp_host.is_some(),
             database: state.store().db().backend().name().into(),
         })
     }

@@ -61,13 +61,20 @@ pub enum ApiTags {
     Meta,
     /// Email address verification.
     Verification,
+    /// Receivers for the mail infrastructure (provider notifications), not for applications.
+    Internal,
 }
 
 /// Every API of the service, in groups (a tuple of APIs is itself an API; poem-openapi takes
 /// tuples of up to 16). Each API is a unit struct, so `service()` builds this with `default()`:
 /// a new API is added here only.
 pub type Apis = (
-    (meta::MetaApi, auth::AuthApi, users::UsersApi),
+    (
+        meta::MetaApi,
+        auth::AuthApi,
+        users::UsersApi,
+        notify::NotifyApi,
+    ),
     (
         contacts::ContactsApi,
         contact_fields::ContactFieldsApi,

@@ -5,20 +5,74 @@
 //! (otherwise it is ignored), so a message id quoted in someone else's mail changes nothing. The receiver is off until `plugins.notify_secret` is set, and a call
 //! the plugin does not accept changes nothing.
 
-use poem::http::{HeaderMap, StatusCode};
-use poem::web::{Data, Json};
-use poem::{Body, handler};
-use serde::Serialize;
+use poem::http::StatusCode;
+use poem::{Request, RequestBody};
+use poem_openapi::param::Header;
+use poem_openapi::payload::{Json, ParsePayload, Payload};
+use poem_openapi::registry::{MetaMediaType, MetaRequest, MetaSchema, MetaSchemaRef};
+use poem_openapi::{ApiExtractor, ApiExtractorType, ExtractParamOptions, Object, OpenApi};
 
+use super::ApiTags;
 use super::error::{ApiError, ErrorCode};
 use super::state::AppState;
 use crate::domain::event::SubscriptionSource;
 use crate::plugins::DeliveryEventKind;
 use crate::store::emails::status;
 
+/// A notification as the provider sends it, in whatever format and content type the active
+/// transport plugin understands (JSON, `message/rfc822` bounce reports, form posts…).
+pub struct NotificationBody(pub Vec<u8>);
+
+impl Payload for NotificationBody {
+    const CONTENT_TYPE: &'static str = "*/*";
+
+    fn check_content_type(_content_type: &str) -> bool {
+        true
+    }
+
+    fn schema_ref() -> MetaSchemaRef {
+        MetaSchemaRef::Inline(Box::new(MetaSchema::new_with_format("string", "binary")))
+    }
+}
+
+impl ParsePayload for NotificationBody {
+    const IS_REQUIRED: bool = true;
+
+    async fn from_request(_request: &Request, body: &mut RequestBody) -> poem::Result<Self> {
+        Ok(NotificationBody(body.take()?.into_vec().await?))
+    }
+}
+
+/// Documented as a request body of any content type, and read whatever the content type (or
+/// none): the plugin decides what it accepts.
+impl<'a> ApiExtractor<'a> for NotificationBody {
+    const TYPES: &'static [ApiExtractorType] = &[ApiExtractorType::RequestObject];
+
+    type ParamType = ();
+    type ParamRawType = ();
+
+    fn request_meta() -> Option<MetaRequest> {
+        Some(MetaRequest {
+            description: None,
+            content: vec![MetaMediaType {
+                content_type: <Self as Payload>::CONTENT_TYPE,
+                schema: <Self as Payload>::schema_ref(),
+            }],
+            required: true,
+        })
+    }
+
+    async fn from_request(
+        request: &'a Request,
+        body: &mut RequestBody,
+        _param_opts: ExtractParamOptions<()>,
+    ) -> poem::Result<Self> {
+        <Self as ParsePayload>::from_request(request, body).await
+    }
+}
+
 /// What a notification did.
-#[derive(Serialize)]
-#[serde(rename_all = "camelCase")]
+#[derive(Object)]
 pub struct NotifyResult {
     /// Events in the notification.
     pub received: usize,
@@ -35,12 +89,43 @@ fn email_id(message_id: &str) -> Option<String> {
     crate::domain::ids::EmailId::parse(id).map(|e| e.into_string())
 }
 
-/// Receives a notification.
-#[handler]
-pub async fn notify(
-    state: Data<&AppState>,
-    headers: &HeaderMap,
-    body: Body,
+/// The internal receiver of the mail infrastructure's notifications.
+#[derive(Default)]
+pub struct NotifyApi;
+
+#[OpenApi(tag = "ApiTags::Internal")]
+impl NotifyApi {
+    /// Receive delivery notifications
+    ///
+    /// For the mail infrastructure, not for applications: the active transport plugin
+    /// authenticates the call (the built-ins compare `x-herald-secret` with
+    /// `plugins.notify_secret`) and parses the body into delivery events. Each event applies to
+    /// the email it names (`Message-ID` / `X-Herald-Message-Id`) when its recipient is that
+    /// email's; a hard bounce or a complaint unsubscribes the contact. Refused (403) until the
+    /// deployment sets `plugins.notify_secret`.
+    #[oai(
+        path = "/webhooks/notify",
+        method = "post",
+        operation_id = "receiveNotification"
+    )]
+    async fn notify(
+        &self,
+        state: poem::web::Data<&AppState>,
+        req: &Request,
+        /// The shared secret of the built-in transports (a plugin may authenticate otherwise).
+        #[oai(name = "x-herald-secret")]
+        _secret: Header<Option<String>>,
+        body: NotificationBody,
+    ) -> Result<Json<NotifyResult>, ApiError> {
+        receive(&state, req, body.0).await
+    }
+}
+
+/// Authenticates, parses and applies one notification.
+async fn receive(
+    state: &AppState,
+    req: &Request,
+    body: Vec<u8>,
 ) -> Result<Json<NotifyResult>, ApiError> {
     if state.settings().plugins.notify_secret.is_none() {
         return Err(ApiError::forbidden(
@@ -48,11 +133,8 @@ pub async fn notify(
         )
         .suggest("set plugins.notify_secret and send it in the x-herald-secret header"));
     }
-    let body = body
-        .into_vec()
-        .await
-        .map_err(|e| ApiError::bad_request(format!("the body could not be read: {e}")))?;
-    let headers: Vec<(String, String)> = headers
+    let headers: Vec<(String, String)> = req
+        .headers()
         .iter()
         .filter_map(|(k, v)| Some((k.as_str().to_string(), v.to_str().ok()?.to_string())))
         .collect();

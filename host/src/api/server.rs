@@ -29,7 +29,6 @@ pub fn routes(state: AppState) -> impl Endpoint<Output = Response> {
     Route::new()
         .nest("/docs", ui)
         .at("/openapi.json", spec)
-        .at("/webhooks/notify", poem::post(super::notify::notify))
         .nest("/", service)
         .with(Cors::new())
         .data(state)

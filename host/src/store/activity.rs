@@ -35,6 +35,20 @@ pub struct KindCount {
     pub count: i64,
 }
 
+/// Emails handed to the transport in a period, and how many of them were opened (or clicked:
+/// a click is an open too), clicked and bounced: distinct emails, so each is at most `sent`.
+#[derive(Clone, Copy, Debug, Default, FromRow)]
+pub struct EngagementCounts {
+    /// Emails sent.
+    pub sent: i64,
+    /// Of those, opened or clicked.
+    pub opened: i64,
+    /// Of those, clicked.
+    pub clicked: i64,
+    /// Of those, bounced.
+    pub bounced: i64,
+}
+
 /// Counts by day and kind.
 #[derive(Clone, Debug, FromRow)]
 pub struct DayKindCount {
@@ -117,6 +131,29 @@ impl Store {
             .await?
         });
         Ok(rows)
+    }
+
+    /// Distinct emails sent since `since` (unix ms) and how many of them were opened, clicked
+    /// and bounced.
+    #[tracing::instrument(level = "debug", skip(self))]
+    pub async fn engagement_counts(
+        &self,
+        project: &ProjectId,
+        since: i64,
+    ) -> StoreResult<EngagementCounts> {
+        let counts = on_db!(self.db(), pool => {
+            sqlx::query_as(
+                "SELECT COUNT(*) AS sent, \
+                 COUNT(CASE WHEN opened_at IS NOT NULL OR clicked_at IS NOT NULL THEN 1 END) AS opened, \
+                 COUNT(clicked_at) AS clicked, COUNT(bounced_at) AS bounced \
+                 FROM emails WHERE project_id = $1 AND sent_at >= $2",
+            )
+            .bind(project.as_str())
+            .bind(since)
+            .fetch_one(pool)
+            .await?
+        });
+        Ok(counts)
     }
 
     /// Feed entries per day and kind since `since` (unix ms).

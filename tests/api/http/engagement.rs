@@ -281,6 +281,11 @@ async fn opens_and_clicks_are_recorded_and_redirects_only_lead_to_the_emails_lin
         history(&s.app, &s.p, &s.email_id).await,
         ["queued", "sent", "clicked", "opened"]
     );
+    // Rates count distinct emails: one email opened six times is one open in one send.
+    let stats = s.app.get("/activity/stats?days=7", &s.p.secret_key).await;
+    assert_eq!(stats.body["openRate"], 1.0, "{}", stats.body);
+    assert_eq!(stats.body["clickRate"], 1.0, "{}", stats.body);
+    assert_eq!(stats.body["bounceRate"], 0.0, "{}", stats.body);
 
     // Tokens cannot be made to lead elsewhere: an index that was not in the email, or an
     // altered token, is 404.

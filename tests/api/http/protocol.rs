@@ -148,11 +148,27 @@ async fn probes_and_config() {
     assert_eq!(r.status, 200);
     assert_eq!(r.body["signupEnabled"], false);
     assert_eq!(r.body["billingEnabled"], false);
-    assert_eq!(r.body["sendingEnabled"], false);
+    // The default transport writes files: sending works, nothing goes to a relay.
+    assert_eq!(r.body["sendingEnabled"], true);
+    assert_eq!(r.body["transport"], "outbox");
+    assert_eq!(r.body["smtpEnabled"], false);
+    assert_eq!(r.body["objectStorageEnabled"], false);
     assert_eq!(r.body["oauthProviders"], json!([]));
     assert_eq!(r.body["database"], expected);
     // Stopping waits for in-flight requests and closes the database cleanly.
     app.stop().await;
+
+    // The flags follow the configuration: signup open, mail through an SMTP relay.
+    let app = TestApp::spawn_with(|s| {
+        s.plugins.transport = "smtp".into();
+        s.plugins.smtp_host = Some("127.0.0.1".into());
+    })
+    .await;
+    let r = app.call(Method::GET, "/config", None, None).await;
+    assert_eq!(r.body["signupEnabled"], true);
+    assert_eq!(r.body["sendingEnabled"], true);
+    assert_eq!(r.body["transport"], "smtp");
+    assert_eq!(r.body["smtpEnabled"], true);
 }
 
 #[tokio::test]
