@@ -415,6 +415,53 @@ impl ApiResponse for ApiError {
     }
 }
 
+/// The error of an operation whose only failure is the server's own (a database error): the
+/// signed-link pages and redirects, which answer their own 404 page. Documented as 500 only.
+#[derive(Debug)]
+pub struct ServerError(pub ApiError);
+
+impl From<ApiError> for ServerError {
+    fn from(err: ApiError) -> ServerError {
+        ServerError(err)
+    }
+}
+
+impl From<crate::store::StoreError> for ServerError {
+    fn from(err: crate::store::StoreError) -> ServerError {
+        ServerError(err.into())
+    }
+}
+
+impl std::fmt::Display for ServerError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Display::fmt(&self.0, f)
+    }
+}
+
+impl std::error::Error for ServerError {}
+
+impl poem::error::ResponseError for ServerError {
+    fn status(&self) -> StatusCode {
+        self.0.status
+    }
+
+    fn as_response(&self) -> Response {
+        poem::error::ResponseError::as_response(&self.0)
+    }
+}
+
+impl ApiResponse for ServerError {
+    fn meta() -> MetaResponses {
+        let mut meta = ApiError::meta();
+        meta.responses.retain(|r| r.status == Some(500));
+        meta
+    }
+
+    fn register(registry: &mut Registry) {
+        ApiError::register(registry);
+    }
+}
+
 /// An error of `/v1/send` and `/v1/verify`. The middleware renders every error of those paths in
 /// their body (`PublicErrorBody`); this wrapper makes the OpenAPI document say so.
 #[derive(Debug)]
@@ -476,6 +523,12 @@ pub fn classify(err: poem::Error) -> ApiError {
     if err.is::<PublicApiError>() {
         return err
             .downcast::<PublicApiError>()
+            .map(|e| e.0)
+            .unwrap_or_else(ApiError::internal);
+    }
+    if err.is::<ServerError>() {
+        return err
+            .downcast::<ServerError>()
             .map(|e| e.0)
             .unwrap_or_else(ApiError::internal);
     }

@@ -7,7 +7,7 @@ use poem_openapi::payload::{Binary, Html};
 use poem_openapi::{ApiResponse, OpenApi};
 
 use super::ApiTags;
-use super::error::ApiError;
+use super::error::{ApiError, ServerError};
 use super::state::AppState;
 use crate::domain::contact::{Contact, ContactChange};
 use crate::domain::event::SubscriptionSource;
@@ -107,7 +107,7 @@ async fn with_contact(
     token: &str,
     change: Option<bool>,
     render: impl FnOnce(&AppState, &Contact) -> String,
-) -> Result<PageResponse, ApiError> {
+) -> Result<PageResponse, ServerError> {
     let Some(mut contact) = contact_of(state, token).await? else {
         return Ok(PageResponse::NotFound(Html(not_found())));
     };
@@ -180,7 +180,7 @@ impl LinksApi {
         state: poem::web::Data<&AppState>,
         /// The signed token from the email.
         token: Path<String>,
-    ) -> Result<PageResponse, ApiError> {
+    ) -> Result<PageResponse, ServerError> {
         with_contact(&state, &token, None, |state, contact| {
             let action = state.links().unsubscribe_url(contact.id.as_str());
             let question = format!("Stop receiving email at {}?", strong(contact));
@@ -207,7 +207,7 @@ impl LinksApi {
         state: poem::web::Data<&AppState>,
         /// The signed token from the email.
         token: Path<String>,
-    ) -> Result<PageResponse, ApiError> {
+    ) -> Result<PageResponse, ServerError> {
         with_contact(&state, &token, Some(false), |state, contact| {
             let action = state.links().subscribe_url(contact.id.as_str());
             let said = format!("{} will no longer receive these emails.", strong(contact));
@@ -230,7 +230,7 @@ impl LinksApi {
         state: poem::web::Data<&AppState>,
         /// The signed token from the email.
         token: Path<String>,
-    ) -> Result<PageResponse, ApiError> {
+    ) -> Result<PageResponse, ServerError> {
         with_contact(&state, &token, None, |state, contact| {
             let action = state.links().subscribe_url(contact.id.as_str());
             let question = format!("Receive email at {} again?", strong(contact));
@@ -255,7 +255,7 @@ impl LinksApi {
         state: poem::web::Data<&AppState>,
         /// The signed token from the email.
         token: Path<String>,
-    ) -> Result<PageResponse, ApiError> {
+    ) -> Result<PageResponse, ServerError> {
         with_contact(&state, &token, Some(true), |state, contact| {
             manage_page(
                 state,
@@ -275,7 +275,7 @@ impl LinksApi {
         state: poem::web::Data<&AppState>,
         /// The signed token from the email.
         token: Path<String>,
-    ) -> Result<PageResponse, ApiError> {
+    ) -> Result<PageResponse, ServerError> {
         with_contact(&state, &token, None, |state, contact| {
             manage_page(state, contact, "")
         })
@@ -292,7 +292,7 @@ impl LinksApi {
         state: poem::web::Data<&AppState>,
         /// The signed token from the email.
         token: Path<String>,
-    ) -> Result<PixelResponse, ApiError> {
+    ) -> Result<PixelResponse, ServerError> {
         if let Some(LinkTarget::Open { email_id }) = state.links().verify(&token)
             && let Err(err) = state
                 .store()
@@ -317,7 +317,7 @@ impl LinksApi {
         state: poem::web::Data<&AppState>,
         /// The signed token from the email.
         token: Path<String>,
-    ) -> Result<RedirectResponse, ApiError> {
+    ) -> Result<RedirectResponse, ServerError> {
         let Some(LinkTarget::Click { email_id, index }) = state.links().verify(&token) else {
             return Ok(RedirectResponse::NotFound(Html(not_found())));
         };

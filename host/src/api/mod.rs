@@ -105,7 +105,221 @@ pub fn service() -> OpenApiService<Apis, ()> {
     )
 }
 
-/// The generated OpenAPI document, as committed in `openapi/openapi.json`.
+/// The OpenAPI document, as served at `/openapi.json` and committed in `openapi/openapi.json`:
+/// the one poem-openapi generates, with what it cannot express added (see [`with_project_header`]).
 pub fn openapi_json() -> String {
-    service().spec()
+    let generated = service().spec();
+    match serde_json::from_str::<serde_json::Value>(&generated) {
+        Ok(mut document) => {
+            with_project_header(&mut document);
+            with_header_spelling(&mut document);
+            with_transport_statuses(&mut document);
+            serde_json::to_string_pretty(&document).unwrap_or(generated)
+        }
+        Err(_) => generated,
+    }
+}
+
+/// Writes response header names as the server sends them (poem-openapi upper-cases them):
+/// `Idempotent-Replayed`, `Set-Cookie`, `Cache-Control`, `Location`.
+fn with_header_spelling(document: &mut serde_json::Value) {
+    let spelled = |name: &str| -> String {
+        name.split('-')
+            .map(|part| {
+                let lower = part.to_ascii_lowercase();
+                let mut chars = lower.chars();
+                chars
+                    .next()
+                    .map(|c| c.to_ascii_uppercase().to_string() + chars.as_str())
+                    .unwrap_or_default()
+            })
+            .collect::<Vec<_>>()
+            .join("-")
+    };
+    let Some(paths) = document.get_mut("paths").and_then(|p| p.as_object_mut()) else {
+        return;
+    };
+    let responses = paths
+        .values_mut()
+        .filter_map(|p| p.as_object_mut())
+        .flat_map(|p| p.values_mut())
+        .filter_map(|op| op.get_mut("responses").and_then(|r| r.as_object_mut()))
+        .flat_map(|r| r.values_mut());
+    for response in responses {
+        if let Some(headers) = response.get_mut("headers").and_then(|h| h.as_object_mut()) {
+            let named: serde_json::Map<String, serde_json::Value> = std::mem::take(headers)
+                .into_iter()
+                .map(|(name, header)| (spelled(&name), header))
+                .collect();
+            *headers = named;
+        }
+    }
+}
+
+/// The statuses and headers every operation answers from outside its handler, which
+/// poem-openapi cannot attach to operations: 413 and 415 where there is a body (the body limit
+/// and its content type, checked before the handler), 502 `PLUGIN_ERROR` where a plugin is
+/// called (sending domains, workflow steps, notifications), `X-Request-Id` on every response,
+/// the `RateLimit-*` headers wherever the per-project limit applies (key- and session-authenticated
+/// project calls) and `Retry-After` on 429.
+fn with_transport_statuses(document: &mut serde_json::Value) {
+    use serde_json::{Value, json};
+    let header = |description: &str, kind: &str| json!({ "description": description, "deprecated": false, "schema": { "type": kind } });
+    let request_id = header(
+        "The request's id (`req_…`), also in error bodies.",
+        "string",
+    );
+    let rate_headers = [
+        (
+            "RateLimit-Limit",
+            header("Requests allowed per minute for this project.", "integer"),
+        ),
+        (
+            "RateLimit-Remaining",
+            header("Requests left in the current minute.", "integer"),
+        ),
+        (
+            "RateLimit-Reset",
+            header("Seconds until the current minute's window ends.", "integer"),
+        ),
+    ];
+    let retry_after = header("Seconds to wait before retrying.", "integer");
+    let Some(paths) = document.get_mut("paths").and_then(|p| p.as_object_mut()) else {
+        return;
+    };
+    for (path, item) in paths.iter_mut() {
+        let calls_plugins = ["/domains", "/workflows", "/webhooks/notify"]
+            .iter()
+            .any(|p| path.starts_with(p));
+        let Some(item) = item.as_object_mut() else {
+            continue;
+        };
+        for operation in item.values_mut().filter_map(Value::as_object_mut) {
+            let limited = operation
+                .get("security")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .filter_map(Value::as_object)
+                .any(|s| s.contains_key("SecretKey") || s.contains_key("PublicKey"));
+            let body_types: Vec<String> = operation
+                .get("requestBody")
+                .and_then(|b| b["content"].as_object())
+                .map(|c| c.keys().cloned().collect())
+                .unwrap_or_default();
+            let Some(responses) = operation
+                .get_mut("responses")
+                .and_then(Value::as_object_mut)
+            else {
+                continue;
+            };
+            let error_content = responses
+                .get("422")
+                .or_else(|| responses.get("400"))
+                .and_then(|r| r.get("content"))
+                .cloned();
+            let mut add = |status: &str, description: &str| {
+                if let Some(content) = &error_content
+                    && !responses.contains_key(status)
+                {
+                    responses.insert(
+                        status.to_string(),
+                        json!({ "description": description, "content": content }),
+                    );
+                }
+            };
+            if !body_types.is_empty() {
+                add(
+                    "413",
+                    "The body is larger than the limit (`max_body_bytes`; 16 MB on `/v1/send`): `PAYLOAD_TOO_LARGE`.",
+                );
+            }
+            if !body_types.is_empty() && !body_types.iter().any(|t| t == "*/*") {
+                add(
+                    "415",
+                    &format!(
+                        "The body is not {}: `INVALID_REQUEST_BODY`.",
+                        body_types
+                            .iter()
+                            .map(|t| format!("`{t}`"))
+                            .collect::<Vec<_>>()
+                            .join(" or ")
+                    ),
+                );
+            }
+            if calls_plugins {
+                add(
+                    "502",
+                    "A plugin failed (trapped, timed out or answered nonsense): `PLUGIN_ERROR`.",
+                );
+            }
+            let mut statuses: Vec<(String, Value)> =
+                std::mem::take(responses).into_iter().collect();
+            statuses.sort_by(|a, b| a.0.cmp(&b.0));
+            for (status, response) in statuses.iter_mut() {
+                let Some(response) = response.as_object_mut() else {
+                    continue;
+                };
+                let headers = response
+                    .entry("headers")
+                    .or_insert_with(|| Value::Object(Default::default()));
+                let Some(headers) = headers.as_object_mut() else {
+                    continue;
+                };
+                headers.insert("X-Request-Id".into(), request_id.clone());
+                if limited {
+                    for (name, h) in &rate_headers {
+                        headers.insert((*name).into(), h.clone());
+                    }
+                }
+                if status == "429" {
+                    headers.insert("Retry-After".into(), retry_after.clone());
+                }
+            }
+            responses.extend(statuses);
+        }
+    }
+}
+
+/// Declares the `X-Project-Id` header on every operation a dashboard session may call for a
+/// project (those that accept both the secret key and the session): the session's extractor
+/// reads it, and a security scheme cannot declare a second header.
+fn with_project_header(document: &mut serde_json::Value) {
+    let parameter = serde_json::json!({
+        "name": extract::PROJECT_HEADER,
+        "in": "header",
+        "required": false,
+        "deprecated": false,
+        "description": "With the dashboard session cookie: the project (`prj_…`) the call acts on; \
+                        the user must be a member. Required with the cookie, ignored with a key.",
+        "schema": { "type": "string" },
+    });
+    let Some(paths) = document.get_mut("paths").and_then(|p| p.as_object_mut()) else {
+        return;
+    };
+    for operation in paths
+        .values_mut()
+        .filter_map(|p| p.as_object_mut())
+        .flat_map(|p| p.values_mut())
+    {
+        let schemes: Vec<&str> = operation["security"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|s| s.as_object())
+            .flat_map(|s| s.keys().map(String::as_str))
+            .collect();
+        if !(schemes.contains(&"DashboardSession") && schemes.contains(&"SecretKey")) {
+            continue;
+        }
+        let Some(operation) = operation.as_object_mut() else {
+            continue;
+        };
+        let parameters = operation
+            .entry("parameters")
+            .or_insert_with(|| serde_json::Value::Array(Vec::new()));
+        if let Some(list) = parameters.as_array_mut() {
+            list.push(parameter.clone());
+        }
+    }
 }

@@ -4,7 +4,6 @@
 
 use std::collections::BTreeMap;
 
-use poem::Request;
 use poem::http::StatusCode;
 use poem_openapi::payload::Json;
 use poem_openapi::{ApiResponse, Object, OpenApi};
@@ -17,7 +16,7 @@ use super::error::{ApiError, ErrorCode, FieldError, PublicApiError};
 use super::extract::{JsonBody, SecretKeyAuth};
 use super::state::AppState;
 use super::timestamp::Timestamp;
-use super::track::{idempotency_key, replayed, request_hash};
+use super::track::{IdempotencyKeyHeader, idempotency_key, replayed, request_hash};
 use crate::domain::email::EmailAddress;
 use crate::domain::ids::TemplateId;
 use crate::domain::send::{
@@ -387,10 +386,15 @@ impl SendApi {
         &self,
         auth: SecretKeyAuth,
         state: poem::web::Data<&AppState>,
-        req: &Request,
+        /// Makes the call safe to retry: 1 to 255 printable characters, kept 24 hours per
+        /// project. A repeat with the same body answers the first response with
+        /// `Idempotent-Replayed: true` and sends nothing; with another body, 409
+        /// `IDEMPOTENCY_KEY_REUSED`.
+        #[oai(name = "Idempotency-Key")]
+        idempotency_key: IdempotencyKeyHeader,
         body: JsonBody<SendRequest>,
     ) -> Result<SendResult, PublicApiError> {
-        send(&state, &auth, req, body.0)
+        send(&state, &auth, &idempotency_key, body.0)
             .await
             .map_err(PublicApiError)
     }
@@ -399,11 +403,11 @@ impl SendApi {
 async fn send(
     state: &AppState,
     auth: &SecretKeyAuth,
-    req: &Request,
+    key_header: &IdempotencyKeyHeader,
     body: SendRequest,
 ) -> Result<SendResult, ApiError> {
     let project = &auth.0.project;
-    let key = idempotency_key(req)?;
+    let key = idempotency_key(key_header)?;
     let hash = request_hash(&body);
     if let Some(key) = &key
         && let Some(stored) = state.store().idempotent_response(&project.id, key).await?

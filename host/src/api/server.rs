@@ -24,7 +24,12 @@ use crate::domain::ids::RequestId;
 pub fn routes(state: AppState) -> impl Endpoint<Output = Response> {
     let service = super::service();
     let ui = service.swagger_ui();
-    let spec = service.spec_endpoint();
+    let document = super::openapi_json();
+    let spec = poem::endpoint::make_sync(move |_| {
+        poem::Response::builder()
+            .content_type("application/json; charset=utf-8")
+            .body(document.clone())
+    });
     let max_body = state.settings().max_body_bytes;
     Route::new()
         .nest("/docs", ui)

@@ -2,8 +2,8 @@
 
 use std::collections::BTreeMap;
 
-use poem::Request;
 use poem::http::StatusCode;
+use poem_openapi::param::Header;
 use poem_openapi::payload::Json;
 use poem_openapi::{ApiResponse, Object, OpenApi};
 use serde::{Deserialize, Serialize};
@@ -72,12 +72,15 @@ enum TrackResult {
     ),
 }
 
-/// Reads and checks the `Idempotency-Key` header.
-pub fn idempotency_key(req: &Request) -> Result<Option<String>, ApiError> {
-    let Some(value) = req.headers().get("Idempotency-Key") else {
+/// The `Idempotency-Key` header of the operations that take one, as the document declares it.
+pub type IdempotencyKeyHeader = Header<Option<String>>;
+
+/// Checks the `Idempotency-Key` header.
+pub fn idempotency_key(header: &IdempotencyKeyHeader) -> Result<Option<String>, ApiError> {
+    let Some(value) = header.0.as_deref() else {
         return Ok(None);
     };
-    let key = value.to_str().map(str::trim).unwrap_or("");
+    let key = value.trim();
     if key.is_empty() || key.len() > 255 || key.chars().any(|c| c.is_control()) {
         return Err(ApiError::invalid_field(
             "Idempotency-Key",
@@ -127,11 +130,11 @@ fn replay_or_conflict(
 async fn track(
     state: &AppState,
     ctx: &ProjectContext,
-    req: &Request,
+    key_header: &IdempotencyKeyHeader,
     body: TrackRequest,
     endpoint: &str,
 ) -> Result<TrackResult, ApiError> {
-    let key = idempotency_key(req)?;
+    let key = idempotency_key(key_header)?;
     let hash = request_hash(&body);
     let project = ctx.project_id();
     if let Some(key) = &key
@@ -244,10 +247,14 @@ impl TrackApi {
         &self,
         auth: TrackAuth,
         state: poem::web::Data<&AppState>,
-        req: &Request,
+        /// Makes the call safe to retry: 1 to 255 printable characters, kept 24 hours per
+        /// project. A repeat with the same body answers the first response with
+        /// `Idempotent-Replayed: true`; with another body, 409 `IDEMPOTENCY_KEY_REUSED`.
+        #[oai(name = "Idempotency-Key")]
+        idempotency_key: IdempotencyKeyHeader,
         body: JsonBody<TrackRequest>,
     ) -> Result<TrackResult, ApiError> {
-        track(&state, &auth.0, req, body.0, "/v1/track").await
+        track(&state, &auth.0, &idempotency_key, body.0, "/v1/track").await
     }
 
     /// Track an event (dashboard)
@@ -262,9 +269,13 @@ impl TrackApi {
         &self,
         auth: SecretKeyAuth,
         state: poem::web::Data<&AppState>,
-        req: &Request,
+        /// Makes the call safe to retry: 1 to 255 printable characters, kept 24 hours per
+        /// project. A repeat with the same body answers the first response with
+        /// `Idempotent-Replayed: true`; with another body, 409 `IDEMPOTENCY_KEY_REUSED`.
+        #[oai(name = "Idempotency-Key")]
+        idempotency_key: IdempotencyKeyHeader,
         body: JsonBody<TrackRequest>,
     ) -> Result<TrackResult, ApiError> {
-        track(&state, &auth.0, req, body.0, "/events/track").await
+        track(&state, &auth.0, &idempotency_key, body.0, "/events/track").await
     }
 }

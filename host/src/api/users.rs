@@ -157,13 +157,13 @@ pub struct UsersApi;
 impl UsersApi {
     /// The logged-in user
     #[oai(path = "/users/@me", method = "get", operation_id = "getMe")]
-    async fn me(&self, auth: DashboardAuth) -> Json<Me> {
-        Json(Me {
+    async fn me(&self, auth: DashboardAuth) -> Result<Json<Me>, ApiError> {
+        Ok(Json(Me {
             id: auth.user.id.to_string(),
             email: auth.user.email.to_string(),
             email_verified: auth.user.email_verified,
             created_at: Timestamp(auth.user.created_at),
-        })
+        }))
     }
 
     /// List my projects
