@@ -2,6 +2,7 @@
 //! types, call the store, and map results to response types; they hold no SQL and no rules.
 
 pub mod activity;
+pub mod addresses;
 pub mod auth;
 pub mod contact_fields;
 pub mod contact_jobs;
@@ -114,6 +115,7 @@ pub fn openapi_json() -> String {
             with_project_header(&mut document);
             with_header_spelling(&mut document);
             with_transport_statuses(&mut document);
+            with_plain_enum_refs(&mut document);
             serde_json::to_string_pretty(&document).unwrap_or(generated)
         }
         Err(_) => generated,
@@ -279,6 +281,56 @@ fn with_transport_statuses(document: &mut serde_json::Value) {
             responses.extend(statuses);
         }
     }
+}
+
+/// Refers to an enum (a string schema) directly where poem-openapi wraps the reference in
+/// `allOf: [{$ref}, {description}]` to describe the field: generators take `allOf` of objects
+/// only. The field's description stays beside the reference.
+fn with_plain_enum_refs(document: &mut serde_json::Value) {
+    use serde_json::Value;
+    let enums: std::collections::BTreeSet<String> = document["components"]["schemas"]
+        .as_object()
+        .map(|schemas| {
+            schemas
+                .iter()
+                .filter(|(_, s)| s.get("type").and_then(Value::as_str) != Some("object"))
+                .map(|(name, _)| format!("#/components/schemas/{name}"))
+                .collect()
+        })
+        .unwrap_or_default();
+    fn walk(value: &mut Value, enums: &std::collections::BTreeSet<String>) {
+        match value {
+            Value::Object(map) => {
+                let plain = match map.get("allOf").and_then(Value::as_array) {
+                    Some(parts) if parts.len() == 2 => parts[0]
+                        .get("$ref")
+                        .and_then(Value::as_str)
+                        .filter(|r| enums.contains(*r))
+                        .filter(|_| {
+                            parts[1]
+                                .as_object()
+                                .is_some_and(|o| o.keys().all(|k| k == "description"))
+                        })
+                        .map(str::to_string),
+                    _ => None,
+                };
+                if let Some(reference) = plain {
+                    map.remove("allOf");
+                    map.insert("$ref".into(), Value::String(reference));
+                }
+                for v in map.values_mut() {
+                    walk(v, enums);
+                }
+            }
+            Value::Array(items) => {
+                for v in items {
+                    walk(v, enums);
+                }
+            }
+            _ => {}
+        }
+    }
+    walk(document, &enums);
 }
 
 /// Declares the `X-Project-Id` header on every operation a dashboard session may call for a

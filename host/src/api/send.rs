@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::ApiTags;
+use super::addresses::{Recipients, Sender};
 use super::contacts::parse_data;
 use super::error::{ApiError, ErrorCode, FieldError, PublicApiError};
 use super::extract::{JsonBody, SecretKeyAuth};
@@ -61,7 +62,7 @@ pub struct AttachmentBody {
 pub struct SendRequest {
     /// Recipients: `"ann@example.com"`, `"Ann <ann@example.com>"`, `{ "name", "email" }`, or an
     /// array of up to 50 of these. Each gets their own email, contact upsert and rendering.
-    pub to: Value,
+    pub to: Recipients,
     /// Subject, 1 to 998 characters, no line breaks. Required unless `template` is given
     /// (then it overrides the template's).
     #[oai(nullable)]
@@ -75,7 +76,7 @@ pub struct SendRequest {
     /// Sender: an address on a verified domain, `"Name <address>"` or `{ "name", "email" }`.
     /// Required unless the template has one.
     #[oai(nullable)]
-    pub from: Option<Value>,
+    pub from: Option<Sender>,
     /// Deprecated: the sender's name, used only when `from` is an address without a name.
     #[oai(deprecated)]
     #[oai(nullable)]
@@ -179,7 +180,7 @@ async fn plan(
     body: &SendRequest,
 ) -> Result<SendPlan, ApiError> {
     let mut problems = Vec::new();
-    let recipients = parse_recipients(&body.to, &mut problems);
+    let recipients = parse_recipients(&body.to.0, &mut problems);
 
     let template = match &body.template {
         Some(id) => {
@@ -232,7 +233,7 @@ async fn plan(
         }
     }
 
-    let from = match &body.from {
+    let from = match body.from.as_ref().map(|f| &f.0) {
         Some(value) => parse_mailbox(value, "from", &mut problems).map(|mut m| {
             if m.name.is_none() && matches!(value, Value::String(_)) {
                 m.name = body

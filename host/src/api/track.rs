@@ -156,6 +156,17 @@ async fn track(
             e.to_string(),
         )])
         .suggest("pick another name; the service records these events itself"),
+        EventNameError::Route(_) => ApiError::new(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            ErrorCode::ReservedEvent,
+            e.to_string(),
+        )
+        .with_errors(vec![super::error::FieldError::new(
+            "event",
+            "reserved",
+            e.to_string(),
+        )])
+        .suggest("pick another name, e.g. `viewed-stats` instead of `stats`"),
         other => ApiError::invalid_field("event", "invalid", other.to_string()),
     })?;
     let patch = parse_data(body.data)?;

@@ -29,6 +29,11 @@ pub enum EventNameError {
     /// Holds control characters.
     #[error("the event name must not contain control characters")]
     Control,
+    /// A name the events endpoints use as a path segment (`/events/stats`…).
+    #[error(
+        "`{0}` cannot be an event name: `/events/{0}` is taken by another endpoint (track, names, stats and contact are refused)"
+    )]
+    Route(String),
     /// One of the service's own names.
     #[error(
         "`{0}` is reserved: contact.subscribed, contact.unsubscribed, email.* and segment.* are emitted by the service itself"
@@ -42,6 +47,9 @@ impl EventName {
         let name = EventName::parse_any(s)?;
         if is_reserved(&name.0) {
             return Err(EventNameError::Reserved(name.0));
+        }
+        if ROUTE_SEGMENTS.contains(&name.0.as_str()) {
+            return Err(EventNameError::Route(name.0));
         }
         Ok(name)
     }
@@ -71,6 +79,9 @@ impl EventName {
         &self.0
     }
 }
+
+/// Names that `/events/<name>` would not reach, because an endpoint has that path.
+pub const ROUTE_SEGMENTS: [&str; 4] = ["track", "names", "stats", "contact"];
 
 /// Whether a name belongs to the service.
 pub fn is_reserved(name: &str) -> bool {

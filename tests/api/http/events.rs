@@ -112,6 +112,11 @@ async fn track_rejects_reserved_names_and_bad_input() {
         "contact.unsubscribed",
         "email.opened",
         "segment.vip.entry",
+        // `/events/<name>` could not reach these: the paths are other endpoints.
+        "track",
+        "names",
+        "stats",
+        "contact",
     ] {
         let r = track(
             &app,
