@@ -1,6 +1,6 @@
 //! Dashboard passwords: argon2id with the crate's default (OWASP) parameters, hashed and checked
-//! on the blocking pool so that a login never stalls the async workers, and at most a few at
-//! once (a semaphore), so that a flood of logins cannot exhaust memory.
+//! on a few dedicated threads so that a login never stalls the async workers and a flood of
+//! logins cannot exhaust memory (at most one 19 MiB run per thread).
 
 use argon2::Argon2;
 use argon2::password_hash::{
@@ -57,21 +57,60 @@ impl Password {
     }
 }
 
-/// Argon2 runs at once in this process: each takes 19 MiB for its duration, so however many
-/// logins arrive together, hashing holds at most this many times that (the rest wait their turn
-/// without a thread or memory).
-fn hashing_permits() -> &'static tokio::sync::Semaphore {
-    static PERMITS: std::sync::OnceLock<tokio::sync::Semaphore> = std::sync::OnceLock::new();
-    PERMITS.get_or_init(|| {
-        let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
-        tokio::sync::Semaphore::new(cores.clamp(2, 16))
+/// One argon2 run, queued for the hashing threads.
+type Job = Box<dyn FnOnce() + Send>;
+
+/// The threads that hash passwords: as many as the cores (2 to 16), started on first use and
+/// fed from one queue. Each argon2 run takes 19 MiB for its duration, so however many logins
+/// arrive together, hashing holds at most this many times that; the rest wait in the queue as
+/// small closures, without a thread or memory of their own. Fixed threads also keep the
+/// allocator's per-thread arenas to this number (the blocking pool's many threads each kept a
+/// 19 MiB arena alive).
+fn hashers() -> &'static std::sync::Mutex<std::sync::mpsc::Sender<Job>> {
+    static QUEUE: std::sync::OnceLock<std::sync::Mutex<std::sync::mpsc::Sender<Job>>> =
+        std::sync::OnceLock::new();
+    QUEUE.get_or_init(|| {
+        let (tx, rx) = std::sync::mpsc::channel::<Job>();
+        let rx = std::sync::Arc::new(std::sync::Mutex::new(rx));
+        let threads = std::thread::available_parallelism()
+            .map_or(2, |n| n.get())
+            .clamp(2, 16);
+        for i in 0..threads {
+            let rx = rx.clone();
+            let spawned = std::thread::Builder::new()
+                .name(format!("herald-hash-{i}"))
+                .spawn(move || {
+                    loop {
+                        let job = match rx.lock() {
+                            Ok(rx) => rx.recv(),
+                            Err(poisoned) => poisoned.into_inner().recv(),
+                        };
+                        match job {
+                            Ok(job) => job(),
+                            Err(_) => break,
+                        }
+                    }
+                });
+            if let Err(err) = spawned {
+                tracing::error!(error = %err, "could not start a password hashing thread");
+            }
+        }
+        std::sync::Mutex::new(tx)
     })
 }
 
-/// Runs `f` (one argon2 run) on the blocking pool under the hashing bound.
+/// Runs `f` (one argon2 run) on the hashing threads and waits for it without blocking.
 async fn bounded<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> anyhow::Result<T> {
-    let _permit = hashing_permits().acquire().await?;
-    Ok(tokio::task::spawn_blocking(f).await?)
+    let (done, result) = tokio::sync::oneshot::channel();
+    let job: Job = Box::new(move || {
+        let _ = done.send(f());
+    });
+    hashers()
+        .lock()
+        .map_err(|_| anyhow::anyhow!("the password hashing queue is poisoned"))?
+        .send(job)
+        .map_err(|_| anyhow::anyhow!("no password hashing thread is running"))?;
+    Ok(result.await?)
 }
 
 /// Hashes a password into its PHC string.

@@ -93,7 +93,9 @@ async fn concurrent_logins_hash_a_few_at_a_time() {
             }
         })
     };
-    // 600 logins at once, each an argon2 run of 19 MiB: unbounded, that is 11 GiB.
+    // 600 logins at once, each an argon2 run of 19 MiB: unbounded, that is 11 GiB. On the fixed
+    // hashing threads the growth does not depend on how many arrive (about 240 MiB here, most of
+    // it the allocator keeping freed runs).
     let started = Instant::now();
     let logins = (0..600).map(|i| {
         let app = &app;
@@ -123,7 +125,7 @@ async fn concurrent_logins_hash_a_few_at_a_time() {
         grew >> 20
     );
     assert!(
-        grew < 1024 * 1024 * 1024,
+        grew < 512 * 1024 * 1024,
         "memory grew by {} MiB during 600 concurrent logins ({:?})",
         grew >> 20,
         started.elapsed()
