@@ -12,10 +12,11 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 /// A name and an address.
-#[derive(Object)]
+#[derive(Object, Serialize, Deserialize, Clone, Debug)]
 pub struct MailboxBody {
     /// Display name.
     #[oai(nullable)]
+    #[serde(default)]
     pub name: Option<String>,
     /// The address.
     pub email: String,

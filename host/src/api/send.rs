@@ -252,16 +252,24 @@ async fn plan(
             })
         }) {
             Some(from) => Some(from),
-            None => {
-                if template.is_some() || body.template.is_none() {
-                    problems.push(Problem {
-                        field: "from".into(),
-                        code: "required",
-                        message: "`from` is required unless the template has a from address".into(),
-                    });
+            None => match &project.default_from {
+                Some(default) => Some(Mailbox {
+                    name: default.name.clone(),
+                    email: default.email.clone(),
+                }),
+                None => {
+                    if template.is_some() || body.template.is_none() {
+                        problems.push(Problem {
+                            field: "from".into(),
+                            code: "required",
+                            message: "`from` is required unless the template or the project \
+                                      (`defaultFrom`) has a from address"
+                                .into(),
+                        });
+                    }
+                    None
                 }
-                None
-            }
+            },
         },
     };
     let reply_to = match &body.reply {

@@ -290,7 +290,7 @@ fn address(s: &str) -> Result<EmailAddress, Violation> {
 
 /// 422 `DOMAIN_NOT_VERIFIED` on `field` unless the address is on a domain that may send for the
 /// project (the sender rule; templates hold both `from` and `replyTo` to it).
-async fn authorize_from(
+pub(super) async fn authorize_from(
     state: &AppState,
     project: &ProjectId,
     from: &EmailAddress,

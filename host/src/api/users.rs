@@ -2,17 +2,22 @@
 
 use poem_openapi::param::Path;
 use poem_openapi::payload::Json;
+use poem_openapi::types::MaybeUndefined;
 use poem_openapi::{ApiResponse, Object, OpenApi};
 use serde::Deserialize;
 
 use super::ApiTags;
+use super::addresses::MailboxBody;
 use super::error::ApiError;
 use super::extract::{DashboardAuth, JsonBody};
 use super::state::AppState;
+use super::templates::authorize_from;
 use super::timestamp::Timestamp;
+use crate::domain::email::EmailAddress;
 use crate::domain::ids::ProjectId;
 use crate::domain::keys::KeyPair;
-use crate::domain::project::{Project, ProjectName, Role};
+use crate::domain::project::{DefaultSender, Project, ProjectName, Role};
+use crate::domain::template::fields::check_from_name;
 
 /// The logged-in user.
 #[derive(Object)]
@@ -48,6 +53,10 @@ pub struct ProjectBody {
     pub track_opens: bool,
     /// Whether emails' links go through click-tracking redirects (default true).
     pub track_clicks: bool,
+    /// The sender `/v1/send` uses when neither the request nor the template names a `from`;
+    /// null when none is set.
+    #[oai(nullable)]
+    pub default_from: Option<MailboxBody>,
     /// Creation time.
     pub created_at: Timestamp,
     /// Last change.
@@ -64,6 +73,10 @@ fn project_body(p: Project, role: Role) -> ProjectBody {
         disabled: p.disabled,
         track_opens: p.track_opens,
         track_clicks: p.track_clicks,
+        default_from: p.default_from.map(|d| MailboxBody {
+            name: d.name,
+            email: d.email.to_string(),
+        }),
         created_at: Timestamp(p.created_at),
         updated_at: Timestamp(p.updated_at),
     }
@@ -116,6 +129,11 @@ pub struct UpdateProject {
     /// Whether emails' links go through click-tracking redirects.
     #[oai(nullable)]
     pub track_clicks: Option<bool>,
+    /// The default sender (`{ email, name? }`, on a verified sending domain), used by
+    /// `/v1/send` when neither the request nor the template names a `from`; `null` removes it.
+    #[oai(nullable)]
+    #[serde(default)]
+    pub default_from: MaybeUndefined<MailboxBody>,
 }
 
 #[derive(ApiResponse)]
@@ -246,6 +264,33 @@ impl UsersApi {
                 .rename_project(&project.id, &name)
                 .await
                 .map_err(|e| ApiError::from_store(e, "project"))?;
+        }
+        match &body.default_from {
+            MaybeUndefined::Undefined => {}
+            MaybeUndefined::Null => {
+                project = state
+                    .store()
+                    .set_project_default_from(&project.id, None)
+                    .await
+                    .map_err(|e| ApiError::from_store(e, "project"))?;
+            }
+            MaybeUndefined::Value(sender) => {
+                let email = EmailAddress::parse(&sender.email).map_err(|e| {
+                    ApiError::invalid_field("defaultFrom.email", "invalid_email", e.to_string())
+                })?;
+                let name = match sender.name.as_deref().map(str::trim) {
+                    None | Some("") => None,
+                    Some(name) => Some(check_from_name(name).map_err(|(code, message)| {
+                        ApiError::invalid_field("defaultFrom.name", code, message)
+                    })?),
+                };
+                authorize_from(&state, &project.id, &email, "defaultFrom.email").await?;
+                project = state
+                    .store()
+                    .set_project_default_from(&project.id, Some(&DefaultSender { email, name }))
+                    .await
+                    .map_err(|e| ApiError::from_store(e, "project"))?;
+            }
         }
         if body.track_opens.is_some() || body.track_clicks.is_some() {
             project = state

@@ -61,10 +61,21 @@ pub struct Project {
     pub track_opens: bool,
     /// Whether its emails' links go through click redirects.
     pub track_clicks: bool,
+    /// The sender `/v1/send` uses when neither the request nor the template names one.
+    pub default_from: Option<DefaultSender>,
     /// Creation time, unix ms.
     pub created_at: i64,
     /// Last change, unix ms.
     pub updated_at: i64,
+}
+
+/// A project's default sender: an address on a verified sending domain, and a display name.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DefaultSender {
+    /// The address.
+    pub email: super::email::EmailAddress,
+    /// The display name, if any.
+    pub name: Option<String>,
 }
 
 /// A project's name: 1..=100 characters after trimming.

@@ -5,13 +5,14 @@ use sqlx::FromRow;
 use super::dialect::BeginWrite;
 use super::{Store, StoreError, StoreResult};
 use super::{on_db, on_db_write};
+use crate::domain::email::EmailAddress;
 use crate::domain::ids::{ProjectId, UserId};
 use crate::domain::keys::{KeyKind, KeyPair, hash_key, key_hint};
-use crate::domain::project::{Project, ProjectName, Role};
+use crate::domain::project::{DefaultSender, Project, ProjectName, Role};
 use crate::domain::time::now_ms;
 
 const PROJECT_COLUMNS: &str = "p.id, p.name, p.public_key_hint, p.secret_key_hint, p.disabled, p.track_opens, p.track_clicks, \
-     p.created_at, p.updated_at";
+     p.default_from_email, p.default_from_name, p.created_at, p.updated_at";
 
 #[derive(FromRow)]
 struct ProjectRow {
@@ -22,6 +23,8 @@ struct ProjectRow {
     disabled: bool,
     track_opens: bool,
     track_clicks: bool,
+    default_from_email: Option<String>,
+    default_from_name: Option<String>,
     created_at: i64,
     updated_at: i64,
 }
@@ -36,6 +39,10 @@ impl From<ProjectRow> for Project {
             disabled: r.disabled,
             track_opens: r.track_opens,
             track_clicks: r.track_clicks,
+            default_from: r.default_from_email.map(|email| DefaultSender {
+                email: EmailAddress::from_trusted(email),
+                name: r.default_from_name,
+            }),
             created_at: r.created_at,
             updated_at: r.updated_at,
         }
@@ -192,6 +199,30 @@ impl Store {
                 .bind(project.as_str())
                 .bind(opens)
                 .bind(clicks)
+                .bind(now_ms())
+                .fetch_optional(pool)
+                .await?
+        });
+        row.map(Into::into).ok_or(StoreError::NotFound)
+    }
+
+    /// Sets (or, with `None`, clears) a project's default sender.
+    #[tracing::instrument(level = "debug", skip(self))]
+    pub async fn set_project_default_from(
+        &self,
+        project: &ProjectId,
+        sender: Option<&DefaultSender>,
+    ) -> StoreResult<Project> {
+        let sql = format!(
+            "UPDATE projects SET default_from_email = $2, default_from_name = $3, updated_at = $4 \
+             WHERE id = $1 RETURNING {}",
+            PROJECT_COLUMNS.replace("p.", "")
+        );
+        let row: Option<ProjectRow> = on_db_write!(self.db(), pool => {
+            sqlx::query_as(&sql)
+                .bind(project.as_str())
+                .bind(sender.map(|s| s.email.as_str()))
+                .bind(sender.and_then(|s| s.name.as_deref()))
                 .bind(now_ms())
                 .fetch_optional(pool)
                 .await?

@@ -816,3 +816,59 @@ async fn a_marketing_template_supplies_the_content_and_carries_one_click_unsubsc
         );
     }
 }
+
+#[tokio::test]
+async fn a_project_default_sender_is_used_when_nothing_names_one() {
+    let Setup { smtp, app, p, .. } = setup(|_| {}).await;
+    let settings = format!("/users/@me/projects/{}", p.id);
+    let patch = |body: Value| {
+        let (app, owner, settings) = (&app, &p.owner, settings.clone());
+        async move {
+            app.call_with(
+                owner,
+                reqwest::Method::PATCH,
+                &settings,
+                None,
+                Some(body),
+                &[],
+            )
+            .await
+        }
+    };
+    // Without one, a send without `from` is refused, naming the field.
+    let plain = json!({ "to": "ann@example.com", "subject": "Hi", "body": "<p>Hi</p>" });
+    let r = send(&app, &p, plain.clone()).await;
+    assert_eq!(r.status, 422, "{}", r.body);
+    assert!(
+        r.body["message"].as_str().unwrap().contains("defaultFrom"),
+        "{}",
+        r.body
+    );
+    // It must be on a verified domain of the project.
+    let r = patch(json!({ "defaultFrom": { "email": "hello@elsewhere.test" } })).await;
+    r.assert_error(422, "DOMAIN_NOT_VERIFIED");
+    assert_eq!(r.error_fields(), ["defaultFrom.email"]);
+    let r = patch(json!({ "defaultFrom": { "email": "nope" } })).await;
+    r.assert_error(422, "VALIDATION_ERROR");
+    let r =
+        patch(json!({ "defaultFrom": { "email": "News@Acme.test", "name": "Acme News" } })).await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(
+        r.body["defaultFrom"],
+        json!({ "name": "Acme News", "email": "news@acme.test" })
+    );
+    // Now the same request goes, from the default sender, signed by the domain.
+    let r = send(&app, &p, plain.clone()).await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    let raw = &received(&smtp, 1).await.data[0];
+    let message = MessageParser::default().parse(raw.as_bytes()).unwrap();
+    let from = message.from().unwrap().first().unwrap();
+    assert_eq!(from.address(), Some("news@acme.test"));
+    assert_eq!(from.name(), Some("Acme News"));
+    // A request's own `from` still wins; `null` removes the default.
+    let r = patch(json!({ "defaultFrom": null })).await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.body["defaultFrom"], Value::Null);
+    let r = send(&app, &p, plain).await;
+    assert_eq!(r.status, 422, "{}", r.body);
+}
