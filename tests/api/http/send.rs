@@ -246,7 +246,7 @@ async fn every_recipient_gets_their_own_contact_rendering_and_email() {
             "from": "hello@acme.test",
             "name": "Acme Support",
             "subject": "Hi {{firstName ?? \"there\"}}",
-            "body": "<p>Dear {{firstName ?? email}}</p>"
+            "body": "<p>Dear {{firstName ?? email ?? reader}}</p>"
         }),
     )
     .await;
