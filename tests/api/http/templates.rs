@@ -459,16 +459,17 @@ async fn template_syntax_errors_are_422_with_their_position() {
     );
 
     // Misused fallbacks, unknown helpers and partials are caught when saving, with positions
-    // in the text as written.
+    // in the text as written. (Bare words, `{{shout name}}`, are a key with a space, as in
+    // Plunk; a call with a quoted argument is a helper call.)
     for (source, position, words) in [
         ("Hi {{name ?? }}", "line 1, column 11", "fallback after it"),
         (
-            "Hi {{upper name ?? 'x'}}",
+            "Hi {{upper \"n\" ?? 'x'}}",
             "line 1, column 11",
             "parentheses",
         ),
         (
-            "<p>\n  {{shout name}}</p>",
+            "<p>\n  {{shout \"name\"}}</p>",
             "line 2, column 3",
             "unknown helper `shout`",
         ),
