@@ -7,7 +7,7 @@ use serde::Deserialize;
 
 use super::ApiTags;
 use super::error::{ApiError, ErrorCode};
-use super::extract::{JsonBody, SESSION_COOKIE, cookie_value, issue_token, session_of};
+use super::extract::{JsonBody, RateSlot, SESSION_COOKIE, cookie_value, issue_token, session_of};
 use super::state::AppState;
 use crate::domain::email::EmailAddress;
 use crate::domain::ids::UserId;
@@ -113,30 +113,40 @@ async fn count_attempt(
 ) -> Result<(), ApiError> {
     let settings = state.settings();
     let per_ip = settings.auth_attempts_per_ip_per_minute;
-    let decision = state
+    let by_address = state
         .rate_limiter()
         .hit(&format!("auth:ip:{}", client_ip(req)), per_ip)
         .await;
-    if !decision.allowed {
+    // The `RateLimit-*` headers show the limit closest to refusing.
+    let show = |decision| {
+        if let Some(slot) = req.extensions().get::<RateSlot>() {
+            slot.set(decision);
+        }
+    };
+    show(by_address);
+    if !by_address.allowed {
         return Err(too_many_attempts(
             format!(
                 "too many login and signup attempts from this address (at most {per_ip} a minute)"
             ),
-            decision.reset_secs,
+            by_address.reset_secs,
         ));
     }
     if let Some(email) = account {
         let per_account = settings.login_attempts_per_account_per_minute;
-        let decision = state
+        let by_account = state
             .rate_limiter()
             .hit(&format!("auth:account:{}", email.as_str()), per_account)
             .await;
-        if !decision.allowed {
+        if by_account.remaining < by_address.remaining || !by_account.allowed {
+            show(by_account);
+        }
+        if !by_account.allowed {
             return Err(too_many_attempts(
                 format!(
                     "too many login attempts for this account (at most {per_account} a minute)"
                 ),
-                decision.reset_secs,
+                by_account.reset_secs,
             ));
         }
     }

@@ -162,8 +162,8 @@ fn with_header_spelling(document: &mut serde_json::Value) {
 /// poem-openapi cannot attach to operations: 413 and 415 where there is a body (the body limit
 /// and its content type, checked before the handler), 502 `PLUGIN_ERROR` where a plugin is
 /// called (sending domains, workflow steps, notifications), `X-Request-Id` on every response,
-/// the `RateLimit-*` headers wherever the per-project limit applies (key- and session-authenticated
-/// project calls) and `Retry-After` on 429.
+/// the `RateLimit-*` headers wherever a limit applies (the per-project limit of key- and
+/// session-authenticated project calls; the login and signup limits) and `Retry-After` on 429.
 fn with_transport_statuses(document: &mut serde_json::Value) {
     use serde_json::{Value, json};
     let header = |description: &str, kind: &str| json!({ "description": description, "deprecated": false, "schema": { "type": kind } });
@@ -203,7 +203,11 @@ fn with_transport_statuses(document: &mut serde_json::Value) {
                 .into_iter()
                 .flatten()
                 .filter_map(Value::as_object)
-                .any(|s| s.contains_key("SecretKey") || s.contains_key("PublicKey"));
+                .any(|s| s.contains_key("SecretKey") || s.contains_key("PublicKey"))
+                || matches!(
+                    operation.get("operationId").and_then(Value::as_str),
+                    Some("login" | "signup")
+                );
             let body_types: Vec<String> = operation
                 .get("requestBody")
                 .and_then(|b| b["content"].as_object())

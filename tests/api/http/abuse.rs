@@ -29,8 +29,18 @@ async fn logins_and_signups_are_limited_per_account_and_per_address() {
     })
     .await;
     let mut refused = 0;
-    for _ in 0..40 {
+    for i in 0..40 {
         let r = login(&app, "victim@example.com", "wrong password").await;
+        if i == 0 {
+            // The headers show the limit closest to refusing: the account's.
+            assert_eq!(r.header("ratelimit-limit"), Some("10"), "{:?}", r.headers);
+            assert_eq!(
+                r.header("ratelimit-remaining"),
+                Some("9"),
+                "{:?}",
+                r.headers
+            );
+        }
         match r.status.as_u16() {
             401 => {}
             429 => {
