@@ -121,6 +121,7 @@ pub struct UpdateSegment {
     pub name: MaybeUndefined<String>,
     /// A new description, or null for none.
     #[serde(default)]
+    #[oai(nullable)]
     pub description: MaybeUndefined<String>,
     /// A new filter (dynamic segments only).
     #[serde(default)]

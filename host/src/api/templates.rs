@@ -146,12 +146,15 @@ pub struct UpdateTemplate {
     pub template_type: MaybeUndefined<String>,
     /// A new sender address on a verified domain, or null for none.
     #[serde(default)]
+    #[oai(nullable)]
     pub from: MaybeUndefined<String>,
     /// A new display name, or null for none.
     #[serde(default)]
+    #[oai(nullable)]
     pub from_name: MaybeUndefined<String>,
     /// A new reply-to address, or null for none.
     #[serde(default)]
+    #[oai(nullable)]
     pub reply_to: MaybeUndefined<String>,
 }
 

@@ -270,6 +270,7 @@ pub struct UpdateWorkflow {
     pub name: MaybeUndefined<String>,
     /// A new description, or null for none.
     #[serde(default)]
+    #[oai(nullable)]
     pub description: MaybeUndefined<String>,
     /// Only `EVENT`.
     #[serde(default)]
@@ -315,6 +316,7 @@ pub struct CreateStep {
 pub struct UpdateStep {
     /// A new name, or null for none.
     #[serde(default)]
+    #[oai(nullable)]
     pub name: MaybeUndefined<String>,
     /// A new configuration, checked by the step's plugin (and, while the workflow is enabled,
     /// as enabling checks it).

@@ -3,7 +3,8 @@
 //!
 //! - a field that can be `null` (`Option<…>`) is declared `nullable`, unless it is left out when
 //!   empty (`skip_serializing_if_is_none`), so strict generated clients accept the body;
-//! - a time (`…_at`, `timestamp`) is a `Timestamp`, declared `format: date-time`.
+//! - a time (`…_at`, `timestamp`) is a `Timestamp`, declared `format: date-time`;
+//! - a change (`PATCH`) field whose description says `null` clears it is declared `nullable`.
 
 use std::path::Path;
 
@@ -84,6 +85,24 @@ fn every_time_is_a_date_time() {
     assert!(
         bad.is_empty(),
         "make these `Timestamp` (format: date-time):\n{}",
+        bad.join("\n")
+    );
+}
+
+#[test]
+fn every_change_that_takes_null_says_so() {
+    let bad: Vec<String> = object_fields()
+        .into_iter()
+        .filter(|(_, _, field, attrs)| {
+            field.contains(": MaybeUndefined<")
+                && attrs.contains("null")
+                && !attrs.contains("nullable")
+        })
+        .map(|(file, line, field, _)| format!("{file}:{line}: {field}"))
+        .collect();
+    assert!(
+        bad.is_empty(),
+        "these changes document `null` but the document does not accept it; add #[oai(nullable)]:\n{}",
         bad.join("\n")
     );
 }
