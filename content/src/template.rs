@@ -440,7 +440,7 @@ fn compile_one(field: &'static str, source: &str) -> Result<Part, TemplateError>
         message,
     };
     check_shape(source).map_err(|e| TemplateError { field, ..e })?;
-    let rewritten = rewrite_fallbacks(source).map_err(|e| at(e.line, e.column, e.message))?;
+    let rewritten = rewrite_template(source).map_err(|e| at(e.line, e.column, e.message))?;
     let template = Template::compile(&rewritten.text).map_err(|e| match e.pos() {
         Some((line, column)) => {
             let found = syntax_error(&rewritten.text, e.reason(), line, column);
@@ -716,7 +716,7 @@ const VALUE_HELPERS: [&str; 13] = [
 /// - `{{first name}}` (words that are not a helper call) becomes `{{[first name]}}`, one key.
 ///
 /// Comments, raw blocks and escaped mustaches (`\{{`) are left alone.
-fn rewrite_fallbacks(src: &str) -> Result<Rewritten, Located> {
+fn rewrite_template(src: &str) -> Result<Rewritten, Located> {
     if !src.contains("{{") {
         let mut w = Writer::new(src);
         w.copy_to(src.len());
@@ -1552,9 +1552,7 @@ mod tests {
     #[test]
     fn many_fallbacks_rewrite_in_linear_time_and_too_many_expressions_are_refused() {
         let started = std::time::Instant::now();
-        let rewritten = rewrite_fallbacks(&"{{a ?? b}}".repeat(60_000))
-            .ok()
-            .unwrap();
+        let rewritten = rewrite_template(&"{{a ?? b}}".repeat(60_000)).ok().unwrap();
         assert_eq!(rewritten.columns.0.len(), 60_000);
         // Columns of the rewritten text: each earlier insertion on the line shifts it. Each
         // `{{a ?? b}}` gains the helper's name and the quotes of its literal fallback.

@@ -144,8 +144,15 @@ async fn track(
     }
     let email = EmailAddress::parse(&body.email)
         .map_err(|e| ApiError::invalid_field("email", "invalid_email", e.to_string()))?;
-    let name = EventName::parse_tracked(&body.event).map_err(|e| match e {
-        EventNameError::Reserved(_) => ApiError::new(
+    let name = EventName::parse_tracked(&body.event).map_err(|e| {
+        let suggestion = match e {
+            EventNameError::Reserved(_) => {
+                "pick another name; the service records these events itself"
+            }
+            EventNameError::Route(_) => "pick another name, e.g. `viewed-stats` instead of `stats`",
+            other => return ApiError::invalid_field("event", "invalid", other.to_string()),
+        };
+        ApiError::new(
             StatusCode::UNPROCESSABLE_ENTITY,
             ErrorCode::ReservedEvent,
             e.to_string(),
@@ -155,19 +162,7 @@ async fn track(
             "reserved",
             e.to_string(),
         )])
-        .suggest("pick another name; the service records these events itself"),
-        EventNameError::Route(_) => ApiError::new(
-            StatusCode::UNPROCESSABLE_ENTITY,
-            ErrorCode::ReservedEvent,
-            e.to_string(),
-        )
-        .with_errors(vec![super::error::FieldError::new(
-            "event",
-            "reserved",
-            e.to_string(),
-        )])
-        .suggest("pick another name, e.g. `viewed-stats` instead of `stats`"),
-        other => ApiError::invalid_field("event", "invalid", other.to_string()),
+        .suggest(suggestion)
     })?;
     let patch = parse_data(body.data)?;
     let mut event_data = Map::new();
