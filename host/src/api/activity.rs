@@ -158,12 +158,24 @@ pub struct Upcoming {
     pub emails: Vec<UpcomingSend>,
     /// Emails waiting in all.
     pub queued_emails: i64,
-    /// Scheduled campaign sends (campaigns arrive in a later release; none yet).
-    pub scheduled_campaigns: Vec<String>,
+    /// Scheduled campaigns, soonest first, up to 50.
+    pub scheduled_campaigns: Vec<UpcomingCampaign>,
     /// Active (running or waiting) workflow executions, oldest first, up to 50.
     pub active_executions: Vec<UpcomingExecution>,
     /// Active executions in all.
     pub active_execution_count: i64,
+}
+
+/// A scheduled campaign.
+#[derive(Object)]
+#[oai(rename_all = "camelCase")]
+pub struct UpcomingCampaign {
+    /// The campaign (`cmp_…`).
+    pub id: String,
+    pub name: String,
+    pub subject: String,
+    /// When it starts.
+    pub scheduled_at: Timestamp,
 }
 
 /// An active workflow execution.
@@ -337,8 +349,7 @@ impl ActivityApi {
 
     /// Upcoming sends
     ///
-    /// Emails waiting in the queue and active workflow executions; scheduled campaigns join
-    /// this list when campaigns arrive.
+    /// Emails waiting in the queue, scheduled campaigns and active workflow executions.
     #[oai(
         path = "/activity/upcoming",
         method = "get",
@@ -352,6 +363,10 @@ impl ActivityApi {
         let (emails, total) = state
             .store()
             .upcoming_emails(auth.0.project_id(), 50)
+            .await?;
+        let campaigns = state
+            .store()
+            .scheduled_campaigns(auth.0.project_id(), 50)
             .await?;
         let (executions, active) = state
             .store()
@@ -368,7 +383,15 @@ impl ActivityApi {
                 })
                 .collect(),
             queued_emails: total,
-            scheduled_campaigns: Vec::new(),
+            scheduled_campaigns: campaigns
+                .into_iter()
+                .map(|c| UpcomingCampaign {
+                    scheduled_at: Timestamp(c.scheduled_at.unwrap_or(c.updated_at)),
+                    id: c.id.into_string(),
+                    name: c.content.name,
+                    subject: c.content.subject,
+                })
+                .collect(),
             active_executions: executions
                 .into_iter()
                 .map(|e| UpcomingExecution {

@@ -67,6 +67,55 @@ impl<T: DeserializeOwned + Send> ParsePayload for JsonBody<T> {
 
 poem_openapi::impl_apirequest_for_payload!(JsonBody<T>, T: Type + DeserializeOwned + Send);
 
+/// A JSON request body that may be left out: no body (with or without a JSON content type) is
+/// `None`; a body is parsed as [`JsonBody`] parses it.
+pub struct OptionalJsonBody<T>(pub Option<T>);
+
+impl<'a, T: Type + DeserializeOwned + Send> poem_openapi::ApiExtractor<'a> for OptionalJsonBody<T> {
+    const TYPES: &'static [poem_openapi::ApiExtractorType] =
+        &[poem_openapi::ApiExtractorType::RequestObject];
+
+    type ParamType = ();
+    type ParamRawType = ();
+
+    fn register(registry: &mut Registry) {
+        T::register(registry);
+    }
+
+    fn request_meta() -> Option<poem_openapi::registry::MetaRequest> {
+        Some(poem_openapi::registry::MetaRequest {
+            description: None,
+            content: vec![poem_openapi::registry::MetaMediaType {
+                content_type: "application/json",
+                schema: T::schema_ref(),
+            }],
+            required: false,
+        })
+    }
+
+    async fn from_request(
+        request: &'a Request,
+        body: &mut RequestBody,
+        _param_opts: poem_openapi::ExtractParamOptions<Self::ParamType>,
+    ) -> poem::Result<Self> {
+        let bytes = <Vec<u8> as FromRequest>::from_request(request, body).await?;
+        if bytes.iter().all(u8::is_ascii_whitespace) {
+            return Ok(OptionalJsonBody(None));
+        }
+        if let Some(content_type) = request.content_type()
+            && !<JsonBody<T> as Payload>::check_content_type(content_type)
+        {
+            return Err(poem_openapi::error::ContentTypeError::NotSupported {
+                content_type: content_type.to_string(),
+            }
+            .into());
+        }
+        parse_json(&bytes)
+            .map(|v| OptionalJsonBody(Some(v)))
+            .map_err(Into::into)
+    }
+}
+
 /// Parses a JSON body into `T`, mapping failures to field errors.
 pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
     if bytes.iter().all(u8::is_ascii_whitespace) {

@@ -3,7 +3,9 @@
 
 pub mod activity;
 pub mod addresses;
+pub mod analytics;
 pub mod auth;
+pub mod campaigns;
 pub mod contact_fields;
 pub mod contact_jobs;
 pub mod contacts;
@@ -51,6 +53,10 @@ pub enum ApiTags {
     Templates,
     /// Segments: named sets of contacts, by a filter or a stored list.
     Segments,
+    /// Campaigns: one message to an audience, sent once to each subscribed member.
+    Campaigns,
+    /// Analytics: email milestones over time, campaigns ranked and broken down, top events.
+    Analytics,
     /// Workflows: a trigger event, steps and the transitions between them, and the executions
     /// that run them per contact.
     Workflows,
@@ -94,6 +100,8 @@ pub type Apis = (
         segments::SegmentsApi,
         executions::ExecutionsApi,
         workflows::WorkflowsApi,
+        campaigns::CampaignsApi,
+        analytics::AnalyticsApi,
     ),
 );
 

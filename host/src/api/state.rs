@@ -5,6 +5,7 @@ use std::sync::Arc;
 use jsonwebtoken::{DecodingKey, EncodingKey};
 
 use crate::config::Settings;
+use crate::engine::campaigns::Campaigns;
 use crate::engine::workflows::WorkflowEngine;
 use crate::jobs::JobQueue;
 use crate::mail::links::LinkSigner;
@@ -32,6 +33,7 @@ pub(crate) struct Parts {
     pub(crate) links: LinkSigner,
     pub(crate) sending: Arc<Sending>,
     pub(crate) workflows: WorkflowEngine,
+    pub(crate) campaigns: Campaigns,
     pub(crate) sending_domains: Arc<SendingDomains>,
     pub(crate) jwt_encoding: EncodingKey,
     pub(crate) jwt_decoding: DecodingKey,
@@ -86,6 +88,11 @@ impl AppState {
     }
 
     /// The workflow engine (manual starts).
+    pub fn campaigns(&self) -> &Campaigns {
+        &self.inner.campaigns
+    }
+
+    /// The workflow engine.
     pub fn workflows(&self) -> &WorkflowEngine {
         &self.inner.workflows
     }

@@ -5,7 +5,9 @@
 use std::borrow::Cow;
 
 use poem_openapi::registry::{MetaSchema, MetaSchemaRef};
-use poem_openapi::types::{ParseError, ParseFromJSON, ParseResult, ToJSON, Type};
+use poem_openapi::types::{
+    ParseError, ParseFromJSON, ParseFromParameter, ParseResult, ToJSON, Type,
+};
 use serde_json::Value;
 
 use crate::domain::time::to_rfc3339;
@@ -61,6 +63,16 @@ impl ParseFromJSON for Timestamp {
                 .map_err(|_| ParseError::custom("expected an RFC 3339 date-time")),
             other => Err(ParseError::expected_type(other)),
         }
+    }
+}
+
+impl ParseFromParameter for Timestamp {
+    fn parse_from_parameter(value: &str) -> ParseResult<Self> {
+        chrono::DateTime::parse_from_rfc3339(value.trim())
+            .map(|t| Timestamp(t.timestamp_millis()))
+            .map_err(|_| {
+                ParseError::custom("expected an RFC 3339 date-time, e.g. 2026-11-01T00:00:00Z")
+            })
     }
 }
 

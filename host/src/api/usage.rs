@@ -25,8 +25,8 @@ pub struct UsageRefBody {
 pub struct UsageBody {
     /// Dynamic segments whose filter has a condition on it (never a template), newest first.
     pub segments: Vec<UsageRefBody>,
-    /// Campaigns whose audience filter or template uses it. Campaigns do not exist yet (issue
-    /// #15), so this list is always empty.
+    /// `FILTERED` campaigns whose audience filter has a condition on it, newest first
+    /// (campaigns carry their own content, so never for a template).
     pub campaigns: Vec<UsageRefBody>,
     /// Workflows, newest first: one entry without `stepId` when the workflow is triggered by
     /// the event, and one with `stepId` per step that uses it (`SEND_EMAIL` its template,

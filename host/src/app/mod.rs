@@ -22,6 +22,7 @@ pub use crate::api::AppState;
 use crate::api::state::Parts;
 use crate::config::Settings;
 use crate::engine::LiveSegments;
+use crate::engine::campaigns::{CampaignJobs, Campaigns};
 use crate::engine::workflows::{StepRunner, WorkflowEngine, WorkflowTriggers};
 use crate::jobs::deliver::Deliveries;
 use crate::jobs::domains::{CheckIntervals, DomainChecks};
@@ -110,6 +111,12 @@ impl AppBuilder {
             sending_domains.clone(),
             jobs.clone(),
         );
+        let campaigns = Campaigns::new(
+            store.clone(),
+            sending.clone(),
+            sending_domains.clone(),
+            jobs.clone(),
+        );
         let handlers: Vec<Arc<dyn JobHandler>> = vec![
             Arc::new(crate::jobs::import::ImportContacts),
             Arc::new(crate::jobs::bulk::BulkContacts),
@@ -124,6 +131,9 @@ impl AppBuilder {
             }),
             Arc::new(StepRunner {
                 engine: workflows.clone(),
+            }),
+            Arc::new(CampaignJobs {
+                campaigns: campaigns.clone(),
             }),
             Arc::new(ReevaluateSegments {
                 interval: reevaluate_interval(&settings),
@@ -174,6 +184,7 @@ impl AppBuilder {
             sending,
             sending_domains,
             workflows,
+            campaigns,
             jwt_encoding: EncodingKey::from_secret(secret.as_bytes()),
             jwt_decoding: DecodingKey::from_secret(secret.as_bytes()),
             settings,

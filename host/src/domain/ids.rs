@@ -93,6 +93,10 @@ prefixed_id!(
     SegmentId, "seg"
 );
 prefixed_id!(
+    /// A campaign: one message to an audience.
+    CampaignId, "cmp"
+);
+prefixed_id!(
     /// A workflow of a project.
     WorkflowId, "wfl"
 );

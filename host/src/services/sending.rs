@@ -177,6 +177,45 @@ impl Sending {
         Err(StoreError::Conflict(Conflict::ContactBusy).into())
     }
 
+    /// Renders, tracks, builds and signs one email per contact of a campaign batch, spread over
+    /// the CPU pool (one task per core), each addressed to the contact's address. Suppressed
+    /// (never sent) for a contact unsubscribed meanwhile, since campaign mail is marketing mail.
+    /// A failure is the recipient's own, reported beside its contact.
+    pub async fn build_for_contacts(
+        &self,
+        project: &Project,
+        plan: &Arc<SendPlan>,
+        contacts: Vec<Contact>,
+    ) -> Vec<(Contact, Result<NewEmail, SendError>)> {
+        let width = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let per_task = contacts.len().div_ceil(width).max(1);
+        let project = Arc::new(project.clone());
+        let mut tasks = Vec::new();
+        let mut contacts = contacts.into_iter().peekable();
+        while contacts.peek().is_some() {
+            let chunk: Vec<Contact> = contacts.by_ref().take(per_task).collect();
+            let (signers, plan, project) = (self.signers.clone(), plan.clone(), project.clone());
+            tasks.push(self.cpu.run(move || {
+                chunk
+                    .into_iter()
+                    .map(|c| {
+                        let to = Mailbox {
+                            name: None,
+                            email: c.email.clone(),
+                        };
+                        let email = signers.build_email(&project, &plan, &c, &to);
+                        (c, email)
+                    })
+                    .collect::<Vec<_>>()
+            }));
+        }
+        futures::future::join_all(tasks)
+            .await
+            .into_iter()
+            .flatten()
+            .collect()
+    }
+
     /// One attempt of [`Sending::send`]; `None` when a contact changed meanwhile.
     async fn try_send(
         &self,

@@ -98,6 +98,31 @@ pub(crate) struct SendWrites<'a> {
     pub source: SubscriptionSource,
 }
 
+/// Inserts an email; binds id, project, contact, template, kind, from, to, subject, status,
+/// message id, envelope sender, signer, links, raw, error, created (and updated), campaign, test.
+pub(crate) const INSERT_EMAIL: &str = "INSERT INTO emails (id, project_id, contact_id, template_id, kind, \
+     from_address, to_address, subject, status, message_id, envelope_from, signed_by, links, raw, error, \
+     created_at, updated_at, campaign_id, test) \
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $16, $17, $18)";
+
+/// One email to insert, with what the send around it decided.
+pub(crate) struct EmailInsert<'a> {
+    /// The project.
+    pub project: &'a str,
+    /// The rendered email.
+    pub email: &'a NewEmail,
+    /// Its contact; `None` for a test send to an address without one.
+    pub contact_id: Option<&'a str>,
+    /// `queued` or `suppressed`.
+    pub status: &'a str,
+    /// The campaign it is part of.
+    pub campaign_id: Option<&'a str>,
+    /// A test send, which no statistic counts.
+    pub test: bool,
+    /// When.
+    pub now: i64,
+}
+
 /// What a delivery job needs of its email.
 #[derive(Clone, Debug, FromRow)]
 pub struct Deliverable {
@@ -189,7 +214,7 @@ pub struct RecordedEvent {
 }
 
 /// Inserts one history entry; binds id, project, email, contact, kind, detail, at.
-const INSERT_ACTIVITY: &str = "INSERT INTO email_events (id, project_id, email_id, contact_id, kind, detail, created_at) \
+pub(crate) const INSERT_ACTIVITY: &str = "INSERT INTO email_events (id, project_id, email_id, contact_id, kind, detail, created_at) \
      VALUES ($1, $2, $3, $4, $5, $6, $7)";
 
 impl Store {
@@ -266,39 +291,16 @@ impl Store {
                 }
                 for (e, job) in emails.iter().zip(&jobs) {
                     let status = if e.suppressed.is_some() { status::SUPPRESSED } else { status::QUEUED };
-                    sqlx::query(
-                        "INSERT INTO emails (id, project_id, contact_id, template_id, kind, from_address, to_address, \
-                         subject, status, message_id, envelope_from, signed_by, links, raw, error, created_at, updated_at) \
-                         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $16)",
-                    )
-                    .bind(e.id.as_str())
-                    .bind(project.as_str())
-                    .bind(e.contact_id.as_str())
-                    .bind(e.template_id.as_deref())
-                    .bind(e.kind)
-                    .bind(&e.from_address)
-                    .bind(&e.to_address)
-                    .bind(&e.subject)
-                    .bind(status)
-                    .bind(&e.message_id)
-                    .bind(&e.envelope_from)
-                    .bind(e.signed_by.as_deref())
-                    .bind(Json(&e.links))
-                    .bind(e.raw.as_deref())
-                    .bind(e.suppressed.as_deref())
-                    .bind(now)
-                    .execute(&mut *tx)
+                    tx.insert_email(&EmailInsert {
+                        project: project.as_str(),
+                        email: e,
+                        contact_id: Some(e.contact_id.as_str()),
+                        status,
+                        campaign_id: None,
+                        test: false,
+                        now,
+                    })
                     .await?;
-                    sqlx::query(INSERT_ACTIVITY)
-                        .bind(ActivityId::generate().as_str())
-                        .bind(project.as_str())
-                        .bind(e.id.as_str())
-                        .bind(e.contact_id.as_str())
-                        .bind(status)
-                        .bind(e.suppressed.as_deref())
-                        .bind(now)
-                        .execute(&mut *tx)
-                        .await?;
                     if e.suppressed.is_none() {
                         tx.insert_job(job, now).await?;
                     }

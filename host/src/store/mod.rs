@@ -10,7 +10,9 @@
 
 pub mod accounts;
 pub mod activity;
+pub mod analytics;
 pub mod bulk;
+pub mod campaigns;
 pub mod contacts;
 pub mod dialect;
 pub mod domains;

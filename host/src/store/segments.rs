@@ -196,11 +196,12 @@ macro_rules! bind_all {
         q
     }};
 }
+pub(super) use bind_all;
 
 impl Store {
     /// A filter as SQL with `binds`: `$1` the project, `$2` the segment when one is given, then
     /// the filter's values.
-    fn compile(
+    pub(super) fn compile(
         &self,
         project: &ProjectId,
         segment: Option<&SegmentId>,
@@ -243,7 +244,11 @@ impl Store {
     /// The `FROM … WHERE …` of a segment's current members (contacts aliased `c`) and its binds
     /// (`$1` the project, then the segment or the filter's values): the filter's matches for a dynamic segment, the
     /// stored members for a static one.
-    fn members_from(&self, segment: &Segment, now: i64) -> StoreResult<(String, Vec<SqlValue>)> {
+    pub(super) fn members_from(
+        &self,
+        segment: &Segment,
+        now: i64,
+    ) -> StoreResult<(String, Vec<SqlValue>)> {
         match segment.filter()? {
             Some(filter) => {
                 let (expr, binds) = self.compile(&segment.project_id, None, &filter, now)?;
@@ -371,20 +376,6 @@ impl Store {
             return Err(StoreError::NotFound);
         }
         Ok(())
-    }
-
-    /// The active campaigns that use a segment as their audience, as `(id, name)`: deleting
-    /// the segment is refused while there are any.
-    ///
-    /// Campaigns do not exist yet, so this answers none; the campaigns work fills it in (a
-    /// query on `campaigns` by `segment_id` and status `SCHEDULED`/`SENDING`).
-    #[tracing::instrument(level = "debug", skip(self))]
-    pub async fn active_campaigns_using_segment(
-        &self,
-        _project: &ProjectId,
-        _id: &SegmentId,
-    ) -> StoreResult<Vec<(String, String)>> {
-        Ok(Vec::new())
     }
 
     /// One page of a segment's members (newest contacts first) and their total: live through

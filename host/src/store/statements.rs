@@ -71,6 +71,9 @@ pub(crate) trait Statements {
     /// insert met a contact created with the same address since the read.
     async fn write_contact_plan(&mut self, plan: &super::contacts::Plan) -> StoreResult<bool>;
 
+    /// Inserts an email with its first history entry (its status: `queued` or `suppressed`).
+    async fn insert_email(&mut self, email: &super::emails::EmailInsert<'_>) -> sqlx::Result<()>;
+
     /// Forgets an expired use of `write.key` and stores `response` under it; a live key taken
     /// meanwhile fails with `Conflict(IdempotencyKey)`, so the whole transaction rolls back.
     async fn store_idempotent_response<R: Sync>(
@@ -219,6 +222,44 @@ where
             }
             Plan::Keep(_) => Ok(true),
         }
+    }
+
+    async fn insert_email(&mut self, w: &super::emails::EmailInsert<'_>) -> sqlx::Result<()> {
+        use super::emails::{INSERT_ACTIVITY, INSERT_EMAIL};
+        let e = w.email;
+        let links = Value::from(e.links.clone());
+        sqlx::query(INSERT_EMAIL)
+            .bind(e.id.as_str())
+            .bind(w.project)
+            .bind(w.contact_id)
+            .bind(e.template_id.as_deref())
+            .bind(e.kind)
+            .bind(e.from_address.as_str())
+            .bind(e.to_address.as_str())
+            .bind(e.subject.as_str())
+            .bind(w.status)
+            .bind(e.message_id.as_str())
+            .bind(e.envelope_from.as_str())
+            .bind(e.signed_by.as_deref())
+            .bind(Json(&links))
+            .bind(e.raw.as_deref())
+            .bind(e.suppressed.as_deref())
+            .bind(w.now)
+            .bind(w.campaign_id)
+            .bind(w.test)
+            .execute(&mut **self)
+            .await?;
+        sqlx::query(INSERT_ACTIVITY)
+            .bind(crate::domain::ids::ActivityId::generate().as_str())
+            .bind(w.project)
+            .bind(e.id.as_str())
+            .bind(w.contact_id)
+            .bind(w.status)
+            .bind(e.suppressed.as_deref())
+            .bind(w.now)
+            .execute(&mut **self)
+            .await?;
+        Ok(())
     }
 
     async fn store_idempotent_response<R: Sync>(

@@ -15,7 +15,9 @@
 //!   field by a `CONDITION` filter or an `UPDATE_CONTACT` step that sets it (`config.data` holding
 //!   the key path, or `config.subscribed`); a template by a `SEND_EMAIL` step's
 //!   `config.templateId`.
-//! - campaigns do not exist yet (issue #15): their list is always empty.
+//! - a `FILTERED` campaign references a field or an event as a segment does, by its
+//!   `audienceFilter`. Campaigns carry their own subject and body, so they never reference a
+//!   template.
 
 use herald_filter::{Field, Filter, Scope};
 use serde_json::Value;
@@ -51,7 +53,7 @@ pub struct UsageRef {
 pub struct Usage {
     /// Dynamic segments, newest first.
     pub segments: Vec<UsageRef>,
-    /// Campaigns (none exist yet: always empty).
+    /// `FILTERED` campaigns, newest first.
     pub campaigns: Vec<UsageRef>,
     /// Workflows, newest first; one entry for the trigger and one per referencing step, in step
     /// order.
@@ -80,6 +82,19 @@ impl Store {
                     usage.segments.push(UsageRef {
                         id: segment.id.into_string(),
                         name: segment.name,
+                        step_id: None,
+                    });
+                }
+            }
+        }
+        if !matches!(of, UsageOf::Template(_)) {
+            for (id, name, filter) in self.campaign_filters(project).await? {
+                let refers = herald_filter::parse(&filter, Scope::Contacts)
+                    .is_ok_and(|f| filter_refers(&f, of));
+                if refers {
+                    usage.campaigns.push(UsageRef {
+                        id,
+                        name,
                         step_id: None,
                     });
                 }

@@ -1024,25 +1024,12 @@ async fn a_server_killed_mid_workflows_finishes_after_restart_without_doubles() 
     // stop wherever they are (mid step, mid effect, mid commit), nothing shuts down cleanly.
     let mut settings = crate::support::harness::test_settings(dir.path(), &url);
     configure(&mut settings);
-    let (addr_tx, addr_rx) = std::sync::mpsc::channel();
-    let (kill_tx, kill_rx) = std::sync::mpsc::channel::<()>();
-    let doomed = std::thread::spawn(move || {
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()
-            .unwrap();
-        let server = rt.block_on(herald::app::spawn(settings)).expect("starts");
-        addr_tx.send(server.addr).unwrap();
-        let _ = kill_rx.recv();
-        std::mem::forget(server);
-        rt.shutdown_background();
-    });
-    let first = TestApp::attach(addr_rx.recv().unwrap(), url.clone());
+    let doomed = crate::support::harness::DoomedServer::start(settings, &url);
+    let first = &doomed.app;
     let p = first.project().await;
-    two_steps(&first, &p, "joined").await;
+    two_steps(first, &p, "joined").await;
     let n: i64 = 1000;
-    track_many(&[&first], &p, "joined", n as usize).await;
+    track_many(&[first], &p, "joined", n as usize).await;
     // Kill it while executions are in flight.
     let deadline = Instant::now() + Duration::from_secs(120);
     while count(
@@ -1055,8 +1042,7 @@ async fn a_server_killed_mid_workflows_finishes_after_restart_without_doubles() 
         assert!(Instant::now() < deadline, "the executions do not advance");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    kill_tx.send(()).unwrap();
-    doomed.join().unwrap();
+    doomed.kill();
     tokio::time::sleep(Duration::from_millis(300)).await;
     let done = count(
         &url,

@@ -3,6 +3,7 @@
 mod abuse;
 mod accounts;
 mod auth_matrix;
+mod campaigns;
 mod cli;
 mod contacts;
 pub mod domains;

@@ -559,27 +559,13 @@ async fn a_server_killed_mid_queue_finishes_after_restart_without_doubles() {
     // stop wherever they are, nothing is shut down cleanly.
     let mut settings = crate::support::harness::test_settings(dir.path(), &url);
     configure(&mut settings);
-    let (addr_tx, addr_rx) = std::sync::mpsc::channel();
-    let (kill_tx, kill_rx) = std::sync::mpsc::channel::<()>();
-    let doomed = std::thread::spawn(move || {
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()
-            .unwrap();
-        let server = rt.block_on(herald::app::spawn(settings)).expect("starts");
-        addr_tx.send(server.addr).unwrap();
-        let _ = kill_rx.recv();
-        std::mem::forget(server);
-        rt.shutdown_background();
-    });
-    let addr = addr_rx.recv().unwrap();
-    let first = TestApp::attach(addr, url.clone());
+    let doomed = crate::support::harness::DoomedServer::start(settings, &url);
+    let first = &doomed.app;
     let p = first.project().await;
-    verified_domain(&first, &p, &dns, "acme.test").await;
+    verified_domain(first, &p, &dns, "acme.test").await;
     let to: Vec<String> = (0..5).map(|i| format!("k{i}@example.com")).collect();
     let r = send(
-        &first,
+        first,
         &p,
         json!({ "to": to, "from": "hello@acme.test", "subject": "s", "body": "b" }),
     )
@@ -604,8 +590,7 @@ async fn a_server_killed_mid_queue_finishes_after_restart_without_doubles() {
         assert!(Instant::now() < deadline, "nothing was sent");
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
-    kill_tx.send(()).unwrap();
-    doomed.join().unwrap();
+    doomed.kill();
     // A task of the dropped runtime may still finish the poll it was in.
     tokio::time::sleep(Duration::from_millis(300)).await;
     let before = smtp.log.lock().unwrap().clone();

@@ -313,6 +313,43 @@ impl TestApp {
     }
 }
 
+/// A server on its own runtime and thread, so that a test can kill it outright: its tasks stop
+/// wherever they are (mid job, mid hand-off, mid commit) and nothing shuts down cleanly.
+pub struct DoomedServer {
+    /// A client of it.
+    pub app: TestApp,
+    kill: std::sync::mpsc::Sender<()>,
+    thread: std::thread::JoinHandle<()>,
+}
+
+impl DoomedServer {
+    /// Starts a server with `settings` on a runtime of its own.
+    pub fn start(settings: Settings, database_url: &str) -> DoomedServer {
+        let (addr_tx, addr_rx) = std::sync::mpsc::channel();
+        let (kill, kill_rx) = std::sync::mpsc::channel::<()>();
+        let thread = std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
+                .enable_all()
+                .build()
+                .unwrap();
+            let server = rt.block_on(herald::app::spawn(settings)).expect("starts");
+            addr_tx.send(server.addr).unwrap();
+            let _ = kill_rx.recv();
+            std::mem::forget(server);
+            rt.shutdown_background();
+        });
+        let app = TestApp::attach(addr_rx.recv().unwrap(), database_url.to_string());
+        DoomedServer { app, kill, thread }
+    }
+
+    /// Kills it: the runtime is dropped with every task where it stands.
+    pub fn kill(self) {
+        self.kill.send(()).unwrap();
+        self.thread.join().unwrap();
+    }
+}
+
 /// Reads a response into a [`Reply`].
 pub async fn read(resp: reqwest::Response) -> Reply {
     let status = resp.status();
