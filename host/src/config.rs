@@ -104,12 +104,16 @@ pub struct SendingSettings {
     /// Emails per second per project handed to the transport, across all instances (0: no
     /// limit). Emails over the budget wait in the queue.
     pub per_project_per_second: u32,
+    /// How long a delivery that fails transiently (the relay is down, a 4xx answer) is retried,
+    /// from when the email was queued, before it is marked failed: an MTA's queue lifetime.
+    pub retry_lifetime_seconds: u64,
 }
 
 impl Default for SendingSettings {
     fn default() -> SendingSettings {
         SendingSettings {
             per_project_per_second: 100,
+            retry_lifetime_seconds: 86_400,
         }
     }
 }

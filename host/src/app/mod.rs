@@ -128,6 +128,7 @@ impl AppBuilder {
                 plugins: plugins.clone(),
                 per_second: settings.sending.per_project_per_second,
                 stale_hand_off: queue.lease,
+                retry_lifetime: Duration::from_secs(settings.sending.retry_lifetime_seconds.max(1)),
             }),
             Arc::new(StepRunner {
                 engine: workflows.clone(),
@@ -321,8 +322,9 @@ impl RunningServer {
 }
 
 /// Periodic maintenance until `stop` turns true: prunes rate-limit windows, idempotency keys and
-/// send windows, and queues the re-evaluation of time-relative segments if no instance has it
-/// queued or running (its chain ends when a run fails for good).
+/// send windows, queues the re-evaluation of time-relative segments if no instance has it
+/// queued or running (its chain ends when a run fails for good), and queues a new delivery job
+/// for every queued email whose job is gone (`Store::requeue_orphaned_emails`).
 async fn maintain(state: AppState, mut stop: watch::Receiver<bool>) {
     let mut tick = tokio::time::interval(MAINTENANCE_EVERY);
     loop {
@@ -337,6 +339,14 @@ async fn maintain(state: AppState, mut stop: watch::Receiver<bool>) {
                 }
                 if let Err(err) = ensure_reevaluation(state.store(), state.settings()).await {
                     tracing::warn!(error = %err, "could not queue the re-evaluation of segments");
+                }
+                match state.store().requeue_orphaned_emails(1000).await {
+                    Ok(0) => {}
+                    Ok(n) => {
+                        tracing::warn!(emails = n, "queued emails without a live delivery job were queued again");
+                        state.jobs().wake();
+                    }
+                    Err(err) => tracing::warn!(error = %err, "could not sweep queued emails"),
                 }
             }
             _ = stop.changed() => break,

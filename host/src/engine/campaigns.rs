@@ -161,9 +161,8 @@ impl Campaigns {
             .pop()
             .ok_or_else(|| StoreError::Corrupt("a test send built no email".into()))?;
         let email = email?;
-        let max_attempts = self.jobs.config().max_attempts;
         self.store
-            .insert_test_email(&c.project_id, &email, known.as_ref(), max_attempts)
+            .insert_test_email(&c.project_id, &email, known.as_ref())
             .await?;
         self.jobs.wake();
         Ok(email.id)
@@ -275,7 +274,6 @@ impl Campaigns {
     async fn run_batch(&self, ctx: JobContext) -> Result<(), JobError> {
         let lease = &ctx.lease;
         let payload: BatchPayload = ctx.payload()?;
-        let max_attempts = self.jobs.config().max_attempts;
         let Some(c) = self.store.campaign_by_id(&payload.campaign_id).await? else {
             ctx.store
                 .complete_job(lease, &json!({ "skipped": "the campaign was deleted" }))
@@ -341,7 +339,7 @@ impl Campaigns {
             }
             match self
                 .store
-                .commit_campaign_batch(&c.project_id, &c.id, &emails, &closed, max_attempts)
+                .commit_campaign_batch(&c.project_id, &c.id, &emails, &closed)
                 .await?
             {
                 BatchCommit::Wrote(n) => {

@@ -9,18 +9,28 @@
 //!   re-delivery after an interrupted hand-off is logged as a warning;
 //! - after the outcome was committed: nothing; the job is complete and the email no longer queued.
 //!
-//! Transient transport errors are retried with the queue's backoff up to the job's attempt
-//! limit; the last one, and every permanent error, marks the email `failed` with the reason.
+//! The outcome is recorded keyed on the hand-off (the job claim that started it), not on the
+//! job's lease: a claim whose lease lapsed while the transport was accepting the message still
+//! records what happened, so the message is not handed off again. That write is retried in place
+//! a few times before the job gives up on it.
+//!
+//! Transient transport errors are retried with the queue's backoff (exponential, with jitter,
+//! capped at 5 minutes) until the email is older than `sending.retry_lifetime_seconds` (24 hours
+//! by default, like an MTA's queue lifetime); then, and on every permanent error, the email is
+//! marked `failed` with the reason.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use futures::future::BoxFuture;
 use serde_json::Value;
 
 use super::{JobContext, JobError, JobHandler};
 use crate::plugins::{DeliveryError, OutgoingMessage, Plugins};
-use crate::store::emails::{DELIVER_KIND, DeliveryOutcome, status};
+use crate::store::Store;
+use crate::store::emails::{DELIVER_KIND, Deliverable, DeliveryOutcome, status};
 use crate::store::jobs::DeliverPayload;
+use crate::store::jobs::Lease;
 
 /// Runs deliveries.
 pub struct Deliveries {
@@ -29,7 +39,37 @@ pub struct Deliveries {
     /// Messages per second per project handed to the transport (0: no limit).
     pub per_second: u32,
     /// A hand-off started longer ago than this (the job lease) was interrupted.
-    pub stale_hand_off: std::time::Duration,
+    pub stale_hand_off: Duration,
+    /// How long transient failures are retried, from when the email was queued.
+    pub retry_lifetime: Duration,
+}
+
+/// Times the outcome write is tried in place before the job gives up on it (and runs again).
+const OUTCOME_WRITES: u32 = 6;
+
+/// Records `outcome` (see [`Store::finish_delivery`]), retrying a failed write in place with a
+/// doubling pause (0.2 s, 0.4 s, … 3.2 s): a database blip right after the transport accepted
+/// the message must not leave the email to be handed off again.
+async fn record(
+    store: &Store,
+    email: &Deliverable,
+    lease: &Lease,
+    outcome: DeliveryOutcome<'_>,
+) -> Result<(), JobError> {
+    let mut pause = Duration::from_millis(200);
+    for attempt in 1..=OUTCOME_WRITES {
+        match store.finish_delivery(email, lease, outcome).await {
+            Ok(true) => return Ok(()),
+            Ok(false) => return Err(JobError::LeaseLost),
+            Err(err) if attempt < OUTCOME_WRITES => {
+                tracing::warn!(email_id = %email.id, error = %err, attempt, "could not record the delivery outcome; retrying");
+                tokio::time::sleep(pause).await;
+                pause *= 2;
+            }
+            Err(err) => return Err(err.into()),
+        }
+    }
+    Err(JobError::LeaseLost)
 }
 
 impl JobHandler for Deliveries {
@@ -65,7 +105,11 @@ impl JobHandler for Deliveries {
                 return Ok(());
             };
             let stale_ms = self.stale_hand_off.as_millis() as i64;
-            if !ctx.store.start_hand_off(&email.id, stale_ms).await? {
+            if !ctx
+                .store
+                .start_hand_off(&email.id, stale_ms, &lease.worker)
+                .await?
+            {
                 // Another worker is handing this email off right now (this job's lease lapsed
                 // meanwhile): look again once that hand-off is stale.
                 let again = crate::domain::time::now_ms() + stale_ms;
@@ -81,27 +125,23 @@ impl JobHandler for Deliveries {
                 recipients: vec![email.to_address.clone()],
                 raw,
             };
-            let last_attempt = ctx.job.attempts >= ctx.job.max_attempts;
+            let age = crate::domain::time::now_ms() - email.created_at;
+            let last_attempt = ctx.job.attempts >= ctx.job.max_attempts
+                || age >= self.retry_lifetime.as_millis() as i64;
             let outcome = match self.plugins.deliver(None, &message).await {
                 Ok(Ok(receipt)) => {
                     let detail = receipt.detail.clone();
-                    let done = ctx
-                        .store
-                        .finish_delivery(
-                            &email,
-                            lease,
-                            DeliveryOutcome::Sent {
-                                provider_id: &receipt.provider_id,
-                                detail: detail.as_deref(),
-                            },
-                        )
-                        .await?;
-                    return done.then_some(()).ok_or(JobError::LeaseLost);
+                    let sent = DeliveryOutcome::Sent {
+                        provider_id: &receipt.provider_id,
+                        detail: detail.as_deref(),
+                    };
+                    return record(&ctx.store, &email, lease, sent).await;
                 }
                 Ok(Err(DeliveryError::Permanent(reason))) => reason,
                 Ok(Err(DeliveryError::Transient(reason))) if last_attempt => format!(
-                    "gave up after {} attempts; last error: {reason}",
-                    ctx.job.attempts
+                    "gave up after {} attempts over {} s; last error: {reason}",
+                    ctx.job.attempts,
+                    age / 1000
                 ),
                 Ok(Err(DeliveryError::Transient(reason))) => {
                     ctx.store.end_hand_off(&email.id).await?;
@@ -117,11 +157,13 @@ impl JobHandler for Deliveries {
                 }
             };
             tracing::warn!(email_id = %email.id, error = %outcome, "email delivery failed");
-            let done = ctx
-                .store
-                .finish_delivery(&email, lease, DeliveryOutcome::Failed { error: &outcome })
-                .await?;
-            done.then_some(()).ok_or(JobError::LeaseLost)
+            record(
+                &ctx.store,
+                &email,
+                lease,
+                DeliveryOutcome::Failed { error: &outcome },
+            )
+            .await
         })
     }
 }

@@ -1,7 +1,9 @@
 //! Background checks of sending domains: one `domains.check` job per domain at a time. Each run
 //! looks the records up, then stores the result, completes itself and schedules the next check
 //! in one transaction (pending and failed domains again after `domains.check_interval_seconds`,
-//! verified ones after `domains.verified_check_interval_seconds`).
+//! verified ones after `domains.verified_check_interval_seconds`). A check that cannot be made
+//! (its last attempt fails too) keeps the domain's status and schedules the next check all the
+//! same, so the chain of checks never ends.
 
 use std::sync::Arc;
 
@@ -69,11 +71,23 @@ impl JobHandler for DomainChecks {
                     .await?;
                 return Ok(());
             };
-            let checked = self
-                .checker
-                .check(&domain)
-                .await
-                .map_err(|e| JobError::Retry(e.into()))?;
+            let checked = match self.checker.check(&domain).await {
+                Ok(checked) => checked,
+                Err(e) if ctx.job.attempts < ctx.job.max_attempts => {
+                    return Err(JobError::Retry(e.into()));
+                }
+                Err(e) => {
+                    // The last attempt of this check: keep the domain as it is and check again
+                    // at the usual interval, so the chain never ends.
+                    tracing::warn!(domain = %domain.name, error = %e, "domain check failed; checking again later");
+                    let next = next_check(&self.intervals, domain.status, ctx.job.max_attempts);
+                    return ctx
+                        .store
+                        .reschedule_domain_check(&domain, &ctx.lease, &e.to_string(), &next)
+                        .await?
+                        .ok_or(JobError::LeaseLost);
+                }
+            };
             if checked.status != domain.status {
                 tracing::info!(
                     domain = %domain.name,

@@ -222,11 +222,10 @@ impl Workers {
                     break;
                 };
                 let this = self.clone();
-                let worker = worker.clone();
                 let span = tracing::info_span!("job", job_id = %job.id, kind = %job.kind, attempt = job.attempts);
                 tokio::spawn(
                     async move {
-                        this.execute(job, worker).await;
+                        this.execute(job).await;
                         drop(permit);
                         // A slot is free: look for due jobs now rather than at the next poll.
                         this.queue.wake.notify_one();
@@ -249,10 +248,10 @@ impl Workers {
         tracing::info!(worker = %worker, "job workers stopped");
     }
 
-    async fn execute(&self, job: ClaimedJob, worker: String) {
+    async fn execute(&self, job: ClaimedJob) {
         let lease = Lease {
             job: job.id.clone(),
-            worker,
+            worker: job.claim.clone(),
         };
         let id = job.id.clone();
         let lease_ms = self.queue.config.lease.as_millis() as i64;
@@ -318,7 +317,8 @@ impl Workers {
                 self.fail(&lease, &error, None).await;
             }
             Err(JobError::Retry(error)) => {
-                let retry_at = (attempts < max_attempts).then(|| now_ms() + backoff_ms(attempts));
+                let retry_at =
+                    (attempts < max_attempts).then(|| now_ms() + jittered(backoff_ms(attempts)));
                 tracing::warn!(job_id = %id, error = %error, retry = retry_at.is_some(), "job attempt failed");
                 self.fail(&lease, &error.to_string(), retry_at).await;
             }
@@ -340,8 +340,23 @@ pub fn backoff_ms(attempts: i32) -> i64 {
     (1000i64 << exp).min(300_000)
 }
 
+/// A backoff less a random part of up to a quarter, so that retries that failed together (a
+/// relay restart) do not all come back in the same instant.
+pub fn jittered(ms: i64) -> i64 {
+    use rand::Rng;
+    ms - rand::thread_rng().gen_range(0..=ms / 4)
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn jitter_takes_off_at_most_a_quarter() {
+        for _ in 0..100 {
+            let j = super::jittered(4000);
+            assert!((3000..=4000).contains(&j), "{j}");
+        }
+    }
+
     #[test]
     fn backoff_grows_and_caps() {
         assert_eq!(super::backoff_ms(1), 1000);

@@ -285,7 +285,7 @@ impl Sending {
             field_types: field_types(&plan.data.set),
             source: SubscriptionSource::Send,
         };
-        let max_attempts = self.jobs.config().max_attempts;
+        let max_attempts = crate::store::emails::DELIVER_MAX_ATTEMPTS;
         let wrote = self
             .store
             .commit_send(project_id, &writes, &emails, max_attempts, write)

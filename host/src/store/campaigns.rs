@@ -19,7 +19,9 @@ use sqlx::types::Json;
 
 use super::contacts::{COLUMNS as CONTACT_COLUMNS, ContactRow};
 use super::dialect::{BeginWrite, for_update, placeholders};
-use super::emails::{DELIVER_KIND, EmailInsert, NewEmail, status as email_status};
+use super::emails::{
+    DELIVER_KIND, DELIVER_MAX_ATTEMPTS, EmailInsert, NewEmail, status as email_status,
+};
 use super::jobs::{DeliverPayload, JobPayload, Lease, NewJob};
 use super::segments::bind_all;
 use super::statements::Statements;
@@ -747,7 +749,6 @@ impl Store {
         campaign: &CampaignId,
         emails: &[NewEmail],
         closed: &[(ContactId, &str)],
-        max_attempts: i32,
     ) -> StoreResult<BatchCommit> {
         let now = now_ms();
         let status_sql = format!(
@@ -785,6 +786,20 @@ impl Store {
                     continue;
                 }
                 wrote += 1;
+                let job_id = match e.suppressed {
+                    None => {
+                        let job = NewJob {
+                            kind: DELIVER_KIND.to_string(),
+                            project_id: Some(project.clone()),
+                            payload: DeliverPayload { email_id: e.id.clone() }.to_json()?,
+                            input: None,
+                            max_attempts: DELIVER_MAX_ATTEMPTS,
+                            run_at: now,
+                        };
+                        Some(tx.insert_job(&job, now).await?)
+                    }
+                    Some(_) => None,
+                };
                 tx.insert_email(&EmailInsert {
                     project: project.as_str(),
                     email: e,
@@ -792,20 +807,10 @@ impl Store {
                     status,
                     campaign_id: Some(campaign.as_str()),
                     test: false,
+                    delivery_job_id: job_id.as_ref().map(|j| j.as_str()),
                     now,
                 })
                 .await?;
-                if e.suppressed.is_none() {
-                    let job = NewJob {
-                        kind: DELIVER_KIND.to_string(),
-                        project_id: Some(project.clone()),
-                        payload: DeliverPayload { email_id: e.id.clone() }.to_json()?,
-                        input: None,
-                        max_attempts,
-                        run_at: now,
-                    };
-                    tx.insert_job(&job, now).await?;
-                }
             }
             for (contact, row_status) in closed {
                 wrote += sqlx::query(mark)
@@ -924,7 +929,6 @@ impl Store {
         project: &ProjectId,
         email: &NewEmail,
         contact: Option<&ContactId>,
-        max_attempts: i32,
     ) -> StoreResult<()> {
         let now = now_ms();
         let job = NewJob {
@@ -935,11 +939,12 @@ impl Store {
             }
             .to_json()?,
             input: None,
-            max_attempts,
+            max_attempts: DELIVER_MAX_ATTEMPTS,
             run_at: now,
         };
         on_db_write!(self.db(), pool => {
             let mut tx = pool.begin_write().await?;
+            let job_id = tx.insert_job(&job, now).await?;
             tx.insert_email(&EmailInsert {
                 project: project.as_str(),
                 email,
@@ -947,10 +952,10 @@ impl Store {
                 status: email_status::QUEUED,
                 campaign_id: None,
                 test: true,
+                delivery_job_id: Some(job_id.as_str()),
                 now,
             })
             .await?;
-            tx.insert_job(&job, now).await?;
             tx.commit().await?;
         });
         Ok(())

@@ -68,6 +68,14 @@ pub(crate) fn for_update(backend: super::Backend) -> &'static str {
     }
 }
 
+/// A fresh random token, as an SQL expression evaluated per row (a claim's own id).
+pub(crate) fn random_token(backend: super::Backend) -> &'static str {
+    match backend {
+        super::Backend::Sqlite => "lower(hex(randomblob(8)))",
+        super::Backend::Postgres => "substr(md5(random()::text || clock_timestamp()::text), 1, 16)",
+    }
+}
+
 /// `$first, $first+1, …` for `n` values.
 pub(crate) fn placeholders(first: usize, n: usize) -> String {
     (first..first + n)

@@ -320,6 +320,31 @@ impl Store {
         Ok(Some(()))
     }
 
+    /// Ends a check that could not be made (the DNS plugin kept failing) without changing the
+    /// domain: completes the job with the error and queues the next check, in one transaction,
+    /// so that one failed check never ends the chain. `None` when the lease was lost.
+    #[tracing::instrument(level = "debug", skip_all, fields(domain = %domain.id))]
+    pub async fn reschedule_domain_check(
+        &self,
+        domain: &Domain,
+        lease: &Lease,
+        error: &str,
+        next: &NewJob,
+    ) -> StoreResult<Option<()>> {
+        let now = now_ms();
+        let next = check_job(&domain.id, &domain.project_id, next)?;
+        let result = serde_json::json!({ "domainId": domain.id.as_str(), "error": error });
+        on_db_write!(self.db(), pool => {
+            let mut tx = pool.begin_write().await?;
+            if !tx.complete_job(lease, &result, now).await? {
+                return Ok(None);
+            }
+            tx.insert_job(&next, now).await?;
+            tx.commit().await?;
+        });
+        Ok(Some(()))
+    }
+
     /// The project's verified domains among `names` (a host and its parents).
     #[tracing::instrument(level = "debug", skip(self))]
     pub async fn verified_domains(

@@ -23,6 +23,13 @@ use crate::domain::time::now_ms;
 /// The job kind that delivers one email.
 pub const DELIVER_KIND: &str = "emails.deliver";
 
+/// The attempt limit of delivery jobs: in practice none, since a delivery gives up by the age of
+/// its email (`sending.retry_lifetime_seconds`), as an MTA's queue lifetime does.
+pub const DELIVER_MAX_ATTEMPTS: i32 = 100_000;
+
+/// How long a queued email must have been left alone before the sweep looks at its job.
+pub const ORPHAN_AFTER_MS: i64 = 5 * 60_000;
+
 /// Statuses of an email, in the order they progress.
 pub mod status {
     /// Waiting for its delivery job.
@@ -99,11 +106,12 @@ pub(crate) struct SendWrites<'a> {
 }
 
 /// Inserts an email; binds id, project, contact, template, kind, from, to, subject, status,
-/// message id, envelope sender, signer, links, raw, error, created (and updated), campaign, test.
+/// message id, envelope sender, signer, links, raw, error, created (and updated), campaign, test,
+/// delivery job.
 pub(crate) const INSERT_EMAIL: &str = "INSERT INTO emails (id, project_id, contact_id, template_id, kind, \
      from_address, to_address, subject, status, message_id, envelope_from, signed_by, links, raw, error, \
-     created_at, updated_at, campaign_id, test) \
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $16, $17, $18)";
+     created_at, updated_at, campaign_id, test, delivery_job_id) \
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $16, $17, $18, $19)";
 
 /// One email to insert, with what the send around it decided.
 pub(crate) struct EmailInsert<'a> {
@@ -119,6 +127,8 @@ pub(crate) struct EmailInsert<'a> {
     pub campaign_id: Option<&'a str>,
     /// A test send, which no statistic counts.
     pub test: bool,
+    /// Its delivery job (none for a suppressed email).
+    pub delivery_job_id: Option<&'a str>,
     /// When.
     pub now: i64,
 }
@@ -139,9 +149,12 @@ pub struct Deliverable {
     pub raw: Option<Vec<u8>>,
     /// When a hand-off last started.
     pub handed_off_at: Option<i64>,
+    /// When it was queued (a delivery gives up once it is older than the retry lifetime).
+    pub created_at: i64,
 }
 
 /// How a delivery ended.
+#[derive(Clone, Copy, Debug)]
 pub enum DeliveryOutcome<'a> {
     /// The transport accepted it.
     Sent {
@@ -291,6 +304,10 @@ impl Store {
                 }
                 for (e, job) in emails.iter().zip(&jobs) {
                     let status = if e.suppressed.is_some() { status::SUPPRESSED } else { status::QUEUED };
+                    let job_id = match e.suppressed {
+                        None => Some(tx.insert_job(job, now).await?),
+                        Some(_) => None,
+                    };
                     tx.insert_email(&EmailInsert {
                         project: project.as_str(),
                         email: e,
@@ -298,12 +315,10 @@ impl Store {
                         status,
                         campaign_id: None,
                         test: false,
+                        delivery_job_id: job_id.as_ref().map(|j| j.as_str()),
                         now,
                     })
                     .await?;
-                    if e.suppressed.is_none() {
-                        tx.insert_job(job, now).await?;
-                    }
                 }
                 if let Some(idem) = &idempotency {
                     tx.store_idempotent_response(project.as_str(), idem, idem.response).await?;
@@ -452,8 +467,8 @@ impl Store {
     pub async fn deliverable(&self, id: &EmailId) -> StoreResult<Option<Deliverable>> {
         let row = on_db!(self.db(), pool => {
             sqlx::query_as(
-                "SELECT id, project_id, contact_id, status, envelope_from, to_address, raw, handed_off_at \
-                 FROM emails WHERE id = $1",
+                "SELECT id, project_id, contact_id, status, envelope_from, to_address, raw, handed_off_at, \
+                 created_at FROM emails WHERE id = $1",
             )
             .bind(id.as_str())
             .fetch_optional(pool)
@@ -462,20 +477,21 @@ impl Store {
         Ok(row)
     }
 
-    /// Claims the hand-off of a queued email to the transport: false when another worker
-    /// started one less than `stale_ms` ago (a job whose lease lapsed while its worker was still
-    /// handing off must not hand off the same message in parallel).
+    /// Claims the hand-off of a queued email to the transport for the job claim `token`: false
+    /// when another claim started one less than `stale_ms` ago (a job whose lease lapsed while
+    /// its worker was still handing off must not hand off the same message in parallel).
     #[tracing::instrument(level = "debug", skip(self))]
-    pub async fn start_hand_off(&self, id: &str, stale_ms: i64) -> StoreResult<bool> {
+    pub async fn start_hand_off(&self, id: &str, stale_ms: i64, token: &str) -> StoreResult<bool> {
         let now = now_ms();
         let n = on_db_write!(self.db(), pool => {
             sqlx::query(
-                "UPDATE emails SET handed_off_at = $2, attempts = attempts + 1, updated_at = $2 \
+                "UPDATE emails SET handed_off_at = $2, hand_off_token = $4, attempts = attempts + 1, updated_at = $2 \
                  WHERE id = $1 AND status = 'queued' AND (handed_off_at IS NULL OR handed_off_at < $3)",
             )
             .bind(id)
             .bind(now)
             .bind(now - stale_ms)
+            .bind(token)
             .execute(pool)
             .await?
             .rows_affected()
@@ -488,7 +504,7 @@ impl Store {
     #[tracing::instrument(level = "debug", skip(self))]
     pub async fn end_hand_off(&self, id: &str) -> StoreResult<()> {
         on_db_write!(self.db(), pool => {
-            sqlx::query("UPDATE emails SET handed_off_at = NULL, updated_at = $2 WHERE id = $1")
+            sqlx::query("UPDATE emails SET handed_off_at = NULL, hand_off_token = NULL, updated_at = $2 WHERE id = $1")
                 .bind(id)
                 .bind(now_ms())
                 .execute(pool)
@@ -497,8 +513,12 @@ impl Store {
         Ok(())
     }
 
-    /// Records how a delivery ended, drops the stored message, and completes the job, in one
-    /// transaction guarded by the job's lease; false when the lease was lost.
+    /// Records how a delivery ended and drops the stored message, keyed on the hand-off it
+    /// ends (`token`, the claim that started it) rather than on the job: the outcome of a
+    /// hand-off the transport accepted is recorded even when the job's lease lapsed meanwhile.
+    /// Completes the job in the same transaction when the claim still owns it. True when the
+    /// outcome is now recorded (by this call, or already) or the job was completed; false when
+    /// another claim owns both.
     #[tracing::instrument(level = "debug", skip_all, fields(email = %email.id))]
     pub async fn finish_delivery(
         &self,
@@ -515,22 +535,30 @@ impl Store {
             DeliveryOutcome::Failed { error } => (status::FAILED, Some(*error), None, Some(*error)),
         };
         let result = serde_json::json!({ "emailId": email.id, "status": new_status });
-        let owned = on_db_write!(self.db(), pool => {
+        let column = if new_status == status::SENT {
+            "sent_at"
+        } else {
+            "failed_at"
+        };
+        let update = format!(
+            "UPDATE emails SET status = $2, provider_id = COALESCE($3, provider_id), error = $4, \
+             raw = NULL, hand_off_token = NULL, {column} = $5, updated_at = $5 \
+             WHERE id = $1 AND status = 'queued' AND hand_off_token = $6"
+        );
+        let recorded = on_db_write!(self.db(), pool => {
             let mut tx = pool.begin_write().await?;
             let owned = tx.complete_job(lease, &result, now).await?;
-            if owned {
-                let column = if new_status == status::SENT { "sent_at" } else { "failed_at" };
-                sqlx::query(&format!(
-                    "UPDATE emails SET status = $2, provider_id = COALESCE($3, provider_id), error = $4, \
-                     raw = NULL, {column} = $5, updated_at = $5 WHERE id = $1 AND status = 'queued'"
-                ))
+            let updated = sqlx::query(&update)
                 .bind(&email.id)
                 .bind(new_status)
                 .bind(provider_id)
                 .bind(error)
                 .bind(now)
+                .bind(lease.worker.as_str())
                 .execute(&mut *tx)
-                .await?;
+                .await?
+                .rows_affected();
+            if updated == 1 {
                 sqlx::query(INSERT_ACTIVITY)
                     .bind(ActivityId::generate().as_str())
                     .bind(&email.project_id)
@@ -541,11 +569,70 @@ impl Store {
                     .bind(now)
                     .execute(&mut *tx)
                     .await?;
-                tx.commit().await?;
             }
-            owned
+            tx.commit().await?;
+            updated == 1 || owned
         });
-        Ok(owned)
+        Ok(recorded)
+    }
+
+    /// Queues a new delivery job for each queued email (up to `limit`) left alone for
+    /// [`ORPHAN_AFTER_MS`] whose delivery job is no longer queued or running (it failed for
+    /// good, or was lost): after an outage no queued email waits forever. Answers how many.
+    #[tracing::instrument(level = "debug", skip(self))]
+    pub async fn requeue_orphaned_emails(&self, limit: i64) -> StoreResult<u64> {
+        let now = now_ms();
+        let before = now - ORPHAN_AFTER_MS;
+        let orphans: Vec<(String, String)> = on_db!(self.db(), pool => {
+            sqlx::query_as(&format!(
+                "SELECT e.id, e.project_id FROM emails e WHERE e.status = 'queued' AND e.updated_at < $1 \
+                 AND NOT EXISTS (SELECT 1 FROM jobs j WHERE j.id = e.delivery_job_id \
+                 AND j.state IN ('queued', 'running')) ORDER BY e.updated_at LIMIT {limit}"
+            ))
+            .bind(before)
+            .fetch_all(pool)
+            .await?
+        });
+        let mut requeued = 0;
+        for (id, project) in orphans {
+            let job = NewJob {
+                kind: DELIVER_KIND.to_string(),
+                project_id: Some(ProjectId::from_trusted(project)),
+                payload: DeliverPayload {
+                    email_id: EmailId::from_trusted(id.clone()),
+                }
+                .to_json()?,
+                input: None,
+                max_attempts: DELIVER_MAX_ATTEMPTS,
+                run_at: now,
+            };
+            let moved = on_db_write!(self.db(), pool => {
+                let mut tx = pool.begin_write().await?;
+                let job_id = tx.insert_job(&job, now).await?;
+                let moved = sqlx::query(
+                    "UPDATE emails SET delivery_job_id = $2, updated_at = $3 \
+                     WHERE id = $1 AND status = 'queued' AND updated_at < $4",
+                )
+                .bind(&id)
+                .bind(job_id.as_str())
+                .bind(now)
+                .bind(before)
+                .execute(&mut *tx)
+                .await?
+                .rows_affected();
+                if moved == 1 {
+                    tx.commit().await?;
+                } else {
+                    tx.rollback().await?;
+                }
+                moved
+            });
+            if moved == 1 {
+                tracing::warn!(email_id = %id, "queued email had no live delivery job; queued a new one");
+                requeued += 1;
+            }
+        }
+        Ok(requeued)
     }
 
     /// Takes one slot of a project's per-second send budget; `Err(next_window_ms)` when the

@@ -97,11 +97,12 @@ fn domain_id<'de, D: Deserializer<'de>>(d: D) -> Result<DomainId, D::Error> {
 }
 
 /// A worker's claim on a running job: every write of the job's state names it, and does nothing
-/// once another worker holds the job.
+/// once another claim holds the job.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Lease {
     pub job: JobId,
-    /// The worker that claimed it.
+    /// This claim: the worker that made it and a random token of its own, so that two claims of
+    /// one job by the same instance (after a lapsed lease) are told apart.
     pub worker: String,
 }
 
@@ -160,6 +161,8 @@ pub struct ClaimedJob {
     pub attempts: i32,
     /// The attempt limit.
     pub max_attempts: i32,
+    /// This claim's own id (the worker and a random token), which its [`Lease`] names.
+    pub claim: String,
 }
 
 #[derive(FromRow)]
@@ -171,6 +174,7 @@ struct ClaimedRow {
     checkpoint: Option<Json<Value>>,
     attempts: i32,
     max_attempts: i32,
+    locked_by: String,
 }
 
 impl From<ClaimedRow> for ClaimedJob {
@@ -183,6 +187,7 @@ impl From<ClaimedRow> for ClaimedJob {
             checkpoint: r.checkpoint.map(|c| c.0),
             attempts: r.attempts,
             max_attempts: r.max_attempts,
+            claim: r.locked_by,
         }
     }
 }
@@ -260,7 +265,8 @@ impl Store {
         Ok(row.flatten())
     }
 
-    /// Claims up to `limit` due jobs (and jobs whose lease expired) for `worker`.
+    /// Claims up to `limit` due jobs (and jobs whose lease expired) for `worker`; each claim is
+    /// `worker:<random token>`, its own.
     #[tracing::instrument(level = "debug", skip(self))]
     pub async fn claim_jobs(
         &self,
@@ -270,11 +276,13 @@ impl Store {
     ) -> StoreResult<Vec<ClaimedJob>> {
         let now = now_ms();
         let lock = super::dialect::skip_locked(self.db().backend());
+        let token = super::dialect::random_token(self.db().backend());
         let sql = format!(
-            "UPDATE jobs SET state = 'running', attempts = attempts + 1, locked_by = $1, locked_until = $2, updated_at = $3 \
+            "UPDATE jobs SET state = 'running', attempts = attempts + 1, locked_by = $1 || ':' || {token}, \
+             locked_until = $2, updated_at = $3 \
              WHERE id IN (SELECT id FROM jobs WHERE (state = 'queued' AND run_at <= $3) \
              OR (state = 'running' AND locked_until < $3) ORDER BY run_at LIMIT $4{lock}) \
-             RETURNING id, project_id, kind, payload, checkpoint, attempts, max_attempts"
+             RETURNING id, project_id, kind, payload, checkpoint, attempts, max_attempts, locked_by"
         );
         let rows: Vec<ClaimedRow> = on_db_write!(self.db(), pool => {
             sqlx::query_as(&sql).bind(worker).bind(now + lease_ms).bind(now).bind(limit).fetch_all(pool).await?

@@ -247,6 +247,7 @@ where
             .bind(w.now)
             .bind(w.campaign_id)
             .bind(w.test)
+            .bind(w.delivery_job_id)
             .execute(&mut **self)
             .await?;
         sqlx::query(INSERT_ACTIVITY)

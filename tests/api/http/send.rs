@@ -473,7 +473,12 @@ async fn an_idempotency_key_sends_once() {
 
 #[tokio::test]
 async fn transient_failures_are_retried_and_permanent_ones_fail_with_the_reason() {
-    let Setup { smtp, app, p, .. } = setup(|s| s.jobs_max_attempts = 3).await;
+    // Deliveries outlast the queue's attempt limit: they give up by the email's age.
+    let Setup { smtp, app, p, .. } = setup(|s| {
+        s.jobs_max_attempts = 2;
+        s.sending.retry_lifetime_seconds = 3;
+    })
+    .await;
     let one =
         |to: &str| json!({ "to": to, "from": "hello@acme.test", "subject": "s", "body": "b" });
     let flaky = send(&app, &p, one("flaky@example.com")).await;
@@ -506,16 +511,17 @@ async fn transient_failures_are_retried_and_permanent_ones_fail_with_the_reason(
         email["error"].as_str().unwrap().contains("no such user"),
         "{email}"
     );
-    // 451 every time: failed after the last attempt.
+    // 451 every time: retried with a growing pause until the email is older than the retry
+    // lifetime (3 s here), then failed with the last answer.
     let email = email_with_status(&app, &p, &later_id, "failed").await;
-    assert_eq!(email["attempts"], 3, "{email}");
+    let attempts = email["attempts"].as_i64().unwrap();
+    assert!((3..=4).contains(&attempts), "{email}");
+    let error = email["error"].as_str().unwrap();
     assert!(
-        email["error"]
-            .as_str()
-            .unwrap()
-            .contains("gave up after 3 attempts"),
+        error.contains(&format!("gave up after {attempts} attempts over")),
         "{email}"
     );
+    assert!(error.contains("try again later"), "{email}");
 }
 
 #[tokio::test]
@@ -543,34 +549,68 @@ async fn the_project_throttle_spreads_sends_over_seconds() {
     );
 }
 
-#[tokio::test]
-async fn a_server_killed_mid_queue_finishes_after_restart_without_doubles() {
+/// Sending at one email per second with a one-second lease, for the crash tests.
+fn slow_mail(dns: &DnsServer, smtp: SocketAddr) -> impl Fn(&mut Settings) + '_ {
+    move |s: &mut Settings| {
+        with_mail(dns, smtp)(s);
+        s.sending.per_project_per_second = 1;
+        s.jobs_lease_seconds = 1;
+    }
+}
+
+/// A server that can be killed outright (its tasks stop wherever they are, nothing shuts down
+/// cleanly), sending slowly, that has just accepted one send to `n` recipients `<prefix><i>@…`.
+struct KilledMidSend {
+    dns: DnsServer,
+    smtp: SmtpServer,
+    _dir: tempfile::TempDir,
+    url: String,
+    doomed: crate::support::harness::DoomedServer,
+    p: TestProject,
+    reply: crate::support::harness::Reply,
+}
+
+async fn killable_send(prefix: &str, n: usize) -> KilledMidSend {
     let dns = DnsServer::start().await;
     let smtp = SmtpServer::start().await;
     let dir = tempfile::tempdir().unwrap();
     let url = crate::support::harness::fresh_database_url(dir.path()).await;
-    let configure = |s: &mut Settings| {
-        with_mail(&dns, smtp.addr)(s);
-        s.sending.per_project_per_second = 1;
-        s.jobs_lease_seconds = 1;
-    };
-
-    // The first instance runs on its own runtime, so that it can be killed outright: its tasks
-    // stop wherever they are, nothing is shut down cleanly.
     let mut settings = crate::support::harness::test_settings(dir.path(), &url);
-    configure(&mut settings);
+    slow_mail(&dns, smtp.addr)(&mut settings);
     let doomed = crate::support::harness::DoomedServer::start(settings, &url);
-    let first = &doomed.app;
-    let p = first.project().await;
-    verified_domain(first, &p, &dns, "acme.test").await;
-    let to: Vec<String> = (0..5).map(|i| format!("k{i}@example.com")).collect();
-    let r = send(
-        first,
+    let p = doomed.app.project().await;
+    verified_domain(&doomed.app, &p, &dns, "acme.test").await;
+    let to: Vec<String> = (0..n).map(|i| format!("{prefix}{i}@example.com")).collect();
+    let reply = send(
+        &doomed.app,
         &p,
         json!({ "to": to, "from": "hello@acme.test", "subject": "s", "body": "b" }),
     )
     .await;
-    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    KilledMidSend {
+        dns,
+        smtp,
+        _dir: dir,
+        url,
+        doomed,
+        p,
+        reply,
+    }
+}
+
+#[tokio::test]
+async fn a_server_killed_mid_queue_finishes_after_restart_without_doubles() {
+    let KilledMidSend {
+        dns,
+        smtp,
+        _dir,
+        url,
+        doomed,
+        p,
+        reply: r,
+    } = killable_send("k", 5).await;
+    let first = &doomed.app;
     let ids: Vec<String> = r.body["data"]["emails"]
         .as_array()
         .unwrap()
@@ -622,7 +662,7 @@ async fn a_server_killed_mid_queue_finishes_after_restart_without_doubles() {
     );
 
     // A new instance on the same database finishes the queue.
-    let second = TestApp::spawn_on(&url, configure).await;
+    let second = TestApp::spawn_on(&url, slow_mail(&dns, smtp.addr)).await;
     let log = received(&smtp, 5 + in_window).await;
     tokio::time::sleep(Duration::from_millis(1500)).await;
     let log_after = smtp.log.lock().unwrap().clone();
@@ -856,4 +896,107 @@ async fn a_project_default_sender_is_used_when_nothing_names_one() {
     assert_eq!(r.body["defaultFrom"], Value::Null);
     let r = send(&app, &p, plain).await;
     assert_eq!(r.status, 422, "{}", r.body);
+}
+
+/// Runs `sql` on the test's database.
+async fn exec(url: &str, sql: &str) {
+    use sqlx::Connection;
+    if url.starts_with("postgres") {
+        let mut c = sqlx::PgConnection::connect(url).await.unwrap();
+        sqlx::raw_sql(sql).execute(&mut c).await.unwrap();
+    } else {
+        let mut c = sqlx::SqliteConnection::connect(url).await.unwrap();
+        sqlx::raw_sql(sql).execute(&mut c).await.unwrap();
+    }
+}
+
+#[tokio::test]
+async fn a_failed_outcome_write_is_retried_in_place_and_the_message_goes_once() {
+    let Setup { smtp, app, p, .. } = setup(|_| {}).await;
+    // Every write that records an email as sent fails for the next 1.5 s (the database "blips"
+    // right after the relay accepted the message).
+    let until = chrono::Utc::now().timestamp_millis() + 1500;
+    if app.database_url.starts_with("postgres") {
+        exec(
+            &app.database_url,
+            &format!(
+                "CREATE FUNCTION fail_outcome() RETURNS trigger LANGUAGE plpgsql AS $f$ BEGIN \
+                 IF NEW.status = 'sent' AND extract(epoch from clock_timestamp()) * 1000 < {until} THEN \
+                 RAISE EXCEPTION 'injected failure'; END IF; RETURN NEW; END $f$; \
+                 CREATE TRIGGER fail_outcome BEFORE UPDATE ON emails FOR EACH ROW EXECUTE FUNCTION fail_outcome();"
+            ),
+        )
+        .await;
+    } else {
+        exec(
+            &app.database_url,
+            &format!(
+                "CREATE TRIGGER fail_outcome BEFORE UPDATE OF status ON emails \
+                 WHEN NEW.status = 'sent' AND (julianday('now') - 2440587.5) * 86400000.0 < {until} \
+                 BEGIN SELECT RAISE(ABORT, 'injected failure'); END;"
+            ),
+        )
+        .await;
+    }
+    let r = send(
+        &app,
+        &p,
+        json!({ "to": "once@example.com", "from": "hello@acme.test", "subject": "s", "body": "b" }),
+    )
+    .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    let id = r.body["data"]["emails"][0]["email"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let email = email_with_status(&app, &p, &id, "sent").await;
+    assert_eq!(email["attempts"], 1, "handed off once: {email}");
+    tokio::time::sleep(Duration::from_millis(1000)).await;
+    assert_eq!(smtp.log.lock().unwrap().data.len(), 1, "delivered once");
+}
+
+#[tokio::test]
+async fn queued_emails_whose_job_is_gone_are_queued_again() {
+    let KilledMidSend {
+        dns,
+        smtp,
+        _dir,
+        url,
+        doomed,
+        p,
+        reply: r,
+    } = killable_send("o", 4).await;
+    doomed.kill();
+    // The outage: the queued emails' delivery jobs are lost, and the emails were left alone
+    // long enough for the sweep to look at them.
+    exec(
+        &url,
+        "DELETE FROM jobs WHERE kind = 'emails.deliver'; \
+         UPDATE emails SET updated_at = 0 WHERE status = 'queued';",
+    )
+    .await;
+    let store = herald::store::Store::new(herald::store::Db::connect(&url, 1).await.unwrap());
+    let requeued = store.requeue_orphaned_emails(100).await.unwrap();
+    assert!(requeued >= 3, "{requeued} emails queued again");
+    assert_eq!(
+        store.requeue_orphaned_emails(100).await.unwrap(),
+        0,
+        "each once"
+    );
+    store.db().close().await;
+    let second = TestApp::spawn_on(&url, slow_mail(&dns, smtp.addr)).await;
+    let log = received(&smtp, 4).await;
+    let mut rcpts = log.rcpt_to.clone();
+    rcpts.sort();
+    rcpts.dedup();
+    assert_eq!(rcpts.len(), 4, "{log:?}");
+    let emails: Vec<String> = r.body["data"]["emails"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["email"].as_str().unwrap().to_string())
+        .collect();
+    for id in &emails {
+        email_with_status(&second, &p, id, "sent").await;
+    }
 }
