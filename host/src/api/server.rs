@@ -23,8 +23,17 @@ use crate::domain::ids::RequestId;
 /// Every route of the service, wrapped in the request middleware.
 pub fn routes(state: AppState) -> impl Endpoint<Output = Response> {
     let service = super::service();
-    let ui = service.swagger_ui();
     let document = super::openapi_json();
+    // Swagger UI shows the document as served at /openapi.json (with what poem-openapi cannot
+    // express added: X-Project-Id, header spellings, transport statuses), not poem-openapi's own;
+    // its page embeds the generated text verbatim, so that text is swapped for the served one.
+    let ui_html = service
+        .swagger_ui_html()
+        .replacen(&service.spec(), &document, 1);
+    let ui = Route::new().at(
+        "/",
+        poem::endpoint::make_sync(move |_| poem::web::Html(ui_html.clone())),
+    );
     let spec = poem::endpoint::make_sync(move |_| {
         poem::Response::builder()
             .content_type("application/json; charset=utf-8")

@@ -217,5 +217,12 @@ async fn the_spec_is_served_and_matches_the_committed_file() {
 
     let docs = app.client.get(app.url("/docs")).send().await.unwrap();
     assert_eq!(docs.status(), 200);
-    assert!(docs.text().await.unwrap().to_lowercase().contains("<html"));
+    let page = docs.text().await.unwrap();
+    assert!(page.to_lowercase().contains("<html"));
+    // The page shows the served document, with what the generator cannot express added.
+    assert!(
+        page.contains("X-Project-Id"),
+        "the docs show the processed document"
+    );
+    assert!(page.contains("Idempotent-Replayed"));
 }
