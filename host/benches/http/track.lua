@@ -1,6 +1,16 @@
 -- POST /v1/track with the public key: a new contact every 10 requests, a new event every time.
 local counter = 0
-local prefix = tostring(math.random(1, 1e9))
+-- Each wrk thread is its own Lua state with the same unseeded `math.random`, so the prefix is
+-- the thread's number (given by `setup` in the main state) and the start time instead.
+local thread_id = 0
+local prefix = "x"
+setup = function(thread)
+  thread_id = thread_id + 1
+  thread:set("tid", thread_id)
+end
+init = function(args)
+  prefix = string.format("%d-%d", tid or 0, os.time())
+end
 wrk.method = "POST"
 wrk.headers["Content-Type"] = "application/json"
 wrk.headers["Authorization"] = "Bearer " .. os.getenv("HERALD_BENCH_PUBLIC_KEY")

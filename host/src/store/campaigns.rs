@@ -751,15 +751,16 @@ impl Store {
         closed: &[(ContactId, &str)],
     ) -> StoreResult<BatchCommit> {
         let now = now_ms();
-        let status_sql = format!(
-            "SELECT status FROM campaigns WHERE id = $1{}",
-            for_update(self.db().backend())
-        );
+        // A plain read, no row lock: the snapshot locks the campaign row for each chunk, and
+        // batch commits waiting on it (or holding it) would serialise the two. A cancel that
+        // commits while this group is being written is seen by the next group ("within one
+        // batch"); the emails of this group are not suppressed by it and go out.
+        let status_sql = "SELECT status FROM campaigns WHERE id = $1";
         let mark = "UPDATE campaign_recipients SET status = $3, email_id = $4 \
                     WHERE campaign_id = $1 AND contact_id = $2 AND status = 'pending'";
         let commit = on_db_write!(self.db(), pool => {
             let mut tx = pool.begin_write().await?;
-            let status: Option<String> = sqlx::query_scalar(&status_sql)
+            let status: Option<String> = sqlx::query_scalar(status_sql)
                 .bind(campaign.as_str())
                 .fetch_optional(&mut *tx)
                 .await?;

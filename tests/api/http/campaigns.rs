@@ -762,9 +762,21 @@ async fn top_events_count_custom_names_over_a_range() {
         }
     }
     let r = app
-        .get("/analytics/top-events?limit=2", &p.secret_key)
+        .get(
+            "/analytics/top-events?limit=2&from=2020-01-01T00:00:00Z&to=2100-01-01T00:00:00Z",
+            &p.secret_key,
+        )
         .await;
     assert_eq!(r.status, 200, "{}", r.body);
+    // The default range ends now.
+    let recent = app.get("/analytics/top-events", &p.secret_key).await;
+    assert_eq!(recent.status, 200, "{}", recent.body);
+    assert_eq!(
+        recent.body["data"].as_array().unwrap().len(),
+        3,
+        "{}",
+        recent.body
+    );
     let names: Vec<(String, i64)> = r.body["data"]
         .as_array()
         .unwrap()
@@ -778,7 +790,9 @@ async fn top_events_count_custom_names_over_a_range() {
         .collect();
     assert_eq!(
         names,
-        [("signup".to_string(), 3), ("viewed".to_string(), 2)]
+        [("signup".to_string(), 3), ("viewed".to_string(), 2)],
+        "{}",
+        r.body
     );
     // An empty range counts nothing.
     let r = app
