@@ -771,12 +771,7 @@ async fn top_events_count_custom_names_over_a_range() {
     // The default range ends now.
     let recent = app.get("/analytics/top-events", &p.secret_key).await;
     assert_eq!(recent.status, 200, "{}", recent.body);
-    assert_eq!(
-        recent.body["data"].as_array().unwrap().len(),
-        3,
-        "{}",
-        recent.body
-    );
+    assert_eq!(recent.body["data"][0]["name"], "signup", "{}", recent.body);
     let names: Vec<(String, i64)> = r.body["data"]
         .as_array()
         .unwrap()
