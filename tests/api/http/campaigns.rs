@@ -586,7 +586,11 @@ async fn cancel_while_sending_stops_what_was_not_handed_off() {
 
 #[tokio::test]
 async fn test_sends_are_marked_and_never_counted_and_stats_follow_engagement() {
-    let app = TestApp::spawn_with(fast).await;
+    let app = TestApp::spawn_with(|s| {
+        fast(s);
+        s.plugins.notify_secret = Some("notify-secret".into());
+    })
+    .await;
     let p = app.project().await;
     contact(&app, &p, "ann@example.com", true, json!({ "plan": "gold" })).await;
     contact(&app, &p, "bob@example.com", true, json!({})).await;
@@ -687,21 +691,48 @@ async fn test_sends_are_marked_and_never_counted_and_stats_follow_engagement() {
         r.status()
     );
 
+    // The transport reports Ann's email delivered and Cy's bounced (a hard bounce also
+    // unsubscribes Cy), in the `outbox` transport's notification format.
+    let message_id = |to: &str| -> String {
+        let raw = mails
+            .iter()
+            .find(|m| m.contains(&format!("Subject: Stats for {to}")))
+            .unwrap();
+        mail_parser::MessageParser::default()
+            .parse(raw.as_bytes())
+            .unwrap()
+            .message_id()
+            .unwrap()
+            .to_string()
+    };
+    let r = app
+        .client
+        .post(app.url("/webhooks/notify"))
+        .header("x-herald-secret", "notify-secret")
+        .json(&json!({ "events": [
+            { "type": "delivered", "messageId": message_id("ann@example.com"), "email": "ann@example.com" },
+            { "type": "bounced-hard", "messageId": message_id("cy@example.com"), "email": "cy@example.com",
+              "detail": "550 5.1.1 mailbox unknown" } ] }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200, "{}", r.text().await.unwrap());
+
     let s = stats(&app, &p, &id).await;
     assert_eq!(s["recipients"], 3, "{s}");
     assert_eq!(s["sent"], 3, "{s}");
+    assert_eq!(s["delivered"], 1, "{s}");
     assert_eq!(s["opened"], 2, "{s}");
     assert_eq!(s["clicked"], 1, "{s}");
-    assert_eq!(s["unsubscribed"], 1, "{s}");
-    assert_eq!(s["bounced"], 0, "{s}");
-    assert!(
-        (s["openRate"].as_f64().unwrap() - 2.0 / 3.0).abs() < 1e-9,
-        "{s}"
-    );
-    assert!(
-        (s["clickRate"].as_f64().unwrap() - 1.0 / 3.0).abs() < 1e-9,
-        "{s}"
-    );
+    assert_eq!(s["bounced"], 1, "{s}");
+    // Bob by the link, Cy by the bounce.
+    assert_eq!(s["unsubscribed"], 2, "{s}");
+    for (rate, want) in [("openRate", 2.0), ("clickRate", 1.0), ("bounceRate", 1.0)] {
+        assert!(
+            (s[rate].as_f64().unwrap() - want / 3.0).abs() < 1e-9,
+            "{rate}: {s}"
+        );
+    }
 
     // Analytics agree: the series counts the campaign, not the test.
     let r = app
@@ -714,7 +745,8 @@ async fn test_sends_are_marked_and_never_counted_and_stats_follow_engagement() {
     assert_eq!(sum("sent"), 3, "{}", r.body);
     assert_eq!(sum("opened"), 2);
     assert_eq!(sum("clicked"), 1);
-    assert_eq!(sum("bounced"), 0);
+    assert_eq!(sum("delivered"), 1);
+    assert_eq!(sum("bounced"), 1);
     let r = app
         .get("/analytics/timeseries?timezone=Asia/Kolkata", &p.secret_key)
         .await;
