@@ -28,10 +28,10 @@ fn deliveries_in(dir: &std::path::Path) -> Vec<Value> {
     let Ok(index) = std::fs::read_to_string(dir.join("outbox").join("index.jsonl")) else {
         return Vec::new();
     };
+    // A line being appended while this reads it is not whole yet: it counts on the next read.
     index
         .lines()
-        .filter(|l| !l.trim().is_empty())
-        .map(|l| serde_json::from_str(l).unwrap())
+        .filter_map(|l| serde_json::from_str(l).ok())
         .collect()
 }
 
