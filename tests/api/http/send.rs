@@ -977,7 +977,9 @@ async fn queued_emails_whose_job_is_gone_are_queued_again() {
     .await;
     let store = herald::store::Store::new(herald::store::Db::connect(&url, 1).await.unwrap());
     let requeued = store.requeue_orphaned_emails(100).await.unwrap();
-    assert!(requeued >= 3, "{requeued} emails queued again");
+    // The throttle lets about one email a second go before the kill (more when the kill falls
+    // just after a window starts); an email whose hand-off the kill interrupted is orphaned too.
+    assert!(requeued >= 1, "{requeued} emails queued again");
     assert_eq!(
         store.requeue_orphaned_emails(100).await.unwrap(),
         0,
