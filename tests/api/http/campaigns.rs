@@ -35,24 +35,6 @@ fn deliveries_in(dir: &std::path::Path) -> Vec<Value> {
         .collect()
 }
 
-/// The `.eml` files of the outbox, as text.
-fn messages(app: &TestApp) -> Vec<String> {
-    let dir = app.state().settings().data_dir.join("outbox");
-    let Ok(entries) = std::fs::read_dir(&dir) else {
-        return Vec::new();
-    };
-    let mut files: Vec<_> = entries
-        .filter_map(Result::ok)
-        .map(|e| e.path())
-        .filter(|p| p.extension().is_some_and(|x| x == "eml"))
-        .collect();
-    files.sort();
-    files
-        .into_iter()
-        .map(|f| std::fs::read_to_string(f).unwrap())
-        .collect()
-}
-
 async fn contact(app: &TestApp, p: &TestProject, email: &str, subscribed: bool, data: Value) {
     let r = app
         .post(
@@ -127,7 +109,8 @@ async fn stats(app: &TestApp, p: &TestProject, id: &str) -> Value {
 
 /// The recipients of the delivered messages whose subject starts with `name`.
 fn recipients_of(app: &TestApp, name: &str) -> Vec<String> {
-    let mut to: Vec<String> = messages(app)
+    let mut to: Vec<String> = app
+        .outbox_messages()
         .iter()
         .filter(|m| m.contains(&format!("Subject: {name} for ")))
         .map(|m| {
@@ -223,7 +206,8 @@ async fn each_audience_is_mailed_once_per_subscribed_contact() {
     assert_eq!(recipients_of(&app, "Seg"), ["ann@example.com"]);
     assert_eq!(recipients_of(&app, "Pro"), ["ann@example.com"]);
     // Rendered per recipient, marketing mail with one-click unsubscribe.
-    let ann = messages(&app)
+    let ann = app
+        .outbox_messages()
         .into_iter()
         .find(|m| m.contains("Subject: Pro for ann@example.com"))
         .unwrap();
@@ -623,7 +607,7 @@ async fn test_sends_are_marked_and_never_counted_and_stats_follow_engagement() {
         assert!(Instant::now() < deadline, "the test never went");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    let test = messages(&app).pop().unwrap();
+    let test = app.outbox_messages().pop().unwrap();
     assert!(
         test.contains("Subject: [Test] Stats for ann@example.com"),
         "{test}"
@@ -641,7 +625,7 @@ async fn test_sends_are_marked_and_never_counted_and_stats_follow_engagement() {
 
     send(&app, &p, &id, None).await;
     campaign_with_status(&app, &p, &id, "SENT", 30).await;
-    let mails = messages(&app);
+    let mails = app.outbox_messages();
     let html_of = |to: &str| -> String {
         let raw = mails
             .iter()

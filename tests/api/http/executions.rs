@@ -187,29 +187,11 @@ async fn contact_by_email(app: &TestApp, p: &TestProject, email: &str) -> Value 
     r.body["data"][0].clone()
 }
 
-/// The `.eml` files the `outbox` transport wrote, as text.
-fn outbox_messages(app: &TestApp) -> Vec<String> {
-    let dir = app.state().settings().data_dir.join("outbox");
-    let Ok(entries) = std::fs::read_dir(&dir) else {
-        return Vec::new();
-    };
-    let mut files: Vec<_> = entries
-        .filter_map(Result::ok)
-        .map(|e| e.path())
-        .filter(|p| p.extension().is_some_and(|x| x == "eml"))
-        .collect();
-    files.sort();
-    files
-        .into_iter()
-        .map(|f| std::fs::read_to_string(f).unwrap())
-        .collect()
-}
-
 /// Waits until the outbox holds `n` messages.
 async fn delivered(app: &TestApp, n: usize) -> Vec<String> {
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
-        let m = outbox_messages(app);
+        let m = app.outbox_messages();
         if m.len() >= n {
             return m;
         }

@@ -306,6 +306,25 @@ impl TestApp {
         }
     }
 
+    /// The `.eml` files the `outbox` transport wrote in this server's data directory, as text,
+    /// in file name order.
+    pub fn outbox_messages(&self) -> Vec<String> {
+        let dir = self.state().settings().data_dir.join("outbox");
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            return Vec::new();
+        };
+        let mut files: Vec<_> = entries
+            .filter_map(Result::ok)
+            .map(|e| e.path())
+            .filter(|p| p.extension().is_some_and(|x| x == "eml"))
+            .collect();
+        files.sort();
+        files
+            .into_iter()
+            .map(|f| std::fs::read_to_string(f).unwrap())
+            .collect()
+    }
+
     pub async fn stop(self) {
         if let Some(server) = self.server {
             server.stop().await.expect("clean stop");
