@@ -380,13 +380,11 @@ impl AnalyticsApi {
             .await?;
         let mut data: Vec<CampaignBreakdown> = Vec::with_capacity(started.len());
         for chunk in started.chunks(500) {
-            let ids: Vec<&str> = chunk.iter().map(|(id, _, _)| id.as_str()).collect();
+            let ids: Vec<&str> = chunk.iter().map(|c| c.id.as_str()).collect();
             let mut counts = state.store().campaign_counts(project, &ids).await?;
-            for id in ids {
-                if let Some(c) = state.store().campaign_by_id(id).await? {
-                    let n = counts.remove(id).unwrap_or_default();
-                    data.push(breakdown(c, n, Some(metric)));
-                }
+            for c in chunk {
+                let n = counts.remove(c.id.as_str()).unwrap_or_default();
+                data.push(breakdown(c.clone(), n, Some(metric)));
             }
         }
         // Stable: equal values keep the newest-first order.

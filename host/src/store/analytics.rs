@@ -60,64 +60,6 @@ impl Store {
             .collect())
     }
 
-    /// The ids of a project's campaigns that started sending in `[from, to)`, newest first.
-    #[tracing::instrument(level = "debug", skip(self))]
-    pub async fn campaigns_started_between(
-        &self,
-        project: &ProjectId,
-        from: i64,
-        to: i64,
-    ) -> StoreResult<Vec<(String, String, String)>> {
-        let rows = on_db!(self.db(), pool => {
-            sqlx::query_as(
-                "SELECT id, name, status FROM campaigns WHERE project_id = $1 \
-                 AND started_at >= $2 AND started_at < $3 ORDER BY id DESC",
-            )
-            .bind(project.as_str())
-            .bind(from)
-            .bind(to)
-            .fetch_all(pool)
-            .await?
-        });
-        Ok(rows)
-    }
-
-    /// One page (from 1) of a project's campaigns that have started sending, newest first, with
-    /// their total.
-    #[tracing::instrument(level = "debug", skip(self))]
-    pub async fn started_campaigns_page(
-        &self,
-        project: &ProjectId,
-        page: u32,
-        page_size: u32,
-    ) -> StoreResult<(Vec<super::campaigns::Campaign>, i64)> {
-        let offset = u64::from(page.saturating_sub(1)) * u64::from(page_size);
-        let ids: Vec<String> = on_db!(self.db(), pool => {
-            sqlx::query_scalar(&format!(
-                "SELECT id FROM campaigns WHERE project_id = $1 AND started_at IS NOT NULL \
-                 ORDER BY id DESC LIMIT {page_size} OFFSET {offset}"
-            ))
-            .bind(project.as_str())
-            .fetch_all(pool)
-            .await?
-        });
-        let total: i64 = on_db!(self.db(), pool => {
-            sqlx::query_scalar(
-                "SELECT COUNT(*) FROM campaigns WHERE project_id = $1 AND started_at IS NOT NULL",
-            )
-            .bind(project.as_str())
-            .fetch_one(pool)
-            .await?
-        });
-        let mut campaigns = Vec::with_capacity(ids.len());
-        for id in ids {
-            if let Some(c) = self.campaign_by_id(&id).await? {
-                campaigns.push(c);
-            }
-        }
-        Ok((campaigns, total))
-    }
-
     /// The project's custom event names (not the service's own `contact.*`, `email.*` and
     /// `segment.*`) by how often they were tracked in `[from, to)`, most first, up to `limit`.
     #[tracing::instrument(level = "debug", skip(self))]

@@ -962,6 +962,55 @@ impl Store {
         Ok(())
     }
 
+    /// A project's campaigns that started sending in `[from, to)`, newest first.
+    #[tracing::instrument(level = "debug", skip(self))]
+    pub async fn campaigns_started_between(
+        &self,
+        project: &ProjectId,
+        from: i64,
+        to: i64,
+    ) -> StoreResult<Vec<Campaign>> {
+        let sql = format!(
+            "SELECT {COLUMNS} FROM campaigns WHERE project_id = $1 \
+             AND started_at >= $2 AND started_at < $3 ORDER BY id DESC"
+        );
+        let rows: Vec<CampaignRow> = on_db!(self.db(), pool => {
+            sqlx::query_as(&sql).bind(project.as_str()).bind(from).bind(to).fetch_all(pool).await?
+        });
+        rows.into_iter().map(Campaign::try_from).collect()
+    }
+
+    /// One page (from 1) of a project's campaigns that have started sending, newest first, with
+    /// their total.
+    #[tracing::instrument(level = "debug", skip(self))]
+    pub async fn started_campaigns_page(
+        &self,
+        project: &ProjectId,
+        page: u32,
+        page_size: u32,
+    ) -> StoreResult<(Vec<Campaign>, i64)> {
+        let offset = u64::from(page.saturating_sub(1)) * u64::from(page_size);
+        let sql = format!(
+            "SELECT {COLUMNS} FROM campaigns WHERE project_id = $1 AND started_at IS NOT NULL \
+             ORDER BY id DESC LIMIT {page_size} OFFSET {offset}"
+        );
+        let (rows, total): (Vec<CampaignRow>, i64) = on_db!(self.db(), pool => {
+            let rows = sqlx::query_as(&sql).bind(project.as_str()).fetch_all(pool).await?;
+            let total = sqlx::query_scalar(
+                "SELECT COUNT(*) FROM campaigns WHERE project_id = $1 AND started_at IS NOT NULL",
+            )
+            .bind(project.as_str())
+            .fetch_one(pool)
+            .await?;
+            (rows, total)
+        });
+        let campaigns = rows
+            .into_iter()
+            .map(Campaign::try_from)
+            .collect::<StoreResult<Vec<_>>>()?;
+        Ok((campaigns, total))
+    }
+
     /// A project's scheduled campaigns, soonest first, up to `limit`.
     #[tracing::instrument(level = "debug", skip(self))]
     pub async fn scheduled_campaigns(
