@@ -368,6 +368,10 @@ fn queue_config(settings: &Settings) -> QueueConfig {
         poll_interval: Duration::from_millis(settings.jobs_poll_interval_ms.max(10)),
         lease: Duration::from_secs(settings.jobs_lease_seconds.max(1)),
         max_attempts: settings.jobs_max_attempts.max(1),
+        throttle: Some(crate::jobs::fairness::Throttle {
+            kind: crate::store::emails::DELIVER_KIND,
+            per_second: settings.sending.per_project_per_second,
+        }),
     }
 }
 

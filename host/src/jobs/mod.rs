@@ -9,6 +9,7 @@
 pub mod bulk;
 pub mod deliver;
 pub mod domains;
+pub mod fairness;
 pub mod import;
 pub mod segments;
 
@@ -103,7 +104,13 @@ pub struct QueueConfig {
     pub lease: Duration,
     /// Attempts before a job fails for good.
     pub max_attempts: i32,
+    /// A per-project budget the claims respect (the sending throttle), if any.
+    pub throttle: Option<fairness::Throttle>,
 }
+
+/// Queues a claim looks at, at most: the next ones after the queue served last, so that every
+/// queue gets its turn however many there are.
+const HEADS_PER_CLAIM: i64 = 256;
 
 /// The queue's enqueuing side: what services and handlers hold to add jobs. Cheap to clone.
 #[derive(Clone)]
@@ -198,6 +205,8 @@ impl Workers {
         let worker = format!("wrk_{}", uuid::Uuid::new_v4().simple());
         let slots = Arc::new(Semaphore::new(self.queue.config.concurrency.max(1)));
         let lease_ms = self.queue.config.lease.as_millis() as i64;
+        // The queue served last: the next claim starts after it (see `fairness`).
+        let mut cursor = None;
         tracing::info!(worker = %worker, concurrency = self.queue.config.concurrency, "job workers started");
         loop {
             if *stop.borrow() {
@@ -205,14 +214,10 @@ impl Workers {
             }
             let free = slots.available_permits();
             let mut claimed = Vec::new();
+            let mut wake_at = None;
             if free > 0 {
-                match self
-                    .queue
-                    .store
-                    .claim_jobs(&worker, free as i64, lease_ms)
-                    .await
-                {
-                    Ok(jobs) => claimed = jobs,
+                match self.claim(&worker, free, &mut cursor, lease_ms).await {
+                    Ok((jobs, next)) => (claimed, wake_at) = (jobs, next),
                     Err(err) => tracing::warn!(error = %err, "could not claim jobs"),
                 }
             }
@@ -234,9 +239,14 @@ impl Workers {
                 );
             }
             if idle || slots.available_permits() == 0 {
+                // Sleep until woken, or until the next job (or budget window) is due, or a poll.
+                let poll = self.queue.config.poll_interval;
+                let pause = wake_at.map_or(poll, |at: i64| {
+                    Duration::from_millis((at - now_ms()).max(1) as u64).min(poll)
+                });
                 tokio::select! {
                     _ = self.queue.wake.notified() => {}
-                    _ = tokio::time::sleep(self.queue.config.poll_interval) => {}
+                    _ = tokio::time::sleep(pause) => {}
                     _ = stop.changed() => {}
                 }
             }
@@ -246,6 +256,66 @@ impl Workers {
             .acquire_many(self.queue.config.concurrency.max(1) as u32)
             .await;
         tracing::info!(worker = %worker, "job workers stopped");
+    }
+
+    /// Claims up to `free` jobs fairly (see [`fairness`]): lists the queues after `cursor`
+    /// (wrapping), reads the throttled ones' budgets, deals the slots, and claims. Answers the
+    /// jobs and, when nothing is due now, when something will be.
+    async fn claim(
+        &self,
+        worker: &str,
+        free: usize,
+        cursor: &mut Option<String>,
+        lease_ms: i64,
+    ) -> Result<(Vec<ClaimedJob>, Option<i64>), StoreError> {
+        let store = &self.queue.store;
+        let after = cursor.clone().unwrap_or_default();
+        let mut heads = store.job_queue_heads(&after, HEADS_PER_CLAIM).await?;
+        let room = HEADS_PER_CLAIM - heads.len() as i64;
+        if room > 0 && !after.is_empty() {
+            let wrapped = store.job_queue_heads("", room).await?;
+            heads.extend(wrapped.into_iter().filter(|h| h.queue <= after));
+        }
+        let mut left = HashMap::new();
+        let mut next_window = None;
+        if let Some(throttle) = self
+            .queue
+            .config
+            .throttle
+            .as_ref()
+            .filter(|t| t.per_second > 0)
+        {
+            let throttled: Vec<&str> = heads
+                .iter()
+                .filter(|h| h.kind() == throttle.kind)
+                .filter_map(|h| h.project())
+                .collect();
+            if !throttled.is_empty() {
+                let (budgets, next) = store
+                    .send_budgets_left(&throttled, throttle.per_second)
+                    .await?;
+                for (project, n) in budgets {
+                    left.insert(fairness::queue_of(Some(&project), throttle.kind), n);
+                }
+                next_window = Some(next);
+            }
+        }
+        let now = now_ms();
+        let plan = fairness::plan(&heads, &left, cursor.as_deref(), free, now);
+        if plan.cursor.is_some() {
+            *cursor = plan.cursor;
+        }
+        let jobs = store
+            .claim_jobs(worker, free as i64, &plan.takes, lease_ms)
+            .await?;
+        // When to look again if nothing was due: the earliest head, or the next budget window.
+        let wake_at = heads
+            .iter()
+            .map(|h| h.next_run_at)
+            .filter(|at| *at > now)
+            .chain(next_window)
+            .min();
+        Ok((jobs, wake_at))
     }
 
     async fn execute(&self, job: ClaimedJob) {

@@ -6,6 +6,8 @@
 //! then records the outcome, the email's new status and the job's completion in one
 //! transaction (see `jobs/send.rs` for what a crash between the two can cause).
 
+use std::collections::HashMap;
+
 use serde_json::Value;
 use sqlx::FromRow;
 use sqlx::types::Json;
@@ -661,6 +663,39 @@ impl Store {
             Some(_) => Ok(()),
             None => Err(window + 1000),
         })
+    }
+
+    /// What each of `projects` has left of its `per_second` sending budget in the current
+    /// one-second window (see [`Store::take_send_slot`]), and when the next window starts.
+    #[tracing::instrument(level = "debug", skip(self, projects))]
+    pub async fn send_budgets_left(
+        &self,
+        projects: &[&str],
+        per_second: u32,
+    ) -> StoreResult<(HashMap<String, i64>, i64)> {
+        let now = now_ms();
+        let window = now - now.rem_euclid(1000);
+        let mut left: HashMap<String, i64> = projects
+            .iter()
+            .map(|p| (p.to_string(), i64::from(per_second)))
+            .collect();
+        if !projects.is_empty() {
+            let sql = format!(
+                "SELECT project_id, sent FROM send_windows WHERE window_start = $1 AND project_id IN ({})",
+                super::dialect::placeholders(2, projects.len())
+            );
+            let rows: Vec<(String, i32)> = on_db!(self.db(), pool => {
+                let mut query = sqlx::query_as(&sql).bind(window);
+                for p in projects {
+                    query = query.bind(*p);
+                }
+                query.fetch_all(pool).await?
+            });
+            for (project, sent) in rows {
+                left.insert(project, (i64::from(per_second) - i64::from(sent)).max(0));
+            }
+        }
+        Ok((left, window + 1000))
     }
 
     /// Forgets send windows older than a minute.

@@ -106,6 +106,35 @@ pub struct Lease {
     pub worker: String,
 }
 
+/// A queue with queued work, as the loose index scan reads it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct QueueHead {
+    /// `<project id> <kind>`, the queue a job waits in (see `jobs::fairness`); the project is empty for system jobs.
+    pub queue: String,
+    /// When its earliest job is due, unix ms.
+    pub next_run_at: i64,
+}
+
+impl QueueHead {
+    /// The project the queue belongs to, if any.
+    pub fn project(&self) -> Option<&str> {
+        self.queue
+            .split_once(' ')
+            .map(|(p, _)| p)
+            .filter(|p| !p.is_empty())
+    }
+
+    /// The kind of its jobs.
+    pub fn kind(&self) -> &str {
+        self.queue.split_once(' ').map_or("", |(_, k)| k)
+    }
+}
+
+/// The queue name of a job of `kind` in `project`.
+pub fn queue_of(project: Option<&str>, kind: &str) -> String {
+    format!("{} {kind}", project.unwrap_or(""))
+}
+
 /// A job to enqueue.
 #[derive(Clone, Debug)]
 pub struct NewJob {
@@ -265,27 +294,40 @@ impl Store {
         Ok(row.flatten())
     }
 
-    /// Claims up to `limit` due jobs (and jobs whose lease expired) for `worker`; each claim is
-    /// `worker:<random token>`, its own.
+    /// The queues with queued work after `after` in queue order, at most `limit`, each with
+    /// when its earliest job is due: a loose index scan over `jobs_queued_by_queue`, two index
+    /// seeks per queue however many jobs each holds (see `jobs::fairness`).
+    #[tracing::instrument(level = "debug", skip(self))]
+    pub async fn job_queue_heads(&self, after: &str, limit: i64) -> StoreResult<Vec<QueueHead>> {
+        let rows: Vec<(String, i64)> = on_db!(self.db(), pool => {
+            sqlx::query_as(QUEUE_HEADS).bind(after).bind(limit).fetch_all(pool).await?
+        });
+        Ok(rows
+            .into_iter()
+            .map(|(queue, next_run_at)| QueueHead { queue, next_run_at })
+            .collect())
+    }
+
+    /// Claims for `worker`, in one statement, up to `slots` jobs: first jobs whose lease
+    /// expired, then from each queue of `takes` its due jobs, earliest first, at most the count
+    /// given. Each claim is `worker:<random token>`, its own.
     #[tracing::instrument(level = "debug", skip(self))]
     pub async fn claim_jobs(
         &self,
         worker: &str,
-        limit: i64,
+        slots: i64,
+        takes: &[(String, i64)],
         lease_ms: i64,
     ) -> StoreResult<Vec<ClaimedJob>> {
         let now = now_ms();
-        let lock = super::dialect::skip_locked(self.db().backend());
-        let token = super::dialect::random_token(self.db().backend());
-        let sql = format!(
-            "UPDATE jobs SET state = 'running', attempts = attempts + 1, locked_by = $1 || ':' || {token}, \
-             locked_until = $2, updated_at = $3 \
-             WHERE id IN (SELECT id FROM jobs WHERE (state = 'queued' AND run_at <= $3) \
-             OR (state = 'running' AND locked_until < $3) ORDER BY run_at LIMIT $4{lock}) \
-             RETURNING id, project_id, kind, payload, checkpoint, attempts, max_attempts, locked_by"
-        );
+        let backend = self.db().backend();
+        let sql = claim_sql(backend, takes.len());
         let rows: Vec<ClaimedRow> = on_db_write!(self.db(), pool => {
-            sqlx::query_as(&sql).bind(worker).bind(now + lease_ms).bind(now).bind(limit).fetch_all(pool).await?
+            let mut query = sqlx::query_as(&sql).bind(worker).bind(now + lease_ms).bind(now).bind(slots);
+            for (queue, n) in takes {
+                query = query.bind(queue.as_str()).bind(*n);
+            }
+            query.fetch_all(pool).await?
         });
         Ok(rows.into_iter().map(Into::into).collect())
     }
@@ -426,6 +468,40 @@ impl Store {
     }
 }
 
+/// Lists queues with queued work after `$1`, at most `$2` (see [`Store::job_queue_heads`]).
+const QUEUE_HEADS: &str = "WITH RECURSIVE q(queue, n) AS ( \
+     SELECT (SELECT MIN(queue) FROM jobs WHERE state = 'queued' AND queue > $1), 1 \
+     UNION ALL \
+     SELECT (SELECT MIN(j.queue) FROM jobs j WHERE j.state = 'queued' AND j.queue > q.queue), q.n + 1 \
+     FROM q WHERE q.queue IS NOT NULL AND q.n < $2) \
+     SELECT queue, (SELECT MIN(j.run_at) FROM jobs j WHERE j.state = 'queued' AND j.queue = q.queue) \
+     FROM q WHERE q.queue IS NOT NULL";
+
+/// The claim of [`Store::claim_jobs`] for `queues` queues; binds worker, lease end, now, slots,
+/// then each queue and its count.
+fn claim_sql(backend: Backend, queues: usize) -> String {
+    let lock = super::dialect::skip_locked(backend);
+    let token = super::dialect::random_token(backend);
+    let mut branches = vec![format!(
+        "SELECT id, 0 AS pos FROM (SELECT id FROM jobs WHERE state = 'running' AND locked_until < $3 \
+         ORDER BY locked_until LIMIT $4{lock}) e"
+    )];
+    for i in 0..queues {
+        let (queue, n) = (5 + 2 * i, 6 + 2 * i);
+        branches.push(format!(
+            "SELECT id, 1 AS pos FROM (SELECT id FROM jobs WHERE state = 'queued' AND queue = ${queue} \
+             AND run_at <= $3 ORDER BY run_at LIMIT ${n}{lock}) q{i}"
+        ));
+    }
+    format!(
+        "UPDATE jobs SET state = 'running', attempts = attempts + 1, locked_by = $1 || ':' || {token}, \
+         locked_until = $2, updated_at = $3 \
+         WHERE id IN (SELECT id FROM ({}) c ORDER BY pos LIMIT $4) \
+         RETURNING id, project_id, kind, payload, checkpoint, attempts, max_attempts, locked_by",
+        branches.join(" UNION ALL ")
+    )
+}
+
 /// Deletes the queued jobs of kind `$1` whose payload names `$2` under `key` (a fixed
 /// identifier, never user input).
 pub(super) fn delete_queued_jobs_for_sql(backend: Backend, key: &'static str) -> String {
@@ -433,12 +509,13 @@ pub(super) fn delete_queued_jobs_for_sql(backend: Backend, key: &'static str) ->
     format!("DELETE FROM jobs WHERE kind = $1 AND state = 'queued' AND {field} = $2")
 }
 
-/// Inserts a queued job; binds id, project, kind, payload, input, max attempts, run at, now. A
+/// Inserts a queued job; binds id, project, kind, payload, input, max attempts, run at, now,
+/// queue (`jobs::fairness::queue_of`). A
 /// fresh id never conflicts; the unique index of a singleton kind does when one is queued or
 /// running, and then nothing is inserted.
 pub(super) const INSERT_JOB: &str = "INSERT INTO jobs (id, project_id, kind, payload, input, state, progress, \
-     attempts, max_attempts, run_at, created_at, updated_at) \
-     VALUES ($1, $2, $3, $4, $5, 'queued', 0, 0, $6, $7, $8, $8) ON CONFLICT DO NOTHING";
+     attempts, max_attempts, run_at, created_at, updated_at, queue) \
+     VALUES ($1, $2, $3, $4, $5, 'queued', 0, 0, $6, $7, $8, $8, $9) ON CONFLICT DO NOTHING";
 
 /// Completes a job; binds id, worker, result, now.
 pub(super) const COMPLETE_JOB: &str = "UPDATE jobs SET state = 'completed', result = $3, progress = 100, \

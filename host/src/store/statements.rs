@@ -140,6 +140,7 @@ where
 
     async fn insert_job_once(&mut self, job: &NewJob, now: i64) -> sqlx::Result<Option<JobId>> {
         let id = JobId::generate();
+        let queue = super::jobs::queue_of(job.project_id.as_ref().map(|p| p.as_str()), &job.kind);
         let n = sqlx::query(INSERT_JOB)
             .bind(id.as_str())
             .bind(job.project_id.as_ref().map(|p| p.as_str()))
@@ -149,6 +150,7 @@ where
             .bind(job.max_attempts)
             .bind(job.run_at)
             .bind(now)
+            .bind(queue.as_str())
             .execute(&mut **self)
             .await?
             .rows();

@@ -256,6 +256,54 @@ async fn import_rejects_what_it_cannot_take() {
 }
 
 #[tokio::test]
+async fn the_contact_total_is_kept_by_every_way_contacts_come_and_go() {
+    let app = TestApp::spawn_with(fast_jobs).await;
+    let p = app.project().await;
+    let q = app.project().await;
+    let key = &p.secret_key;
+    let a = p.contact(&app, "a@example.com", json!({})).await;
+    let b = p.contact(&app, "b@example.com", json!({})).await;
+    p.contact(&app, "c@example.com", json!({})).await;
+    // An upsert of an existing address adds nobody.
+    p.contact(&app, "a@example.com", json!({ "again": true })).await;
+    q.contact(&app, "other@example.com", json!({})).await;
+    // Tracking an event of a new address creates its contact.
+    let r = app
+        .post(
+            "/v1/track",
+            &p.public_key,
+            json!({ "event": "signed-up", "email": "tracked@example.com" }),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    // An import adds the new rows only.
+    let csv = "email\nc@example.com\nd@example.com\ne@example.com\n";
+    let r = upload(&app, key, "list.csv", "text/csv", csv.as_bytes().to_vec()).await;
+    assert_eq!(r.status, 202, "{}", r.body);
+    wait_job(&app, key, "import", r.body["jobId"].as_str().unwrap()).await;
+    // One deleted alone, one in bulk.
+    assert_eq!(app.delete(&format!("/contacts/{a}"), key).await.status, 204);
+    let r = app
+        .post("/contacts/bulk-delete", key, json!({ "contactIds": [b] }))
+        .await;
+    wait_job(&app, key, "bulk", r.body["jobId"].as_str().unwrap()).await;
+
+    let list = app.get("/contacts?limit=100", key).await;
+    let listed = list.body["data"].as_array().unwrap().len();
+    assert_eq!(listed, 4, "{}", list.body);
+    assert_eq!(list.body["total"], 4);
+    assert_eq!(app.get("/contacts", &q.secret_key).await.body["total"], 1);
+    assert_eq!(
+        app.state()
+            .store()
+            .count_contacts(&herald::domain::ids::ProjectId::from_trusted(p.id.clone()))
+            .await
+            .unwrap(),
+        4
+    );
+}
+
+#[tokio::test]
 async fn bulk_actions_touch_only_the_project_and_report_the_rest() {
     let app = TestApp::spawn_with(fast_jobs).await;
     let p = app.project().await;
@@ -746,6 +794,7 @@ mod queue {
             poll_interval: Duration::from_millis(20),
             lease: Duration::from_secs(5),
             max_attempts: 3,
+            throttle: None,
         };
         let handler = Arc::new(Flaky {
             calls: AtomicUsize::new(0),

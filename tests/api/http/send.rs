@@ -549,6 +549,85 @@ async fn the_project_throttle_spreads_sends_over_seconds() {
     );
 }
 
+/// One number from the test's database.
+async fn count(app: &TestApp, sql: &str) -> i64 {
+    use herald::store::Db;
+    match app.state().store().db() {
+        Db::Sqlite { pool, .. } => sqlx::query_scalar(sql).fetch_one(pool).await,
+        Db::Postgres(pool) => sqlx::query_scalar(sql).fetch_one(pool).await,
+    }
+    .unwrap_or_else(|e| panic!("{sql}: {e}"))
+}
+
+#[tokio::test]
+async fn a_throttled_backlog_neither_delays_another_project_nor_is_touched_while_it_waits() {
+    let Setup { dns, smtp, app, p } = setup(|s| s.sending.per_project_per_second = 5).await;
+    let other = app.project().await;
+    verified_domain(&app, &other, &dns, "beta.test").await;
+    // The first project queues 150 emails: 30 seconds of its budget of 5 a second.
+    for batch in 0..3 {
+        let to: Vec<String> = (0..50)
+            .map(|i| format!("a{batch}-{i}@example.com"))
+            .collect();
+        let r = send(
+            &app,
+            &p,
+            json!({ "to": to, "from": "hello@acme.test", "subject": "s", "body": "b" }),
+        )
+        .await;
+        assert_eq!(r.status, 200, "{}", r.body);
+    }
+    received(&smtp, 6).await;
+
+    // Another project's single email is handed off within a second, ahead of the backlog.
+    let started = Instant::now();
+    let r = send(
+        &app,
+        &other,
+        json!({ "to": "solo@example.com", "from": "hi@beta.test", "subject": "s", "body": "b" }),
+    )
+    .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    let id = r.body["data"]["emails"][0]["email"].as_str().unwrap();
+    email_with_status(&app, &other, id, "sent").await;
+    assert!(
+        started.elapsed() < Duration::from_secs(1),
+        "{:?}",
+        started.elapsed()
+    );
+
+    // Wait out a few more windows: the backlog drains at its budget, and its waiting jobs are
+    // never claimed and put back (which would count an attempt and move `updated_at`).
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    let project = &p.id;
+    let queued = count(
+        &app,
+        &format!(
+            "SELECT COUNT(*) FROM jobs WHERE project_id = '{project}' AND kind = 'emails.deliver' \
+             AND state = 'queued'"
+        ),
+    )
+    .await;
+    assert!(
+        queued > 100,
+        "the backlog is still waiting ({queued} queued)"
+    );
+    let touched = count(
+        &app,
+        &format!(
+            "SELECT COUNT(*) FROM jobs WHERE project_id = '{project}' AND kind = 'emails.deliver' \
+             AND state = 'queued' AND updated_at <> created_at"
+        ),
+    )
+    .await;
+    assert!(
+        touched <= 4,
+        "{touched} waiting jobs were claimed and put back while their budget was spent"
+    );
+    let log = smtp.log.lock().unwrap().clone();
+    assert!(log.rcpt_to.iter().any(|r| r == "<solo@example.com>"));
+}
+
 /// Sending at one email per second with a one-second lease, for the crash tests.
 fn slow_mail(dns: &DnsServer, smtp: SocketAddr) -> impl Fn(&mut Settings) + '_ {
     move |s: &mut Settings| {
