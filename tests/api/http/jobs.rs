@@ -265,7 +265,8 @@ async fn the_contact_total_is_kept_by_every_way_contacts_come_and_go() {
     let b = p.contact(&app, "b@example.com", json!({})).await;
     p.contact(&app, "c@example.com", json!({})).await;
     // An upsert of an existing address adds nobody.
-    p.contact(&app, "a@example.com", json!({ "again": true })).await;
+    p.contact(&app, "a@example.com", json!({ "again": true }))
+        .await;
     q.contact(&app, "other@example.com", json!({})).await;
     // Tracking an event of a new address creates its contact.
     let r = app
@@ -296,7 +297,7 @@ async fn the_contact_total_is_kept_by_every_way_contacts_come_and_go() {
     assert_eq!(
         app.state()
             .store()
-            .count_contacts(&herald::domain::ids::ProjectId::from_trusted(p.id.clone()))
+            .count_contacts(&herald::domain::ids::ProjectId::parse(&p.id).unwrap())
             .await
             .unwrap(),
         4
