@@ -67,9 +67,8 @@ fn raw_header(name: &str, value: &str) -> Result<HeaderValue, MimeError> {
     Ok(HeaderValue::new(header_name, value.to_string()))
 }
 
-/// Names of the headers a message carries, for the DKIM signature (`h=`). `Content-Type` is
-/// left out: lettre writes a multipart's type with the body, not among the message's headers,
-/// so its signer would sign it as absent.
+/// Names of the headers a message carries, for the DKIM signature (`h=`), which signs the
+/// formatted message.
 pub fn signed_header_names(o: &Outgoing<'_>) -> Vec<&'static str> {
     let mut names = vec![
         "From",
@@ -78,6 +77,7 @@ pub fn signed_header_names(o: &Outgoing<'_>) -> Vec<&'static str> {
         "Date",
         "Message-ID",
         "MIME-Version",
+        "Content-Type",
     ];
     if o.reply_to.is_some() {
         names.push("Reply-To");

@@ -364,17 +364,16 @@ impl Signers {
             attachments: &plan.attachments,
             list_unsubscribe: plan.marketing.then_some(urls.unsubscribe.as_str()),
         };
-        let mut message = mime::build(&outgoing)?;
+        let mut raw = mime::build(&outgoing)?.formatted();
         if let Some(s) = signing {
             self.dkim.sign(
-                &mut message,
+                &mut raw,
                 &s.name,
                 &s.selector,
                 &s.private_key,
                 &mime::signed_header_names(&outgoing),
             )?;
         }
-        let raw = message.formatted();
         if raw.len() > MAX_MESSAGE_BYTES {
             return Err(SendError::TooLarge {
                 to: to.email.to_string(),
