@@ -75,6 +75,9 @@ pub struct Settings {
     pub domains: DomainSettings,
     /// Sending (`[sending]`, `HERALD_SENDING__<NAME>`).
     pub sending: SendingSettings,
+    /// Dashboard accounts and the mail the service sends them (`[accounts]`,
+    /// `HERALD_ACCOUNTS__<NAME>`).
+    pub accounts: AccountSettings,
     /// Segments (`[segments]`, `HERALD_SEGMENTS__<NAME>`).
     pub segments: SegmentSettings,
 }
@@ -93,6 +96,46 @@ impl Default for SegmentSettings {
     fn default() -> SegmentSettings {
         SegmentSettings {
             reevaluate_interval_seconds: 300,
+        }
+    }
+}
+
+/// Settings of dashboard accounts and of the mail the service sends for itself (address
+/// verification, password reset), which goes through the configured transport and never counts
+/// against a project.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(default)]
+pub struct AccountSettings {
+    /// Whether a new account must verify its address before it can log in: signup then answers
+    /// 201 without a session and mails a verification link.
+    pub require_email_verification: bool,
+    /// The sender of account mail; defaults to `Herald <no-reply@<host of public_url>>`.
+    pub mail_from: Option<String>,
+    /// A folder whose `<name>.subject.hbs`, `<name>.text.hbs` and `<name>.html.hbs` replace the
+    /// built-in templates (`verify-email`, `reset-password`).
+    pub templates_dir: Option<PathBuf>,
+    /// Where the links in account mail point (the dashboard's base URL); defaults to
+    /// `public_url`. Links are `<dashboard_url>/verify-email?token=…` and
+    /// `<dashboard_url>/reset-password?token=…`.
+    pub dashboard_url: Option<String>,
+    /// Hours a verification link works.
+    pub verify_token_hours: u64,
+    /// Minutes a password-reset link works.
+    pub reset_token_minutes: u64,
+    /// Account mails (verification, reset) per minute to one address (429 beyond).
+    pub mail_per_address_per_minute: u32,
+}
+
+impl Default for AccountSettings {
+    fn default() -> AccountSettings {
+        AccountSettings {
+            require_email_verification: false,
+            mail_from: None,
+            templates_dir: None,
+            dashboard_url: None,
+            verify_token_hours: 48,
+            reset_token_minutes: 60,
+            mail_per_address_per_minute: 2,
         }
     }
 }
@@ -176,6 +219,7 @@ impl Default for Settings {
             plugins: crate::plugins::PluginSettings::default(),
             domains: DomainSettings::default(),
             sending: SendingSettings::default(),
+            accounts: AccountSettings::default(),
             segments: SegmentSettings::default(),
         }
     }
@@ -232,6 +276,23 @@ impl Settings {
         {
             Some(spf) => spf.to_string(),
             None => format!("a:{}", self.mail_host()),
+        }
+    }
+
+    /// The sender of account mail in effect (`accounts.mail_from`, else `Herald
+    /// <no-reply@<host of public_url>>`).
+    pub fn account_mail_from(&self) -> String {
+        match self.accounts.mail_from.as_deref().filter(|s| !s.is_empty()) {
+            Some(from) => from.to_string(),
+            None => format!("Herald <no-reply@{}>", self.mail_host()),
+        }
+    }
+
+    /// The base URL of links in account mail, without a trailing slash.
+    pub fn dashboard_url(&self) -> String {
+        match self.accounts.dashboard_url.as_deref().filter(|s| !s.is_empty()) {
+            Some(url) => url.trim_end_matches('/').to_string(),
+            None => self.public_url(),
         }
     }
 

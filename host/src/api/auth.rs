@@ -14,6 +14,7 @@ use crate::domain::ids::UserId;
 use crate::domain::password::{self, Password};
 use crate::domain::project::User;
 use crate::store::StoreError;
+use crate::store::accounts::TokenPurpose;
 
 /// Email and password.
 #[derive(Object, Deserialize)]
@@ -53,9 +54,135 @@ impl From<&User> for UserEnvelope {
 
 #[derive(ApiResponse)]
 enum SignupResponse {
-    /// The account was created and the session cookie set.
+    /// The account was created and, unless the deployment requires a verified address first
+    /// (then a verification link is mailed), the session cookie set.
     #[oai(status = 201)]
-    Created(Json<UserEnvelope>, #[oai(header = "Set-Cookie")] String),
+    Created(Json<UserEnvelope>, #[oai(header = "Set-Cookie")] Option<String>),
+}
+
+/// `{ email }`.
+#[derive(Object, Deserialize)]
+pub struct AccountEmail {
+    /// The account's address.
+    pub email: String,
+}
+
+/// `{ email? }`: the address to verify; without it, the logged-in user's.
+#[derive(Object, Deserialize)]
+pub struct VerificationRequest {
+    /// The account's address; optional with a session cookie.
+    pub email: Option<String>,
+}
+
+/// `{ token }` from a mailed link.
+#[derive(Object, Deserialize)]
+pub struct TokenBody {
+    /// The `token` parameter of the link.
+    pub token: String,
+}
+
+/// `{ token, password }`.
+#[derive(Object, Deserialize)]
+pub struct PasswordReset {
+    /// The `token` parameter of the mailed link.
+    pub token: String,
+    /// The new password, at least 8 characters.
+    pub password: String,
+}
+
+/// `{ success: true }`: the request was accepted (the same answer whether or not the account
+/// exists).
+#[derive(Object)]
+pub struct Accepted {
+    /// Always true.
+    pub success: bool,
+}
+
+#[derive(ApiResponse)]
+enum AcceptedResponse {
+    /// Accepted; a mail is on its way if the account exists and needs one.
+    #[oai(status = 200)]
+    Ok(Json<Accepted>),
+}
+
+#[derive(ApiResponse)]
+enum VerifiedResponse {
+    /// The address is verified; the session cookie is set.
+    #[oai(status = 200)]
+    Ok(Json<UserEnvelope>, #[oai(header = "Set-Cookie")] String),
+}
+
+#[derive(ApiResponse)]
+enum ResetResponse {
+    /// The password is changed and every session of the account has ended; log in again.
+    #[oai(status = 200)]
+    Ok(Json<UserEnvelope>),
+}
+
+/// A fresh single-use token for a mailed link and the hash that is stored.
+fn new_token() -> (String, String) {
+    use base64::Engine as _;
+    use rand::RngCore;
+    let mut bytes = [0u8; 32];
+    rand::thread_rng().fill_bytes(&mut bytes);
+    let token = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes);
+    let hash = token_hash(&token);
+    (token, hash)
+}
+
+fn token_hash(token: &str) -> String {
+    use sha2::{Digest, Sha256};
+    hex::encode(Sha256::digest(token.as_bytes()))
+}
+
+fn invalid_token() -> ApiError {
+    ApiError::invalid_field(
+        "token",
+        "invalid_token",
+        "the link is invalid, already used or expired",
+    )
+    .suggest("request a new link")
+}
+
+/// Mails `user` a link that verifies their address.
+async fn mail_verification(state: &AppState, user: &User) -> Result<(), ApiError> {
+    let settings = state.settings();
+    let hours = settings.accounts.verify_token_hours.max(1);
+    let (token, hash) = new_token();
+    state
+        .store()
+        .create_account_token(
+            &user.id,
+            TokenPurpose::VerifyEmail,
+            &hash,
+            &user.email,
+            (hours * 3_600_000) as i64,
+        )
+        .await?;
+    let link = format!("{}/verify-email?token={token}", settings.dashboard_url());
+    let vars = serde_json::json!({ "email": user.email.as_str(), "link": link, "hours": hours });
+    state
+        .account_mail()
+        .send("verify-email", user.email.as_str(), &vars)
+        .await
+        .map_err(ApiError::internal)
+}
+
+/// Counts one account mail to `email` against its per-address limit (429 beyond).
+async fn count_account_mail(state: &AppState, email: &EmailAddress) -> Result<(), ApiError> {
+    let limit = state.settings().accounts.mail_per_address_per_minute;
+    let decision = state
+        .rate_limiter()
+        .hit(&format!("auth:mail:{}", email.as_str()), limit)
+        .await;
+    if decision.allowed {
+        Ok(())
+    } else {
+        Err(too_many_attempts(
+            format!("too many account mails to this address (at most {limit} a minute)"),
+            decision.reset_secs,
+        ))
+    }
 }
 
 #[derive(ApiResponse)]
@@ -206,8 +333,12 @@ impl AuthApi {
                 }
                 other => ApiError::internal(other),
             })?;
+        if state.settings().accounts.require_email_verification {
+            mail_verification(&state, &user).await?;
+            return Ok(SignupResponse::Created(Json((&user).into()), None));
+        }
         let cookie = open_session(&state, &user.id).await?;
-        Ok(SignupResponse::Created(Json((&user).into()), cookie))
+        Ok(SignupResponse::Created(Json((&user).into()), Some(cookie)))
     }
 
     /// Log in
@@ -236,6 +367,14 @@ impl AuthApi {
             return Err(invalid_credentials());
         }
         let user = user.ok_or_else(invalid_credentials)?;
+        if state.settings().accounts.require_email_verification && !user.email_verified {
+            return Err(ApiError::new(
+                StatusCode::FORBIDDEN,
+                ErrorCode::EmailVerificationRequired,
+                "this account's email address is not verified yet",
+            )
+            .suggest("open the link mailed at signup, or ask for a new one with POST /auth/request-verification"));
+        }
         let cookie = open_session(&state, &user.id).await?;
         Ok(LoginResponse::Ok(Json((&user).into()), cookie))
     }
@@ -255,5 +394,143 @@ impl AuthApi {
             state.store().delete_session(&session).await?;
         }
         Ok(LogoutResponse::NoContent(session_cookie(&state, "", 0)))
+    }
+
+    /// Request an email verification link
+    ///
+    /// Mails a link that verifies the account's address (`<dashboard_url>/verify-email?token=…`,
+    /// single-use, valid `accounts.verify_token_hours`). The address is the body's `email`, or
+    /// the logged-in user's. Answers the same whether or not the account exists or is already
+    /// verified. Limited per client address and per recipient (429 with `Retry-After`).
+    #[oai(
+        path = "/auth/request-verification",
+        method = "post",
+        operation_id = "requestVerification"
+    )]
+    async fn request_verification(
+        &self,
+        state: poem::web::Data<&AppState>,
+        req: &poem::Request,
+        body: JsonBody<VerificationRequest>,
+    ) -> Result<AcceptedResponse, ApiError> {
+        count_attempt(&state, req, None).await?;
+        let user = match body.0.email {
+            Some(email) => {
+                let email = EmailAddress::parse(&email)
+                    .map_err(|e| ApiError::invalid_field("email", "invalid_email", e.to_string()))?;
+                count_account_mail(&state, &email).await?;
+                state.store().user_by_email(&email).await?
+            }
+            None => match session_of(&state, req).await? {
+                Some((user, _)) => {
+                    count_account_mail(&state, &user.email).await?;
+                    Some(user)
+                }
+                None => {
+                    return Err(ApiError::invalid_field(
+                        "email",
+                        "required",
+                        "the account's email is required without a session",
+                    ));
+                }
+            },
+        };
+        if let Some(user) = user.filter(|u| !u.email_verified) {
+            mail_verification(&state, &user).await?;
+        }
+        Ok(AcceptedResponse::Ok(Json(Accepted { success: true })))
+    }
+
+    /// Verify an email address
+    ///
+    /// Uses the token of a verification link: the address it was mailed to is verified (if it is
+    /// still the account's) and the session cookie is set. A token works once; an unknown, used
+    /// or expired one is 422 on `token`.
+    #[oai(path = "/auth/verify-email", method = "post", operation_id = "verifyAccountEmail")]
+    async fn verify_email(
+        &self,
+        state: poem::web::Data<&AppState>,
+        req: &poem::Request,
+        body: JsonBody<TokenBody>,
+    ) -> Result<VerifiedResponse, ApiError> {
+        count_attempt(&state, req, None).await?;
+        let user = state
+            .store()
+            .verify_email_with_token(&token_hash(&body.0.token))
+            .await?
+            .ok_or_else(invalid_token)?;
+        let cookie = open_session(&state, &user.id).await?;
+        Ok(VerifiedResponse::Ok(Json((&user).into()), cookie))
+    }
+
+    /// Request a password reset
+    ///
+    /// Mails a link to choose a new password (`<dashboard_url>/reset-password?token=…`,
+    /// single-use, valid `accounts.reset_token_minutes`), if an account has this address.
+    /// Answers the same whether or not it exists. Limited per client address and per recipient
+    /// (429 with `Retry-After`).
+    #[oai(
+        path = "/auth/request-password-reset",
+        method = "post",
+        operation_id = "requestPasswordReset"
+    )]
+    async fn request_password_reset(
+        &self,
+        state: poem::web::Data<&AppState>,
+        req: &poem::Request,
+        body: JsonBody<AccountEmail>,
+    ) -> Result<AcceptedResponse, ApiError> {
+        count_attempt(&state, req, None).await?;
+        let email = EmailAddress::parse(&body.0.email)
+            .map_err(|e| ApiError::invalid_field("email", "invalid_email", e.to_string()))?;
+        count_account_mail(&state, &email).await?;
+        if let Some(user) = state.store().user_by_email(&email).await? {
+            let settings = state.settings();
+            let minutes = settings.accounts.reset_token_minutes.max(1);
+            let (token, hash) = new_token();
+            state
+                .store()
+                .create_account_token(
+                    &user.id,
+                    TokenPurpose::ResetPassword,
+                    &hash,
+                    &user.email,
+                    (minutes * 60_000) as i64,
+                )
+                .await?;
+            let link = format!("{}/reset-password?token={token}", settings.dashboard_url());
+            let vars = serde_json::json!({ "email": user.email.as_str(), "link": link, "minutes": minutes });
+            state
+                .account_mail()
+                .send("reset-password", user.email.as_str(), &vars)
+                .await
+                .map_err(ApiError::internal)?;
+        }
+        Ok(AcceptedResponse::Ok(Json(Accepted { success: true })))
+    }
+
+    /// Reset a password
+    ///
+    /// Uses the token of a reset link to set a new password (at least 8 characters). Every
+    /// session of the account ends; log in again with the new password. A token works once; an
+    /// unknown, used or expired one is 422 on `token`.
+    #[oai(path = "/auth/reset-password", method = "post", operation_id = "resetPassword")]
+    async fn reset_password(
+        &self,
+        state: poem::web::Data<&AppState>,
+        req: &poem::Request,
+        body: JsonBody<PasswordReset>,
+    ) -> Result<ResetResponse, ApiError> {
+        count_attempt(&state, req, None).await?;
+        let PasswordReset { token, password } = body.0;
+        let password = Password::parse(password)
+            .map_err(|m| ApiError::invalid_field("password", "too_short", m))?;
+        let hash = password::hash(password).await.map_err(ApiError::internal)?;
+        let user = state
+            .store()
+            .reset_password_with_token(&token_hash(&token), &hash)
+            .await?
+            .ok_or_else(invalid_token)?;
+        Ok(ResetResponse::Ok(Json((&user).into())))
     }
 }

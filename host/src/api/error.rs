@@ -35,6 +35,7 @@ pub enum ErrorCode {
     IdempotencyKeyReused,
     ReservedEvent,
     DomainNotVerified,
+    EmailVerificationRequired,
     PluginError,
     InternalError,
 }
@@ -59,6 +60,7 @@ impl ErrorCode {
             ErrorCode::IdempotencyKeyReused => "IDEMPOTENCY_KEY_REUSED",
             ErrorCode::ReservedEvent => "RESERVED_EVENT",
             ErrorCode::DomainNotVerified => "DOMAIN_NOT_VERIFIED",
+            ErrorCode::EmailVerificationRequired => "EMAIL_VERIFICATION_REQUIRED",
             ErrorCode::PluginError => "PLUGIN_ERROR",
             ErrorCode::InternalError => "INTERNAL_ERROR",
         }

@@ -34,6 +34,7 @@ pub(crate) struct Parts {
     pub(crate) sending: Arc<Sending>,
     pub(crate) workflows: WorkflowEngine,
     pub(crate) campaigns: Campaigns,
+    pub(crate) account_mail: crate::services::account_mail::AccountMail,
     pub(crate) sending_domains: Arc<SendingDomains>,
     pub(crate) jwt_encoding: EncodingKey,
     pub(crate) jwt_decoding: DecodingKey,
@@ -60,6 +61,11 @@ impl AppState {
     /// The request limiter.
     pub fn rate_limiter(&self) -> &RateLimiter {
         &self.inner.rate_limiter
+    }
+
+    /// Mail the service sends to account holders.
+    pub fn account_mail(&self) -> &crate::services::account_mail::AccountMail {
+        &self.inner.account_mail
     }
 
     /// The durable job queue.

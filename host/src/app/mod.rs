@@ -104,6 +104,7 @@ impl AppBuilder {
             DkimSigner::default(),
             jobs.clone(),
         ));
+        let account_mail = crate::services::account_mail::AccountMail::new(&settings, jobs.clone())?;
         let workflows = WorkflowEngine::new(
             store.clone(),
             plugins.clone(),
@@ -129,6 +130,9 @@ impl AppBuilder {
                 per_second: settings.sending.per_project_per_second,
                 stale_hand_off: queue.lease,
                 retry_lifetime: Duration::from_secs(settings.sending.retry_lifetime_seconds.max(1)),
+            }),
+            Arc::new(crate::jobs::account_mail::AccountMailDeliveries {
+                plugins: plugins.clone(),
             }),
             Arc::new(StepRunner {
                 engine: workflows.clone(),
@@ -186,6 +190,7 @@ impl AppBuilder {
             sending_domains,
             workflows,
             campaigns,
+            account_mail,
             jwt_encoding: EncodingKey::from_secret(secret.as_bytes()),
             jwt_decoding: DecodingKey::from_secret(secret.as_bytes()),
             settings,

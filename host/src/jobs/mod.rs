@@ -6,6 +6,7 @@
 //! result) in one transaction, guarded by the lease, so a job resumed after a crash continues
 //! from its last checkpoint and never applies a chunk twice.
 
+pub mod account_mail;
 pub mod bulk;
 pub mod deliver;
 pub mod domains;
@@ -158,6 +159,28 @@ impl JobQueue {
         input: Option<Vec<u8>>,
     ) -> Result<JobId, StoreError> {
         self.schedule(kind, project, payload, input, now_ms()).await
+    }
+
+    /// Enqueues a job of the service itself (no project) to run now.
+    pub async fn enqueue_system(
+        &self,
+        kind: &str,
+        payload: impl JobPayload + Send,
+        input: Option<Vec<u8>>,
+    ) -> Result<JobId, StoreError> {
+        let id = self
+            .store
+            .enqueue_job(&NewJob {
+                kind: kind.to_string(),
+                project_id: None,
+                payload: payload.to_json()?,
+                input,
+                max_attempts: self.config.max_attempts,
+                run_at: now_ms(),
+            })
+            .await?;
+        self.wake.notify_one();
+        Ok(id)
     }
 
     /// Enqueues a job to run at `run_at` (unix ms) or later.

@@ -2,6 +2,7 @@
 //! to act. Each is a struct holding exactly the parts it needs (store, plugins, signers, queue),
 //! built once by [`crate::app`]; none depends on the HTTP state.
 
+pub mod account_mail;
 pub mod cpu;
 pub mod ratelimit;
 pub mod sending;

@@ -131,3 +131,145 @@ impl Store {
         Ok(())
     }
 }
+
+/// What an account token is for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TokenPurpose {
+    /// Proves the account's address (`POST /auth/verify-email`).
+    VerifyEmail,
+    /// Sets a new password (`POST /auth/reset-password`).
+    ResetPassword,
+}
+
+impl TokenPurpose {
+    fn as_str(self) -> &'static str {
+        match self {
+            TokenPurpose::VerifyEmail => "verify_email",
+            TokenPurpose::ResetPassword => "reset_password",
+        }
+    }
+}
+
+impl Store {
+    /// A user by address.
+    #[tracing::instrument(level = "debug", skip(self))]
+    pub async fn user_by_email(&self, email: &EmailAddress) -> StoreResult<Option<User>> {
+        Ok(self.user_with_password(email).await?.map(|(user, _)| user))
+    }
+
+    /// Keeps a token mailed to `email` for `user` (only its hash), usable once until `ttl_ms`
+    /// from now. Earlier unused tokens of the same purpose stop working: only the latest mail's
+    /// link does.
+    #[tracing::instrument(level = "debug", skip(self, token_hash))]
+    pub async fn create_account_token(
+        &self,
+        user: &UserId,
+        purpose: TokenPurpose,
+        token_hash: &str,
+        email: &EmailAddress,
+        ttl_ms: i64,
+    ) -> StoreResult<()> {
+        use super::dialect::BeginWrite;
+        let now = now_ms();
+        on_db_write!(self.db(), pool => {
+            let mut tx = pool.begin_write().await?;
+            sqlx::query("DELETE FROM account_tokens WHERE user_id = $1 AND purpose = $2 AND used_at IS NULL")
+                .bind(user.as_str())
+                .bind(purpose.as_str())
+                .execute(&mut *tx)
+                .await?;
+            sqlx::query(
+                "INSERT INTO account_tokens (token_hash, user_id, purpose, email, expires_at, created_at) \
+                 VALUES ($1, $2, $3, $4, $5, $6)",
+            )
+            .bind(token_hash)
+            .bind(user.as_str())
+            .bind(purpose.as_str())
+            .bind(email.as_str())
+            .bind(now + ttl_ms)
+            .bind(now)
+            .execute(&mut *tx)
+            .await?;
+            tx.commit().await?;
+        });
+        Ok(())
+    }
+
+    /// Uses a verification token: marks the address it was sent to as verified, if it is still
+    /// the user's. `None` when the token is unknown, used or expired.
+    #[tracing::instrument(level = "debug", skip(self, token_hash))]
+    pub async fn verify_email_with_token(&self, token_hash: &str) -> StoreResult<Option<User>> {
+        use super::dialect::BeginWrite;
+        let now = now_ms();
+        let user = on_db_write!(self.db(), pool => {
+            let mut tx = pool.begin_write().await?;
+            let used: Option<(String, String)> = sqlx::query_as(USE_TOKEN)
+                .bind(token_hash)
+                .bind(TokenPurpose::VerifyEmail.as_str())
+                .bind(now)
+                .fetch_optional(&mut *tx)
+                .await?;
+            let Some((user_id, email)) = used else {
+                return Ok(None);
+            };
+            let row: Option<UserRow> = sqlx::query_as(
+                "UPDATE users SET email_verified = TRUE, updated_at = $3 WHERE id = $1 AND email = $2 \
+                 RETURNING id, email, email_verified, created_at",
+            )
+            .bind(&user_id)
+            .bind(&email)
+            .bind(now)
+            .fetch_optional(&mut *tx)
+            .await?;
+            tx.commit().await?;
+            row
+        });
+        Ok(user.map(Into::into))
+    }
+
+    /// Uses a reset token: sets the new password hash and ends every session of the user, in one
+    /// transaction. `None` when the token is unknown, used or expired.
+    #[tracing::instrument(level = "debug", skip(self, token_hash, password_hash))]
+    pub async fn reset_password_with_token(
+        &self,
+        token_hash: &str,
+        password_hash: &str,
+    ) -> StoreResult<Option<User>> {
+        use super::dialect::BeginWrite;
+        let now = now_ms();
+        let user = on_db_write!(self.db(), pool => {
+            let mut tx = pool.begin_write().await?;
+            let used: Option<(String, String)> = sqlx::query_as(USE_TOKEN)
+                .bind(token_hash)
+                .bind(TokenPurpose::ResetPassword.as_str())
+                .bind(now)
+                .fetch_optional(&mut *tx)
+                .await?;
+            let Some((user_id, _)) = used else {
+                return Ok(None);
+            };
+            // Receiving the mail proves the address too.
+            let row: UserRow = sqlx::query_as(
+                "UPDATE users SET password_hash = $2, email_verified = TRUE, updated_at = $3 WHERE id = $1 \
+                 RETURNING id, email, email_verified, created_at",
+            )
+            .bind(&user_id)
+            .bind(password_hash)
+            .bind(now)
+            .fetch_one(&mut *tx)
+            .await?;
+            sqlx::query("DELETE FROM sessions WHERE user_id = $1")
+                .bind(&user_id)
+                .execute(&mut *tx)
+                .await?;
+            tx.commit().await?;
+            Some(row)
+        });
+        Ok(user.map(Into::into))
+    }
+}
+
+/// Marks an unused, unexpired token used; binds token hash, purpose, now; answers its user and
+/// the address it was sent to.
+const USE_TOKEN: &str = "UPDATE account_tokens SET used_at = $3 WHERE token_hash = $1 AND purpose = $2 \
+     AND used_at IS NULL AND expires_at > $3 RETURNING user_id, email";

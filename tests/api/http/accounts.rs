@@ -271,3 +271,177 @@ async fn projects_create_list_rename_delete() {
         .await;
     r.assert_error(404, "NOT_FOUND");
 }
+
+/// Waits (up to 10 s) for an account mail to `to`, written by the `outbox` transport, whose
+/// link's `token` (read from the decoded text part) is not among `known`, and answers it.
+async fn mailed_token(app: &TestApp, to: &str, known: &[&str]) -> String {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let fresh = app
+            .outbox_messages()
+            .into_iter()
+            .filter(|m| m.contains(&format!("To: {to}")))
+            .map(|m| {
+                let parsed = mail_parser::MessageParser::default()
+                    .parse(m.as_bytes())
+                    .expect("a parsable mail");
+                let text = parsed.body_text(0).expect("a text part").to_string();
+                let at = text.find("token=").expect("a link with a token") + "token=".len();
+                text[at..]
+                    .chars()
+                    .take_while(|c| c.is_ascii_alphanumeric() || *c == '-' || *c == '_')
+                    .collect::<String>()
+            })
+            .find(|t| !known.contains(&t.as_str()));
+        if let Some(token) = fresh {
+            return token;
+        }
+        assert!(std::time::Instant::now() < deadline, "no new mail to {to}");
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+}
+
+fn jar() -> reqwest::Client {
+    reqwest::Client::builder()
+        .cookie_store(true)
+        .build()
+        .unwrap()
+}
+
+#[tokio::test]
+async fn a_required_verification_is_done_by_the_mailed_link_once() {
+    let app = TestApp::spawn_with(|s| s.accounts.require_email_verification = true).await;
+    let client = jar();
+    let creds = json!({ "email": "new@example.com", "password": "correct horse battery" });
+    let r = app
+        .call_with(&client, Method::POST, "/auth/signup", None, Some(creds.clone()), &[])
+        .await;
+    assert_eq!(r.status, 201, "{}", r.body);
+    assert!(r.headers.get("set-cookie").is_none(), "no session before verification");
+    app.call_with(&client, Method::POST, "/auth/login", None, Some(creds.clone()), &[])
+        .await
+        .assert_error(403, "EMAIL_VERIFICATION_REQUIRED");
+
+    let first = mailed_token(&app, "new@example.com", &[]).await;
+    // Asking again mails a new link; only the latest works.
+    let r = app
+        .call_with(
+            &client,
+            Method::POST,
+            "/auth/request-verification",
+            None,
+            Some(json!({ "email": "new@example.com" })),
+            &[],
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.body, json!({ "success": true }));
+    let token = mailed_token(&app, "new@example.com", &[&first]).await;
+    assert_ne!(first, token);
+    let verify = |token: String| {
+        let app = &app;
+        let client = client.clone();
+        async move {
+            app.call_with(
+                &client,
+                Method::POST,
+                "/auth/verify-email",
+                None,
+                Some(json!({ "token": token })),
+                &[],
+            )
+            .await
+        }
+    };
+    let r = verify(first).await;
+    r.assert_error(422, "VALIDATION_ERROR");
+    assert_eq!(r.error_fields(), vec!["token"]);
+    let r = verify(token.clone()).await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.body["user"]["email"], "new@example.com");
+    let me = app
+        .call_with(&client, Method::GET, "/users/@me", None, None, &[])
+        .await;
+    assert_eq!(me.status, 200, "verifying logs in: {}", me.body);
+    verify(token).await.assert_error(422, "VALIDATION_ERROR");
+    let r = app
+        .call_with(&jar(), Method::POST, "/auth/login", None, Some(creds), &[])
+        .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+}
+
+#[tokio::test]
+async fn a_password_reset_works_once_and_ends_every_session() {
+    let app = TestApp::spawn().await;
+    let old_session = app.user("ada@example.com").await;
+    let ask = |email: &'static str| {
+        let app = &app;
+        async move {
+            app.call_with(
+                &jar(),
+                Method::POST,
+                "/auth/request-password-reset",
+                None,
+                Some(json!({ "email": email })),
+                &[],
+            )
+            .await
+        }
+    };
+    // The same answer for an address without an account, and no mail.
+    let r = ask("nobody@example.com").await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.body, json!({ "success": true }));
+    let r = ask("ada@example.com").await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    let token = mailed_token(&app, "ada@example.com", &[]).await;
+    assert!(
+        app.outbox_messages()
+            .iter()
+            .all(|m| !m.contains("nobody@example.com"))
+    );
+
+    let reset = |token: &str, password: &str| {
+        let app = &app;
+        let body = json!({ "token": token, "password": password });
+        async move {
+            app.call_with(&jar(), Method::POST, "/auth/reset-password", None, Some(body), &[])
+                .await
+        }
+    };
+    let r = reset(&token, "short").await;
+    r.assert_error(422, "VALIDATION_ERROR");
+    assert_eq!(r.error_fields(), vec!["password"]);
+    let r = reset(&token, "a brand new passphrase").await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.body["user"]["email"], "ada@example.com");
+    reset(&token, "yet another passphrase")
+        .await
+        .assert_error(422, "VALIDATION_ERROR");
+    reset("not-a-token", "yet another passphrase")
+        .await
+        .assert_error(422, "VALIDATION_ERROR");
+
+    // The session opened before the reset is over; only the new password logs in.
+    app.call_with(&old_session, Method::GET, "/users/@me", None, None, &[])
+        .await
+        .assert_error(401, "UNAUTHORIZED");
+    let login = |password: &'static str| {
+        let app = &app;
+        let body = json!({ "email": "ada@example.com", "password": password });
+        async move {
+            app.call_with(&jar(), Method::POST, "/auth/login", None, Some(body), &[])
+                .await
+        }
+    };
+    login("correct horse battery")
+        .await
+        .assert_error(401, "INVALID_CREDENTIALS");
+    assert_eq!(login("a brand new passphrase").await.status, 200);
+
+    // Mail to one address is limited per minute (2 by default), whoever asks.
+    assert_eq!(ask("ada@example.com").await.status, 200);
+    let r = ask("ada@example.com").await;
+    r.assert_error(429, "RATE_LIMIT_EXCEEDED");
+    assert!(r.headers.get("retry-after").is_some());
+}

@@ -1,0 +1,182 @@
+//! Mail the service sends for itself to account holders (address verification, password reset):
+//! rendered from templates that ship in the binary (`host/templates/account/`) or replace them
+//! from `accounts.templates_dir`, built as a MIME message, and queued as an `accounts.mail` job
+//! without a project, which hands it to the configured transport (see
+//! `jobs::account_mail`). It never creates an email row and never counts against a project.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use handlebars::Handlebars;
+use lettre::Message;
+use lettre::message::MultiPart;
+use serde::Serialize;
+
+use crate::config::Settings;
+use crate::jobs::JobQueue;
+use crate::jobs::account_mail::{ACCOUNT_MAIL_KIND, AccountMailPayload};
+use crate::store::StoreError;
+
+/// The kinds of account mail and their built-in templates (subject, text, HTML).
+const BUILT_IN: &[(&str, [&str; 3])] = &[
+    (
+        "verify-email",
+        [
+            include_str!("../../templates/account/verify-email.subject.hbs"),
+            include_str!("../../templates/account/verify-email.text.hbs"),
+            include_str!("../../templates/account/verify-email.html.hbs"),
+        ],
+    ),
+    (
+        "reset-password",
+        [
+            include_str!("../../templates/account/reset-password.subject.hbs"),
+            include_str!("../../templates/account/reset-password.text.hbs"),
+            include_str!("../../templates/account/reset-password.html.hbs"),
+        ],
+    ),
+];
+
+const PARTS: [&str; 3] = ["subject", "text", "html"];
+
+/// Why account mail could not be prepared or queued.
+#[derive(Debug, thiserror::Error)]
+pub enum AccountMailError {
+    /// A template (built-in or from the folder) does not compile or render.
+    #[error("the account mail template {0} failed: {1}")]
+    Template(String, String),
+    /// The sender or recipient cannot be used in a message.
+    #[error("the account mail cannot be built: {0}")]
+    Build(String),
+    /// Queuing failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// Renders and queues account mail; cheap to clone.
+#[derive(Clone)]
+pub struct AccountMail {
+    /// Subject and text templates (no escaping) under `<name>.subject` and `<name>.text`.
+    plain: Arc<Handlebars<'static>>,
+    /// HTML templates (escaped) under `<name>.html`.
+    html: Arc<Handlebars<'static>>,
+    from: String,
+    jobs: JobQueue,
+}
+
+impl AccountMail {
+    /// Compiles the templates (the folder's files replace the built-in ones of the same name)
+    /// and checks the sender.
+    pub fn new(settings: &Settings, jobs: JobQueue) -> Result<AccountMail, AccountMailError> {
+        let mut plain = Handlebars::new();
+        plain.register_escape_fn(handlebars::no_escape);
+        plain.set_strict_mode(true);
+        let mut html = Handlebars::new();
+        html.set_strict_mode(true);
+        for (name, sources) in BUILT_IN {
+            for (part, built_in) in PARTS.iter().zip(sources) {
+                let key = format!("{name}.{part}");
+                let source = match &settings.accounts.templates_dir {
+                    Some(dir) => read_override(dir, &key)?,
+                    None => None,
+                };
+                let source = source.as_deref().unwrap_or(built_in);
+                let registry = if *part == "html" { &mut html } else { &mut plain };
+                registry
+                    .register_template_string(&key, source.trim_end_matches('\n'))
+                    .map_err(|e| AccountMailError::Template(key.clone(), e.to_string()))?;
+            }
+        }
+        let from = settings.account_mail_from();
+        from.parse::<lettre::message::Mailbox>()
+            .map_err(|e| AccountMailError::Build(format!("accounts.mail_from `{from}`: {e}")))?;
+        Ok(AccountMail {
+            plain: Arc::new(plain),
+            html: Arc::new(html),
+            from,
+            jobs,
+        })
+    }
+
+    /// Renders mail `name` with `vars` for `to` and queues it for the transport.
+    pub async fn send(
+        &self,
+        name: &str,
+        to: &str,
+        vars: &impl Serialize,
+    ) -> Result<(), AccountMailError> {
+        let render = |registry: &Handlebars<'static>, part: &str| {
+            let key = format!("{name}.{part}");
+            registry
+                .render(&key, vars)
+                .map_err(|e| AccountMailError::Template(key, e.to_string()))
+        };
+        let subject = render(&self.plain, "subject")?;
+        let text = render(&self.plain, "text")?;
+        let html = render(&self.html, "html")?;
+        let id = format!("acc_{}", uuid::Uuid::new_v4().simple());
+        let build = |e: &dyn std::fmt::Display| AccountMailError::Build(e.to_string());
+        let from: lettre::message::Mailbox = self.from.parse().map_err(|e| build(&e))?;
+        let recipient: lettre::message::Mailbox = to.parse().map_err(|e| build(&e))?;
+        let domain = from.email.domain().to_string();
+        let message = Message::builder()
+            .from(from.clone())
+            .to(recipient)
+            .subject(subject.trim())
+            .message_id(Some(format!("<{id}@{domain}>")))
+            .multipart(MultiPart::alternative_plain_html(text, html))
+            .map_err(|e| build(&e))?;
+        let payload = AccountMailPayload {
+            id,
+            sender: from.email.to_string(),
+            recipient: to.to_string(),
+        };
+        self.jobs
+            .enqueue_system(ACCOUNT_MAIL_KIND, payload, Some(message.formatted()))
+            .await?;
+        Ok(())
+    }
+}
+
+/// The folder's replacement for template `key`, if it has one.
+fn read_override(dir: &Path, key: &str) -> Result<Option<String>, AccountMailError> {
+    let path = dir.join(format!("{key}.hbs"));
+    match std::fs::read_to_string(&path) {
+        Ok(source) => Ok(Some(source)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(AccountMailError::Template(
+            key.to_string(),
+            format!("{}: {e}", path.display()),
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn built_in_templates_compile_and_a_folder_replaces_them() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(
+            dir.path().join("reset-password.subject.hbs"),
+            "Reset for {{email}}",
+        )
+        .unwrap();
+        assert_eq!(
+            read_override(dir.path(), "reset-password.subject")
+                .unwrap()
+                .as_deref(),
+            Some("Reset for {{email}}")
+        );
+        assert_eq!(read_override(dir.path(), "verify-email.text").unwrap(), None);
+        for (name, sources) in BUILT_IN {
+            for (part, source) in PARTS.iter().zip(sources) {
+                let mut h = Handlebars::new();
+                h.set_strict_mode(true);
+                h.register_template_string("t", *source)
+                    .unwrap_or_else(|e| panic!("{name}.{part}: {e}"));
+            }
+        }
+    }
+}
