@@ -112,7 +112,7 @@ pub struct AccountSettings {
     /// The sender of account mail; defaults to `Herald <no-reply@<host of public_url>>`.
     pub mail_from: Option<String>,
     /// A folder whose `<name>.subject.hbs`, `<name>.text.hbs` and `<name>.html.hbs` replace the
-    /// built-in templates (`verify-email`, `reset-password`).
+    /// built-in templates (`verify-email`, `reset-password`, `invitation`, `added-to-project`).
     pub templates_dir: Option<PathBuf>,
     /// Where the links in account mail point (the dashboard's base URL); defaults to
     /// `public_url`. Links are `<dashboard_url>/verify-email?token=…` and
@@ -124,6 +124,8 @@ pub struct AccountSettings {
     pub reset_token_minutes: u64,
     /// Account mails (verification, reset) per minute to one address (429 beyond).
     pub mail_per_address_per_minute: u32,
+    /// Days an invitation to a project works.
+    pub invitation_days: u64,
 }
 
 impl Default for AccountSettings {
@@ -136,6 +138,7 @@ impl Default for AccountSettings {
             verify_token_hours: 48,
             reset_token_minutes: 60,
             mail_per_address_per_minute: 2,
+            invitation_days: 7,
         }
     }
 }
@@ -290,7 +293,12 @@ impl Settings {
 
     /// The base URL of links in account mail, without a trailing slash.
     pub fn dashboard_url(&self) -> String {
-        match self.accounts.dashboard_url.as_deref().filter(|s| !s.is_empty()) {
+        match self
+            .accounts
+            .dashboard_url
+            .as_deref()
+            .filter(|s| !s.is_empty())
+        {
             Some(url) => url.trim_end_matches('/').to_string(),
             None => self.public_url(),
         }

@@ -25,6 +25,21 @@ pub struct Credentials {
     pub password: String,
 }
 
+/// Email and password, and the invitation the account is created through, if any.
+#[derive(Object, Deserialize)]
+pub struct Signup {
+    /// The account's address.
+    pub email: String,
+    /// At least 8 characters.
+    pub password: String,
+    /// The `invitation` parameter of a mailed invitation link: the account joins that project
+    /// with the invited role, and its address counts as verified. The address must be the
+    /// invited one.
+    #[oai(nullable)]
+    #[serde(default)]
+    pub invitation: Option<String>,
+}
+
 /// A user as the auth endpoints show it.
 #[derive(Object)]
 pub struct UserRef {
@@ -57,7 +72,10 @@ enum SignupResponse {
     /// The account was created and, unless the deployment requires a verified address first
     /// (then a verification link is mailed), the session cookie set.
     #[oai(status = 201)]
-    Created(Json<UserEnvelope>, #[oai(header = "Set-Cookie")] Option<String>),
+    Created(
+        Json<UserEnvelope>,
+        #[oai(header = "Set-Cookie")] Option<String>,
+    ),
 }
 
 /// `{ email }`.
@@ -71,6 +89,8 @@ pub struct AccountEmail {
 #[derive(Object, Deserialize)]
 pub struct VerificationRequest {
     /// The account's address; optional with a session cookie.
+    #[oai(nullable)]
+    #[serde(default)]
     pub email: Option<String>,
 }
 
@@ -120,7 +140,7 @@ enum ResetResponse {
 }
 
 /// A fresh single-use token for a mailed link and the hash that is stored.
-fn new_token() -> (String, String) {
+pub(super) fn new_token() -> (String, String) {
     use base64::Engine as _;
     use rand::RngCore;
     let mut bytes = [0u8; 32];
@@ -307,7 +327,7 @@ impl AuthApi {
         &self,
         state: poem::web::Data<&AppState>,
         req: &poem::Request,
-        body: JsonBody<Credentials>,
+        body: JsonBody<Signup>,
     ) -> Result<SignupResponse, ApiError> {
         count_attempt(&state, req, None).await?;
         if !state.settings().signup_enabled {
@@ -322,17 +342,35 @@ impl AuthApi {
         let password = Password::parse(body.0.password)
             .map_err(|m| ApiError::invalid_field("password", "too_short", m))?;
         let hash = password::hash(password).await.map_err(ApiError::internal)?;
+        let taken = |e| match e {
+            StoreError::Conflict(_) => {
+                ApiError::conflict("an account with this email already exists")
+                    .suggest("log in with POST /auth/login")
+            }
+            other => ApiError::internal(other),
+        };
+        if let Some(invitation) = &body.0.invitation {
+            let (user, _project) = state
+                .store()
+                .create_invited_user(&email, &hash, &token_hash(invitation))
+                .await
+                .map_err(taken)?
+                .ok_or_else(|| {
+                    ApiError::invalid_field(
+                        "invitation",
+                        "invalid_invitation",
+                        "the invitation is invalid, expired, or was sent to another address",
+                    )
+                    .suggest("sign up with the invited address, or ask for a new invitation")
+                })?;
+            let cookie = open_session(&state, &user.id).await?;
+            return Ok(SignupResponse::Created(Json((&user).into()), Some(cookie)));
+        }
         let user = state
             .store()
             .create_user(&email, &hash)
             .await
-            .map_err(|e| match e {
-                StoreError::Conflict(_) => {
-                    ApiError::conflict("an account with this email already exists")
-                        .suggest("log in with POST /auth/login")
-                }
-                other => ApiError::internal(other),
-            })?;
+            .map_err(taken)?;
         if state.settings().accounts.require_email_verification {
             mail_verification(&state, &user).await?;
             return Ok(SignupResponse::Created(Json((&user).into()), None));
@@ -416,8 +454,9 @@ impl AuthApi {
         count_attempt(&state, req, None).await?;
         let user = match body.0.email {
             Some(email) => {
-                let email = EmailAddress::parse(&email)
-                    .map_err(|e| ApiError::invalid_field("email", "invalid_email", e.to_string()))?;
+                let email = EmailAddress::parse(&email).map_err(|e| {
+                    ApiError::invalid_field("email", "invalid_email", e.to_string())
+                })?;
                 count_account_mail(&state, &email).await?;
                 state.store().user_by_email(&email).await?
             }
@@ -446,7 +485,11 @@ impl AuthApi {
     /// Uses the token of a verification link: the address it was mailed to is verified (if it is
     /// still the account's) and the session cookie is set. A token works once; an unknown, used
     /// or expired one is 422 on `token`.
-    #[oai(path = "/auth/verify-email", method = "post", operation_id = "verifyAccountEmail")]
+    #[oai(
+        path = "/auth/verify-email",
+        method = "post",
+        operation_id = "verifyAccountEmail"
+    )]
     async fn verify_email(
         &self,
         state: poem::web::Data<&AppState>,
@@ -514,7 +557,11 @@ impl AuthApi {
     /// Uses the token of a reset link to set a new password (at least 8 characters). Every
     /// session of the account ends; log in again with the new password. A token works once; an
     /// unknown, used or expired one is 422 on `token`.
-    #[oai(path = "/auth/reset-password", method = "post", operation_id = "resetPassword")]
+    #[oai(
+        path = "/auth/reset-password",
+        method = "post",
+        operation_id = "resetPassword"
+    )]
     async fn reset_password(
         &self,
         state: poem::web::Data<&AppState>,

@@ -16,6 +16,7 @@ pub mod events;
 pub mod executions;
 pub mod extract;
 pub mod links;
+pub mod members;
 pub mod meta;
 pub mod notify;
 pub mod segments;
@@ -80,6 +81,7 @@ pub type Apis = (
         meta::MetaApi,
         auth::AuthApi,
         users::UsersApi,
+        members::MembersApi,
         notify::NotifyApi,
     ),
     (

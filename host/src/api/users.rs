@@ -154,7 +154,7 @@ fn project_name(s: &str) -> Result<ProjectName, ApiError> {
     ProjectName::parse(s).map_err(|m| ApiError::invalid_field("name", "invalid", m))
 }
 
-async fn membership(
+pub(super) async fn membership(
     state: &AppState,
     auth: &DashboardAuth,
     id: &str,

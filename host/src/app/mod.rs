@@ -104,7 +104,11 @@ impl AppBuilder {
             DkimSigner::default(),
             jobs.clone(),
         ));
-        let account_mail = crate::services::account_mail::AccountMail::new(&settings, jobs.clone())?;
+        let account_mail = crate::services::account_mail::AccountMail::new(
+            settings.account_mail_from(),
+            settings.accounts.templates_dir.as_deref(),
+            jobs.clone(),
+        )?;
         let workflows = WorkflowEngine::new(
             store.clone(),
             plugins.clone(),

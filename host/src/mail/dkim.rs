@@ -49,7 +49,10 @@ impl DkimSigner {
         let signer = self
             .signer(domain, selector, private_key_pem, headers)
             .map_err(error)?;
-        let header = signer.sign(raw).map_err(|e| error(e.to_string()))?.to_header();
+        let header = signer
+            .sign(raw)
+            .map_err(|e| error(e.to_string()))?
+            .to_header();
         raw.splice(0..0, header.into_bytes());
         Ok(())
     }
@@ -65,8 +68,8 @@ impl DkimSigner {
         if let Some(signer) = self.signers.lock().expect("DKIM cache lock").get(&key) {
             return Ok(signer.clone());
         }
-        let der = PrivateKeyDer::from_pem_slice(private_key_pem.as_bytes())
-            .map_err(|e| e.to_string())?;
+        let der =
+            PrivateKeyDer::from_pem_slice(private_key_pem.as_bytes()).map_err(|e| e.to_string())?;
         let rsa = RsaKey::<Sha256>::from_key_der(der).map_err(|e| e.to_string())?;
         let signer = Arc::new(
             mail_auth::dkim::DkimSigner::from_key(rsa)

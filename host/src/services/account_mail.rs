@@ -12,29 +12,30 @@ use lettre::Message;
 use lettre::message::MultiPart;
 use serde::Serialize;
 
-use crate::config::Settings;
 use crate::jobs::JobQueue;
 use crate::jobs::account_mail::{ACCOUNT_MAIL_KIND, AccountMailPayload};
 use crate::store::StoreError;
 
-/// The kinds of account mail and their built-in templates (subject, text, HTML).
+/// One kind of account mail's built-in templates: subject, text and HTML.
+macro_rules! built_in {
+    ($name:literal) => {
+        (
+            $name,
+            [
+                include_str!(concat!("../../templates/account/", $name, ".subject.hbs")),
+                include_str!(concat!("../../templates/account/", $name, ".text.hbs")),
+                include_str!(concat!("../../templates/account/", $name, ".html.hbs")),
+            ],
+        )
+    };
+}
+
+/// The kinds of account mail and their built-in templates.
 const BUILT_IN: &[(&str, [&str; 3])] = &[
-    (
-        "verify-email",
-        [
-            include_str!("../../templates/account/verify-email.subject.hbs"),
-            include_str!("../../templates/account/verify-email.text.hbs"),
-            include_str!("../../templates/account/verify-email.html.hbs"),
-        ],
-    ),
-    (
-        "reset-password",
-        [
-            include_str!("../../templates/account/reset-password.subject.hbs"),
-            include_str!("../../templates/account/reset-password.text.hbs"),
-            include_str!("../../templates/account/reset-password.html.hbs"),
-        ],
-    ),
+    built_in!("verify-email"),
+    built_in!("reset-password"),
+    built_in!("invitation"),
+    built_in!("added-to-project"),
 ];
 
 const PARTS: [&str; 3] = ["subject", "text", "html"];
@@ -65,9 +66,13 @@ pub struct AccountMail {
 }
 
 impl AccountMail {
-    /// Compiles the templates (the folder's files replace the built-in ones of the same name)
-    /// and checks the sender.
-    pub fn new(settings: &Settings, jobs: JobQueue) -> Result<AccountMail, AccountMailError> {
+    /// Compiles the templates (the files of `templates_dir` replace the built-in ones of the
+    /// same name) and checks the sender `from`.
+    pub fn new(
+        from: String,
+        templates_dir: Option<&Path>,
+        jobs: JobQueue,
+    ) -> Result<AccountMail, AccountMailError> {
         let mut plain = Handlebars::new();
         plain.register_escape_fn(handlebars::no_escape);
         plain.set_strict_mode(true);
@@ -76,18 +81,21 @@ impl AccountMail {
         for (name, sources) in BUILT_IN {
             for (part, built_in) in PARTS.iter().zip(sources) {
                 let key = format!("{name}.{part}");
-                let source = match &settings.accounts.templates_dir {
+                let source = match templates_dir {
                     Some(dir) => read_override(dir, &key)?,
                     None => None,
                 };
                 let source = source.as_deref().unwrap_or(built_in);
-                let registry = if *part == "html" { &mut html } else { &mut plain };
+                let registry = if *part == "html" {
+                    &mut html
+                } else {
+                    &mut plain
+                };
                 registry
                     .register_template_string(&key, source.trim_end_matches('\n'))
                     .map_err(|e| AccountMailError::Template(key.clone(), e.to_string()))?;
             }
         }
-        let from = settings.account_mail_from();
         from.parse::<lettre::message::Mailbox>()
             .map_err(|e| AccountMailError::Build(format!("accounts.mail_from `{from}`: {e}")))?;
         Ok(AccountMail {
@@ -169,7 +177,10 @@ mod tests {
                 .as_deref(),
             Some("Reset for {{email}}")
         );
-        assert_eq!(read_override(dir.path(), "verify-email.text").unwrap(), None);
+        assert_eq!(
+            read_override(dir.path(), "verify-email.text").unwrap(),
+            None
+        );
         for (name, sources) in BUILT_IN {
             for (part, source) in PARTS.iter().zip(sources) {
                 let mut h = Handlebars::new();

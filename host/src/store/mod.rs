@@ -21,6 +21,7 @@ pub mod events;
 pub mod executions;
 pub mod idempotency;
 pub mod jobs;
+pub mod members;
 pub mod projects;
 pub mod rate_limits;
 pub mod segments;
@@ -80,6 +81,14 @@ pub enum Conflict {
     /// A contact kept changing under a write until it gave up.
     #[error("contact is being changed concurrently; retry")]
     ContactBusy,
+    /// The user is a member of the project already.
+    #[error("the user is already a member of this project")]
+    Member,
+    /// The change would leave the project without an `OWNER`.
+    #[error(
+        "the project's last OWNER cannot be removed or demoted; make another member OWNER first"
+    )]
+    LastOwner,
 }
 
 impl StoreError {

@@ -273,8 +273,8 @@ async fn projects_create_list_rename_delete() {
 }
 
 /// Waits (up to 10 s) for an account mail to `to`, written by the `outbox` transport, whose
-/// link's `token` (read from the decoded text part) is not among `known`, and answers it.
-async fn mailed_token(app: &TestApp, to: &str, known: &[&str]) -> String {
+/// link's `token` or `invitation` (read from the decoded text part) is not among `known`, and answers it.
+pub async fn mailed_token(app: &TestApp, to: &str, known: &[&str]) -> String {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
     loop {
         let fresh = app
@@ -286,7 +286,11 @@ async fn mailed_token(app: &TestApp, to: &str, known: &[&str]) -> String {
                     .parse(m.as_bytes())
                     .expect("a parsable mail");
                 let text = parsed.body_text(0).expect("a text part").to_string();
-                let at = text.find("token=").expect("a link with a token") + "token=".len();
+                let (at, param) = ["token=", "invitation="]
+                    .iter()
+                    .find_map(|p| text.find(p).map(|at| (at, p.len())))
+                    .expect("a link with a token");
+                let at = at + param;
                 text[at..]
                     .chars()
                     .take_while(|c| c.is_ascii_alphanumeric() || *c == '-' || *c == '_')
@@ -301,7 +305,7 @@ async fn mailed_token(app: &TestApp, to: &str, known: &[&str]) -> String {
     }
 }
 
-fn jar() -> reqwest::Client {
+pub fn jar() -> reqwest::Client {
     reqwest::Client::builder()
         .cookie_store(true)
         .build()
@@ -314,13 +318,30 @@ async fn a_required_verification_is_done_by_the_mailed_link_once() {
     let client = jar();
     let creds = json!({ "email": "new@example.com", "password": "correct horse battery" });
     let r = app
-        .call_with(&client, Method::POST, "/auth/signup", None, Some(creds.clone()), &[])
+        .call_with(
+            &client,
+            Method::POST,
+            "/auth/signup",
+            None,
+            Some(creds.clone()),
+            &[],
+        )
         .await;
     assert_eq!(r.status, 201, "{}", r.body);
-    assert!(r.headers.get("set-cookie").is_none(), "no session before verification");
-    app.call_with(&client, Method::POST, "/auth/login", None, Some(creds.clone()), &[])
-        .await
-        .assert_error(403, "EMAIL_VERIFICATION_REQUIRED");
+    assert!(
+        r.headers.get("set-cookie").is_none(),
+        "no session before verification"
+    );
+    app.call_with(
+        &client,
+        Method::POST,
+        "/auth/login",
+        None,
+        Some(creds.clone()),
+        &[],
+    )
+    .await
+    .assert_error(403, "EMAIL_VERIFICATION_REQUIRED");
 
     let first = mailed_token(&app, "new@example.com", &[]).await;
     // Asking again mails a new link; only the latest works.
@@ -405,8 +426,15 @@ async fn a_password_reset_works_once_and_ends_every_session() {
         let app = &app;
         let body = json!({ "token": token, "password": password });
         async move {
-            app.call_with(&jar(), Method::POST, "/auth/reset-password", None, Some(body), &[])
-                .await
+            app.call_with(
+                &jar(),
+                Method::POST,
+                "/auth/reset-password",
+                None,
+                Some(body),
+                &[],
+            )
+            .await
         }
     };
     let r = reset(&token, "short").await;

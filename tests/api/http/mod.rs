@@ -1,7 +1,7 @@
 //! Black-box tests through the HTTP API (and the `herald` binary), one file per resource.
 
 mod abuse;
-mod accounts;
+pub mod accounts;
 mod auth_matrix;
 mod campaigns;
 mod cli;
@@ -13,6 +13,7 @@ mod executions;
 mod hostile;
 mod isolation;
 pub mod jobs;
+mod members;
 mod protocol;
 mod rate_limit;
 mod segments;

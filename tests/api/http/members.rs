@@ -1,0 +1,245 @@
+//! Teams: `/projects/:id/members` (list, add or invite, change roles, remove), invitations
+//! accepted by signing up through the mailed link, the last owner kept, and a matrix of role ×
+//! operation.
+
+use reqwest::Method;
+use serde_json::{Value, json};
+
+use crate::http::accounts::{jar, mailed_token};
+use crate::support::harness::{Reply, TestApp, TestProject};
+
+async fn dashboard(
+    app: &TestApp,
+    client: &reqwest::Client,
+    method: Method,
+    path: &str,
+    project: &str,
+    body: Option<Value>,
+) -> Reply {
+    app.call_with(
+        client,
+        method,
+        path,
+        None,
+        body,
+        &[("X-Project-Id", project)],
+    )
+    .await
+}
+
+async fn invite(app: &TestApp, client: &reqwest::Client, p: &TestProject, body: Value) -> Reply {
+    let path = format!("/projects/{}/members", p.id);
+    dashboard(app, client, Method::POST, &path, &p.id, Some(body)).await
+}
+
+async fn user_id(app: &TestApp, client: &reqwest::Client) -> String {
+    let me = app
+        .call_with(client, Method::GET, "/users/@me", None, None, &[])
+        .await;
+    me.body["id"].as_str().unwrap().to_string()
+}
+
+#[tokio::test]
+async fn members_are_added_invited_changed_and_removed_and_the_last_owner_stays() {
+    let app = TestApp::spawn().await;
+    let p = app.project().await;
+    let owner = &p.owner;
+    let owner_id = user_id(&app, owner).await;
+    let members = format!("/projects/{}/members", p.id);
+
+    // An address with an account joins at once and is told by mail.
+    let bob = app.user("bob@example.com").await;
+    let r = invite(
+        &app,
+        owner,
+        &p,
+        json!({ "email": "bob@example.com", "role": "admin" }),
+    )
+    .await;
+    assert_eq!(r.status, 201, "{}", r.body);
+    assert_eq!(r.body["role"], "ADMIN");
+    let bob_id = r.body["userId"].as_str().unwrap().to_string();
+    let r = dashboard(&app, &bob, Method::GET, "/contacts", &p.id, None).await;
+    assert_eq!(
+        r.status, 200,
+        "the new member reaches the project: {}",
+        r.body
+    );
+    invite(&app, owner, &p, json!({ "email": "bob@example.com" }))
+        .await
+        .assert_error(409, "CONFLICT");
+
+    // An address without one gets an invitation; signing up through it makes a member.
+    let r = invite(&app, owner, &p, json!({ "email": "carol@example.com" })).await;
+    assert_eq!(r.status, 202, "{}", r.body);
+    assert_eq!(r.body["role"], "MEMBER");
+    let token = mailed_token(&app, "carol@example.com", &[]).await;
+    let list = dashboard(&app, owner, Method::GET, &members, &p.id, None).await;
+    assert_eq!(list.body["invitations"][0]["email"], "carol@example.com");
+    let signup = |email: &str| {
+        let body =
+            json!({ "email": email, "password": "correct horse battery", "invitation": token });
+        let app = &app;
+        async move {
+            let client = jar();
+            let r = app
+                .call_with(&client, Method::POST, "/auth/signup", None, Some(body), &[])
+                .await;
+            (client, r)
+        }
+    };
+    let (_, r) = signup("mallory@example.com").await;
+    r.assert_error(422, "VALIDATION_ERROR");
+    assert_eq!(r.error_fields(), vec!["invitation"]);
+    let (carol, r) = signup("carol@example.com").await;
+    assert_eq!(r.status, 201, "{}", r.body);
+    let carol_id = r.body["user"]["id"].as_str().unwrap().to_string();
+    let (_, r) = signup("carol@example.com").await;
+    r.assert_error(422, "VALIDATION_ERROR");
+    let list = dashboard(&app, &carol, Method::GET, &members, &p.id, None).await;
+    assert_eq!(list.status, 200, "{}", list.body);
+    let roles: Vec<(&str, &str)> = list.body["members"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| (m["email"].as_str().unwrap(), m["role"].as_str().unwrap()))
+        .collect();
+    assert_eq!(roles.len(), 3);
+    assert!(roles.contains(&("bob@example.com", "ADMIN")));
+    assert!(roles.contains(&("carol@example.com", "MEMBER")));
+    assert_eq!(list.body["invitations"], json!([]));
+
+    // A MEMBER manages nobody; an ADMIN manages members but not owners.
+    let path = |user: &str| format!("/projects/{}/members/{user}", p.id);
+    let patch = |client: &reqwest::Client, user: &str, role: &str| {
+        let (client, path) = (client.clone(), path(user));
+        let body = json!({ "role": role });
+        let (app, id) = (&app, p.id.clone());
+        async move { dashboard(app, &client, Method::PATCH, &path, &id, Some(body)).await }
+    };
+    let remove = |client: &reqwest::Client, user: &str| {
+        let (client, path) = (client.clone(), path(user));
+        let (app, id) = (&app, p.id.clone());
+        async move { dashboard(app, &client, Method::DELETE, &path, &id, None).await }
+    };
+    invite(&app, &carol, &p, json!({ "email": "dave@example.com" }))
+        .await
+        .assert_error(403, "FORBIDDEN");
+    patch(&carol, &bob_id, "MEMBER")
+        .await
+        .assert_error(403, "FORBIDDEN");
+    remove(&carol, &bob_id).await.assert_error(403, "FORBIDDEN");
+    patch(&bob, &bob_id, "OWNER")
+        .await
+        .assert_error(403, "FORBIDDEN");
+    patch(&bob, &owner_id, "ADMIN")
+        .await
+        .assert_error(403, "FORBIDDEN");
+    remove(&bob, &owner_id).await.assert_error(403, "FORBIDDEN");
+    invite(
+        &app,
+        &bob,
+        &p,
+        json!({ "email": "erin@example.com", "role": "OWNER" }),
+    )
+    .await
+    .assert_error(403, "FORBIDDEN");
+    let r = patch(&bob, &carol_id, "admin").await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.body["role"], "ADMIN");
+    patch(&bob, &carol_id, "boss")
+        .await
+        .assert_error(422, "VALIDATION_ERROR");
+    patch(&bob, "usr_nobody", "MEMBER")
+        .await
+        .assert_error(404, "NOT_FOUND");
+
+    // The last owner can be neither demoted nor removed, until another member is made OWNER.
+    let r = patch(owner, &owner_id, "ADMIN").await;
+    r.assert_error(409, "CONFLICT");
+    assert!(
+        r.body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("last OWNER")
+    );
+    remove(owner, &owner_id).await.assert_error(409, "CONFLICT");
+    assert_eq!(patch(owner, &bob_id, "OWNER").await.status, 200);
+    let r = patch(owner, &owner_id, "MEMBER").await;
+    assert_eq!(r.status, 200, "ownership transferred: {}", r.body);
+
+    // Anyone may leave; then the project is gone for them.
+    assert_eq!(remove(&carol, &carol_id).await.status, 204);
+    dashboard(&app, &carol, Method::GET, "/contacts", &p.id, None)
+        .await
+        .assert_error(404, "NOT_FOUND");
+    // Another project's members are not this user's business.
+    let other = app.project().await;
+    let path = format!("/projects/{}/members", other.id);
+    dashboard(&app, owner, Method::GET, &path, &other.id, None)
+        .await
+        .assert_error(404, "NOT_FOUND");
+}
+
+/// What each role may do: (operation, OWNER, ADMIN, MEMBER) statuses.
+#[tokio::test]
+async fn each_role_may_do_what_decisions_md_says() {
+    let app = TestApp::spawn().await;
+    for (role, allowed) in [
+        ("OWNER", [true; 4]),
+        ("ADMIN", [true, true, true, false]),
+        ("MEMBER", [false; 4]),
+    ] {
+        let p = app.project().await;
+        let email = format!(
+            "{}-{}@example.com",
+            role.to_lowercase(),
+            uuid::Uuid::new_v4().simple()
+        );
+        let client = app.user(&email).await;
+        let r = invite(&app, &p.owner, &p, json!({ "email": email, "role": role })).await;
+        assert_eq!(r.status, 201, "{}", r.body);
+        let settings = format!("/users/@me/projects/{}", p.id);
+        let ops: [(Method, String, Option<Value>, u16); 4] = [
+            (
+                Method::PATCH,
+                settings.clone(),
+                Some(json!({ "name": "renamed" })),
+                200,
+            ),
+            (
+                Method::POST,
+                format!("{settings}/regenerate-keys"),
+                None,
+                200,
+            ),
+            (
+                Method::POST,
+                format!("/projects/{}/members", p.id),
+                Some(
+                    json!({ "email": format!("x-{}@example.com", uuid::Uuid::new_v4().simple()) }),
+                ),
+                202,
+            ),
+            (Method::DELETE, settings.clone(), None, 204),
+        ];
+        for ((method, path, body, ok), allowed) in ops.into_iter().zip(allowed) {
+            let r = dashboard(&app, &client, method.clone(), &path, &p.id, body).await;
+            if allowed {
+                assert_eq!(r.status.as_u16(), ok, "{role} {method} {path}: {}", r.body);
+            } else {
+                r.assert_error(403, "FORBIDDEN");
+            }
+        }
+        // Project resources and the team list: every role (the project is gone for OWNER).
+        if role != "OWNER" {
+            for path in [
+                "/contacts".to_string(),
+                format!("/projects/{}/members", p.id),
+            ] {
+                let r = dashboard(&app, &client, Method::GET, &path, &p.id, None).await;
+                assert_eq!(r.status, 200, "{role} GET {path}: {}", r.body);
+            }
+        }
+    }
+}
