@@ -19,6 +19,7 @@ pub mod links;
 pub mod members;
 pub mod meta;
 pub mod notify;
+pub mod project_admin;
 pub mod segments;
 pub mod send;
 pub mod server;
@@ -82,6 +83,7 @@ pub type Apis = (
         auth::AuthApi,
         users::UsersApi,
         members::MembersApi,
+        project_admin::ProjectAdminApi,
         notify::NotifyApi,
     ),
     (

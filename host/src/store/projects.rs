@@ -268,3 +268,98 @@ impl Store {
         }
     }
 }
+
+/// What a project reset deleted, by kind.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ResetCounts {
+    pub contacts: u64,
+    pub events: u64,
+    pub emails: u64,
+    pub templates: u64,
+    pub segments: u64,
+    pub campaigns: u64,
+    pub workflows: u64,
+    pub jobs: u64,
+}
+
+/// How far a project has come (`GET /projects/:id/setup-state`).
+#[derive(Clone, Debug, Default, PartialEq, Eq, FromRow)]
+pub struct SetupState {
+    pub domain_added: bool,
+    pub domain_verified: bool,
+    pub contact_added: bool,
+    pub template_created: bool,
+    pub email_sent: bool,
+    pub workflow_enabled: bool,
+    pub campaign_sent: bool,
+}
+
+impl Store {
+    /// Deletes a project's data (contacts, events, emails, templates, segments, campaigns,
+    /// workflows, jobs, idempotency keys, custom fields) in one transaction, keeping the project,
+    /// its members, keys, settings and sending domains. Children go by cascade.
+    #[tracing::instrument(level = "debug", skip(self))]
+    pub async fn reset_project(&self, project: &ProjectId) -> StoreResult<ResetCounts> {
+        use super::dialect::BeginWrite;
+        // Order matters only for speed: rows that others reference go after them.
+        const TABLES: [&str; 11] = [
+            "jobs",
+            "idempotency_keys",
+            "email_events",
+            "emails",
+            "campaigns",
+            "workflows",
+            "segments",
+            "events",
+            "contacts",
+            "contact_fields",
+            "templates",
+        ];
+        let mut deleted = std::collections::HashMap::new();
+        on_db_write!(self.db(), pool => {
+            let mut tx = pool.begin_write().await?;
+            for table in TABLES {
+                let n = sqlx::query(&format!("DELETE FROM {table} WHERE project_id = $1"))
+                    .bind(project.as_str())
+                    .execute(&mut *tx)
+                    .await?
+                    .rows_affected();
+                deleted.insert(table, n);
+            }
+            tx.commit().await?;
+        });
+        let n = |t: &str| deleted.get(t).copied().unwrap_or(0);
+        Ok(ResetCounts {
+            contacts: n("contacts"),
+            events: n("events"),
+            emails: n("emails"),
+            templates: n("templates"),
+            segments: n("segments"),
+            campaigns: n("campaigns"),
+            workflows: n("workflows"),
+            jobs: n("jobs"),
+        })
+    }
+
+    /// A project's onboarding state, in one statement of index probes.
+    #[tracing::instrument(level = "debug", skip(self))]
+    pub async fn setup_state(&self, project: &ProjectId) -> StoreResult<SetupState> {
+        let state: SetupState = on_db!(self.db(), pool => {
+            sqlx::query_as(
+                "SELECT \
+                 EXISTS (SELECT 1 FROM domains WHERE project_id = $1) AS domain_added, \
+                 EXISTS (SELECT 1 FROM domains WHERE project_id = $1 AND status = 'verified') AS domain_verified, \
+                 EXISTS (SELECT 1 FROM contacts WHERE project_id = $1) AS contact_added, \
+                 EXISTS (SELECT 1 FROM templates WHERE project_id = $1) AS template_created, \
+                 EXISTS (SELECT 1 FROM emails WHERE project_id = $1 AND test = FALSE \
+                         AND status NOT IN ('queued', 'suppressed', 'failed')) AS email_sent, \
+                 EXISTS (SELECT 1 FROM workflows WHERE project_id = $1 AND enabled = TRUE) AS workflow_enabled, \
+                 EXISTS (SELECT 1 FROM campaigns WHERE project_id = $1 AND status = 'SENT') AS campaign_sent",
+            )
+            .bind(project.as_str())
+            .fetch_one(pool)
+            .await?
+        });
+        Ok(state)
+    }
+}

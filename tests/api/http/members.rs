@@ -243,3 +243,81 @@ async fn each_role_may_do_what_decisions_md_says() {
         }
     }
 }
+
+#[tokio::test]
+async fn setup_state_follows_the_project_and_a_reset_wipes_its_data_only() {
+    let app = TestApp::spawn().await;
+    let p = app.project().await;
+    let other = app.project().await;
+    let state_path = format!("/projects/{}/setup-state", p.id);
+    let state = || dashboard(&app, &p.owner, Method::GET, &state_path, &p.id, None);
+    let r = state().await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.body["domainAdded"], false);
+    assert_eq!(r.body["complete"], false);
+    assert_eq!(r.body["nextStep"], "domainAdded");
+
+    let key = &p.secret_key;
+    let r = app
+        .post("/domains", key, json!({ "domain": "acme.test" }))
+        .await;
+    assert_eq!(r.status, 201, "{}", r.body);
+    let domain = format!("/domains/{}", r.body["id"].as_str().unwrap());
+    p.contact(&app, "ann@example.com", json!({})).await;
+    p.contact(&app, "bob@example.com", json!({})).await;
+    other.contact(&app, "keep@example.com", json!({})).await;
+    let tracked = json!({ "event": "signed-up", "email": "ann@example.com" });
+    assert_eq!(
+        app.post("/v1/track", &p.public_key, tracked).await.status,
+        200
+    );
+    let template =
+        json!({ "name": "Welcome", "subject": "Hi", "body": "<p>Hi</p>", "type": "TRANSACTIONAL" });
+    assert_eq!(app.post("/templates", key, template).await.status, 201);
+    let r = state().await;
+    assert_eq!(r.body["domainAdded"], true);
+    assert_eq!(r.body["domainVerified"], false);
+    assert_eq!(r.body["contactAdded"], true);
+    assert_eq!(r.body["templateCreated"], true);
+    assert_eq!(r.body["nextStep"], "domainVerified");
+
+    // Only the OWNER resets.
+    let admin = app.user("admin@example.com").await;
+    let r = invite(
+        &app,
+        &p.owner,
+        &p,
+        json!({ "email": "admin@example.com", "role": "ADMIN" }),
+    )
+    .await;
+    assert_eq!(r.status, 201, "{}", r.body);
+    let reset = format!("/users/@me/projects/{}/reset", p.id);
+    dashboard(&app, &admin, Method::POST, &reset, &p.id, None)
+        .await
+        .assert_error(403, "FORBIDDEN");
+    let r = dashboard(&app, &p.owner, Method::POST, &reset, &p.id, None).await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.body["success"], true);
+    assert_eq!(r.body["deleted"]["contacts"], 2);
+    assert_eq!(r.body["deleted"]["templates"], 1);
+    assert_eq!(r.body["deleted"]["events"], 1);
+
+    // The data is gone; the project, its keys, members and domains stay; others are untouched.
+    let contacts = app.get("/contacts", key).await;
+    assert_eq!(
+        contacts.status, 200,
+        "the keys still work: {}",
+        contacts.body
+    );
+    assert_eq!(contacts.body["total"], 0);
+    assert_eq!(app.get("/templates", key).await.body["data"], json!([]));
+    assert_eq!(app.get(&domain, key).await.status, 200, "the domain stays");
+    let members = format!("/projects/{}/members", p.id);
+    let team = dashboard(&app, &admin, Method::GET, &members, &p.id, None).await;
+    assert_eq!(team.body["members"].as_array().unwrap().len(), 2);
+    assert_eq!(
+        app.get("/contacts", &other.secret_key).await.body["total"],
+        1
+    );
+    assert_eq!(state().await.body["contactAdded"], false);
+}
