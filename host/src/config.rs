@@ -78,6 +78,9 @@ pub struct Settings {
     /// Dashboard accounts and the mail the service sends them (`[accounts]`,
     /// `HERALD_ACCOUNTS__<NAME>`).
     pub accounts: AccountSettings,
+    /// Automatic suspension of sending on bad bounce or complaint rates (`[security]`,
+    /// `HERALD_SECURITY__<NAME>`).
+    pub security: SecuritySettings,
     /// Segments (`[segments]`, `HERALD_SEGMENTS__<NAME>`).
     pub segments: SegmentSettings,
 }
@@ -112,7 +115,8 @@ pub struct AccountSettings {
     /// The sender of account mail; defaults to `Herald <no-reply@<host of public_url>>`.
     pub mail_from: Option<String>,
     /// A folder whose `<name>.subject.hbs`, `<name>.text.hbs` and `<name>.html.hbs` replace the
-    /// built-in templates (`verify-email`, `reset-password`, `invitation`, `added-to-project`).
+    /// built-in templates (`verify-email`, `reset-password`, `invitation`, `added-to-project`,
+    /// `project-suspended`).
     pub templates_dir: Option<PathBuf>,
     /// Where the links in account mail point (the dashboard's base URL); defaults to
     /// `public_url`. Links are `<dashboard_url>/verify-email?token=…` and
@@ -139,6 +143,33 @@ impl Default for AccountSettings {
             reset_token_minutes: 60,
             mail_per_address_per_minute: 2,
             invitation_days: 7,
+        }
+    }
+}
+
+/// When a project's sending is suspended: its hard-bounce or complaint rate over the last
+/// `window_days` reaches a threshold once it has sent `min_volume` emails in that window
+/// (defaults like the large mailbox providers' guidance).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(default)]
+pub struct SecuritySettings {
+    /// Bounce rate (0..1) at which sending stops.
+    pub bounce_rate_threshold: f64,
+    /// Complaint rate (0..1) at which sending stops.
+    pub complaint_rate_threshold: f64,
+    /// Emails sent in the window before a rate counts.
+    pub min_volume: i64,
+    /// Days the rates are measured over.
+    pub window_days: u64,
+}
+
+impl Default for SecuritySettings {
+    fn default() -> SecuritySettings {
+        SecuritySettings {
+            bounce_rate_threshold: 0.05,
+            complaint_rate_threshold: 0.001,
+            min_volume: 100,
+            window_days: 7,
         }
     }
 }
@@ -223,6 +254,7 @@ impl Default for Settings {
             domains: DomainSettings::default(),
             sending: SendingSettings::default(),
             accounts: AccountSettings::default(),
+            security: SecuritySettings::default(),
             segments: SegmentSettings::default(),
         }
     }

@@ -50,6 +50,11 @@ enum Command {
         #[command(subcommand)]
         command: PluginsCommand,
     },
+    /// Operate on projects.
+    Projects {
+        #[command(subcommand)]
+        command: ProjectsCommand,
+    },
     /// Create the first owner account and project on an empty database.
     Init {
         /// Print one JSON object instead of text.
@@ -61,6 +66,18 @@ enum Command {
         /// The first project's name.
         #[arg(long, default_value = "Default")]
         project_name: String,
+        #[command(flatten)]
+        db: DbArgs,
+    },
+}
+
+#[derive(Subcommand)]
+enum ProjectsCommand {
+    /// Lift the suspension of a project's sending (set by its bounce or complaint rate): new
+    /// mail is accepted again. Exits 1 when the project has no suspension in force.
+    LiftSuspension {
+        /// The project's id (`prj_…`).
+        project: String,
         #[command(flatten)]
         db: DbArgs,
     },
@@ -142,6 +159,25 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             .await?;
             tracing::info!("stopped");
             Ok(())
+        }
+        Command::Projects {
+            command: ProjectsCommand::LiftSuspension { project, db },
+        } => {
+            let settings = settings(cli.config.as_ref(), &db, None)?;
+            let id = herald::domain::ids::ProjectId::parse(&project)
+                .ok_or_else(|| anyhow::anyhow!("`{project}` is not a project id (prj_…)"))?;
+            let pool = Db::connect(&settings.database_url(), 2).await?;
+            pool.migrate().await?;
+            let lifted = herald::store::Store::new(pool.clone())
+                .lift_suspension(&id)
+                .await?;
+            pool.close().await;
+            if lifted {
+                println!("lifted: project {project} may send again");
+                Ok(())
+            } else {
+                anyhow::bail!("project {project} has no suspension in force")
+            }
         }
         Command::Plugins { command } => {
             let db = match &command {

@@ -448,6 +448,7 @@ fn campaign_error(e: CampaignError) -> ApiError {
             "too_large",
             format!("the message to {to} would be {size} bytes; make the body smaller"),
         ),
+        CampaignError::Send(SendError::Suspended(reason)) => super::send::suspended(reason),
         CampaignError::Send(e) => ApiError::internal(e),
         CampaignError::Store(e) => e.into(),
     }
@@ -643,8 +644,9 @@ impl CampaignsApi {
     /// `SENT` once every recipient's email is final; with a future `scheduledFor` it becomes
     /// `SCHEDULED` and starts then on whichever instance claims it. A past `scheduledFor` is
     /// 422. Allowed from `DRAFT` and `SCHEDULED` (to send now or move the schedule); 409
-    /// otherwise. The sender's domain must still be verified (422 `DOMAIN_NOT_VERIFIED`), and a
-    /// `SEGMENT` audience's segment must still exist.
+    /// otherwise. The sender's domain must still be verified (422 `DOMAIN_NOT_VERIFIED`), a
+    /// `SEGMENT` audience's segment must still exist, and the project's sending must not be
+    /// suspended (403).
     #[oai(
         path = "/campaigns/:id/send",
         method = "post",
@@ -690,6 +692,9 @@ impl CampaignsApi {
             ));
         }
         super::templates::authorize_from(&state, project, &c.content.from_email, "from").await?;
+        if let Some(suspension) = state.store().active_suspension(project).await? {
+            return Err(super::send::suspended(suspension.reason));
+        }
         let max_attempts = state.jobs().config().max_attempts;
         match state
             .store()

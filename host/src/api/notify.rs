@@ -194,6 +194,12 @@ async fn receive(
                 .await
                 .map_err(|e| ApiError::from_store(e, "contact"))?;
         }
+        if recorded.first
+            && let Err(err) = state.health_guard().check(&recorded.project_id).await
+        {
+            // The notification is applied; the next bounce or complaint measures again.
+            tracing::warn!(project_id = %recorded.project_id, error = %err, "could not check the project's sending health");
+        }
     }
     Ok(Json(result))
 }

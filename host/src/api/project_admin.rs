@@ -9,8 +9,10 @@ use super::ApiTags;
 use super::error::ApiError;
 use super::extract::DashboardAuth;
 use super::state::AppState;
+use super::timestamp::Timestamp;
 use super::users::membership;
 use crate::store::projects::{ResetCounts, SetupState};
+use crate::store::security::Suspension;
 
 /// Which onboarding steps a project has done, in the order a new project takes them.
 #[derive(Object)]
@@ -112,6 +114,106 @@ impl From<ResetCounts> for DeletedCounts {
     }
 }
 
+/// A suspension of the project's sending.
+#[derive(Object)]
+#[oai(rename_all = "camelCase")]
+pub struct SuspensionBody {
+    /// The suspension's id (`sus_…`).
+    pub id: String,
+    /// Why, with the figures.
+    pub reason: String,
+    /// Emails sent in the window when it was decided.
+    pub sent: i64,
+    /// Of those, hard-bounced.
+    pub bounced: i64,
+    /// Of those, reported as spam.
+    pub complained: i64,
+    /// When sending stopped.
+    pub created_at: Timestamp,
+    /// When an operator lifted it; null while it holds.
+    #[oai(nullable)]
+    pub lifted_at: Option<Timestamp>,
+}
+
+/// The thresholds in force.
+#[derive(Object)]
+#[oai(rename_all = "camelCase")]
+pub struct ThresholdsBody {
+    /// Bounce rate (0..1) at which sending stops.
+    pub bounce_rate: f64,
+    /// Complaint rate (0..1) at which sending stops.
+    pub complaint_rate: f64,
+    /// Emails sent in the window before a rate counts.
+    pub min_volume: i64,
+}
+
+/// A project's sending health.
+#[derive(Object)]
+#[oai(rename_all = "camelCase")]
+pub struct SecurityBody {
+    /// Whether sending is suspended now.
+    pub suspended: bool,
+    /// Days the figures cover.
+    pub window_days: u64,
+    /// Emails handed to the transport in the window (test sends excluded).
+    pub sent: i64,
+    /// Of those, hard-bounced.
+    pub bounced: i64,
+    /// Of those, reported as spam.
+    pub complained: i64,
+    /// `bounced / sent`, 0 when nothing was sent.
+    pub bounce_rate: f64,
+    /// `complained / sent`, 0 when nothing was sent.
+    pub complaint_rate: f64,
+    /// When a rate suspends the project.
+    pub thresholds: ThresholdsBody,
+    /// The latest suspensions, newest first (at most 20).
+    pub suspensions: Vec<SuspensionBody>,
+}
+
+impl From<Suspension> for SuspensionBody {
+    fn from(s: Suspension) -> SuspensionBody {
+        SuspensionBody {
+            id: s.id,
+            reason: s.reason,
+            sent: s.sent,
+            bounced: s.bounced,
+            complained: s.complained,
+            created_at: Timestamp(s.created_at),
+            lifted_at: s.lifted_at.map(Timestamp),
+        }
+    }
+}
+
+async fn security_of(
+    state: &AppState,
+    auth: &DashboardAuth,
+    id: &str,
+) -> Result<Json<SecurityBody>, ApiError> {
+    let (project, _) = membership(state, auth, id).await?;
+    let guard = state.health_guard();
+    let health = guard
+        .health(&project.id)
+        .await
+        .map_err(ApiError::internal)?;
+    let suspensions = state.store().suspensions(&project.id, 20).await?;
+    Ok(Json(SecurityBody {
+        suspended: suspensions.iter().any(|s| s.lifted_at.is_none()),
+        window_days: guard.window.as_secs() / 86_400,
+        sent: health.sent,
+        bounced: health.bounced,
+        complained: health.complained,
+        bounce_rate: health.bounce_rate(),
+        complaint_rate: health.complaint_rate(),
+        thresholds: ThresholdsBody {
+            bounce_rate: guard.thresholds.bounce_rate,
+            complaint_rate: guard.thresholds.complaint_rate,
+            min_volume: guard.thresholds.min_volume,
+        },
+        suspensions: suspensions.into_iter().map(Into::into).collect(),
+    }))
+}
+
 /// The project administration endpoints.
 #[derive(Default)]
 pub struct ProjectAdminApi;
@@ -135,6 +237,43 @@ impl ProjectAdminApi {
     ) -> Result<Json<SetupStateBody>, ApiError> {
         let (project, _) = membership(&state, &auth, &id).await?;
         Ok(Json(state.store().setup_state(&project.id).await?.into()))
+    }
+
+    /// Sending health of a project
+    ///
+    /// Any member. Bounce and complaint rates over the window, the thresholds that suspend
+    /// sending, and the latest suspensions.
+    #[oai(
+        path = "/users/@me/projects/:id/security",
+        method = "get",
+        operation_id = "getMyProjectSecurity"
+    )]
+    async fn my_project_security(
+        &self,
+        auth: DashboardAuth,
+        state: poem::web::Data<&AppState>,
+        /// The project's id.
+        id: Path<String>,
+    ) -> Result<Json<SecurityBody>, ApiError> {
+        security_of(&state, &auth, &id).await
+    }
+
+    /// Sending health of one project
+    ///
+    /// The same as `GET /users/@me/projects/:id/security`.
+    #[oai(
+        path = "/projects/:id/security",
+        method = "get",
+        operation_id = "getProjectSecurity"
+    )]
+    async fn project_security(
+        &self,
+        auth: DashboardAuth,
+        state: poem::web::Data<&AppState>,
+        /// The project's id.
+        id: Path<String>,
+    ) -> Result<Json<SecurityBody>, ApiError> {
+        security_of(&state, &auth, &id).await
     }
 
     /// Reset a project

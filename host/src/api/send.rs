@@ -465,6 +465,15 @@ async fn send(
             e.to_string(),
         )])),
         Err(SendError::Store(e)) => Err(e.into()),
+        Err(SendError::Suspended(reason)) => Err(suspended(reason)),
         Err(e @ SendError::Dkim(_)) => Err(ApiError::internal(e)),
     }
+}
+
+/// 403 for a project whose sending is suspended.
+pub(super) fn suspended(reason: String) -> ApiError {
+    ApiError::forbidden(reason).suggest(
+        "clean the project's lists, then ask the deployment's operator to lift the suspension \
+         (GET /projects/:id/security shows the figures)",
+    )
 }

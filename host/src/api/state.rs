@@ -35,6 +35,7 @@ pub(crate) struct Parts {
     pub(crate) workflows: WorkflowEngine,
     pub(crate) campaigns: Campaigns,
     pub(crate) account_mail: crate::services::account_mail::AccountMail,
+    pub(crate) health_guard: crate::services::security::HealthGuard,
     pub(crate) sending_domains: Arc<SendingDomains>,
     pub(crate) jwt_encoding: EncodingKey,
     pub(crate) jwt_decoding: DecodingKey,
@@ -66,6 +67,11 @@ impl AppState {
     /// Mail the service sends to account holders.
     pub fn account_mail(&self) -> &crate::services::account_mail::AccountMail {
         &self.inner.account_mail
+    }
+
+    /// The sending-health guard (suspensions on bad bounce or complaint rates).
+    pub fn health_guard(&self) -> &crate::services::security::HealthGuard {
+        &self.inner.health_guard
     }
 
     /// The durable job queue.

@@ -109,6 +109,17 @@ impl AppBuilder {
             settings.accounts.templates_dir.as_deref(),
             jobs.clone(),
         )?;
+        let health_guard = crate::services::security::HealthGuard::new(
+            store.clone(),
+            account_mail.clone(),
+            crate::domain::security::Thresholds {
+                bounce_rate: settings.security.bounce_rate_threshold,
+                complaint_rate: settings.security.complaint_rate_threshold,
+                min_volume: settings.security.min_volume,
+            },
+            Duration::from_secs(settings.security.window_days.max(1) * 86_400),
+            settings.dashboard_url(),
+        );
         let workflows = WorkflowEngine::new(
             store.clone(),
             plugins.clone(),
@@ -195,6 +206,7 @@ impl AppBuilder {
             workflows,
             campaigns,
             account_mail,
+            health_guard,
             jwt_encoding: EncodingKey::from_secret(secret.as_bytes()),
             jwt_decoding: DecodingKey::from_secret(secret.as_bytes()),
             settings,

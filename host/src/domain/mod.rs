@@ -12,6 +12,7 @@ pub mod keys;
 pub mod pagination;
 pub mod password;
 pub mod project;
+pub mod security;
 pub mod segment;
 pub mod send;
 pub mod sending_domain;

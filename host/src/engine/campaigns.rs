@@ -168,9 +168,17 @@ impl Campaigns {
         Ok(email.id)
     }
 
-    /// Checks a sending campaign's sender; when its domain is not verified any more, the
-    /// campaign fails with the reason and `None` is the answer.
+    /// Checks a sending campaign's sender; when its domain is not verified any more, or the
+    /// project's sending is suspended, the campaign fails with the reason and `None` is the
+    /// answer.
     async fn sender_or_fail(&self, c: &Campaign) -> Result<Option<Sender>, JobError> {
+        if let Some(suspension) = self.store.active_suspension(&c.project_id).await? {
+            tracing::warn!(campaign_id = %c.id, reason = %suspension.reason, "campaign failed");
+            self.store
+                .fail_campaign(c.id.as_str(), &suspension.reason)
+                .await?;
+            return Ok(None);
+        }
         match self
             .sending_domains
             .authorize_sender(&c.project_id, &c.content.from_email)

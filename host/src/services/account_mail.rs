@@ -36,6 +36,7 @@ const BUILT_IN: &[(&str, [&str; 3])] = &[
     built_in!("reset-password"),
     built_in!("invitation"),
     built_in!("added-to-project"),
+    built_in!("project-suspended"),
 ];
 
 const PARTS: [&str; 3] = ["subject", "text", "html"];

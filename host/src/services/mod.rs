@@ -5,6 +5,7 @@
 pub mod account_mail;
 pub mod cpu;
 pub mod ratelimit;
+pub mod security;
 pub mod sending;
 pub mod sending_domains;
 pub mod verification;

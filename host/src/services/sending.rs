@@ -98,6 +98,9 @@ pub enum SendError {
     /// The store failed (including an idempotency conflict).
     #[error(transparent)]
     Store(#[from] StoreError),
+    /// The project's sending is suspended (its bounce or complaint rate); the reason says why.
+    #[error("{0}")]
+    Suspended(String),
 }
 
 /// The variables a template sees for one contact: its stored data, this request's one-off
@@ -168,6 +171,9 @@ impl Sending {
         plan: &SendPlan,
         idempotency: Option<Idempotency<'_>>,
     ) -> Result<Vec<QueuedEmail>, SendError> {
+        if let Some(suspension) = self.store.active_suspension(&project.id).await? {
+            return Err(SendError::Suspended(suspension.reason));
+        }
         for _ in 0..MAX_ATTEMPTS {
             if let Some(queued) = self.try_send(project, plan, idempotency.as_ref()).await? {
                 self.jobs.wake();

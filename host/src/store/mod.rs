@@ -24,6 +24,7 @@ pub mod jobs;
 pub mod members;
 pub mod projects;
 pub mod rate_limits;
+pub mod security;
 pub mod segments;
 pub mod settings;
 pub mod statements;

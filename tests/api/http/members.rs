@@ -321,3 +321,156 @@ async fn setup_state_follows_the_project_and_a_reset_wipes_its_data_only() {
     );
     assert_eq!(state().await.body["contactAdded"], false);
 }
+
+/// Waits (up to 20 s) until `id` has `status`.
+async fn email_status(app: &TestApp, p: &TestProject, id: &str, status: &str) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    loop {
+        let r = app.get(&format!("/emails/{id}"), &p.secret_key).await;
+        if r.body["status"] == status {
+            return;
+        }
+        assert!(std::time::Instant::now() < deadline, "{}", r.body);
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test]
+async fn a_bounce_rate_over_the_threshold_suspends_sending_until_an_operator_lifts_it() {
+    let app = TestApp::spawn_with(|s| {
+        s.domains.allow_unverified = true;
+        s.plugins.notify_secret = Some("notify-secret".into());
+        s.security.min_volume = 4;
+        s.security.bounce_rate_threshold = 0.5;
+        s.jobs_poll_interval_ms = 20;
+    })
+    .await;
+    let p = app.project().await;
+    let send = |to: Value| {
+        let body =
+            json!({ "to": to, "from": "hello@acme.test", "subject": "Hi", "body": "<p>Hi</p>" });
+        let (app, key) = (&app, p.secret_key.clone());
+        async move { app.post("/v1/send", &key, body).await }
+    };
+    let r = send(json!([
+        "a@example.com",
+        "b@example.com",
+        "c@example.com",
+        "d@example.com"
+    ]))
+    .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    let ids: Vec<String> = r.body["data"]["emails"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["email"].as_str().unwrap().to_string())
+        .collect();
+    for id in &ids {
+        email_status(&app, &p, id, "sent").await;
+    }
+    let security = format!("/projects/{}/security", p.id);
+    let health = || dashboard(&app, &p.owner, Method::GET, &security, &p.id, None);
+    let r = health().await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.body["sent"], 4);
+    assert_eq!(r.body["suspended"], false);
+    assert_eq!(r.body["thresholds"]["minVolume"], 4);
+
+    // Two of four hard-bounce (in the outbox transport's notification format): 50 %.
+    let message_id = |to: &str| -> String {
+        let raw = app
+            .outbox_messages()
+            .into_iter()
+            .find(|m| m.contains(&format!("To: {to}")))
+            .unwrap();
+        mail_parser::MessageParser::default()
+            .parse(raw.as_bytes())
+            .unwrap()
+            .message_id()
+            .unwrap()
+            .to_string()
+    };
+    let bounce =
+        |to: &str| json!({ "type": "bounced-hard", "messageId": message_id(to), "email": to });
+    let r = app
+        .client
+        .post(app.url("/webhooks/notify"))
+        .header("x-herald-secret", "notify-secret")
+        .json(&json!({ "events": [bounce("a@example.com"), bounce("b@example.com")] }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200, "{}", r.text().await.unwrap());
+
+    let r = health().await;
+    assert_eq!(r.body["suspended"], true, "{}", r.body);
+    assert_eq!(r.body["bounced"], 2);
+    assert_eq!(r.body["bounceRate"], 0.5);
+    let reason = r.body["suspensions"][0]["reason"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        reason.contains("bounce rate 50.00 % (2 of 4 emails)"),
+        "{reason}"
+    );
+    assert_eq!(r.body["suspensions"][0]["liftedAt"], Value::Null);
+    let mine = format!("/users/@me/projects/{}/security", p.id);
+    let r = dashboard(&app, &p.owner, Method::GET, &mine, &p.id, None).await;
+    assert_eq!(r.body["suspended"], true);
+    // The owner is told by mail.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !app
+        .outbox_messages()
+        .iter()
+        .any(|m| m.contains("Sending is suspended for"))
+    {
+        assert!(std::time::Instant::now() < deadline, "no suspension mail");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    // Nothing new is sent.
+    let r = send(json!("e@example.com")).await;
+    assert_eq!(r.status, 403, "{}", r.body);
+    assert!(
+        r.body["message"].as_str().unwrap().contains("suspended"),
+        "{}",
+        r.body
+    );
+
+    // The operator lifts it with the CLI; sending works again, and the history stays.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_herald"))
+        .args([
+            "projects",
+            "lift-suspension",
+            &p.id,
+            "--database-url",
+            &app.database_url,
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_herald"))
+        .args([
+            "projects",
+            "lift-suspension",
+            &p.id,
+            "--database-url",
+            &app.database_url,
+        ])
+        .output()
+        .unwrap();
+    assert!(!out.status.success(), "nothing left to lift");
+    assert_eq!(send(json!("e@example.com")).await.status, 200);
+    let r = health().await;
+    assert_eq!(r.body["suspended"], false);
+    assert!(
+        r.body["suspensions"][0]["liftedAt"].is_string(),
+        "{}",
+        r.body
+    );
+}
