@@ -81,6 +81,8 @@ pub struct Settings {
     /// Automatic suspension of sending on bad bounce or complaint rates (`[security]`,
     /// `HERALD_SECURITY__<NAME>`).
     pub security: SecuritySettings,
+    /// Image uploads (`[uploads]`, `HERALD_UPLOADS__<NAME>`).
+    pub uploads: UploadSettings,
     /// Segments (`[segments]`, `HERALD_SEGMENTS__<NAME>`).
     pub segments: SegmentSettings,
 }
@@ -174,6 +176,26 @@ impl Default for SecuritySettings {
     }
 }
 
+/// Image uploads (`POST /uploads/image`), stored in the data directory under content-hash names
+/// and served at `/uploads/files/<name>`.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(default)]
+pub struct UploadSettings {
+    /// Largest image file, in bytes.
+    pub max_bytes: usize,
+    /// Largest image, in pixels (width × height), checked before decoding.
+    pub max_pixels: u64,
+}
+
+impl Default for UploadSettings {
+    fn default() -> UploadSettings {
+        UploadSettings {
+            max_bytes: 5 * 1024 * 1024,
+            max_pixels: 40_000_000,
+        }
+    }
+}
+
 /// Settings of sending.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 #[serde(default)]
@@ -255,6 +277,7 @@ impl Default for Settings {
             sending: SendingSettings::default(),
             accounts: AccountSettings::default(),
             security: SecuritySettings::default(),
+            uploads: UploadSettings::default(),
             segments: SegmentSettings::default(),
         }
     }

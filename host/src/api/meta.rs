@@ -49,7 +49,7 @@ pub struct DeploymentConfig {
     pub oauth_providers: Vec<String>,
     /// Whether a billing plugin other than `none` is active (`plugins.billing`).
     pub billing_enabled: bool,
-    /// Whether image uploads are stored anywhere (object storage; none is configurable yet).
+    /// Whether `POST /uploads/image` stores images (in the data directory).
     pub uploads_enabled: bool,
     /// Whether object storage is configured (none is configurable yet, so always `false`).
     pub object_storage_enabled: bool,
@@ -113,10 +113,10 @@ impl MetaApi {
         Json(DeploymentConfig {
             version: env!("CARGO_PKG_VERSION").into(),
             signup_enabled: state.settings().signup_enabled,
-            email_verification_required: false,
+            email_verification_required: state.settings().accounts.require_email_verification,
             oauth_providers: Vec::new(),
             billing_enabled: plugins.billing != "none",
-            uploads_enabled: false,
+            uploads_enabled: true,
             object_storage_enabled: false,
             sending_enabled: state.plugins().get(&plugins.transport).is_ok(),
             transport: plugins.transport.clone(),

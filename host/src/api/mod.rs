@@ -27,6 +27,7 @@ pub mod state;
 pub mod templates;
 pub mod timestamp;
 pub mod track;
+pub mod uploads;
 pub mod usage;
 pub mod users;
 pub mod verify;
@@ -68,6 +69,8 @@ pub enum ApiTags {
     Projects,
     /// Health, readiness and deployment configuration.
     Meta,
+    /// Image uploads for template bodies.
+    Uploads,
     /// Email address verification.
     Verification,
     /// Receivers for the mail infrastructure (provider notifications), not for applications.
@@ -106,6 +109,7 @@ pub type Apis = (
         workflows::WorkflowsApi,
         campaigns::CampaignsApi,
         analytics::AnalyticsApi,
+        uploads::UploadsApi,
     ),
 );
 

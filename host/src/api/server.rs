@@ -40,19 +40,22 @@ pub fn routes(state: AppState) -> impl Endpoint<Output = Response> {
             .body(document.clone())
     });
     let max_body = state.settings().max_body_bytes;
+    let max_upload = state.settings().uploads.max_bytes;
     Route::new()
         .nest("/docs", ui)
         .at("/openapi.json", spec)
+        .at("/uploads/files/:name", poem::get(super::uploads::serve))
         .nest("/", service)
         .with(Cors::new())
         .data(state)
-        .around(move |ep, req| handle(ep, req, max_body))
+        .around(move |ep, req| handle(ep, req, max_body, max_upload))
 }
 
 async fn handle<E: Endpoint>(
     ep: Arc<E>,
     mut req: Request,
     max_body: usize,
+    max_upload: usize,
 ) -> poem::Result<Response> {
     let started = Instant::now();
     let request_id = RequestId::generate().into_string();
@@ -72,6 +75,9 @@ async fn handle<E: Endpoint>(
     // The CSV import takes a 5 MB file plus its multipart framing.
     let max_body = if path == "/contacts/import" {
         max_body.max(crate::jobs::import::MAX_FILE_BYTES + 64 * 1024)
+    } else if path == "/uploads/image" {
+        // The image plus its multipart framing; the handler checks the image's own size.
+        max_body.max(max_upload + 64 * 1024)
     } else if path == "/v1/send" {
         // 10 MB of attachments arrive base64-encoded, with the HTML and the rest of the body.
         max_body.max(super::send::MAX_REQUEST_BYTES)
@@ -168,7 +174,7 @@ mod tests {
             "unreachable"
         }));
         let req = Request::builder().uri_str("/contacts").finish();
-        let resp = handle(ep.clone(), req, 1024)
+        let resp = handle(ep.clone(), req, 1024, 1024)
             .await
             .expect("a response, not a dropped connection");
         assert_eq!(resp.status(), 500);
@@ -190,7 +196,7 @@ mod tests {
 
         // The public endpoints use their own error shape.
         let req = Request::builder().uri_str("/v1/send").finish();
-        let resp = handle(ep, req, 1024).await.unwrap();
+        let resp = handle(ep, req, 1024, 1024).await.unwrap();
         let body: serde_json::Value =
             serde_json::from_slice(&resp.into_body().into_vec().await.unwrap()).unwrap();
         assert_eq!(body["code"], 500);

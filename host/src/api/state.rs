@@ -36,6 +36,7 @@ pub(crate) struct Parts {
     pub(crate) campaigns: Campaigns,
     pub(crate) account_mail: crate::services::account_mail::AccountMail,
     pub(crate) health_guard: crate::services::security::HealthGuard,
+    pub(crate) uploads: crate::services::uploads::Uploads,
     pub(crate) sending_domains: Arc<SendingDomains>,
     pub(crate) jwt_encoding: EncodingKey,
     pub(crate) jwt_decoding: DecodingKey,
@@ -72,6 +73,11 @@ impl AppState {
     /// The sending-health guard (suspensions on bad bounce or complaint rates).
     pub fn health_guard(&self) -> &crate::services::security::HealthGuard {
         &self.inner.health_guard
+    }
+
+    /// Image uploads.
+    pub fn uploads(&self) -> &crate::services::uploads::Uploads {
+        &self.inner.uploads
     }
 
     /// The durable job queue.

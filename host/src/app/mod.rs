@@ -207,6 +207,12 @@ impl AppBuilder {
             campaigns,
             account_mail,
             health_guard,
+            uploads: crate::services::uploads::Uploads::new(
+                settings.data_dir.join("uploads"),
+                settings.uploads.max_bytes,
+                settings.uploads.max_pixels,
+                crate::services::cpu::CpuPool::sized_to_cores(),
+            ),
             jwt_encoding: EncodingKey::from_secret(secret.as_bytes()),
             jwt_decoding: DecodingKey::from_secret(secret.as_bytes()),
             settings,

@@ -100,7 +100,8 @@ impl LinkSigner {
         let _ = self.bound_url.set(url.trim_end_matches('/').to_string());
     }
 
-    fn base(&self) -> &str {
+    /// The public base URL links start with (also the base of uploaded images' URLs).
+    pub fn base(&self) -> &str {
         self.bound_url.get().unwrap_or(&self.base_url)
     }
 

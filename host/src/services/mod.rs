@@ -8,4 +8,5 @@ pub mod ratelimit;
 pub mod security;
 pub mod sending;
 pub mod sending_domains;
+pub mod uploads;
 pub mod verification;

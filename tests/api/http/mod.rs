@@ -19,5 +19,6 @@ mod rate_limit;
 mod segments;
 pub mod send;
 mod templates;
+mod uploads;
 mod verify;
 mod workflows;

@@ -154,6 +154,7 @@ async fn probes_and_config() {
     assert_eq!(r.body["smtpEnabled"], false);
     assert_eq!(r.body["objectStorageEnabled"], false);
     assert_eq!(r.body["oauthProviders"], json!([]));
+    assert_eq!(r.body["emailVerificationRequired"], false);
     assert_eq!(r.body["database"], expected);
     // Stopping waits for in-flight requests and closes the database cleanly.
     app.stop().await;
@@ -162,10 +163,12 @@ async fn probes_and_config() {
     let app = TestApp::spawn_with(|s| {
         s.plugins.transport = "smtp".into();
         s.plugins.smtp_host = Some("127.0.0.1".into());
+        s.accounts.require_email_verification = true;
     })
     .await;
     let r = app.call(Method::GET, "/config", None, None).await;
     assert_eq!(r.body["signupEnabled"], true);
+    assert_eq!(r.body["emailVerificationRequired"], true);
     assert_eq!(r.body["sendingEnabled"], true);
     assert_eq!(r.body["transport"], "smtp");
     assert_eq!(r.body["smtpEnabled"], true);

@@ -1,0 +1,128 @@
+//! `POST /uploads/image` and the public files it serves.
+
+use std::io::Cursor;
+
+use crate::support::harness::{Reply, TestApp, read};
+
+fn png(width: u32, height: u32) -> Vec<u8> {
+    let img = image::RgbImage::from_fn(width, height, |x, y| image::Rgb([x as u8, y as u8, 7]));
+    let mut out = Cursor::new(Vec::new());
+    img.write_to(&mut out, image::ImageFormat::Png).unwrap();
+    out.into_inner()
+}
+
+async fn upload(app: &TestApp, key: &str, name: &str, content_type: &str, bytes: Vec<u8>) -> Reply {
+    let part = reqwest::multipart::Part::bytes(bytes)
+        .file_name(name.to_string())
+        .mime_str(content_type)
+        .unwrap();
+    let form = reqwest::multipart::Form::new().part("file", part);
+    read(
+        app.client
+            .post(app.url("/uploads/image"))
+            .bearer_auth(key)
+            .multipart(form)
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await
+}
+
+#[tokio::test]
+async fn an_image_is_stored_once_by_its_content_and_served_publicly() {
+    let app = TestApp::spawn().await;
+    let p = app.project().await;
+    let bytes = png(3, 2);
+    // The declared name and type do not matter; the bytes do.
+    let r = upload(
+        &app,
+        &p.secret_key,
+        "logo.bin",
+        "application/octet-stream",
+        bytes.clone(),
+    )
+    .await;
+    assert_eq!(r.status, 201, "{}", r.body);
+    assert_eq!(r.body["contentType"], "image/png");
+    assert_eq!(r.body["width"], 3);
+    assert_eq!(r.body["height"], 2);
+    assert_eq!(r.body["size"], bytes.len());
+    let url = r.body["url"].as_str().unwrap().to_string();
+    assert!(
+        url.starts_with(app.base_url()) && url.ends_with(".png"),
+        "{url}"
+    );
+    let again = upload(&app, &p.secret_key, "other.png", "image/png", bytes.clone()).await;
+    assert_eq!(again.body["url"], url.as_str(), "same bytes, same URL");
+
+    // Anyone can fetch it, with its type and a long cache.
+    let got = reqwest::get(&url).await.unwrap();
+    assert_eq!(got.status(), 200);
+    assert_eq!(got.headers()["content-type"], "image/png");
+    assert_eq!(
+        got.headers()["cache-control"],
+        "public, max-age=31536000, immutable"
+    );
+    assert_eq!(got.bytes().await.unwrap().to_vec(), bytes);
+    for missing in [
+        "/uploads/files/nothing.png",
+        "/uploads/files/..%2Fherald.db",
+        &format!("/uploads/files/{}.png", "0".repeat(64)),
+    ] {
+        let r = read(reqwest::get(app.url(missing)).await.unwrap()).await;
+        r.assert_error(404, "NOT_FOUND");
+    }
+
+    // Not an image, and no key.
+    let r = upload(
+        &app,
+        &p.secret_key,
+        "fake.png",
+        "image/png",
+        b"GIF87 not really".to_vec(),
+    )
+    .await;
+    r.assert_error(415, "INVALID_REQUEST_BODY");
+    assert_eq!(r.error_fields(), vec!["file"]);
+    // A PNG whose data is cut short decodes to nothing.
+    let mut cut = png(64, 64);
+    cut.truncate(cut.len() / 2);
+    let r = upload(&app, &p.secret_key, "cut.png", "image/png", cut).await;
+    r.assert_error(422, "VALIDATION_ERROR");
+    let r = upload(&app, "", "x.png", "image/png", bytes).await;
+    assert_eq!(r.status, 401, "{}", r.body);
+    let config = app.get("/config", "").await;
+    assert_eq!(config.body["uploadsEnabled"], true);
+}
+
+#[tokio::test]
+async fn the_size_and_pixel_caps_hold() {
+    let app = TestApp::spawn_with(|s| {
+        s.uploads.max_pixels = 100;
+        s.uploads.max_bytes = 2_000;
+    })
+    .await;
+    let p = app.project().await;
+    let r = upload(&app, &p.secret_key, "big.png", "image/png", png(11, 10)).await;
+    r.assert_error(422, "VALIDATION_ERROR");
+    assert!(
+        r.body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("11×10"),
+        "{}",
+        r.body
+    );
+    assert_eq!(
+        upload(&app, &p.secret_key, "ok.png", "image/png", png(10, 10))
+            .await
+            .status,
+        201
+    );
+    let noise: Vec<u8> = (0..5_000u32)
+        .map(|i| (i.wrapping_mul(2_654_435_761) >> 24) as u8)
+        .collect();
+    let r = upload(&app, &p.secret_key, "noise.png", "image/png", noise).await;
+    r.assert_error(413, "PAYLOAD_TOO_LARGE");
+}
