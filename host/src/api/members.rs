@@ -318,9 +318,7 @@ async fn member_of(
     let id = UserId::parse(user_id).ok_or_else(|| ApiError::not_found("member"))?;
     state
         .store()
-        .members(project)
+        .member(project, &id)
         .await?
-        .into_iter()
-        .find(|m| m.user_id == id)
         .ok_or_else(|| ApiError::not_found("member"))
 }

@@ -107,44 +107,67 @@ impl AccountMail {
         })
     }
 
-    /// Renders mail `name` with `vars` for `to` and queues it for the transport.
+    /// Renders mail `name` with `vars` for `to` and queues it for the transport. Rendering and
+    /// building run on the blocking pool, off the async workers.
     pub async fn send(
         &self,
         name: &str,
         to: &str,
         vars: &impl Serialize,
     ) -> Result<(), AccountMailError> {
-        let render = |registry: &Handlebars<'static>, part: &str| {
-            let key = format!("{name}.{part}");
-            registry
-                .render(&key, vars)
-                .map_err(|e| AccountMailError::Template(key, e.to_string()))
-        };
-        let subject = render(&self.plain, "subject")?;
-        let text = render(&self.plain, "text")?;
-        let html = render(&self.html, "html")?;
-        let id = format!("acc_{}", uuid::Uuid::new_v4().simple());
-        let build = |e: &dyn std::fmt::Display| AccountMailError::Build(e.to_string());
-        let from: lettre::message::Mailbox = self.from.parse().map_err(|e| build(&e))?;
-        let recipient: lettre::message::Mailbox = to.parse().map_err(|e| build(&e))?;
-        let domain = from.email.domain().to_string();
-        let message = Message::builder()
-            .from(from.clone())
-            .to(recipient)
-            .subject(subject.trim())
-            .message_id(Some(format!("<{id}@{domain}>")))
-            .multipart(MultiPart::alternative_plain_html(text, html))
-            .map_err(|e| build(&e))?;
+        let vars = serde_json::to_value(vars)
+            .map_err(|e| AccountMailError::Template(name.to_string(), e.to_string()))?;
+        let (plain, html) = (self.plain.clone(), self.html.clone());
+        let (name, recipient, from) = (name.to_string(), to.to_string(), self.from.clone());
+        let (id, from, message) = tokio::task::spawn_blocking(move || {
+            build_message(&plain, &html, &name, &recipient, &from, &vars)
+        })
+        .await
+        .map_err(|e| AccountMailError::Build(e.to_string()))??;
         let payload = AccountMailPayload {
             id,
-            sender: from.email.to_string(),
+            sender: from,
             recipient: to.to_string(),
         };
         self.jobs
-            .enqueue_system(ACCOUNT_MAIL_KIND, payload, Some(message.formatted()))
+            .enqueue_system(ACCOUNT_MAIL_KIND, payload, Some(message))
             .await?;
         Ok(())
     }
+}
+
+/// Renders mail `name` for `to` and builds its message; answers its id, the envelope sender and
+/// the formatted message.
+fn build_message(
+    plain: &Handlebars<'static>,
+    html: &Handlebars<'static>,
+    name: &str,
+    to: &str,
+    from: &str,
+    vars: &serde_json::Value,
+) -> Result<(String, String, Vec<u8>), AccountMailError> {
+    let render = |registry: &Handlebars<'static>, part: &str| {
+        let key = format!("{name}.{part}");
+        registry
+            .render(&key, vars)
+            .map_err(|e| AccountMailError::Template(key, e.to_string()))
+    };
+    let subject = render(plain, "subject")?;
+    let text = render(plain, "text")?;
+    let html = render(html, "html")?;
+    let id = format!("acc_{}", uuid::Uuid::new_v4().simple());
+    let build = |e: &dyn std::fmt::Display| AccountMailError::Build(e.to_string());
+    let from: lettre::message::Mailbox = from.parse().map_err(|e| build(&e))?;
+    let recipient: lettre::message::Mailbox = to.parse().map_err(|e| build(&e))?;
+    let domain = from.email.domain().to_string();
+    let message = Message::builder()
+        .from(from.clone())
+        .to(recipient)
+        .subject(subject.trim())
+        .message_id(Some(format!("<{id}@{domain}>")))
+        .multipart(MultiPart::alternative_plain_html(text, html))
+        .map_err(|e| build(&e))?;
+    Ok((id, from.email.to_string(), message.formatted()))
 }
 
 /// The folder's replacement for template `key`, if it has one.

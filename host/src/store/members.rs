@@ -81,6 +81,19 @@ impl Store {
         rows.into_iter().map(TryInto::try_into).collect()
     }
 
+    /// One member of a project; `None` when the user is not in it.
+    #[tracing::instrument(level = "debug", skip(self))]
+    pub async fn member(&self, project: &ProjectId, user: &UserId) -> StoreResult<Option<Member>> {
+        let sql = format!(
+            "SELECT {MEMBER_COLUMNS} FROM memberships m JOIN users u ON u.id = m.user_id \
+             WHERE m.project_id = $1 AND m.user_id = $2"
+        );
+        let row: Option<MemberRow> = on_db!(self.db(), pool => {
+            sqlx::query_as(&sql).bind(project.as_str()).bind(user.as_str()).fetch_optional(pool).await?
+        });
+        row.map(TryInto::try_into).transpose()
+    }
+
     /// The pending (unexpired) invitations of a project, oldest first.
     #[tracing::instrument(level = "debug", skip(self))]
     pub async fn invitations(&self, project: &ProjectId) -> StoreResult<Vec<Invitation>> {
