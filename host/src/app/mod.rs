@@ -348,8 +348,8 @@ impl RunningServer {
     }
 }
 
-/// Periodic maintenance until `stop` turns true: prunes rate-limit windows, idempotency keys and
-/// send windows, queues the re-evaluation of time-relative segments if no instance has it
+/// Periodic maintenance until `stop` turns true: prunes rate-limit windows, idempotency keys,
+/// send windows and expired account links (tokens and invitations), queues the re-evaluation of time-relative segments if no instance has it
 /// queued or running (its chain ends when a run fails for good), and queues a new delivery job
 /// for every queued email whose job is gone (`Store::requeue_orphaned_emails`).
 async fn maintain(state: AppState, mut stop: watch::Receiver<bool>) {
@@ -363,6 +363,9 @@ async fn maintain(state: AppState, mut stop: watch::Receiver<bool>) {
                 }
                 if let Err(err) = state.store().prune_send_windows().await {
                     tracing::warn!(error = %err, "could not prune send windows");
+                }
+                if let Err(err) = state.store().prune_account_links().await {
+                    tracing::warn!(error = %err, "could not prune expired account links");
                 }
                 if let Err(err) = ensure_reevaluation(state.store(), state.settings()).await {
                     tracing::warn!(error = %err, "could not queue the re-evaluation of segments");

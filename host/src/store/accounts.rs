@@ -151,6 +151,27 @@ impl TokenPurpose {
 }
 
 impl Store {
+    /// Forgets account tokens and project invitations that expired over a day ago (used tokens
+    /// too, once expired); answers how many rows went.
+    #[tracing::instrument(level = "debug", skip(self))]
+    pub async fn prune_account_links(&self) -> StoreResult<u64> {
+        let before = now_ms() - 86_400_000;
+        let n = on_db_write!(self.db(), pool => {
+            let tokens = sqlx::query("DELETE FROM account_tokens WHERE expires_at < $1")
+                .bind(before)
+                .execute(pool)
+                .await?
+                .rows_affected();
+            let invitations = sqlx::query("DELETE FROM project_invitations WHERE expires_at < $1")
+                .bind(before)
+                .execute(pool)
+                .await?
+                .rows_affected();
+            tokens + invitations
+        });
+        Ok(n)
+    }
+
     /// A user by address.
     #[tracing::instrument(level = "debug", skip(self))]
     pub async fn user_by_email(&self, email: &EmailAddress) -> StoreResult<Option<User>> {

@@ -474,3 +474,42 @@ async fn a_bounce_rate_over_the_threshold_suspends_sending_until_an_operator_lif
         r.body
     );
 }
+
+#[tokio::test]
+async fn expired_account_links_are_pruned() {
+    use herald::domain::email::EmailAddress;
+    use herald::domain::ids::ProjectId;
+    use herald::domain::project::Role;
+    use herald::store::accounts::TokenPurpose;
+    let app = TestApp::spawn().await;
+    let p = app.project().await;
+    let store = app.state().store();
+    let project = ProjectId::parse(&p.id).unwrap();
+    let owner = herald::domain::ids::UserId::parse(&user_id(&app, &p.owner).await).unwrap();
+    let two_days = 2 * 86_400_000;
+    let old = EmailAddress::parse("old@example.com").unwrap();
+    let new = EmailAddress::parse("new@example.com").unwrap();
+    store
+        .invite(&project, &old, Role::Member, &owner, "h-old", -two_days)
+        .await
+        .unwrap();
+    store
+        .invite(&project, &new, Role::Member, &owner, "h-new", two_days)
+        .await
+        .unwrap();
+    store
+        .create_account_token(
+            &owner,
+            TokenPurpose::ResetPassword,
+            "t-old",
+            &old,
+            -two_days,
+        )
+        .await
+        .unwrap();
+    assert_eq!(store.prune_account_links().await.unwrap(), 2);
+    assert_eq!(store.prune_account_links().await.unwrap(), 0);
+    let left = store.invitations(&project).await.unwrap();
+    assert_eq!(left.len(), 1);
+    assert_eq!(left[0].email, "new@example.com");
+}
