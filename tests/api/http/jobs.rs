@@ -17,6 +17,18 @@ pub async fn upload(
     content_type: &str,
     bytes: Vec<u8>,
 ) -> Reply {
+    upload_to(app, "/contacts/import", key, name, content_type, bytes).await
+}
+
+/// Uploads a file as the multipart field `file` to `path`.
+pub async fn upload_to(
+    app: &TestApp,
+    path: &str,
+    key: &str,
+    name: &str,
+    content_type: &str,
+    bytes: Vec<u8>,
+) -> Reply {
     let part = reqwest::multipart::Part::bytes(bytes)
         .file_name(name.to_string())
         .mime_str(content_type)
@@ -24,7 +36,7 @@ pub async fn upload(
     let form = reqwest::multipart::Form::new().part("file", part);
     read(
         app.client
-            .post(app.url("/contacts/import"))
+            .post(app.url(path))
             .bearer_auth(key)
             .multipart(form)
             .send()

@@ -439,32 +439,25 @@ async fn a_bounce_rate_over_the_threshold_suspends_sending_until_an_operator_lif
     );
 
     // The operator lifts it with the CLI; sending works again, and the history stays.
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_herald"))
-        .args([
-            "projects",
-            "lift-suspension",
-            &p.id,
-            "--database-url",
-            &app.database_url,
-        ])
-        .output()
-        .unwrap();
+    let lift = || {
+        std::process::Command::new(env!("CARGO_BIN_EXE_herald"))
+            .args([
+                "projects",
+                "lift-suspension",
+                &p.id,
+                "--database-url",
+                &app.database_url,
+            ])
+            .output()
+            .unwrap()
+    };
+    let out = lift();
     assert!(
         out.status.success(),
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_herald"))
-        .args([
-            "projects",
-            "lift-suspension",
-            &p.id,
-            "--database-url",
-            &app.database_url,
-        ])
-        .output()
-        .unwrap();
-    assert!(!out.status.success(), "nothing left to lift");
+    assert!(!lift().status.success(), "nothing left to lift");
     assert_eq!(send(json!("e@example.com")).await.status, 200);
     let r = health().await;
     assert_eq!(r.body["suspended"], false);

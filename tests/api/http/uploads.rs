@@ -12,21 +12,7 @@ fn png(width: u32, height: u32) -> Vec<u8> {
 }
 
 async fn upload(app: &TestApp, key: &str, name: &str, content_type: &str, bytes: Vec<u8>) -> Reply {
-    let part = reqwest::multipart::Part::bytes(bytes)
-        .file_name(name.to_string())
-        .mime_str(content_type)
-        .unwrap();
-    let form = reqwest::multipart::Form::new().part("file", part);
-    read(
-        app.client
-            .post(app.url("/uploads/image"))
-            .bearer_auth(key)
-            .multipart(form)
-            .send()
-            .await
-            .unwrap(),
-    )
-    .await
+    crate::http::jobs::upload_to(app, "/uploads/image", key, name, content_type, bytes).await
 }
 
 #[tokio::test]
