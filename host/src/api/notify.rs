@@ -158,6 +158,8 @@ async fn receive(
         applied: 0,
         ignored: 0,
     };
+    // Projects with a new hard bounce or complaint: their health is measured once, at the end.
+    let mut to_check = Vec::new();
     for event in events {
         let Some(id) = event.message_id.as_deref().and_then(email_id) else {
             result.ignored += 1;
@@ -194,11 +196,14 @@ async fn receive(
                 .await
                 .map_err(|e| ApiError::from_store(e, "contact"))?;
         }
-        if recorded.first
-            && let Err(err) = state.health_guard().check(&recorded.project_id).await
-        {
+        if recorded.first && !to_check.contains(&recorded.project_id) {
+            to_check.push(recorded.project_id.clone());
+        }
+    }
+    for project in &to_check {
+        if let Err(err) = state.health_guard().check(project).await {
             // The notification is applied; the next bounce or complaint measures again.
-            tracing::warn!(project_id = %recorded.project_id, error = %err, "could not check the project's sending health");
+            tracing::warn!(project_id = %project, error = %err, "could not check the project's sending health");
         }
     }
     Ok(Json(result))

@@ -194,6 +194,13 @@ impl AppBuilder {
             links.use_bound_url(&format!("http://{addr}"));
         }
 
+        // Uploads decode on the same bounded pool as rendering and signing.
+        let uploads = crate::services::uploads::Uploads::new(
+            settings.data_dir.join("uploads"),
+            settings.uploads.max_bytes,
+            settings.uploads.max_pixels,
+            sending.cpu().clone(),
+        );
         let state = AppState::new(Parts {
             rate_limiter: RateLimiter::for_store(&store),
             store,
@@ -207,12 +214,7 @@ impl AppBuilder {
             campaigns,
             account_mail,
             health_guard,
-            uploads: crate::services::uploads::Uploads::new(
-                settings.data_dir.join("uploads"),
-                settings.uploads.max_bytes,
-                settings.uploads.max_pixels,
-                crate::services::cpu::CpuPool::sized_to_cores(),
-            ),
+            uploads,
             jwt_encoding: EncodingKey::from_secret(secret.as_bytes()),
             jwt_decoding: DecodingKey::from_secret(secret.as_bytes()),
             settings,

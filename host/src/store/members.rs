@@ -6,6 +6,7 @@
 use sqlx::FromRow;
 
 use super::dialect::BeginWrite;
+use super::projects::role_of;
 use super::{Conflict, Store, StoreError, StoreResult, on_db, on_db_write};
 use crate::domain::email::EmailAddress;
 use crate::domain::ids::{ProjectId, UserId};
@@ -39,10 +40,6 @@ struct MemberRow {
     email: String,
     role: String,
     created_at: i64,
-}
-
-fn role_of(s: &str) -> StoreResult<Role> {
-    Role::parse(s).ok_or_else(|| StoreError::Corrupt(format!("unknown role {s}")))
 }
 
 impl TryFrom<MemberRow> for Member {

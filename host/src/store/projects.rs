@@ -56,7 +56,7 @@ struct ProjectWithRole {
     role: String,
 }
 
-fn role_of(s: &str) -> StoreResult<Role> {
+pub(super) fn role_of(s: &str) -> StoreResult<Role> {
     Role::parse(s).ok_or_else(|| StoreError::Corrupt(format!("unknown role {s}")))
 }
 

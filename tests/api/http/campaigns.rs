@@ -682,12 +682,7 @@ async fn test_sends_are_marked_and_never_counted_and_stats_follow_engagement() {
             .iter()
             .find(|m| m.contains(&format!("Subject: Stats for {to}")))
             .unwrap();
-        mail_parser::MessageParser::default()
-            .parse(raw.as_bytes())
-            .unwrap()
-            .message_id()
-            .unwrap()
-            .to_string()
+        crate::support::harness::message_id_of(raw)
     };
     let r = app
         .client

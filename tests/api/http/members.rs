@@ -322,19 +322,6 @@ async fn setup_state_follows_the_project_and_a_reset_wipes_its_data_only() {
     assert_eq!(state().await.body["contactAdded"], false);
 }
 
-/// Waits (up to 20 s) until `id` has `status`.
-async fn email_status(app: &TestApp, p: &TestProject, id: &str, status: &str) {
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-    loop {
-        let r = app.get(&format!("/emails/{id}"), &p.secret_key).await;
-        if r.body["status"] == status {
-            return;
-        }
-        assert!(std::time::Instant::now() < deadline, "{}", r.body);
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    }
-}
-
 #[tokio::test]
 async fn a_bounce_rate_over_the_threshold_suspends_sending_until_an_operator_lifts_it() {
     let app = TestApp::spawn_with(|s| {
@@ -367,7 +354,7 @@ async fn a_bounce_rate_over_the_threshold_suspends_sending_until_an_operator_lif
         .map(|e| e["email"].as_str().unwrap().to_string())
         .collect();
     for id in &ids {
-        email_status(&app, &p, id, "sent").await;
+        crate::http::send::email_with_status(&app, &p, id, "sent").await;
     }
     let security = format!("/projects/{}/security", p.id);
     let health = || dashboard(&app, &p.owner, Method::GET, &security, &p.id, None);
@@ -384,12 +371,7 @@ async fn a_bounce_rate_over_the_threshold_suspends_sending_until_an_operator_lif
             .into_iter()
             .find(|m| m.contains(&format!("To: {to}")))
             .unwrap();
-        mail_parser::MessageParser::default()
-            .parse(raw.as_bytes())
-            .unwrap()
-            .message_id()
-            .unwrap()
-            .to_string()
+        crate::support::harness::message_id_of(&raw)
     };
     let bounce =
         |to: &str| json!({ "type": "bounced-hard", "messageId": message_id(to), "email": to });

@@ -332,6 +332,16 @@ impl TestApp {
     }
 }
 
+/// The `Message-ID` of a raw message (as the transport's notifications name it).
+pub fn message_id_of(raw: &str) -> String {
+    mail_parser::MessageParser::default()
+        .parse(raw.as_bytes())
+        .expect("a parsable message")
+        .message_id()
+        .expect("a Message-ID")
+        .to_string()
+}
+
 /// A server on its own runtime and thread, so that a test can kill it outright: its tasks stop
 /// wherever they are (mid job, mid hand-off, mid commit) and nothing shuts down cleanly.
 pub struct DoomedServer {
