@@ -66,7 +66,7 @@ const GROUPS: [Group; 5] = [
     },
     Group {
         manifest: "plugins/Cargo.toml",
-        packages: &["billing-none"],
+        packages: &["billing-none", "billing-stripe"],
     },
     Group {
         manifest: "sdk/examples/hello-step/Cargo.toml",

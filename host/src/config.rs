@@ -85,6 +85,36 @@ pub struct Settings {
     pub uploads: UploadSettings,
     /// Segments (`[segments]`, `HERALD_SEGMENTS__<NAME>`).
     pub segments: SegmentSettings,
+    /// OAuth sign-in providers (`[oauth.github]`, `[oauth.google]`,
+    /// `HERALD_OAUTH__GITHUB__CLIENT_ID`…); a provider without a client id is off.
+    pub oauth: OAuthSettings,
+}
+
+/// The OAuth sign-in providers.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub struct OAuthSettings {
+    /// GitHub (an OAuth app; scopes `read:user user:email`).
+    pub github: Option<OAuthProviderSettings>,
+    /// Google (OpenID Connect; scopes `openid email`).
+    pub google: Option<OAuthProviderSettings>,
+}
+
+/// One OAuth provider's client. The URLs default to the provider's own; set them only to point
+/// at a stand-in (tests) or an enterprise instance (GitHub Enterprise).
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub struct OAuthProviderSettings {
+    /// The client id the provider issued.
+    pub client_id: String,
+    /// The client secret the provider issued.
+    pub client_secret: String,
+    /// The authorization endpoint.
+    pub authorize_url: Option<String>,
+    /// The token endpoint.
+    pub token_url: Option<String>,
+    /// Google: the userinfo endpoint; GitHub: the API's base URL (`/user`, `/user/emails`).
+    pub userinfo_url: Option<String>,
 }
 
 /// Settings of segments.
@@ -185,6 +215,34 @@ pub struct UploadSettings {
     pub max_bytes: usize,
     /// Largest image, in pixels (width × height), checked before decoding.
     pub max_pixels: u64,
+    /// Where files are kept: `local` (`<data_dir>/uploads`) or `s3` (S3-compatible object
+    /// storage, the `s3_*` settings).
+    pub storage: UploadStorage,
+    /// The bucket (`s3`).
+    pub s3_bucket: Option<String>,
+    /// The region (`s3`).
+    pub s3_region: String,
+    /// The endpoint of an S3-compatible service (MinIO, R2, …); unset is AWS.
+    pub s3_endpoint: Option<String>,
+    /// Access key id; unset takes the usual AWS environment and instance credentials.
+    pub s3_access_key_id: Option<String>,
+    /// Secret access key.
+    pub s3_secret_access_key: Option<String>,
+    /// A key prefix inside the bucket.
+    pub s3_prefix: Option<String>,
+    /// Allow `http://` endpoints (a service on a trusted network).
+    pub s3_allow_http: bool,
+}
+
+/// Where uploaded files are kept.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum UploadStorage {
+    /// The data directory.
+    #[default]
+    Local,
+    /// S3-compatible object storage.
+    S3,
 }
 
 impl Default for UploadSettings {
@@ -192,6 +250,14 @@ impl Default for UploadSettings {
         UploadSettings {
             max_bytes: 5 * 1024 * 1024,
             max_pixels: 40_000_000,
+            storage: UploadStorage::Local,
+            s3_bucket: None,
+            s3_region: "us-east-1".into(),
+            s3_endpoint: None,
+            s3_access_key_id: None,
+            s3_secret_access_key: None,
+            s3_prefix: None,
+            s3_allow_http: false,
         }
     }
 }
@@ -279,6 +345,7 @@ impl Default for Settings {
             security: SecuritySettings::default(),
             uploads: UploadSettings::default(),
             segments: SegmentSettings::default(),
+            oauth: OAuthSettings::default(),
         }
     }
 }

@@ -4,7 +4,8 @@
 //! are WebAssembly components built for `wasm32-wasip2`. Their interfaces are the versioned WIT
 //! worlds of the package `herald:plugin@0.1.0` in `sdk/wit/`: `step`, `transport`,
 //! `dns-verifier` and `billing`, each importing the host capabilities (`log`, `clock`, `http`,
-//! `dns`, `smtp`, `outbox`) that the host grants per plugin.
+//! `dns`, `smtp`, `outbox`) that the host grants per plugin, and `settings`, the plugin's own
+//! table of the operator's settings.
 //!
 //! A plugin crate enables exactly one world feature of this crate (`step`, `transport`,
 //! `dns-verifier` or `billing`). A step is a plain Rust function over typed input and output:
@@ -170,6 +171,16 @@ pub mod smtp {
 pub mod outbox {
     //! The local outbox of `.eml` files (capability `outbox`).
     pub use crate::bindings::herald::plugin::outbox::store;
+}
+
+pub mod settings {
+    //! The plugin's own settings, `[plugins.settings.<plugin name>]` in the host's settings
+    //! (no grant needed: a plugin reads only its own table).
+
+    /// The setting `name`, if the operator set it.
+    pub fn get(name: &str) -> Option<String> {
+        crate::bindings::herald::plugin::settings::get(name)
+    }
 }
 
 pub mod config;

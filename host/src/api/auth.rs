@@ -228,7 +228,7 @@ fn session_cookie(state: &AppState, token: &str, max_age: i64) -> String {
     format!("{SESSION_COOKIE}={token}; Path=/; HttpOnly; SameSite=Lax; Max-Age={max_age}{secure}")
 }
 
-async fn open_session(state: &AppState, user: &UserId) -> Result<String, ApiError> {
+pub(super) async fn open_session(state: &AppState, user: &UserId) -> Result<String, ApiError> {
     let ttl_secs = (state.settings().session_ttl_hours.max(1) * 3600) as i64;
     let session = state.store().create_session(user, ttl_secs * 1000).await?;
     let token = issue_token(state, user, &session, ttl_secs)?;

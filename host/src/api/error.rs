@@ -32,6 +32,7 @@ pub enum ErrorCode {
     InvalidRequestBody,
     PayloadTooLarge,
     RateLimitExceeded,
+    BillingLimitExceeded,
     IdempotencyKeyReused,
     ReservedEvent,
     DomainNotVerified,
@@ -57,6 +58,7 @@ impl ErrorCode {
             ErrorCode::InvalidRequestBody => "INVALID_REQUEST_BODY",
             ErrorCode::PayloadTooLarge => "PAYLOAD_TOO_LARGE",
             ErrorCode::RateLimitExceeded => "RATE_LIMIT_EXCEEDED",
+            ErrorCode::BillingLimitExceeded => "BILLING_LIMIT_EXCEEDED",
             ErrorCode::IdempotencyKeyReused => "IDEMPOTENCY_KEY_REUSED",
             ErrorCode::ReservedEvent => "RESERVED_EVENT",
             ErrorCode::DomainNotVerified => "DOMAIN_NOT_VERIFIED",
@@ -193,11 +195,33 @@ impl ApiError {
         .suggest("retry later; if it persists, report the request id")
     }
 
+    /// 429 `BILLING_LIMIT_EXCEEDED`: the project's cap of `category` for this period is reached;
+    /// `Retry-After` is the time until the next period.
+    pub fn billing_limit(category: crate::domain::billing::UsageCategory) -> ApiError {
+        let period = crate::domain::billing::Period::containing(chrono::Utc::now());
+        let retry_after = (period.end - chrono::Utc::now()).num_seconds().max(1) as u64;
+        let mut err = ApiError::new(
+            StatusCode::TOO_MANY_REQUESTS,
+            ErrorCode::BillingLimitExceeded,
+            format!(
+                "the project's {} cap for this billing period is reached; nothing was written",
+                category.name()
+            ),
+        )
+        .suggest(
+            "an OWNER can raise or remove the cap with PUT /users/@me/projects/{id}/billing-limits, \
+             or wait for the next period",
+        );
+        err.retry_after = Some(retry_after);
+        err
+    }
+
     /// Maps a store error, naming the resource kind for 404s.
     pub fn from_store(err: StoreError, what: &str) -> ApiError {
         match err {
             StoreError::NotFound => ApiError::not_found(what),
             StoreError::Conflict(c) => ApiError::conflict(format!("{what} conflict: {c}")),
+            StoreError::BillingLimit(category) => ApiError::billing_limit(category),
             other => ApiError::internal(other),
         }
     }

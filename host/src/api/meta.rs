@@ -51,7 +51,7 @@ pub struct DeploymentConfig {
     pub billing_enabled: bool,
     /// Whether `POST /uploads/image` stores images (in the data directory).
     pub uploads_enabled: bool,
-    /// Whether object storage is configured (none is configurable yet, so always `false`).
+    /// Whether uploads are kept in S3-compatible object storage (`uploads.storage = "s3"`).
     pub object_storage_enabled: bool,
     /// Whether the configured mail transport plugin is loaded, so `/v1/send` and workflows
     /// deliver through it.
@@ -114,10 +114,16 @@ impl MetaApi {
             version: env!("CARGO_PKG_VERSION").into(),
             signup_enabled: state.settings().signup_enabled,
             email_verification_required: state.settings().accounts.require_email_verification,
-            oauth_providers: Vec::new(),
-            billing_enabled: plugins.billing != "none",
+            oauth_providers: state
+                .oauth()
+                .providers()
+                .map(|p| p.id().to_string())
+                .collect(),
+            // The active billing plugin says (`none` answers false); a plugin that fails to
+            // answer is treated as off.
+            billing_enabled: state.plugins().billing_enabled().await.unwrap_or(false),
             uploads_enabled: true,
-            object_storage_enabled: false,
+            object_storage_enabled: state.uploads().backend() == "s3",
             sending_enabled: state.plugins().get(&plugins.transport).is_ok(),
             transport: plugins.transport.clone(),
             smtp_enabled: plugins.transport == "smtp" && plugins.smtp_host.is_some(),

@@ -5,6 +5,7 @@ pub mod activity;
 pub mod addresses;
 pub mod analytics;
 pub mod auth;
+pub mod billing;
 pub mod campaigns;
 pub mod contact_fields;
 pub mod contact_jobs;
@@ -19,6 +20,7 @@ pub mod links;
 pub mod members;
 pub mod meta;
 pub mod notify;
+pub mod oauth;
 pub mod project_admin;
 pub mod segments;
 pub mod send;
@@ -88,6 +90,9 @@ pub type Apis = (
         members::MembersApi,
         project_admin::ProjectAdminApi,
         notify::NotifyApi,
+        billing::BillingApi,
+        billing::PaymentsWebhookApi,
+        oauth::OAuthApi,
     ),
     (
         contacts::ContactsApi,

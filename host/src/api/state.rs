@@ -37,6 +37,7 @@ pub(crate) struct Parts {
     pub(crate) account_mail: crate::services::account_mail::AccountMail,
     pub(crate) health_guard: crate::services::security::HealthGuard,
     pub(crate) uploads: crate::services::uploads::Uploads,
+    pub(crate) oauth: crate::services::oauth::OAuth,
     pub(crate) sending_domains: Arc<SendingDomains>,
     pub(crate) jwt_encoding: EncodingKey,
     pub(crate) jwt_decoding: DecodingKey,
@@ -73,6 +74,11 @@ impl AppState {
     /// The sending-health guard (suspensions on bad bounce or complaint rates).
     pub fn health_guard(&self) -> &crate::services::security::HealthGuard {
         &self.inner.health_guard
+    }
+
+    /// OAuth sign-in providers.
+    pub fn oauth(&self) -> &crate::services::oauth::OAuth {
+        &self.inner.oauth
     }
 
     /// Image uploads.

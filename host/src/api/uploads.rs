@@ -63,7 +63,7 @@ fn refused(err: UploadError) -> ApiError {
         e @ UploadError::Corrupt(_) => {
             ApiError::invalid_field("file", "invalid_image", e.to_string())
         }
-        e @ UploadError::Io(_) => ApiError::internal(e),
+        e @ (UploadError::Io(_) | UploadError::Storage(_)) => ApiError::internal(e),
     }
 }
 
@@ -116,7 +116,12 @@ pub async fn serve(
     poem::web::Path(name): poem::web::Path<String>,
     state: poem::web::Data<&AppState>,
 ) -> poem::Result<poem::Response> {
-    match state.uploads().read(&name).await {
+    let found = state
+        .uploads()
+        .read(&name)
+        .await
+        .map_err(ApiError::internal)?;
+    match found {
         Some((bytes, content_type)) => Ok(poem::Response::builder()
             .content_type(content_type)
             .header("Cache-Control", "public, max-age=31536000, immutable")

@@ -195,12 +195,8 @@ impl AppBuilder {
         }
 
         // Uploads decode on the same bounded pool as rendering and signing.
-        let uploads = crate::services::uploads::Uploads::new(
-            settings.data_dir.join("uploads"),
-            settings.uploads.max_bytes,
-            settings.uploads.max_pixels,
-            sending.cpu().clone(),
-        );
+        let uploads = uploads(&settings, sending.cpu().clone())?;
+        let oauth = crate::services::oauth::OAuth::new(oauth_providers(&settings.oauth));
         let state = AppState::new(Parts {
             rate_limiter: RateLimiter::for_store(&store),
             store,
@@ -215,6 +211,7 @@ impl AppBuilder {
             account_mail,
             health_guard,
             uploads,
+            oauth,
             jwt_encoding: EncodingKey::from_secret(secret.as_bytes()),
             jwt_decoding: DecodingKey::from_secret(secret.as_bytes()),
             settings,
@@ -472,4 +469,70 @@ pub async fn shutdown_signal() {
     {
         let _ = ctrl_c.await;
     }
+}
+
+/// The OAuth providers of the settings: each one with a client id.
+fn oauth_providers(
+    settings: &crate::config::OAuthSettings,
+) -> Vec<crate::services::oauth::Provider> {
+    use crate::services::oauth::{Provider, ProviderKind};
+    [
+        (ProviderKind::GitHub, &settings.github),
+        (ProviderKind::Google, &settings.google),
+    ]
+    .into_iter()
+    .filter_map(|(kind, configured)| {
+        let c = configured.as_ref().filter(|c| !c.client_id.is_empty())?;
+        Some(Provider {
+            kind,
+            client_id: c.client_id.clone(),
+            client_secret: c.client_secret.clone(),
+            authorize_url: c.authorize_url.clone(),
+            token_url: c.token_url.clone(),
+            userinfo_url: c.userinfo_url.clone(),
+        })
+    })
+    .collect()
+}
+
+/// The uploads service of the settings: the data directory's `uploads` folder, or the S3
+/// bucket of `uploads.s3_*`.
+fn uploads(
+    settings: &Settings,
+    cpu: crate::services::cpu::CpuPool,
+) -> anyhow::Result<crate::services::uploads::Uploads> {
+    use crate::config::UploadStorage;
+    use crate::services::uploads::{S3Options, Uploads};
+    let u = &settings.uploads;
+    Ok(match u.storage {
+        UploadStorage::Local => Uploads::local(
+            settings.data_dir.join("uploads"),
+            u.max_bytes,
+            u.max_pixels,
+            cpu,
+        )?,
+        UploadStorage::S3 => {
+            let bucket = u
+                .s3_bucket
+                .clone()
+                .filter(|b| !b.is_empty())
+                .ok_or_else(|| {
+                    anyhow::anyhow!("uploads.storage = \"s3\" needs uploads.s3_bucket")
+                })?;
+            Uploads::s3(
+                &S3Options {
+                    bucket,
+                    region: u.s3_region.clone(),
+                    endpoint: u.s3_endpoint.clone(),
+                    access_key_id: u.s3_access_key_id.clone(),
+                    secret_access_key: u.s3_secret_access_key.clone(),
+                    prefix: u.s3_prefix.clone(),
+                    allow_http: u.s3_allow_http,
+                },
+                u.max_bytes,
+                u.max_pixels,
+                cpu,
+            )?
+        }
+    })
 }

@@ -4,6 +4,7 @@
 
 pub use herald_content::{custom_data, email, template};
 
+pub mod billing;
 pub mod campaign;
 pub mod contact;
 pub mod event;

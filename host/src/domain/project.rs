@@ -43,6 +43,11 @@ impl Role {
     pub fn can_delete_project(self) -> bool {
         matches!(self, Role::Owner)
     }
+
+    /// May see and change billing: checkout, portal, caps, consumption and invoices.
+    pub fn can_manage_billing(self) -> bool {
+        matches!(self, Role::Owner)
+    }
 }
 
 /// A stored project.

@@ -35,6 +35,7 @@ macro_rules! world {
                     "herald:plugin/dns": super::imports::herald::plugin::dns,
                     "herald:plugin/smtp": super::imports::herald::plugin::smtp,
                     "herald:plugin/outbox": super::imports::herald::plugin::outbox,
+                    "herald:plugin/settings": super::imports::herald::plugin::settings,
                 },
             });
         }

@@ -63,7 +63,7 @@ fn webhook(settings: &PluginSettings) -> Grants {
 }
 
 /// The built-in plugins.
-pub static BUILTINS: [Builtin; 11] = [
+pub static BUILTINS: [Builtin; 12] = [
     Builtin {
         name: "send-email",
         world: World::Step,
@@ -162,6 +162,22 @@ pub static BUILTINS: [Builtin; 11] = [
         bytes: component!("billing_none"),
         precompiled: precompiled!("billing_none"),
         grants: nothing,
+    },
+    Builtin {
+        name: "stripe",
+        world: World::Billing,
+        description: "Stripe checkout, customer portal, invoices and signed webhooks",
+        bytes: component!("billing_stripe"),
+        precompiled: precompiled!("billing_stripe"),
+        grants: |settings| Grants {
+            log: true,
+            clock: true,
+            http: Some(HttpGrant {
+                allow: settings.billing_http_allow.clone(),
+                allow_private: settings.billing_http_allow_private,
+            }),
+            ..Grants::default()
+        },
     },
 ];
 

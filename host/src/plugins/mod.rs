@@ -39,10 +39,10 @@ pub use manifest::{Grants, HttpGrant, Limits, Manifest, WIT_VERSION, World};
 pub use registry::{CheckReport, LoadReport, LoadedPlugin, PluginInfo};
 pub use settings::{PluginSettings, SmtpTls};
 pub use types::{
-    BillingError, CheckedRecord, CheckoutRequest, Contact, DeliveryError, DeliveryEvent,
-    DeliveryEventKind, DnsRecord, Effect, Event, EventSummary, FieldError, Outcome,
+    BillingError, BillingEvent, CheckedRecord, CheckoutRequest, Contact, DeliveryError,
+    DeliveryEvent, DeliveryEventKind, DnsRecord, Effect, Event, EventSummary, FieldError, Outcome,
     OutgoingMessage, Receipt, RecordStatus, Requirement, SendingDomain, Session, StepInput,
-    StepResult,
+    StepResult, Webhook,
 };
 
 use runtime::Runtime;

@@ -197,6 +197,18 @@ impl Plugins {
                 plugin: Arc::from(name),
                 grants: manifest.capabilities.clone(),
                 http,
+                settings: self
+                    .runtime
+                    .settings
+                    .settings
+                    .get(name)
+                    .map(|table| {
+                        table
+                            .iter()
+                            .map(|(k, v)| (k.to_ascii_lowercase(), v.clone()))
+                            .collect()
+                    })
+                    .unwrap_or_default(),
             }),
             limits,
             pre,

@@ -19,7 +19,7 @@ use super::manifest::{WIT_VERSION, World};
 use super::settings::PluginSettings;
 
 /// The capability interfaces (the other `herald:plugin` imports are type-only).
-const CAPABILITIES: [&str; 6] = ["log", "clock", "http", "dns", "smtp", "outbox"];
+const CAPABILITIES: [&str; 7] = ["log", "clock", "http", "dns", "smtp", "outbox", "settings"];
 
 /// How often the epoch advances; per-call deadlines are counted in these ticks.
 pub const EPOCH_TICK: Duration = Duration::from_millis(5);

@@ -45,8 +45,19 @@ pub struct PluginSettings {
     pub transport: String,
     /// The DNS verifier plugin.
     pub dns_verifier: String,
-    /// The billing plugin.
+    /// The billing plugin (`none`, `stripe` or an external one).
     pub billing: String,
+    /// Hosts the `stripe` billing plugin may call (its API); tests point it at a loopback
+    /// server.
+    pub billing_http_allow: Vec<String>,
+    /// Whether the billing plugin may call loopback and private addresses.
+    pub billing_http_allow_private: bool,
+    /// The secret that payment webhooks are signed with (for `stripe`, the endpoint's `whsec_…`
+    /// signing secret).
+    pub billing_webhook_secret: Option<String>,
+    /// Each plugin's own settings, by plugin name: `[plugins.settings.stripe]
+    /// secret_key = "sk_…"` (environment `HERALD_PLUGINS__SETTINGS__STRIPE__SECRET_KEY`).
+    pub settings: std::collections::BTreeMap<String, std::collections::BTreeMap<String, String>>,
     /// Shared secret that inbound provider notifications must carry.
     pub notify_secret: Option<String>,
     /// Hosts the built-in `WEBHOOK` step may call (`*`, `host` or `*.domain`).
@@ -97,6 +108,10 @@ impl Default for PluginSettings {
             transport: "outbox".into(),
             dns_verifier: "default".into(),
             billing: "none".into(),
+            billing_http_allow: vec!["api.stripe.com".into()],
+            billing_http_allow_private: false,
+            billing_webhook_secret: None,
+            settings: std::collections::BTreeMap::new(),
             notify_secret: None,
             webhook_allow: vec!["*".into()],
             webhook_allow_private: false,

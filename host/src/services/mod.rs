@@ -4,6 +4,7 @@
 
 pub mod account_mail;
 pub mod cpu;
+pub mod oauth;
 pub mod ratelimit;
 pub mod security;
 pub mod sending;

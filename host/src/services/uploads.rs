@@ -1,13 +1,17 @@
 //! Image uploads: the bytes must decode as a PNG, JPEG, GIF or WebP image within the size and
 //! pixel caps (the dimensions are read from the header before anything is decoded, so a
 //! decompression bomb costs nothing); the file is stored once under its SHA-256
-//! (`<hash>.<ext>`) in the uploads folder, written to a temporary name and renamed, so a reader
-//! never sees half a file. Decoding runs on the CPU pool, never on the async workers.
+//! (`<hash>.<ext>`) through `object_store`: in the uploads folder (written to a temporary name
+//! and renamed, so a reader never sees half a file) or in an S3-compatible bucket. Decoding
+//! runs on the CPU pool, never on the async workers.
 
 use std::io::Cursor;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
+use std::sync::Arc;
 
 use image::{ImageFormat, ImageReader, Limits};
+use object_store::path::Path as ObjectPath;
+use object_store::{ObjectStore, PutPayload};
 use sha2::{Digest, Sha256};
 
 use super::cpu::CpuPool;
@@ -30,6 +34,25 @@ pub enum UploadError {
     /// The file could not be stored.
     #[error("the image could not be stored: {0}")]
     Io(#[from] std::io::Error),
+    /// The object store failed.
+    #[error("the upload storage failed: {0}")]
+    Storage(#[from] object_store::Error),
+}
+
+/// An S3-compatible bucket to keep uploads in.
+#[derive(Clone, Debug, Default)]
+pub struct S3Options {
+    pub bucket: String,
+    pub region: String,
+    /// An S3-compatible endpoint; `None` is AWS.
+    pub endpoint: Option<String>,
+    /// Static credentials; `None` takes the usual AWS environment and instance credentials.
+    pub access_key_id: Option<String>,
+    pub secret_access_key: Option<String>,
+    /// A key prefix inside the bucket.
+    pub prefix: Option<String>,
+    /// Allow `http://` endpoints.
+    pub allow_http: bool,
 }
 
 /// A stored image.
@@ -44,10 +67,14 @@ pub struct StoredImage {
     pub height: u32,
 }
 
-/// The uploads folder and its caps.
+/// Where uploads are kept, and their caps.
 #[derive(Clone)]
 pub struct Uploads {
-    dir: PathBuf,
+    store: Arc<dyn ObjectStore>,
+    /// A key prefix (S3), empty for the local folder.
+    prefix: String,
+    /// `local` or `s3`.
+    backend: &'static str,
     max_bytes: usize,
     max_pixels: u64,
     cpu: CpuPool,
@@ -120,14 +147,64 @@ fn check(
 }
 
 impl Uploads {
-    /// Uploads stored in `dir`, at most `max_bytes` and `max_pixels` each, checked on `cpu`.
-    pub fn new(dir: PathBuf, max_bytes: usize, max_pixels: u64, cpu: CpuPool) -> Uploads {
-        Uploads {
-            dir,
+    /// Uploads kept in the folder `dir` (created when missing), at most `max_bytes` and
+    /// `max_pixels` each, checked on `cpu`.
+    pub fn local(
+        dir: PathBuf,
+        max_bytes: usize,
+        max_pixels: u64,
+        cpu: CpuPool,
+    ) -> Result<Uploads, UploadError> {
+        std::fs::create_dir_all(&dir)?;
+        let store = object_store::local::LocalFileSystem::new_with_prefix(&dir)?;
+        Ok(Uploads {
+            store: Arc::new(store),
+            prefix: String::new(),
+            backend: "local",
             max_bytes,
             max_pixels,
             cpu,
+        })
+    }
+
+    /// Uploads kept in an S3-compatible bucket.
+    pub fn s3(
+        options: &S3Options,
+        max_bytes: usize,
+        max_pixels: u64,
+        cpu: CpuPool,
+    ) -> Result<Uploads, UploadError> {
+        let mut builder = object_store::aws::AmazonS3Builder::from_env()
+            .with_bucket_name(&options.bucket)
+            .with_region(&options.region)
+            .with_allow_http(options.allow_http);
+        if let Some(endpoint) = &options.endpoint {
+            // Path-style requests (`<endpoint>/<bucket>/<key>`), which every S3-compatible
+            // service answers.
+            builder = builder
+                .with_endpoint(endpoint)
+                .with_virtual_hosted_style_request(false);
         }
+        if let (Some(id), Some(secret)) = (&options.access_key_id, &options.secret_access_key) {
+            builder = builder
+                .with_access_key_id(id)
+                .with_secret_access_key(secret);
+        }
+        let prefix = options
+            .prefix
+            .as_deref()
+            .map(|p| p.trim_matches('/'))
+            .filter(|p| !p.is_empty())
+            .map(|p| format!("{p}/"))
+            .unwrap_or_default();
+        Ok(Uploads {
+            store: Arc::new(builder.build()?),
+            prefix,
+            backend: "s3",
+            max_bytes,
+            max_pixels,
+            cpu,
+        })
     }
 
     /// The largest file accepted.
@@ -135,12 +212,17 @@ impl Uploads {
         self.max_bytes
     }
 
-    /// The folder files are served from.
-    pub fn dir(&self) -> &Path {
-        &self.dir
+    /// `local` or `s3`.
+    pub fn backend(&self) -> &'static str {
+        self.backend
     }
 
-    /// Checks and stores an image; the same bytes always get the same name.
+    fn path(&self, name: &str) -> ObjectPath {
+        ObjectPath::from(format!("{}{name}", self.prefix))
+    }
+
+    /// Checks and stores an image; the same bytes always get the same name and are stored
+    /// once.
     pub async fn store_image(&self, bytes: Vec<u8>) -> Result<StoredImage, UploadError> {
         if bytes.len() > self.max_bytes {
             return Err(UploadError::TooLarge {
@@ -148,34 +230,44 @@ impl Uploads {
                 max: self.max_bytes,
             });
         }
-        let (max_pixels, dir) = (self.max_pixels, self.dir.clone());
-        self.cpu
+        let max_pixels = self.max_pixels;
+        let (bytes, image) = self
+            .cpu
             .run(move || {
                 let (content_type, ext, width, height) = check(&bytes, max_pixels)?;
                 let name = format!("{}.{ext}", hex::encode(Sha256::digest(&bytes)));
-                let path = dir.join(&name);
-                if !path.exists() {
-                    std::fs::create_dir_all(&dir)?;
-                    let temp = dir.join(format!(".{name}.{}", uuid::Uuid::new_v4().simple()));
-                    std::fs::write(&temp, &bytes)?;
-                    std::fs::rename(&temp, &path)?;
-                }
-                Ok(StoredImage {
+                let image = StoredImage {
                     name,
                     content_type,
                     size: bytes.len(),
                     width,
                     height,
-                })
+                };
+                Ok::<_, UploadError>((bytes, image))
             })
-            .await
+            .await?;
+        let path = self.path(&image.name);
+        match self.store.head(&path).await {
+            Ok(_) => {}
+            Err(object_store::Error::NotFound { .. }) => {
+                self.store.put(&path, PutPayload::from(bytes)).await?;
+            }
+            Err(other) => return Err(other.into()),
+        }
+        Ok(image)
     }
 
-    /// The bytes and content type of a stored file, `None` for any other name.
-    pub async fn read(&self, name: &str) -> Option<(Vec<u8>, &'static str)> {
-        let content_type = content_type_of(name)?;
-        let bytes = tokio::fs::read(self.dir.join(name)).await.ok()?;
-        Some((bytes, content_type))
+    /// The bytes and content type of a stored file; `None` for a name this service never gives
+    /// or a file that is not there.
+    pub async fn read(&self, name: &str) -> Result<Option<(Vec<u8>, &'static str)>, UploadError> {
+        let Some(content_type) = content_type_of(name) else {
+            return Ok(None);
+        };
+        match self.store.get(&self.path(name)).await {
+            Ok(found) => Ok(Some((found.bytes().await?.to_vec(), content_type))),
+            Err(object_store::Error::NotFound { .. }) => Ok(None),
+            Err(other) => Err(other.into()),
+        }
     }
 }
 

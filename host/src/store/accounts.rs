@@ -294,3 +294,105 @@ impl Store {
 /// the address it was sent to.
 const USE_TOKEN: &str = "UPDATE account_tokens SET used_at = $3 WHERE token_hash = $1 AND purpose = $2 \
      AND used_at IS NULL AND expires_at > $3 RETURNING user_id, email";
+
+/// The password hash of an account made by OAuth sign-in: not a PHC string, so no password
+/// matches it until the user sets one (password reset).
+const NO_PASSWORD: &str = "!oauth";
+
+impl Store {
+    /// The user an OAuth identity is linked to.
+    #[tracing::instrument(level = "debug", skip(self))]
+    pub async fn user_by_identity(
+        &self,
+        provider: &str,
+        subject: &str,
+    ) -> StoreResult<Option<User>> {
+        let row: Option<UserRow> = on_db!(self.db(), pool => {
+            sqlx::query_as(
+                "SELECT u.id, u.email, u.email_verified, u.created_at FROM oauth_identities i \
+                 JOIN users u ON u.id = i.user_id WHERE i.provider = $1 AND i.subject = $2",
+            )
+            .bind(provider)
+            .bind(subject)
+            .fetch_optional(pool)
+            .await?
+        });
+        Ok(row.map(Into::into))
+    }
+
+    /// Links an OAuth identity to an existing user whose address the provider verified, and
+    /// marks the address verified.
+    #[tracing::instrument(level = "debug", skip(self))]
+    pub async fn link_identity(
+        &self,
+        provider: &str,
+        subject: &str,
+        user: &User,
+    ) -> StoreResult<()> {
+        let now = now_ms();
+        on_db_write!(self.db(), pool => {
+            use super::dialect::BeginWrite;
+            let mut tx = pool.begin_write().await?;
+            sqlx::query(
+                "INSERT INTO oauth_identities (provider, subject, user_id, email, created_at) \
+                 VALUES ($1, $2, $3, $4, $5) ON CONFLICT (provider, subject) DO NOTHING",
+            )
+            .bind(provider)
+            .bind(subject)
+            .bind(user.id.as_str())
+            .bind(user.email.as_str())
+            .bind(now)
+            .execute(&mut *tx)
+            .await?;
+            sqlx::query("UPDATE users SET email_verified = TRUE, updated_at = $2 WHERE id = $1")
+                .bind(user.id.as_str())
+                .bind(now)
+                .execute(&mut *tx)
+                .await?;
+            tx.commit().await?;
+        });
+        Ok(())
+    }
+
+    /// Creates a user (address verified, no password) with its OAuth identity, in one
+    /// transaction; [`StoreError::Conflict`] when the address is taken.
+    #[tracing::instrument(level = "debug", skip(self))]
+    pub async fn create_user_with_identity(
+        &self,
+        email: &EmailAddress,
+        provider: &str,
+        subject: &str,
+    ) -> StoreResult<User> {
+        let id = UserId::generate();
+        let now = now_ms();
+        let row: UserRow = on_db_write!(self.db(), pool => {
+            use super::dialect::BeginWrite;
+            let mut tx = pool.begin_write().await?;
+            let row: UserRow = sqlx::query_as(
+                "INSERT INTO users (id, email, password_hash, email_verified, created_at, updated_at) \
+                 VALUES ($1, $2, $3, TRUE, $4, $4) RETURNING id, email, email_verified, created_at",
+            )
+            .bind(id.as_str())
+            .bind(email.as_str())
+            .bind(NO_PASSWORD)
+            .bind(now)
+            .fetch_one(&mut *tx)
+            .await
+            .map_err(|e| StoreError::unique(e, super::Conflict::Email))?;
+            sqlx::query(
+                "INSERT INTO oauth_identities (provider, subject, user_id, email, created_at) \
+                 VALUES ($1, $2, $3, $4, $5)",
+            )
+            .bind(provider)
+            .bind(subject)
+            .bind(id.as_str())
+            .bind(email.as_str())
+            .bind(now)
+            .execute(&mut *tx)
+            .await?;
+            tx.commit().await?;
+            row
+        });
+        Ok(row.into())
+    }
+}

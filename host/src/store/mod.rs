@@ -11,6 +11,7 @@
 pub mod accounts;
 pub mod activity;
 pub mod analytics;
+pub mod billing;
 pub mod bulk;
 pub mod campaigns;
 pub mod contacts;
@@ -53,9 +54,12 @@ pub enum StoreError {
     /// The database URL is not one Herald understands.
     #[error("unsupported database URL `{0}`: use sqlite://PATH or postgres://…")]
     UnsupportedUrl(String),
+    /// The project's cap of a usage category is reached (raised by the metering triggers).
+    #[error("the project's {} cap for this period is reached", .0.name())]
+    BillingLimit(crate::domain::billing::UsageCategory),
     /// Any other database failure.
     #[error(transparent)]
-    Database(#[from] sqlx::Error),
+    Database(sqlx::Error),
     /// A migration failed.
     #[error(transparent)]
     Migrate(#[from] sqlx::migrate::MigrateError),
@@ -92,12 +96,31 @@ pub enum Conflict {
     LastOwner,
 }
 
+/// The message prefix of the metering triggers' refusals (`migrations/*/0020_billing.sql`).
+const BILLING_LIMIT_MARK: &str = "herald_billing_limit:";
+
+impl From<sqlx::Error> for StoreError {
+    /// A refusal of the metering triggers becomes [`StoreError::BillingLimit`]; anything else
+    /// stays a database error.
+    fn from(err: sqlx::Error) -> StoreError {
+        if let sqlx::Error::Database(db) = &err
+            && let Some((_, category)) = db.message().split_once(BILLING_LIMIT_MARK)
+            && let Some(category) = crate::domain::billing::UsageCategory::parse(
+                category.trim_end_matches(|c: char| !c.is_ascii_alphabetic()),
+            )
+        {
+            return StoreError::BillingLimit(category);
+        }
+        StoreError::Database(err)
+    }
+}
+
 impl StoreError {
     /// Maps a unique-constraint violation to [`StoreError::Conflict`].
     pub(crate) fn unique(err: sqlx::Error, what: Conflict) -> StoreError {
         match &err {
             sqlx::Error::Database(db) if db.is_unique_violation() => StoreError::Conflict(what),
-            _ => StoreError::Database(err),
+            _ => StoreError::from(err),
         }
     }
 }

@@ -194,7 +194,7 @@ pub enum WorkflowError {
 
 impl From<sqlx::Error> for WorkflowError {
     fn from(err: sqlx::Error) -> WorkflowError {
-        WorkflowError::Store(StoreError::Database(err))
+        WorkflowError::Store(StoreError::from(err))
     }
 }
 

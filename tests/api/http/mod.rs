@@ -3,6 +3,7 @@
 mod abuse;
 pub mod accounts;
 mod auth_matrix;
+mod billing;
 mod campaigns;
 mod cli;
 mod contacts;
@@ -14,6 +15,7 @@ mod hostile;
 mod isolation;
 pub mod jobs;
 mod members;
+mod oauth;
 mod protocol;
 mod rate_limit;
 mod segments;

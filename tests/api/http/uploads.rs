@@ -2,7 +2,83 @@
 
 use std::io::Cursor;
 
+use herald::config::{Settings, UploadStorage};
+
 use crate::support::harness::{Reply, TestApp, read};
+
+/// An S3-compatible server to keep uploads in (`.ci/run` starts moto and sets this); without
+/// it the same tests run on the local folder.
+fn s3_url() -> Option<String> {
+    std::env::var("HERALD_TEST_S3_URL")
+        .ok()
+        .filter(|u| !u.is_empty())
+}
+
+/// Where this run keeps uploads: a fresh bucket of the S3 server when there is one (created
+/// with a plain `PUT /<bucket>`, as S3 does), else the data directory.
+struct Storage {
+    bucket: Option<String>,
+}
+
+impl Storage {
+    async fn new() -> Storage {
+        let Some(url) = s3_url() else {
+            return Storage { bucket: None };
+        };
+        let bucket = format!("herald-{}", uuid::Uuid::new_v4().simple());
+        let r = reqwest::Client::new()
+            .put(format!("{url}/{bucket}"))
+            .send()
+            .await
+            .expect("the S3 server answers");
+        assert!(
+            r.status().is_success(),
+            "creating the bucket: {}",
+            r.status()
+        );
+        Storage {
+            bucket: Some(bucket),
+        }
+    }
+
+    fn apply(&self, s: &mut Settings) {
+        if let (Some(url), Some(bucket)) = (s3_url(), &self.bucket) {
+            s.uploads.storage = UploadStorage::S3;
+            s.uploads.s3_bucket = Some(bucket.clone());
+            s.uploads.s3_endpoint = Some(url);
+            s.uploads.s3_allow_http = true;
+            s.uploads.s3_prefix = Some("images".into());
+            s.uploads.s3_access_key_id = Some("test".into());
+            s.uploads.s3_secret_access_key = Some("test".into());
+        }
+    }
+
+    /// Checks that the file `name` holds `bytes` where this storage keeps it.
+    async fn assert_holds(&self, app: &TestApp, name: &str, bytes: &[u8]) {
+        let local = app.state().settings().data_dir.join("uploads").join(name);
+        match (&self.bucket, s3_url()) {
+            (Some(bucket), Some(url)) => {
+                // Read back with an S3 client of its own, signed as S3 wants.
+                use object_store::ObjectStore;
+                let s3 = object_store::aws::AmazonS3Builder::new()
+                    .with_bucket_name(bucket)
+                    .with_region("us-east-1")
+                    .with_endpoint(url)
+                    .with_allow_http(true)
+                    .with_virtual_hosted_style_request(false)
+                    .with_access_key_id("test")
+                    .with_secret_access_key("test")
+                    .build()
+                    .unwrap();
+                let path = object_store::path::Path::from(format!("images/{name}"));
+                let got = s3.get(&path).await.expect("the object is in the bucket");
+                assert_eq!(got.bytes().await.unwrap().to_vec(), bytes);
+                assert!(!local.exists(), "nothing is written locally");
+            }
+            _ => assert_eq!(std::fs::read(&local).unwrap(), bytes),
+        }
+    }
+}
 
 fn png(width: u32, height: u32) -> Vec<u8> {
     let img = image::RgbImage::from_fn(width, height, |x, y| image::Rgb([x as u8, y as u8, 7]));
@@ -17,7 +93,8 @@ async fn upload(app: &TestApp, key: &str, name: &str, content_type: &str, bytes:
 
 #[tokio::test]
 async fn an_image_is_stored_once_by_its_content_and_served_publicly() {
-    let app = TestApp::spawn().await;
+    let storage = Storage::new().await;
+    let app = TestApp::spawn_with(|s| storage.apply(s)).await;
     let p = app.project().await;
     let bytes = png(3, 2);
     // The declared name and type do not matter; the bytes do.
@@ -41,6 +118,8 @@ async fn an_image_is_stored_once_by_its_content_and_served_publicly() {
     );
     let again = upload(&app, &p.secret_key, "other.png", "image/png", bytes.clone()).await;
     assert_eq!(again.body["url"], url.as_str(), "same bytes, same URL");
+    let name = url.rsplit('/').next().unwrap();
+    storage.assert_holds(&app, name, &bytes).await;
 
     // Anyone can fetch it, with its type and a long cache.
     let got = reqwest::get(&url).await.unwrap();
@@ -80,11 +159,17 @@ async fn an_image_is_stored_once_by_its_content_and_served_publicly() {
     assert_eq!(r.status, 401, "{}", r.body);
     let config = app.get("/config", "").await;
     assert_eq!(config.body["uploadsEnabled"], true);
+    assert_eq!(
+        config.body["objectStorageEnabled"],
+        storage.bucket.is_some()
+    );
 }
 
 #[tokio::test]
 async fn the_size_and_pixel_caps_hold() {
+    let storage = Storage::new().await;
     let app = TestApp::spawn_with(|s| {
+        storage.apply(s);
         s.uploads.max_pixels = 100;
         s.uploads.max_bytes = 2_000;
     })

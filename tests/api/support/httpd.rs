@@ -68,3 +68,18 @@ pub async fn http_server(
     });
     (addr, seen)
 }
+
+/// Serves a poem endpoint on a random loopback port; answers once it accepts connections.
+pub async fn serve(endpoint: impl poem::Endpoint + 'static) -> SocketAddr {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    drop(listener);
+    tokio::spawn(poem::Server::new(poem::listener::TcpListener::bind(addr)).run(endpoint));
+    for _ in 0..100 {
+        if tokio::net::TcpStream::connect(addr).await.is_ok() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    addr
+}

@@ -3,4 +3,6 @@
 pub mod dnsd;
 pub mod harness;
 pub mod httpd;
+pub mod oidc;
 pub mod smtpd;
+pub mod stripe;

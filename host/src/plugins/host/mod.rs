@@ -7,6 +7,7 @@ pub mod dns;
 pub mod http;
 pub mod log;
 pub mod outbox;
+pub mod settings;
 pub mod smtp;
 
 use std::sync::Arc;
@@ -60,6 +61,8 @@ pub struct Granted {
     pub grants: Grants,
     /// The HTTP client, when `http` is granted.
     pub http: Option<HttpClient>,
+    /// The plugin's own settings (`plugins.settings.<name>`), names lower-cased.
+    pub settings: std::collections::BTreeMap<String, String>,
 }
 
 /// Caps the memory of one instance and remembers whether the cap was hit.

@@ -1,5 +1,4 @@
-//! Host-side values of the `billing` world and their conversion to and from the WIT types. Only
-//! what the host calls (`enabled`, `checkout`) has a host-side value.
+//! Host-side values of the `billing` world and their conversion to and from the WIT types.
 
 use crate::plugins::bindings::billing::exports::herald::plugin::billing_provider as wit;
 
@@ -32,6 +31,10 @@ pub enum BillingError {
     Disabled(String),
     /// A webhook failed authentication.
     Unauthenticated(String),
+    /// The plan is not one this deployment sells.
+    UnknownPlan(String),
+    /// The project has no customer account with the provider yet.
+    NoCustomer(String),
     /// The provider failed.
     Provider(String),
 }
@@ -59,7 +62,81 @@ impl From<wit::BillingError> for BillingError {
         match err {
             wit::BillingError::Disabled(m) => BillingError::Disabled(m),
             wit::BillingError::Unauthenticated(m) => BillingError::Unauthenticated(m),
+            wit::BillingError::UnknownPlan(m) => BillingError::UnknownPlan(m),
+            wit::BillingError::NoCustomer(m) => BillingError::NoCustomer(m),
             wit::BillingError::Provider(m) => BillingError::Provider(m),
+        }
+    }
+}
+
+/// One invoice.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Invoice {
+    /// The provider's id.
+    pub id: String,
+    /// The amount in the currency's smallest unit.
+    pub amount: u64,
+    /// ISO 4217 currency code.
+    pub currency: String,
+    /// `draft`, `open`, `paid`, `void` or `uncollectible`.
+    pub status: String,
+    /// When it was issued (ms since the epoch).
+    pub created_at: i64,
+    /// A page showing it, if any.
+    pub url: Option<String>,
+}
+
+impl From<wit::Invoice> for Invoice {
+    fn from(invoice: wit::Invoice) -> Invoice {
+        Invoice {
+            id: invoice.id,
+            amount: invoice.amount,
+            currency: invoice.currency,
+            status: invoice.status,
+            created_at: invoice.created_at,
+            url: invoice.url,
+        }
+    }
+}
+
+/// A provider webhook call, as received.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Webhook {
+    /// Request headers, names lower-cased.
+    pub headers: Vec<(String, String)>,
+    /// The request body.
+    pub body: Vec<u8>,
+    /// The configured signing secret, if any.
+    pub secret: Option<String>,
+}
+
+impl From<&Webhook> for wit::Webhook {
+    fn from(webhook: &Webhook) -> wit::Webhook {
+        wit::Webhook {
+            headers: webhook.headers.clone(),
+            body: webhook.body.clone(),
+            secret: webhook.secret.clone(),
+        }
+    }
+}
+
+/// A billing change parsed from a webhook.
+#[derive(Clone, Debug, PartialEq)]
+pub struct BillingEvent {
+    /// e.g. `subscription.updated`, `invoice.paid`.
+    pub kind: String,
+    /// The project it concerns, when known.
+    pub project_id: Option<String>,
+    /// Provider detail (a JSON object; `null` when the plugin sent something else).
+    pub detail: serde_json::Value,
+}
+
+impl From<wit::BillingEvent> for BillingEvent {
+    fn from(event: wit::BillingEvent) -> BillingEvent {
+        BillingEvent {
+            kind: event.kind,
+            project_id: event.project_id,
+            detail: serde_json::from_str(&event.detail).unwrap_or(serde_json::Value::Null),
         }
     }
 }

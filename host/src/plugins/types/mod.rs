@@ -7,7 +7,7 @@ mod dns_verifier;
 mod step;
 mod transport;
 
-pub use billing::{BillingError, CheckoutRequest, Session};
+pub use billing::{BillingError, BillingEvent, CheckoutRequest, Invoice, Session, Webhook};
 pub use dns_verifier::{CheckedRecord, DnsRecord, RecordStatus, Requirement, SendingDomain};
 pub use step::{
     Contact, Effect, Event, EventSummary, FieldError, MAX_EFFECTS, Outcome, StepInput, StepResult,
