@@ -43,8 +43,16 @@ pub enum JobError {
 }
 
 impl From<StoreError> for JobError {
+    /// A reached billing cap fails the job at once (retrying writes the same rows into the same
+    /// cap); anything else is retried.
     fn from(err: StoreError) -> JobError {
-        JobError::Retry(Box::new(err))
+        match err {
+            StoreError::BillingLimit(_) => JobError::Fail(format!(
+                "{err}; an OWNER can raise the cap (PUT /users/@me/projects/:id/billing-limits) \
+                 and run the job again"
+            )),
+            other => JobError::Retry(Box::new(other)),
+        }
     }
 }
 

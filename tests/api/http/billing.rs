@@ -120,6 +120,29 @@ async fn with_billing_off_caps_stop_only_the_capped_operation_and_consumption_co
         r.body
     );
 
+    // An import past the cap fails with the reason, without retrying, and adds nobody.
+    let r = crate::http::jobs::upload(
+        &app,
+        &p.secret_key,
+        "more.csv",
+        "text/csv",
+        b"email\ne@example.com\nf@example.com\n".to_vec(),
+    )
+    .await;
+    assert_eq!(r.status, 202, "{}", r.body);
+    let job = crate::http::jobs::wait_job(
+        &app,
+        &p.secret_key,
+        "import",
+        r.body["jobId"].as_str().unwrap(),
+    )
+    .await;
+    assert_eq!(job["state"], "failed", "{job}");
+    assert!(
+        job["error"].as_str().unwrap().contains("contacts cap"),
+        "{job}"
+    );
+
     // Events: two are tracked, the third is refused and writes nothing.
     assert_eq!(track(&app, &p, "a@example.com").await.status, 200);
     assert_eq!(track(&app, &p, "b@example.com").await.status, 200);
