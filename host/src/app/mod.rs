@@ -142,6 +142,7 @@ impl AppBuilder {
             }),
             Arc::new(Deliveries {
                 plugins: plugins.clone(),
+                builder: sending.clone(),
                 per_second: settings.sending.per_project_per_second,
                 stale_hand_off: queue.lease,
                 retry_lifetime: Duration::from_secs(settings.sending.retry_lifetime_seconds.max(1)),
@@ -348,7 +349,8 @@ impl RunningServer {
 }
 
 /// Periodic maintenance until `stop` turns true: prunes rate-limit windows, idempotency keys,
-/// send windows and expired account links (tokens and invitations), queues the re-evaluation of time-relative segments if no instance has it
+/// send windows, expired account links (tokens and invitations) and the shared attachments
+/// no queued email needs, queues the re-evaluation of time-relative segments if no instance has it
 /// queued or running (its chain ends when a run fails for good), and queues a new delivery job
 /// for every queued email whose job is gone (`Store::requeue_orphaned_emails`).
 async fn maintain(state: AppState, mut stop: watch::Receiver<bool>) {
@@ -365,6 +367,9 @@ async fn maintain(state: AppState, mut stop: watch::Receiver<bool>) {
                 }
                 if let Err(err) = state.store().prune_account_links().await {
                     tracing::warn!(error = %err, "could not prune expired account links");
+                }
+                if let Err(err) = state.store().prune_email_contents().await {
+                    tracing::warn!(error = %err, "could not prune delivered attachments");
                 }
                 if let Err(err) = ensure_reevaluation(state.store(), state.settings()).await {
                     tracing::warn!(error = %err, "could not queue the re-evaluation of segments");

@@ -81,6 +81,10 @@ prefixed_id!(
     EmailId, "eml"
 );
 prefixed_id!(
+    /// What the emails of one send request share (their attachments), stored once.
+    EmailContentId, "ect"
+);
+prefixed_id!(
     /// An entry of an email's history and of the activity feed.
     ActivityId, "act"
 );

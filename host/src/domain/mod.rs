@@ -10,6 +10,7 @@ pub mod contact;
 pub mod event;
 pub mod ids;
 pub mod keys;
+pub mod message;
 pub mod pagination;
 pub mod password;
 pub mod project;

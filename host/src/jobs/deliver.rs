@@ -1,5 +1,6 @@
-//! Delivery of one email (`emails.deliver`): takes a slot of the project's send throttle, hands
-//! the stored message to the transport plugin, and records the outcome.
+//! Delivery of one email (`emails.deliver`): takes a slot of the project's send throttle, builds
+//! and DKIM-signs the message from its stored draft (on the CPU pool, through a
+//! [`MessageBuilder`]), hands it to the transport plugin, and records the outcome.
 //!
 //! What a crash can cause, exactly:
 //! - before the hand-off starts: nothing; the job runs again after its lease and sends once;
@@ -32,10 +33,33 @@ use crate::store::emails::{DELIVER_KIND, Deliverable, DeliveryOutcome, status};
 use crate::store::jobs::DeliverPayload;
 use crate::store::jobs::Lease;
 
+/// Why a message could not be built at hand-off.
+#[derive(Debug)]
+pub enum BuildError {
+    /// It never will be (the draft is unreadable, the domain lost its verification, the message
+    /// is too large): the email fails with this reason.
+    Permanent(String),
+    /// Try again later (the database did not answer).
+    Retry(String),
+}
+
+/// Builds and signs the MIME message of a stored draft (`services::sending` implements it).
+pub trait MessageBuilder: Send + Sync {
+    /// The complete signed message of `draft` (JSON) with the shared content `content_id`.
+    fn build<'a>(
+        &'a self,
+        project_id: &'a str,
+        draft: String,
+        content_id: Option<String>,
+    ) -> BoxFuture<'a, Result<Vec<u8>, BuildError>>;
+}
+
 /// Runs deliveries.
 pub struct Deliveries {
     /// The plugins (the transport).
     pub plugins: Arc<Plugins>,
+    /// Builds messages from drafts.
+    pub builder: Arc<dyn MessageBuilder>,
     /// Messages per second per project handed to the transport (0: no limit).
     pub per_second: u32,
     /// A hand-off started longer ago than this (the job lease) was interrupted.
@@ -99,10 +123,35 @@ impl JobHandler for Deliveries {
                 ctx.store.complete_job(lease, &why).await?;
                 return Ok(());
             };
-            let Some(raw) = email.raw.take().filter(|_| email.status == status::QUEUED) else {
-                let why = Value::from("the email was already handed off");
-                ctx.store.complete_job(lease, &why).await?;
+            let handed_off = || Value::from("the email was already handed off");
+            if email.status != status::QUEUED {
+                ctx.store.complete_job(lease, &handed_off()).await?;
                 return Ok(());
+            }
+            let raw = match (email.raw.take(), email.draft.take()) {
+                // Queued before messages were built at hand-off.
+                (Some(raw), _) => raw,
+                (None, Some(draft)) => {
+                    let built = self
+                        .builder
+                        .build(&email.project_id, draft, email.content_id.clone())
+                        .await;
+                    match built {
+                        Ok(raw) => raw,
+                        Err(BuildError::Retry(reason)) => {
+                            return Err(JobError::Retry(reason.into()));
+                        }
+                        Err(BuildError::Permanent(reason)) => {
+                            tracing::warn!(email_id = %email.id, error = %reason, "email could not be built");
+                            let failed = DeliveryOutcome::Failed { error: &reason };
+                            return record(&ctx.store, &email, lease, failed).await;
+                        }
+                    }
+                }
+                (None, None) => {
+                    ctx.store.complete_job(lease, &handed_off()).await?;
+                    return Ok(());
+                }
             };
             let stale_ms = self.stale_hand_off.as_millis() as i64;
             if !ctx

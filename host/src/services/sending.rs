@@ -1,24 +1,30 @@
 //! Sending (`/v1/send` and a workflow's send step) as a service: plan each recipient's contact
-//! upsert from its stored state, render the content with the contact's variables, add tracking,
-//! build and sign the MIME message; then write the contacts, every email with its delivery job
-//! and the request's idempotency key in one transaction, so a failure leaves nothing behind.
-//! Marketing mail to an unsubscribed contact is recorded as `suppressed` and never queued. Delivery itself is `jobs::deliver`. Rendering, building and signing run
-//! on the [`CpuPool`] (the blocking pool, one task per core), never on an async worker.
+//! upsert from its stored state, render the content with the contact's variables and add
+//! tracking into a [`MessageDraft`]; then write the contacts, every email with its draft and
+//! delivery job, the request's attachments (once, for all recipients) and the idempotency key in
+//! one transaction, so a failure leaves nothing behind. Marketing mail to an unsubscribed contact
+//! is recorded as `suppressed` and never queued. Delivery itself is `jobs::deliver`, which asks
+//! this service ([`MessageBuilder`]) to build and DKIM-sign the MIME message at hand-off.
+//! Rendering, building and signing run on the [`CpuPool`] (the blocking pool, one task per
+//! core), never on an async worker.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use futures::future::BoxFuture;
 use serde_json::{Map, Value};
 
 use crate::domain::contact::{Contact, ContactUpsert};
 use crate::domain::custom_data::DataPatch;
 use crate::domain::email::EmailAddress;
 use crate::domain::event::SubscriptionSource;
-use crate::domain::ids::{EmailId, ProjectId};
+use crate::domain::ids::{EmailContentId, EmailId, ProjectId};
+use crate::domain::message::{MessageDraft, decode_attachments, encode_attachments};
 use crate::domain::project::Project;
 use crate::domain::send::{Attachment, MAX_MESSAGE_BYTES, Mailbox};
 use crate::domain::template::{CompiledTemplate, Rendered};
 use crate::jobs::JobQueue;
+use crate::jobs::deliver::{BuildError, MessageBuilder};
 use crate::mail::dkim::DkimSigner;
 use crate::mail::links::{ContactUrls, LinkSigner};
 use crate::mail::mime::{self, Outgoing};
@@ -26,7 +32,8 @@ use crate::mail::tracking;
 use crate::services::cpu::CpuPool;
 use crate::services::sending_domains::Sender;
 use crate::store::contacts::{Plan, field_types, plan_upsert};
-use crate::store::emails::{NewEmail, SendWrites};
+use crate::store::domains::SigningDomain;
+use crate::store::emails::{EmailContent, NewEmail, SendWrites};
 use crate::store::idempotency::IdempotentWrite;
 use crate::store::{Conflict, Store, StoreError};
 
@@ -209,7 +216,7 @@ impl Sending {
                             name: None,
                             email: c.email.clone(),
                         };
-                        let email = signers.build_email(&project, &plan, &c, &to);
+                        let email = signers.build_email(&project, &plan, &c, &to, None);
                         (c, email)
                     })
                     .collect::<Vec<_>>()
@@ -257,6 +264,21 @@ impl Sending {
             planned.insert(to.email.as_str().to_string(), p.contact().clone());
             contacts.push(p);
         }
+        // The attachments are stored once for every recipient.
+        let content = if plan.attachments.is_empty() {
+            None
+        } else {
+            let attachments = Arc::new(plan.clone());
+            let encoded = self
+                .cpu
+                .run(move || encode_attachments(&attachments.attachments))
+                .await;
+            Some(EmailContent {
+                id: EmailContentId::generate().into_string(),
+                attachments: encoded,
+            })
+        };
+        let content_id = content.as_ref().map(|c| c.id.clone());
         // One copy of the request for the blocking tasks, shared by every recipient's.
         let shared = Arc::new((project.clone(), plan.clone()));
         let mut queued = Vec::with_capacity(plan.recipients.len());
@@ -264,10 +286,10 @@ impl Sending {
         for to in &plan.recipients {
             let contact = planned[to.email.as_str()].clone();
             let (signers, job) = (self.signers.clone(), shared.clone());
-            let (c, to) = (contact.clone(), to.clone());
+            let (c, to, content) = (contact.clone(), to.clone(), content_id.clone());
             let email = self
                 .cpu
-                .run(move || signers.build_email(&job.0, &job.1, &c, &to))
+                .run(move || signers.build_email(&job.0, &job.1, &c, &to, content.as_deref()))
                 .await?;
             queued.push(QueuedEmail {
                 contact,
@@ -294,21 +316,30 @@ impl Sending {
         let max_attempts = crate::store::emails::DELIVER_MAX_ATTEMPTS;
         let wrote = self
             .store
-            .commit_send(project_id, &writes, &emails, max_attempts, write)
+            .commit_send(
+                project_id,
+                &writes,
+                content.as_ref(),
+                &emails,
+                max_attempts,
+                write,
+            )
             .await?;
         Ok(wrote.then_some(queued))
     }
 }
 
 impl Signers {
-    /// Renders, tracks, builds and signs one recipient's email; renders only, and records why, when
-    /// it is marketing mail to an unsubscribed contact (never sent).
+    /// Renders and tracks one recipient's email into the draft its delivery builds and signs;
+    /// renders only, and records why, when it is marketing mail to an unsubscribed contact
+    /// (never sent). `content` names the request's stored attachments.
     fn build_email(
         &self,
         project: &Project,
         plan: &SendPlan,
         contact: &Contact,
         to: &Mailbox,
+        content: Option<&str>,
     ) -> Result<NewEmail, SendError> {
         let id = EmailId::generate();
         let links = &self.links;
@@ -319,12 +350,17 @@ impl Signers {
             html,
             text,
         } = plan.content.render(&vars)?;
+        let kind = if plan.marketing {
+            "marketing"
+        } else {
+            "transactional"
+        };
         if plan.marketing && !contact.subscribed {
             return Ok(NewEmail {
                 id: id.clone(),
                 contact_id: contact.id.clone(),
                 template_id: plan.template_id.clone(),
-                kind: "marketing",
+                kind,
                 from_address: plan.from.email.to_string(),
                 to_address: to.email.to_string(),
                 subject,
@@ -332,7 +368,8 @@ impl Signers {
                 envelope_from: plan.from.email.to_string(),
                 signed_by: None,
                 links: Vec::new(),
-                raw: None,
+                draft: None,
+                content_id: None,
                 suppressed: Some(UNSUBSCRIBED_REASON.to_string()),
             });
         }
@@ -358,43 +395,33 @@ impl Signers {
             Some(s) => format!("bounces+{id}@bounces.{}", s.name),
             None => plan.from.email.to_string(),
         };
-        let outgoing = Outgoing {
-            from: &plan.from,
-            to,
-            reply_to: plan.reply_to.as_ref(),
-            subject: &subject,
-            html: &html,
-            text: &text,
-            message_id: &message_id,
-            headers: &plan.headers,
-            attachments: &plan.attachments,
-            list_unsubscribe: plan.marketing.then_some(urls.unsubscribe.as_str()),
+        let draft = MessageDraft {
+            from_name: plan.from.name.clone(),
+            from: plan.from.email.to_string(),
+            to_name: to.name.clone(),
+            to: to.email.to_string(),
+            reply_to: plan.reply_to.as_ref().map(|r| r.to_string()),
+            subject: subject.clone(),
+            html,
+            text,
+            message_id: message_id.clone(),
+            headers: plan.headers.clone(),
+            list_unsubscribe: plan.marketing.then(|| urls.unsubscribe.clone()),
+            dkim_domain: signing.map(|s| s.name.clone()),
         };
-        let mut raw = mime::build(&outgoing)?.formatted();
-        if let Some(s) = signing {
-            self.dkim.sign(
-                &mut raw,
-                &s.name,
-                &s.selector,
-                &s.private_key,
-                &mime::signed_header_names(&outgoing),
-            )?;
-        }
-        if raw.len() > MAX_MESSAGE_BYTES {
+        let attachment_bytes: usize = plan.attachments.iter().map(|a| a.content.len()).sum();
+        let size = draft.estimated_size(attachment_bytes);
+        if size > MAX_MESSAGE_BYTES {
             return Err(SendError::TooLarge {
                 to: to.email.to_string(),
-                size: raw.len(),
+                size,
             });
         }
         Ok(NewEmail {
             id,
             contact_id: contact.id.clone(),
             template_id: plan.template_id.clone(),
-            kind: if plan.marketing {
-                "marketing"
-            } else {
-                "transactional"
-            },
+            kind,
             from_address: plan.from.email.to_string(),
             to_address: to.email.to_string(),
             subject,
@@ -402,8 +429,114 @@ impl Signers {
             envelope_from,
             signed_by: signing.map(|s| s.name.clone()),
             links: tracked,
-            raw: Some(raw),
+            draft: Some(serde_json::to_string(&draft).map_err(|e| {
+                SendError::Store(StoreError::Corrupt(format!(
+                    "a draft could not be stored: {e}"
+                )))
+            })?),
+            content_id: content.map(str::to_string),
             suppressed: None,
+        })
+    }
+}
+
+/// Builds and signs a draft's MIME message (at hand-off, on the CPU pool).
+fn assemble(
+    draft: &MessageDraft,
+    attachments: &[Attachment],
+    signing: Option<&SigningDomain>,
+    dkim: &DkimSigner,
+) -> Result<Vec<u8>, String> {
+    let (from, to, reply_to) = (
+        draft.from_mailbox(),
+        draft.to_mailbox(),
+        draft.reply_to_address(),
+    );
+    let outgoing = Outgoing {
+        from: &from,
+        to: &to,
+        reply_to: reply_to.as_ref(),
+        subject: &draft.subject,
+        html: &draft.html,
+        text: &draft.text,
+        message_id: &draft.message_id,
+        headers: &draft.headers,
+        attachments,
+        list_unsubscribe: draft.list_unsubscribe.as_deref(),
+    };
+    let mut raw = mime::build(&outgoing)
+        .map_err(|e| e.to_string())?
+        .formatted();
+    if let Some(s) = signing {
+        dkim.sign(
+            &mut raw,
+            &s.name,
+            &s.selector,
+            &s.private_key,
+            &mime::signed_header_names(&outgoing),
+        )
+        .map_err(|e| e.to_string())?;
+    }
+    if raw.len() > MAX_MESSAGE_BYTES {
+        return Err(format!(
+            "the message is {} bytes; a message may be at most {MAX_MESSAGE_BYTES}",
+            raw.len()
+        ));
+    }
+    Ok(raw)
+}
+
+impl MessageBuilder for Sending {
+    fn build<'a>(
+        &'a self,
+        project_id: &'a str,
+        draft: String,
+        content_id: Option<String>,
+    ) -> BoxFuture<'a, Result<Vec<u8>, BuildError>> {
+        Box::pin(async move {
+            let draft: MessageDraft = serde_json::from_str(&draft).map_err(|e| {
+                BuildError::Permanent(format!("the stored draft is unreadable: {e}"))
+            })?;
+            let attachments = match content_id {
+                Some(id) => {
+                    let stored = self
+                        .store
+                        .email_content(&id)
+                        .await
+                        .map_err(|e| BuildError::Retry(e.to_string()))?
+                        .ok_or_else(|| {
+                            BuildError::Permanent("the email's attachments are gone".into())
+                        })?;
+                    Some(stored)
+                }
+                None => None,
+            };
+            let signing = match &draft.dkim_domain {
+                Some(name) => Some(
+                    self.store
+                        .signing_domain(&ProjectId::from_trusted(project_id.to_string()), name)
+                        .await
+                        .map_err(|e| BuildError::Retry(e.to_string()))?
+                        .ok_or_else(|| {
+                            BuildError::Permanent(format!(
+                                "the sending domain {name} is no longer verified; the email was \
+                                 not sent unsigned"
+                            ))
+                        })?,
+                ),
+                None => None,
+            };
+            let dkim = self.signers.dkim.clone();
+            self.cpu
+                .run(move || {
+                    let attachments = match attachments {
+                        Some(stored) => decode_attachments(&stored)?,
+                        None => Vec::new(),
+                    };
+                    assemble(&draft, &attachments, signing.as_ref(), &dkim)
+                })
+                .await
+                .map_err(BuildError::Permanent)
         })
     }
 }

@@ -478,7 +478,7 @@ impl Store {
                 .await?;
             if row.is_some() {
                 sqlx::query(
-                    "UPDATE emails SET status = 'suppressed', raw = NULL, updated_at = $2, \
+                    "UPDATE emails SET status = 'suppressed', raw = NULL, draft = NULL, updated_at = $2, \
                      error = 'the campaign was cancelled before this email was handed to the transport' \
                      WHERE campaign_id = $1 AND status = 'queued' AND handed_off_at IS NULL",
                 )

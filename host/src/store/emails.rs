@@ -91,10 +91,23 @@ pub struct NewEmail {
     pub signed_by: Option<String>,
     /// The links that click redirects may lead to, by index.
     pub links: Vec<String>,
-    /// The complete signed message; `None` for a suppressed email, which is never sent.
-    pub raw: Option<Vec<u8>>,
+    /// The rendered message to build and sign at hand-off (a
+    /// [`crate::domain::message::MessageDraft`] as JSON); `None` for a suppressed email, which is
+    /// never sent.
+    pub draft: Option<String>,
+    /// The request's shared content (its attachments), stored once; `None` without attachments.
+    pub content_id: Option<String>,
     /// Why the email is not sent at all (it is recorded as `suppressed`).
     pub suppressed: Option<String>,
+}
+
+/// What a send request's emails share, stored once: the attachments.
+#[derive(Clone, Debug)]
+pub struct EmailContent {
+    /// `ect_…`.
+    pub id: String,
+    /// The attachments (see [`crate::domain::message::encode_attachments`]).
+    pub attachments: String,
 }
 
 /// The contact writes of one send request.
@@ -108,12 +121,16 @@ pub(crate) struct SendWrites<'a> {
 }
 
 /// Inserts an email; binds id, project, contact, template, kind, from, to, subject, status,
-/// message id, envelope sender, signer, links, raw, error, created (and updated), campaign, test,
-/// delivery job.
+/// message id, envelope sender, signer, links, draft, error, created (and updated), campaign,
+/// test, delivery job, content.
 pub(crate) const INSERT_EMAIL: &str = "INSERT INTO emails (id, project_id, contact_id, template_id, kind, \
-     from_address, to_address, subject, status, message_id, envelope_from, signed_by, links, raw, error, \
-     created_at, updated_at, campaign_id, test, delivery_job_id) \
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $16, $17, $18, $19)";
+     from_address, to_address, subject, status, message_id, envelope_from, signed_by, links, draft, error, \
+     created_at, updated_at, campaign_id, test, delivery_job_id, content_id) \
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $16, $17, $18, $19, $20)";
+
+/// Inserts a request's shared content; binds id, project, attachments, created.
+pub(crate) const INSERT_CONTENT: &str = "INSERT INTO email_contents (id, project_id, attachments, created_at) \
+     VALUES ($1, $2, $3, $4)";
 
 /// One email to insert, with what the send around it decided.
 pub(crate) struct EmailInsert<'a> {
@@ -147,8 +164,12 @@ pub struct Deliverable {
     pub envelope_from: String,
     /// The recipient.
     pub to_address: String,
-    /// The message, until handed off.
+    /// The complete message of an email queued before messages were built at hand-off.
     pub raw: Option<Vec<u8>>,
+    /// The rendered draft to build and sign, until handed off.
+    pub draft: Option<String>,
+    /// The shared content (attachments), if any.
+    pub content_id: Option<String>,
     /// When a hand-off last started.
     pub handed_off_at: Option<i64>,
     /// When it was queued (a delivery gives up once it is older than the retry lifetime).
@@ -244,6 +265,7 @@ impl Store {
         &self,
         project: &ProjectId,
         send: &SendWrites<'_>,
+        content: Option<&EmailContent>,
         emails: &[NewEmail],
         max_attempts: i32,
         idempotency: Option<IdempotentWrite<'_, &Value>>,
@@ -303,6 +325,15 @@ impl Store {
             if fresh {
                 if send.contacts.iter().any(|p| p.changes()) {
                     tx.insert_field_types(project.as_str(), &types, now).await?;
+                }
+                if let Some(content) = content {
+                    sqlx::query(INSERT_CONTENT)
+                        .bind(content.id.as_str())
+                        .bind(project.as_str())
+                        .bind(content.attachments.as_str())
+                        .bind(now)
+                        .execute(&mut *tx)
+                        .await?;
                 }
                 for (e, job) in emails.iter().zip(&jobs) {
                     let status = if e.suppressed.is_some() { status::SUPPRESSED } else { status::QUEUED };
@@ -464,13 +495,41 @@ impl Store {
         Ok(links.and_then(|l| l.0.get(index).cloned()))
     }
 
+    /// The attachments of a request's shared content.
+    #[tracing::instrument(level = "debug", skip(self))]
+    pub async fn email_content(&self, id: &str) -> StoreResult<Option<String>> {
+        let row = on_db!(self.db(), pool => {
+            sqlx::query_scalar("SELECT attachments FROM email_contents WHERE id = $1")
+                .bind(id)
+                .fetch_optional(pool)
+                .await?
+        });
+        Ok(row)
+    }
+
+    /// Deletes shared contents that no queued email needs any more (their emails were handed
+    /// off, failed or deleted); answers how many.
+    #[tracing::instrument(level = "debug", skip(self))]
+    pub async fn prune_email_contents(&self) -> StoreResult<u64> {
+        let n = on_db_write!(self.db(), pool => {
+            sqlx::query(
+                "DELETE FROM email_contents WHERE NOT EXISTS (SELECT 1 FROM emails e \
+                 WHERE e.content_id = email_contents.id AND e.status = 'queued')",
+            )
+            .execute(pool)
+            .await?
+            .rows_affected()
+        });
+        Ok(n)
+    }
+
     /// The email a delivery job delivers.
     #[tracing::instrument(level = "debug", skip(self))]
     pub async fn deliverable(&self, id: &EmailId) -> StoreResult<Option<Deliverable>> {
         let row = on_db!(self.db(), pool => {
             sqlx::query_as(
-                "SELECT id, project_id, contact_id, status, envelope_from, to_address, raw, handed_off_at, \
-                 created_at FROM emails WHERE id = $1",
+                "SELECT id, project_id, contact_id, status, envelope_from, to_address, raw, draft, \
+                 content_id, handed_off_at, created_at FROM emails WHERE id = $1",
             )
             .bind(id.as_str())
             .fetch_optional(pool)
@@ -544,7 +603,7 @@ impl Store {
         };
         let update = format!(
             "UPDATE emails SET status = $2, provider_id = COALESCE($3, provider_id), error = $4, \
-             raw = NULL, hand_off_token = NULL, {column} = $5, updated_at = $5 \
+             raw = NULL, draft = NULL, hand_off_token = NULL, {column} = $5, updated_at = $5 \
              WHERE id = $1 AND status = 'queued' AND hand_off_token = $6"
         );
         let recorded = on_db_write!(self.db(), pool => {

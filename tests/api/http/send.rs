@@ -1081,3 +1081,77 @@ async fn queued_emails_whose_job_is_gone_are_queued_again() {
         email_with_status(&second, &p, id, "sent").await;
     }
 }
+
+#[tokio::test]
+async fn attachments_are_stored_once_for_every_recipient_and_messages_are_built_at_hand_off() {
+    let Setup { dns, smtp, app, p } = setup(|s| s.sending.per_project_per_second = 0).await;
+    let attachment: Vec<u8> = (0..1_000_000u32).map(|i| (i % 251) as u8).collect();
+    let to: Vec<String> = (0..50).map(|i| format!("r{i}@example.com")).collect();
+    let r = send(
+        &app,
+        &p,
+        json!({
+            "to": to,
+            "from": "hello@acme.test",
+            "subject": "Report for {{email}}",
+            "body": "<p>Your report, {{email}}.</p>",
+            "attachments": [
+                { "filename": "report.bin", "content": b64(&attachment), "contentType": "application/octet-stream" }
+            ]
+        }),
+    )
+    .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    // One copy of the attachment, and no built message in any email row.
+    assert_eq!(count(&app, "SELECT COUNT(*) FROM email_contents").await, 1);
+    assert_eq!(
+        count(&app, "SELECT COUNT(*) FROM emails WHERE raw IS NOT NULL").await,
+        0
+    );
+    assert_eq!(
+        count(
+            &app,
+            "SELECT COUNT(*) FROM emails WHERE draft IS NOT NULL OR status <> 'queued'"
+        )
+        .await,
+        50,
+        "a queued email has its draft"
+    );
+    // Each recipient gets its own message, with the attachment whole and a valid signature.
+    let log = received(&smtp, 50).await;
+    for raw in log.data.iter().take(3) {
+        let message = mail_parser::MessageParser::default().parse(raw).unwrap();
+        let part = message.attachments().next().expect("the attachment");
+        assert_eq!(part.contents(), attachment.as_slice());
+        assert!(
+            dkim_passes(&dns, raw.as_bytes()).await,
+            "the DKIM signature verifies"
+        );
+    }
+    let subjects: std::collections::BTreeSet<String> = log
+        .data
+        .iter()
+        .map(|raw| {
+            let m = mail_parser::MessageParser::default().parse(raw).unwrap();
+            m.subject().unwrap().to_string()
+        })
+        .collect();
+    assert_eq!(subjects.len(), 50, "personalized per recipient");
+    // Once every email is handed off, the drafts are gone and maintenance drops the content.
+    let id = r.body["data"]["emails"][49]["email"].as_str().unwrap();
+    email_with_status(&app, &p, id, "sent").await;
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while count(&app, "SELECT COUNT(*) FROM emails WHERE status = 'queued'").await > 0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "every email is handed off"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(
+        count(&app, "SELECT COUNT(*) FROM emails WHERE draft IS NOT NULL").await,
+        0
+    );
+    assert_eq!(app.state().store().prune_email_contents().await.unwrap(), 1);
+    assert_eq!(count(&app, "SELECT COUNT(*) FROM email_contents").await, 0);
+}
