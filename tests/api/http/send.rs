@@ -1155,3 +1155,88 @@ async fn attachments_are_stored_once_for_every_recipient_and_messages_are_built_
     assert_eq!(app.state().store().prune_email_contents().await.unwrap(), 1);
     assert_eq!(count(&app, "SELECT COUNT(*) FROM email_contents").await, 0);
 }
+
+#[tokio::test]
+async fn a_heartbeat_stalled_past_the_lease_mid_hand_off_still_delivers_once() {
+    // A long lease (no heartbeat within the test), so the stall below is the only lapse.
+    let Setup { smtp, app, p, .. } = setup(|s| s.jobs_lease_seconds = 30).await;
+    let r = send(
+        &app,
+        &p,
+        json!({ "to": "slow@example.com", "from": "hello@acme.test", "subject": "Once", "body": "<p>once</p>" }),
+    )
+    .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    let id = r.body["data"]["emails"][0]["email"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    // The relay holds the message for 3 s; meanwhile the job's lease lapses as if its
+    // heartbeat had stalled, and another worker claims the job.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while count(
+        &app,
+        "SELECT COUNT(*) FROM emails WHERE handed_off_at IS NOT NULL",
+    )
+    .await
+        == 0
+    {
+        assert!(std::time::Instant::now() < deadline, "the hand-off starts");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    exec(
+        &app.database_url,
+        "UPDATE jobs SET locked_until = 0 WHERE kind = 'emails.deliver' AND state = 'running'",
+    )
+    .await;
+    app.state().jobs().wake();
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    // The second claim finds the hand-off in progress and puts the job back for later.
+    while count(
+        &app,
+        "SELECT COUNT(*) FROM jobs WHERE kind = 'emails.deliver' AND state = 'queued'",
+    )
+    .await
+        == 0
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "a second worker claims the job"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(
+        smtp.log.lock().unwrap().data.len(),
+        0,
+        "still inside the first hand-off"
+    );
+    // The first hand-off still records its outcome, keyed on its own claim.
+    email_with_status(&app, &p, &id, "sent").await;
+    // Whatever the second claim postponed runs now and finds nothing left to send.
+    exec(
+        &app.database_url,
+        "UPDATE jobs SET run_at = 0 WHERE kind = 'emails.deliver' AND state = 'queued'",
+    )
+    .await;
+    app.state().jobs().wake();
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while count(
+        &app,
+        "SELECT COUNT(*) FROM jobs WHERE kind = 'emails.deliver' AND state <> 'completed'",
+    )
+    .await
+        > 0
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the delivery job ends"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(
+        smtp.log.lock().unwrap().data.len(),
+        1,
+        "delivered exactly once"
+    );
+}

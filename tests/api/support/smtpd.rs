@@ -155,6 +155,8 @@ async fn session(
     log: Arc<Mutex<SmtpLog>>,
 ) {
     let mut conn = BufReader::new(stream);
+    // A recipient containing `slow` holds the answer to DATA for three seconds.
+    let mut slow = false;
     let _ = conn.write_all(b"220 test.local ESMTP ready\r\n").await;
     let mut line = String::new();
     loop {
@@ -202,6 +204,7 @@ async fn session(
                 log.lock().unwrap().refused_once.push(to);
                 "451 4.3.0 greylisted, try again\r\n".into()
             } else {
+                slow |= to.contains("slow");
                 log.lock().unwrap().rcpt_to.push(to);
                 "250 2.1.5 ok\r\n".into()
             }
@@ -217,6 +220,9 @@ async fn session(
                     break;
                 }
                 data.push_str(line.strip_prefix('.').unwrap_or(&line));
+            }
+            if slow {
+                tokio::time::sleep(std::time::Duration::from_secs(3)).await;
             }
             let mut log = log.lock().unwrap();
             log.data.push(data);
