@@ -88,6 +88,17 @@ pub struct Settings {
     /// OAuth sign-in providers (`[oauth.github]`, `[oauth.google]`,
     /// `HERALD_OAUTH__GITHUB__CLIENT_ID`…); a provider without a client id is off.
     pub oauth: OAuthSettings,
+    /// Prometheus metrics (`[metrics]`, `HERALD_METRICS__<NAME>`).
+    pub metrics: MetricsSettings,
+}
+
+/// Settings of `GET /metrics`.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub struct MetricsSettings {
+    /// The bearer token a scraper sends (`Authorization: Bearer <token>`); unset turns
+    /// `/metrics` off (404).
+    pub token: Option<String>,
 }
 
 /// The OAuth sign-in providers.
@@ -346,6 +357,7 @@ impl Default for Settings {
             uploads: UploadSettings::default(),
             segments: SegmentSettings::default(),
             oauth: OAuthSettings::default(),
+            metrics: MetricsSettings::default(),
         }
     }
 }

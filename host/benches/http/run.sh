@@ -2,7 +2,7 @@
 # HTTP benchmarks of the contacts API and /v1/verify with wrk, on SQLite and (if reachable)
 # PostgreSQL.
 # Usage: host/benches/http/run.sh [duration, default 20s]
-#        ONLY=verify host/benches/http/run.sh 15s    # one section: contacts, verify or send
+#        ONLY=verify host/benches/http/run.sh 15s    # one section: contacts, verify, send or attachments
 # Needs: wrk (apt-get install wrk), python3, a release build (cargo build --release),
 # PostgreSQL on 127.0.0.1:5432 for the second half. The server and wrk share the machine's
 # cores. /v1/verify asks a loopback DNS server (dnsd.py, started here), never the network's.
@@ -55,6 +55,9 @@ bench_backend() {
   if want contacts; then
   echo "-- POST /v1/track (public key; event per request, a contact per 10 events)"
   wrk -t2 -c32 -d"$DURATION" --latency -s "$HERE/track.lua" http://127.0.0.1:$PORT | grep -E "Requests/sec|Latency|50%|99%|requests in|Non-2xx"
+  # Count what was written: the contacts the run created (one per 10 requests per thread).
+  curl -sf "http://127.0.0.1:$PORT/contacts?limit=1" -H "Authorization: Bearer $HERALD_BENCH_KEY" \
+    | python3 -c "import json,sys;print('   contacts after the run:', json.load(sys.stdin)['total'])"
   echo "-- CSV import of 100,000 rows"
   python3 - "$WORK/import.csv" <<'PY'
 import sys
@@ -88,6 +91,13 @@ PY
     sqlite*) python3 -c "import sqlite3,sys;c=sqlite3.connect(sys.argv[1]);c.execute(\"UPDATE domains SET status='verified'\");c.commit()" "$WORK/bench.db";;
     *) psql "$url" -qc "UPDATE domains SET status='verified'";;
   esac
+  # The ceilings, measured here in the same run: Postfix's own client into the same sink (the
+  # transport's ceiling), and OpenSSL's RSA-2048 signing on one core (the signing ceiling).
+  START=$(date +%s.%N)
+  smtp-source -s 16 -m 20000 -l 4000 -f bench@plain-bench.example -t sink@example.com 127.0.0.1:$SMTP_PORT
+  END=$(date +%s.%N)
+  python3 -c "t=$END-$START; print(f'   ceiling: smtp-source, 20000 messages of 4 kB, 16 sessions: {20000/t:.0f} messages/s')"
+  openssl speed -seconds 3 rsa2048 2>/dev/null | awk '/^rsa 2048 bits/ {print "   ceiling: openssl speed rsa2048, one core:", $6, "signs/s"}'
   for run in "signed dkim-bench.test" "unsigned plain-bench.example"; do
     set -- $run
     export HERALD_BENCH_FROM="hello@$2"
@@ -105,6 +115,31 @@ PY
     python3 -c "n=$SENT-$BEFORE; t=$END-$START; print(f'   end to end: {n} emails handed to SMTP in {t:.1f} s = {n/t:.0f} emails/s')"
     grep -E "VmHWM|VmRSS" /proc/$SERVER/status | tr -s ' ' | sed 's/^/   /'
   done
+  fi
+  if want attachments; then
+  # One request: 50 recipients, one 10 MB attachment. Each message is built at hand-off, so the
+  # peak stays near the request's own size plus the messages being handed off at once.
+  grep -E "VmHWM" /proc/$SERVER/status | tr -s ' ' | sed 's/^/   before: /'
+  python3 - "$HERALD_BENCH_KEY" $PORT <<'PY'
+import base64, json, os, sys, time, urllib.request
+key, port = sys.argv[1], sys.argv[2]
+body = json.dumps({"to": [f"att-{i}@example.com" for i in range(50)], "from": "hello@plain-bench.example",
+  "subject": "Report", "body": "<p>Your report, {{email}}</p>",
+  "attachments": [{"filename": "report.bin", "contentType": "application/octet-stream",
+                   "content": base64.b64encode(os.urandom(10 * 1024 * 1024)).decode()}]}).encode()
+print(f"-- POST /v1/send, 50 recipients with a 10 MB attachment (request {len(body)/1e6:.1f} MB)")
+req = urllib.request.Request(f"http://127.0.0.1:{port}/v1/send", data=body,
+  headers={"Authorization": "Bearer " + key, "Content-Type": "application/json"})
+start = time.time()
+assert urllib.request.urlopen(req).status == 200
+print(f"   queued in {time.time() - start:.2f} s")
+PY
+  while :; do
+    Q=$(curl -sf "http://127.0.0.1:$PORT/activity/upcoming" -H "Authorization: Bearer $HERALD_BENCH_KEY" | python3 -c "import json,sys;print(json.load(sys.stdin)['queuedEmails'])")
+    [ "$Q" = 0 ] && break
+    sleep 0.2
+  done
+  grep -E "VmHWM" /proc/$SERVER/status | tr -s ' ' | sed 's/^/   after delivery: /'
   fi
   kill $SERVER; wait $SERVER 2>/dev/null || true
 }

@@ -19,6 +19,7 @@ pub mod extract;
 pub mod links;
 pub mod members;
 pub mod meta;
+pub mod metrics;
 pub mod notify;
 pub mod oauth;
 pub mod project_admin;

@@ -12,6 +12,7 @@ use futures::FutureExt;
 use poem::http::header;
 use poem::middleware::Cors;
 use poem::{Body, Endpoint, EndpointExt, IntoResponse, Request, Response, Route};
+use poem_openapi::OperationId;
 use tokio::io::{AsyncRead, ReadBuf};
 use tracing::Instrument;
 
@@ -45,6 +46,7 @@ pub fn routes(state: AppState) -> impl Endpoint<Output = Response> {
         .nest("/docs", ui)
         .at("/openapi.json", spec)
         .at("/uploads/files/:name", poem::get(super::uploads::serve))
+        .at("/metrics", poem::get(super::metrics::scrape))
         .nest("/", service)
         .with(Cors::new())
         .data(state)
@@ -85,7 +87,7 @@ async fn handle<E: Endpoint>(
         max_body
     };
     let outcome = if declared.is_some_and(|n| n > max_body as u64) {
-        Ok(Err(payload_too_large()))
+        Ok(Err((payload_too_large(), None)))
     } else {
         let body = req.take_body();
         req.set_body(Body::from_async_read(LimitedBody {
@@ -96,11 +98,27 @@ async fn handle<E: Endpoint>(
             .catch_unwind()
             .instrument(span.clone())
             .await
-            .map(|r| r.map_err(classify))
+            .map(|r| {
+                r.map(IntoResponse::into_response).map_err(|e| {
+                    let operation = e.data::<OperationId>().copied();
+                    (classify(e), operation)
+                })
+            })
     };
+    // The operation (the OpenAPI operation id; routes outside the document count as `other`),
+    // a bounded label for the metrics.
+    let mut operation = None;
+    let mut refused = None;
     let mut response = match outcome {
-        Ok(Ok(output)) => output.into_response(),
-        Ok(Err(err)) => err.render(style, &request_id),
+        Ok(Ok(response)) => {
+            operation = response.data::<OperationId>().copied();
+            response
+        }
+        Ok(Err((err, op))) => {
+            operation = op;
+            refused = (err.status.as_u16() == 429).then(|| err.code.as_str());
+            err.render(style, &request_id)
+        }
         Err(panic) => {
             let message = panic
                 .downcast_ref::<&str>()
@@ -122,6 +140,14 @@ async fn handle<E: Endpoint>(
     }
     let status = response.status().as_u16();
     let elapsed_ms = started.elapsed().as_secs_f64() * 1000.0;
+    let operation = operation.map_or("other", |op| op.0);
+    metrics::counter!("herald_http_requests_total", "operation" => operation, "status" => status.to_string())
+        .increment(1);
+    metrics::histogram!("herald_http_request_seconds", "operation" => operation)
+        .record(elapsed_ms / 1000.0);
+    if let Some(code) = refused {
+        metrics::counter!("herald_refusals_total", "code" => code).increment(1);
+    }
     span.in_scope(|| {
         if status >= 500 {
             tracing::error!(status, elapsed_ms, "request failed");

@@ -198,6 +198,9 @@ impl AppBuilder {
         // Uploads decode on the same bounded pool as rendering and signing.
         let uploads = uploads(&settings, sending.cpu().clone())?;
         let oauth = crate::services::oauth::OAuth::new(oauth_providers(&settings.oauth));
+        if settings.metrics.token.is_some() && crate::api::metrics::install().is_none() {
+            tracing::warn!("another metrics recorder is installed; /metrics will fail");
+        }
         let state = AppState::new(Parts {
             rate_limiter: RateLimiter::for_store(&store),
             store,

@@ -177,7 +177,18 @@ impl JobHandler for Deliveries {
             let age = crate::domain::time::now_ms() - email.created_at;
             let last_attempt = ctx.job.attempts >= ctx.job.max_attempts
                 || age >= self.retry_lifetime.as_millis() as i64;
-            let outcome = match self.plugins.deliver(None, &message).await {
+            let handing_off = std::time::Instant::now();
+            let delivered = self.plugins.deliver(None, &message).await;
+            metrics::histogram!("herald_transport_seconds")
+                .record(handing_off.elapsed().as_secs_f64());
+            let label = match &delivered {
+                Ok(Ok(_)) => "sent",
+                Ok(Err(DeliveryError::Permanent(_))) => "refused",
+                Ok(Err(DeliveryError::Transient(_))) => "deferred",
+                Err(_) => "plugin_error",
+            };
+            metrics::counter!("herald_deliveries_total", "outcome" => label).increment(1);
+            let outcome = match delivered {
                 Ok(Ok(receipt)) => {
                     let detail = receipt.detail.clone();
                     let sent = DeliveryOutcome::Sent {

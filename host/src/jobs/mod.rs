@@ -376,6 +376,8 @@ impl Workers {
         };
         let attempts = job.attempts;
         let max_attempts = job.max_attempts;
+        let kind = job.kind.clone();
+        let started = std::time::Instant::now();
         // Heartbeat: extend the lease while the handler runs.
         let (done_tx, mut done_rx) = watch::channel(false);
         let heartbeat = {
@@ -408,6 +410,16 @@ impl Workers {
             .unwrap_or_else(|_| Err(JobError::Fail("the job handler panicked".into())));
         let _ = done_tx.send(true);
         let _ = heartbeat.await;
+        let outcome = match &result {
+            Ok(()) => "ok",
+            Err(JobError::LeaseLost) => "lease_lost",
+            Err(JobError::Fail(_)) => "failed",
+            Err(JobError::Retry(_)) => "retry",
+        };
+        metrics::counter!("herald_job_runs_total", "kind" => kind.clone(), "outcome" => outcome)
+            .increment(1);
+        metrics::histogram!("herald_job_run_seconds", "kind" => kind)
+            .record(started.elapsed().as_secs_f64());
         match result {
             Ok(()) => tracing::info!(job_id = %id, "job completed"),
             Err(JobError::LeaseLost) => {

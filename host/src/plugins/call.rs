@@ -66,6 +66,7 @@ macro_rules! call {
                 actual: plugin.info.world.name(),
             });
         };
+        let started = std::time::Instant::now();
         let mut store = $self.runtime.store(&plugin.granted, &plugin.limits);
         let call = async {
             let instance = pre.instantiate_async(&mut store).await?;
@@ -76,7 +77,7 @@ macro_rules! call {
             call,
         )
         .await;
-        $crate::plugins::runtime::finish(&plugin.info.name, &plugin.limits, &store, outcome)
+        $crate::plugins::runtime::finish(&plugin.info.name, &plugin.limits, &store, outcome, started)
     }};
 }
 

@@ -334,6 +334,31 @@ pub(crate) fn finish<R>(
     limits: &CallLimits,
     store: &Store<CallState>,
     outcome: Result<wasmtime::Result<R>, tokio::time::error::Elapsed>,
+    started: std::time::Instant,
+) -> Result<R, PluginError> {
+    let result = classify(plugin, limits, store, outcome);
+    let label = match &result {
+        Ok(_) => "ok",
+        Err(PluginError::Timeout { .. }) => "timeout",
+        Err(PluginError::CapabilityDenied { .. }) => "denied",
+        Err(PluginError::MemoryLimit { .. }) => "memory",
+        Err(PluginError::OutOfFuel { .. }) => "fuel",
+        Err(_) => "trap",
+    };
+    metrics::counter!("herald_plugin_calls_total", "plugin" => plugin.to_string(), "outcome" => label)
+        .increment(1);
+    metrics::histogram!("herald_plugin_call_seconds", "plugin" => plugin.to_string())
+        .record(started.elapsed().as_secs_f64());
+    result
+}
+
+/// The result of a call: its value, or why it failed (timeout, denied capability, memory, fuel,
+/// trap).
+fn classify<R>(
+    plugin: &str,
+    limits: &CallLimits,
+    store: &Store<CallState>,
+    outcome: Result<wasmtime::Result<R>, tokio::time::error::Elapsed>,
 ) -> Result<R, PluginError> {
     let plugin = plugin.to_string();
     let timeout = || PluginError::Timeout {

@@ -20,6 +20,7 @@ pub mod domains;
 pub mod emails;
 pub mod events;
 pub mod executions;
+pub mod gauges;
 pub mod idempotency;
 pub mod jobs;
 pub mod members;

@@ -15,6 +15,7 @@ mod hostile;
 mod isolation;
 pub mod jobs;
 mod members;
+mod metrics;
 mod oauth;
 mod protocol;
 mod rate_limit;
