@@ -55,6 +55,24 @@ enum Command {
         #[command(subcommand)]
         command: ProjectsCommand,
     },
+    /// Write a consistent copy of a SQLite deployment's database to a new file, while it
+    /// serves. (PostgreSQL: use pg_dump; see the README.)
+    Backup {
+        /// The file to write; it must not exist.
+        #[arg(long)]
+        to: PathBuf,
+        #[command(flatten)]
+        db: DbArgs,
+    },
+    /// Replace a SQLite deployment's database with a backup; refused while a server runs on it.
+    /// The replaced database is kept beside it as `<name>.before-restore-<time>`.
+    Restore {
+        /// The backup file.
+        #[arg(long)]
+        from: PathBuf,
+        #[command(flatten)]
+        db: DbArgs,
+    },
     /// Create the first owner account and project on an empty database.
     Init {
         /// Print one JSON object instead of text.
@@ -158,6 +176,44 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             })
             .await?;
             tracing::info!("stopped");
+            Ok(())
+        }
+        Command::Backup { to, db } => {
+            let settings = settings(cli.config.as_ref(), &db, None)?;
+            let url = settings.database_url();
+            if herald::store::backup::sqlite_path(&url).is_none() {
+                anyhow::bail!(
+                    "herald backup copies SQLite deployments; for PostgreSQL run \
+                     `pg_dump --format=custom --file=herald.dump <database url>` (see the README)"
+                );
+            }
+            let pool = Db::connect(&url, 2).await?;
+            let started = std::time::Instant::now();
+            let bytes = pool.backup_to(&to).await;
+            pool.close().await;
+            let bytes = bytes?;
+            println!(
+                "backed up {} to {} ({bytes} bytes in {:.2} s)",
+                redact(&url),
+                to.display(),
+                started.elapsed().as_secs_f64()
+            );
+            Ok(())
+        }
+        Command::Restore { from, db } => {
+            let settings = settings(cli.config.as_ref(), &db, None)?;
+            let url = settings.database_url();
+            let Some(path) = herald::store::backup::sqlite_path(&url) else {
+                anyhow::bail!(
+                    "herald restore restores SQLite deployments; for PostgreSQL run \
+                     `pg_restore --clean --if-exists --dbname=<database url> herald.dump`"
+                );
+            };
+            let kept = herald::store::backup::restore(&from, &path).await?;
+            println!("restored {} to {}", from.display(), path.display());
+            if let Some(kept) = kept {
+                println!("the replaced database is kept as {}", kept.display());
+            }
             Ok(())
         }
         Command::Projects {

@@ -76,6 +76,12 @@ impl AppBuilder {
                 .await??;
         let plugins = Arc::new(plugins);
         tracing::info!(loaded = plugins.list().len(), "plugins ready");
+        // A restore refuses to replace the database of a running server: while this one runs it
+        // holds a shared lock on `<database>.lock`.
+        let serve_lock = match crate::store::backup::sqlite_path(&settings.database_url()) {
+            Some(path) => Some(crate::store::backup::ServeLock::acquire(&path)?),
+            None => None,
+        };
         let db = Db::connect(&settings.database_url(), settings.database_max_connections).await?;
         db.migrate().await?;
         let store = Store::new(db);
@@ -226,6 +232,7 @@ impl AppBuilder {
             addr,
             dispatcher,
             workers,
+            serve_lock,
         })
     }
 }
@@ -237,6 +244,8 @@ pub struct App {
     addr: SocketAddr,
     dispatcher: EventDispatcher,
     workers: Workers,
+    /// Held until the server stops (SQLite).
+    serve_lock: Option<crate::store::backup::ServeLock>,
 }
 
 impl App {
@@ -275,6 +284,7 @@ impl App {
             acceptor,
             dispatcher,
             workers,
+            serve_lock: _serve_lock,
             ..
         } = self;
         let grace = Duration::from_secs(state.settings().shutdown_grace_seconds);

@@ -11,6 +11,7 @@
 pub mod accounts;
 pub mod activity;
 pub mod analytics;
+pub mod backup;
 pub mod billing;
 pub mod bulk;
 pub mod campaigns;
