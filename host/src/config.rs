@@ -283,6 +283,9 @@ pub struct SendingSettings {
     /// How long a delivery that fails transiently (the relay is down, a 4xx answer) is retried,
     /// from when the email was queued, before it is marked failed: an MTA's queue lifetime.
     pub retry_lifetime_seconds: u64,
+    /// Memory, in megabytes, that the messages being built and handed off at once may take; a
+    /// hand-off waits for room (small messages never wait; a few large ones at a time do).
+    pub hand_off_memory_mb: u64,
 }
 
 impl Default for SendingSettings {
@@ -290,6 +293,7 @@ impl Default for SendingSettings {
         SendingSettings {
             per_project_per_second: 100,
             retry_lifetime_seconds: 86_400,
+            hand_off_memory_mb: 256,
         }
     }
 }

@@ -104,12 +104,15 @@ impl AppBuilder {
             .setting_or_init("link_secret", || secret.clone())
             .await?;
         let links = LinkSigner::new(&link_secret, &settings.public_url());
-        let sending = Arc::new(Sending::new(
-            store.clone(),
-            links.clone(),
-            DkimSigner::default(),
-            jobs.clone(),
-        ));
+        let sending = Arc::new(
+            Sending::new(
+                store.clone(),
+                links.clone(),
+                DkimSigner::default(),
+                jobs.clone(),
+            )
+            .with_hand_off_memory(settings.sending.hand_off_memory_mb),
+        );
         let account_mail = crate::services::account_mail::AccountMail::new(
             settings.account_mail_from(),
             settings.accounts.templates_dir.as_deref(),

@@ -43,6 +43,14 @@ pub enum BuildError {
     Retry(String),
 }
 
+/// A built message, with its share of the hand-off memory budget, held until the hand-off ends.
+pub struct Built {
+    /// The complete signed message.
+    pub raw: Vec<u8>,
+    /// Released when the hand-off is over.
+    pub room: Option<tokio::sync::OwnedSemaphorePermit>,
+}
+
 /// Builds and signs the MIME message of a stored draft (`services::sending` implements it).
 pub trait MessageBuilder: Send + Sync {
     /// The complete signed message of `draft` (JSON) with the shared content `content_id`.
@@ -51,7 +59,7 @@ pub trait MessageBuilder: Send + Sync {
         project_id: &'a str,
         draft: String,
         content_id: Option<String>,
-    ) -> BoxFuture<'a, Result<Vec<u8>, BuildError>>;
+    ) -> BoxFuture<'a, Result<Built, BuildError>>;
 }
 
 /// Runs deliveries.
@@ -128,16 +136,16 @@ impl JobHandler for Deliveries {
                 ctx.store.complete_job(lease, &handed_off()).await?;
                 return Ok(());
             }
-            let raw = match (email.raw.take(), email.draft.take()) {
+            let (raw, _room) = match (email.raw.take(), email.draft.take()) {
                 // Queued before messages were built at hand-off.
-                (Some(raw), _) => raw,
+                (Some(raw), _) => (raw, None),
                 (None, Some(draft)) => {
                     let built = self
                         .builder
                         .build(&email.project_id, draft, email.content_id.clone())
                         .await;
                     match built {
-                        Ok(raw) => raw,
+                        Ok(Built { raw, room }) => (raw, room),
                         Err(BuildError::Retry(reason)) => {
                             return Err(JobError::Retry(reason.into()));
                         }

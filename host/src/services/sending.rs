@@ -24,7 +24,7 @@ use crate::domain::project::Project;
 use crate::domain::send::{Attachment, MAX_MESSAGE_BYTES, Mailbox};
 use crate::domain::template::{CompiledTemplate, Rendered};
 use crate::jobs::JobQueue;
-use crate::jobs::deliver::{BuildError, MessageBuilder};
+use crate::jobs::deliver::{BuildError, Built, MessageBuilder};
 use crate::mail::dkim::DkimSigner;
 use crate::mail::links::{ContactUrls, LinkSigner};
 use crate::mail::mime::{self, Outgoing};
@@ -36,6 +36,9 @@ use crate::store::domains::SigningDomain;
 use crate::store::emails::{EmailContent, NewEmail, SendWrites};
 use crate::store::idempotency::IdempotentWrite;
 use crate::store::{Conflict, Store, StoreError};
+
+/// The default hand-off memory budget (`sending.hand_off_memory_mb`), in kilobytes.
+const DEFAULT_HAND_OFF_KB: u32 = 256 * 1024;
 
 /// How many times a send is planned again when its contacts change under it.
 const MAX_ATTEMPTS: usize = 8;
@@ -140,6 +143,14 @@ pub struct Sending {
     signers: Signers,
     jobs: JobQueue,
     cpu: CpuPool,
+    /// The pool hand-offs build and sign on: apart from `cpu`, so that a burst of requests
+    /// rendering never holds back the deliveries of what was already accepted.
+    hand_off_cpu: CpuPool,
+    /// The hand-off memory budget, in kilobytes: a message is counted at eight times its stored
+    /// size while it is built and handed to the transport (the stored text, the decoded parts,
+    /// the message, and the copies in and out of the transport plugin's memory, as measured).
+    hand_off_room: Arc<tokio::sync::Semaphore>,
+    hand_off_room_kb: u32,
 }
 
 /// What signs a message's links and the message itself; cheap to clone into a blocking task.
@@ -158,7 +169,20 @@ impl Sending {
             signers: Signers { links, dkim },
             jobs,
             cpu: CpuPool::sized_to_cores(),
+            hand_off_cpu: CpuPool::sized_to_cores(),
+            hand_off_room: Arc::new(tokio::sync::Semaphore::new(DEFAULT_HAND_OFF_KB as usize)),
+            hand_off_room_kb: DEFAULT_HAND_OFF_KB,
         }
+    }
+
+    /// Sets the memory that messages being built and handed off at once may take.
+    pub fn with_hand_off_memory(mut self, megabytes: u64) -> Sending {
+        let kb = u32::try_from(megabytes.saturating_mul(1024))
+            .unwrap_or(u32::MAX >> 3)
+            .clamp(1024, u32::MAX >> 3);
+        self.hand_off_room = Arc::new(tokio::sync::Semaphore::new(kb as usize));
+        self.hand_off_room_kb = kb;
+        self
     }
 
     /// The pool this service runs CPU-heavy work on, for the callers' own template work
@@ -492,8 +516,27 @@ impl MessageBuilder for Sending {
         project_id: &'a str,
         draft: String,
         content_id: Option<String>,
-    ) -> BoxFuture<'a, Result<Vec<u8>, BuildError>> {
+    ) -> BoxFuture<'a, Result<Built, BuildError>> {
         Box::pin(async move {
+            // Room in the memory budget first, before anything large is read.
+            let content_bytes = match &content_id {
+                Some(id) => self
+                    .store
+                    .email_content_size(id)
+                    .await
+                    .map_err(|e| BuildError::Retry(e.to_string()))?,
+                None => 0,
+            };
+            let kb = (draft.len() as u64 + content_bytes).saturating_mul(8) / 1024 + 1;
+            let kb = u32::try_from(kb)
+                .unwrap_or(u32::MAX)
+                .min(self.hand_off_room_kb);
+            let room = self
+                .hand_off_room
+                .clone()
+                .acquire_many_owned(kb)
+                .await
+                .map_err(|e| BuildError::Retry(e.to_string()))?;
             let draft: MessageDraft = serde_json::from_str(&draft).map_err(|e| {
                 BuildError::Permanent(format!("the stored draft is unreadable: {e}"))
             })?;
@@ -527,7 +570,7 @@ impl MessageBuilder for Sending {
                 None => None,
             };
             let dkim = self.signers.dkim.clone();
-            self.cpu
+            self.hand_off_cpu
                 .run(move || {
                     let attachments = match attachments {
                         Some(stored) => decode_attachments(&stored)?,
@@ -536,6 +579,10 @@ impl MessageBuilder for Sending {
                     assemble(&draft, &attachments, signing.as_ref(), &dkim)
                 })
                 .await
+                .map(|raw| Built {
+                    raw,
+                    room: Some(room),
+                })
                 .map_err(BuildError::Permanent)
         })
     }

@@ -507,6 +507,18 @@ impl Store {
         Ok(row)
     }
 
+    /// The size in bytes of a shared content's stored attachments (0 when it is gone).
+    #[tracing::instrument(level = "debug", skip(self))]
+    pub async fn email_content_size(&self, id: &str) -> StoreResult<u64> {
+        let n: Option<i64> = on_db!(self.db(), pool => {
+            sqlx::query_scalar("SELECT CAST(LENGTH(attachments) AS BIGINT) FROM email_contents WHERE id = $1")
+                .bind(id)
+                .fetch_optional(pool)
+                .await?
+        });
+        Ok(n.unwrap_or(0).max(0) as u64)
+    }
+
     /// Deletes shared contents that no queued email needs any more (their emails were handed
     /// off, failed or deleted); answers how many.
     #[tracing::instrument(level = "debug", skip(self))]
