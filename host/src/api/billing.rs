@@ -12,7 +12,7 @@ use serde::Deserialize;
 
 use super::ApiTags;
 use super::error::{ApiError, ErrorCode, FieldError};
-use super::extract::{DashboardAuth, JsonBody, OptionalJsonBody};
+use super::extract::{DashboardAuth, JsonBody, OptionalJsonBody, header_pairs};
 use super::notify::{NotificationBody, NotifyResult};
 use super::state::AppState;
 use super::timestamp::Timestamp;
@@ -471,11 +471,7 @@ impl PaymentsWebhookApi {
         body: NotificationBody,
     ) -> Result<Json<NotifyResult>, ApiError> {
         let webhook = Webhook {
-            headers: req
-                .headers()
-                .iter()
-                .filter_map(|(k, v)| Some((k.as_str().to_string(), v.to_str().ok()?.to_string())))
-                .collect(),
+            headers: header_pairs(req),
             body: body.0,
             secret: state.settings().plugins.billing_webhook_secret.clone(),
         };

@@ -525,3 +525,17 @@ security_extractor!(DashboardAuth, [SCHEME_DASHBOARD], |req| async {
     }
 }
 .await);
+
+/// Whether two secrets are equal, in time independent of where they differ.
+pub fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+/// A request's headers as name/value pairs (names lower-cased; values that are not text left
+/// out), as plugins receive them.
+pub fn header_pairs(req: &Request) -> Vec<(String, String)> {
+    req.headers()
+        .iter()
+        .filter_map(|(k, v)| Some((k.as_str().to_string(), v.to_str().ok()?.to_string())))
+        .collect()
+}

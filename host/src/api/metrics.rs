@@ -16,6 +16,7 @@ use poem::web::Data;
 use poem::{Request, Response, handler};
 
 use super::error::{ApiError, ErrorCode};
+use super::extract::constant_time_eq;
 use super::state::AppState;
 
 /// Histogram buckets, in seconds: 1 ms to 30 s.
@@ -62,13 +63,7 @@ pub async fn scrape(req: &Request, state: Data<&AppState>) -> poem::Result<Respo
     let sent = req
         .header("authorization")
         .and_then(|v| v.strip_prefix("Bearer "));
-    let matches = sent.is_some_and(|s| {
-        s.len() == token.len()
-            && s.bytes()
-                .zip(token.bytes())
-                .fold(0u8, |acc, (a, b)| acc | (a ^ b))
-                == 0
-    });
+    let matches = sent.is_some_and(|s| constant_time_eq(s.as_bytes(), token.as_bytes()));
     if !matches {
         return Err(refused(
             StatusCode::UNAUTHORIZED,

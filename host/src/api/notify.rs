@@ -14,6 +14,7 @@ use poem_openapi::{ApiExtractor, ApiExtractorType, ExtractParamOptions, Object, 
 
 use super::ApiTags;
 use super::error::{ApiError, ErrorCode};
+use super::extract::header_pairs;
 use super::state::AppState;
 use crate::domain::event::SubscriptionSource;
 use crate::plugins::DeliveryEventKind;
@@ -133,11 +134,7 @@ async fn receive(
         )
         .suggest("set plugins.notify_secret and send it in the x-herald-secret header"));
     }
-    let headers: Vec<(String, String)> = req
-        .headers()
-        .iter()
-        .filter_map(|(k, v)| Some((k.as_str().to_string(), v.to_str().ok()?.to_string())))
-        .collect();
+    let headers = header_pairs(req);
     let events = match state
         .plugins()
         .parse_notification(None, headers, body)

@@ -16,7 +16,7 @@ use serde::{Deserialize, Serialize};
 use super::ApiTags;
 use super::auth::open_session;
 use super::error::{ApiError, ErrorCode};
-use super::extract::cookie_value;
+use super::extract::{constant_time_eq, cookie_value};
 use super::state::AppState;
 use crate::domain::email::EmailAddress;
 use crate::services::oauth::{OAuthError, Provider};
@@ -257,11 +257,6 @@ impl OAuthApi {
             session,
         ))
     }
-}
-
-/// Whether two byte strings are equal, in time independent of where they differ.
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
 /// The account of `identity`: linked, linked now, or created.

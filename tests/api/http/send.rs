@@ -559,6 +559,21 @@ async fn count(app: &TestApp, sql: &str) -> i64 {
     .unwrap_or_else(|e| panic!("{sql}: {e}"))
 }
 
+/// Waits (up to `secs` seconds) until the number `sql` counts satisfies `done`.
+async fn wait_for_count(
+    app: &TestApp,
+    sql: &str,
+    done: impl Fn(i64) -> bool,
+    secs: u64,
+    what: &str,
+) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(secs);
+    while !done(count(app, sql).await) {
+        assert!(std::time::Instant::now() < deadline, "{what}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
 #[tokio::test]
 async fn a_throttled_backlog_neither_delays_another_project_nor_is_touched_while_it_waits() {
     let Setup { dns, smtp, app, p } = setup(|s| s.sending.per_project_per_second = 5).await;
@@ -1140,14 +1155,14 @@ async fn attachments_are_stored_once_for_every_recipient_and_messages_are_built_
     // Once every email is handed off, the drafts are gone and maintenance drops the content.
     let id = r.body["data"]["emails"][49]["email"].as_str().unwrap();
     email_with_status(&app, &p, id, "sent").await;
-    let deadline = std::time::Instant::now() + Duration::from_secs(20);
-    while count(&app, "SELECT COUNT(*) FROM emails WHERE status = 'queued'").await > 0 {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "every email is handed off"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    wait_for_count(
+        &app,
+        "SELECT COUNT(*) FROM emails WHERE status = 'queued'",
+        |n| n == 0,
+        20,
+        "every email is handed off",
+    )
+    .await;
     assert_eq!(
         count(&app, "SELECT COUNT(*) FROM emails WHERE draft IS NOT NULL").await,
         0
@@ -1173,38 +1188,29 @@ async fn a_heartbeat_stalled_past_the_lease_mid_hand_off_still_delivers_once() {
         .to_string();
     // The relay holds the message for 3 s; meanwhile the job's lease lapses as if its
     // heartbeat had stalled, and another worker claims the job.
-    let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    while count(
+    wait_for_count(
         &app,
         "SELECT COUNT(*) FROM emails WHERE handed_off_at IS NOT NULL",
+        |n| n > 0,
+        10,
+        "the hand-off starts",
     )
-    .await
-        == 0
-    {
-        assert!(std::time::Instant::now() < deadline, "the hand-off starts");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    .await;
     exec(
         &app.database_url,
         "UPDATE jobs SET locked_until = 0 WHERE kind = 'emails.deliver' AND state = 'running'",
     )
     .await;
     app.state().jobs().wake();
-    let deadline = std::time::Instant::now() + Duration::from_secs(10);
     // The second claim finds the hand-off in progress and puts the job back for later.
-    while count(
+    wait_for_count(
         &app,
         "SELECT COUNT(*) FROM jobs WHERE kind = 'emails.deliver' AND state = 'queued'",
+        |n| n > 0,
+        10,
+        "a second worker claims the job",
     )
-    .await
-        == 0
-    {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "a second worker claims the job"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    .await;
     assert_eq!(
         smtp.log.lock().unwrap().data.len(),
         0,
@@ -1219,20 +1225,14 @@ async fn a_heartbeat_stalled_past_the_lease_mid_hand_off_still_delivers_once() {
     )
     .await;
     app.state().jobs().wake();
-    let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    while count(
+    wait_for_count(
         &app,
         "SELECT COUNT(*) FROM jobs WHERE kind = 'emails.deliver' AND state <> 'completed'",
+        |n| n == 0,
+        10,
+        "the delivery job ends",
     )
-    .await
-        > 0
-    {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the delivery job ends"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    .await;
     tokio::time::sleep(Duration::from_millis(500)).await;
     assert_eq!(
         smtp.log.lock().unwrap().data.len(),
