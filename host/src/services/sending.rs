@@ -288,14 +288,16 @@ impl Sending {
             planned.insert(to.email.as_str().to_string(), p.contact().clone());
             contacts.push(p);
         }
+        // One copy of the request for the blocking tasks, shared by every recipient's.
+        let shared = Arc::new((project.clone(), plan.clone()));
         // The attachments are stored once for every recipient.
         let content = if plan.attachments.is_empty() {
             None
         } else {
-            let attachments = Arc::new(plan.clone());
+            let job = shared.clone();
             let encoded = self
                 .cpu
-                .run(move || encode_attachments(&attachments.attachments))
+                .run(move || encode_attachments(&job.1.attachments))
                 .await;
             Some(EmailContent {
                 id: EmailContentId::generate().into_string(),
@@ -303,8 +305,6 @@ impl Sending {
             })
         };
         let content_id = content.as_ref().map(|c| c.id.clone());
-        // One copy of the request for the blocking tasks, shared by every recipient's.
-        let shared = Arc::new((project.clone(), plan.clone()));
         let mut queued = Vec::with_capacity(plan.recipients.len());
         let mut emails = Vec::with_capacity(plan.recipients.len());
         for to in &plan.recipients {
