@@ -1,11 +1,13 @@
 //! Settings: defaults, overridden by an optional TOML file, then by `HERALD_*` environment
 //! variables, then by command-line flags. Every setting is listed with its default in the README.
 
+mod check;
+
 use std::path::{Path, PathBuf};
 
-use figment::Figment;
-use figment::providers::{Env, Format, Serialized, Toml};
 use serde::{Deserialize, Serialize};
+
+pub use check::{LoadedSettings, SettingLine, SettingsError, variable_of};
 
 /// How logs are written.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -90,6 +92,43 @@ pub struct Settings {
     pub oauth: OAuthSettings,
     /// Prometheus metrics (`[metrics]`, `HERALD_METRICS__<NAME>`).
     pub metrics: MetricsSettings,
+    /// Traces exported over OTLP (`[traces]`, `HERALD_TRACES__<NAME>`).
+    pub traces: TraceSettings,
+}
+
+/// Traces: with an OTLP endpoint, every span (request, job, plugin call, store call) is
+/// exported; without one, nothing is.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(default)]
+pub struct TraceSettings {
+    /// The collector's OTLP/HTTP base URL (e.g. `http://otel-collector:4318`); spans are posted
+    /// to `<endpoint>/v1/traces`. Unset: no traces.
+    pub otlp_endpoint: Option<String>,
+    /// `protobuf` (OTLP's default) or `json`.
+    pub protocol: OtlpProtocol,
+    /// The `service.name` of the spans.
+    pub service_name: String,
+}
+
+impl Default for TraceSettings {
+    fn default() -> TraceSettings {
+        TraceSettings {
+            otlp_endpoint: None,
+            protocol: OtlpProtocol::Protobuf,
+            service_name: "herald".into(),
+        }
+    }
+}
+
+/// The encoding of OTLP/HTTP exports.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum OtlpProtocol {
+    /// `application/x-protobuf`.
+    #[default]
+    Protobuf,
+    /// `application/json`.
+    Json,
 }
 
 /// Settings of `GET /metrics`.
@@ -286,14 +325,18 @@ pub struct SendingSettings {
     /// Memory, in megabytes, that the messages being built and handed off at once may take; a
     /// hand-off waits for room (small messages never wait; a few large ones at a time do).
     pub hand_off_memory_mb: u64,
+    /// Most emails of one project handed to the transport in one plugin call (one SMTP
+    /// connection, one commit): a delivery job gathers up to this many due deliveries.
+    pub batch_size: u32,
 }
 
 impl Default for SendingSettings {
     fn default() -> SendingSettings {
         SendingSettings {
-            per_project_per_second: 100,
+            per_project_per_second: 0,
             retry_lifetime_seconds: 86_400,
             hand_off_memory_mb: 256,
+            batch_size: 50,
         }
     }
 }
@@ -362,27 +405,19 @@ impl Default for Settings {
             segments: SegmentSettings::default(),
             oauth: OAuthSettings::default(),
             metrics: MetricsSettings::default(),
+            traces: TraceSettings::default(),
         }
     }
 }
 
 /// Environment variables with the `HERALD_` prefix that are not settings.
-const NOT_SETTINGS: [&str; 2] = ["config", "test_postgres_url"];
+const NOT_SETTINGS: [&str; 2] = ["config", "bless_openapi"];
 
 impl Settings {
-    /// Loads defaults, then `file` (or `HERALD_CONFIG`) if given, then `HERALD_*` variables.
-    pub fn load(file: Option<&Path>) -> Result<Settings, Box<figment::Error>> {
-        let mut figment = Figment::from(Serialized::defaults(Settings::default()));
-        let file = file
-            .map(Path::to_path_buf)
-            .or_else(|| std::env::var_os("HERALD_CONFIG").map(PathBuf::from));
-        if let Some(file) = file {
-            figment = figment.merge(Toml::file_exact(file));
-        }
-        figment
-            .merge(Env::prefixed("HERALD_").ignore(&NOT_SETTINGS).split("__"))
-            .extract()
-            .map_err(Box::new)
+    /// Loads defaults, then `file` (or `HERALD_CONFIG`) if given, then `HERALD_*` variables,
+    /// and checks them (see [`check`]).
+    pub fn load(file: Option<&Path>) -> Result<Settings, SettingsError> {
+        Settings::load_checked(file).map(|l| l.settings)
     }
 
     /// The database URL in effect.

@@ -40,11 +40,22 @@ enum Command {
     },
     /// Apply database migrations and exit.
     Migrate {
+        /// Apply nothing: list the migrations that would run (exits 1 when there are some, 0
+        /// when the database is up to date) and those a newer release applied.
+        #[arg(long)]
+        check: bool,
         #[command(flatten)]
         db: DbArgs,
     },
     /// Print the OpenAPI document.
     Openapi,
+    /// Print every setting in effect and where its value came from (default, file or
+    /// environment variable), secrets masked; exits 2 naming the setting when one is unusable.
+    Config {
+        /// Print JSON (`[{setting, value, source}]`) instead of lines.
+        #[arg(long)]
+        json: bool,
+    },
     /// Inspect the plugins.
     Plugins {
         #[command(subcommand)]
@@ -130,7 +141,11 @@ fn settings(
     db: &DbArgs,
     listen: Option<String>,
 ) -> anyhow::Result<Settings> {
-    let mut settings = Settings::load(cli_config.map(|p| p.as_path()))?;
+    let loaded = Settings::load_checked(cli_config.map(|p| p.as_path()))?;
+    for variable in &loaded.unknown_variables {
+        eprintln!("herald: warning: {variable} is not a setting; it is ignored");
+    }
+    let mut settings = loaded.settings;
     if let Some(dir) = &db.data_dir {
         settings.data_dir = dir.clone();
     }
@@ -158,9 +173,28 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             print!("{}", herald::api::openapi_json());
             Ok(())
         }
+        Command::Config { json } => {
+            let loaded = Settings::load_checked(cli.config.as_deref())?;
+            let lines = loaded.lines();
+            if json {
+                println!("{}", serde_json::to_string_pretty(&lines)?);
+            } else {
+                let width = lines.iter().map(|l| l.setting.len()).max().unwrap_or(0);
+                for line in &lines {
+                    println!(
+                        "{:<width$} = {:<40} # {}",
+                        line.setting, line.value, line.source
+                    );
+                }
+                for variable in &loaded.unknown_variables {
+                    println!("# {variable} is not a setting; it is ignored");
+                }
+            }
+            Ok(())
+        }
         Command::Serve { listen, db } => {
             let settings = settings(cli.config.as_ref(), &db, listen)?;
-            herald::telemetry::init(&settings);
+            let telemetry = herald::telemetry::init(&settings);
             let url = settings.database_url();
             tracing::info!(database = %redact(&url), "opening database and applying migrations");
             let app = herald::app::App::build(settings).await?;
@@ -176,6 +210,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             })
             .await?;
             tracing::info!("stopped");
+            telemetry.shutdown();
             Ok(())
         }
         Command::Backup { to, db } => {
@@ -240,7 +275,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 PluginsCommand::List { db, .. } | PluginsCommand::Check { db, .. } => db,
             };
             let settings = settings(cli.config.as_ref(), db, None)?;
-            herald::telemetry::init(&Settings {
+            let _telemetry = herald::telemetry::init(&Settings {
                 log: "warn".into(),
                 ..settings.clone()
             });
@@ -353,9 +388,36 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             }
             Ok(())
         }
-        Command::Migrate { db } => {
+        Command::Migrate { check: true, db } => {
             let settings = settings(cli.config.as_ref(), &db, None)?;
-            herald::telemetry::init(&settings);
+            let url = settings.database_url();
+            let pool = Db::connect(&url, 2).await?;
+            let status = pool.migration_status().await;
+            pool.close().await;
+            let status = status?;
+            println!(
+                "database {}: {} migrations applied",
+                redact(&url),
+                status.applied.len()
+            );
+            for v in &status.newer {
+                println!(
+                    "  applied by a newer release: {v} (this binary serves it; migrations only add)"
+                );
+            }
+            if status.pending.is_empty() {
+                println!("up to date: nothing would run");
+                return Ok(());
+            }
+            println!("would run:");
+            for m in &status.pending {
+                println!("  {:04} {}", m.version, m.description);
+            }
+            Err(anyhow::Error::new(Exit(1)))
+        }
+        Command::Migrate { check: false, db } => {
+            let settings = settings(cli.config.as_ref(), &db, None)?;
+            let _telemetry = herald::telemetry::init(&settings);
             let url = settings.database_url();
             let pool = Db::connect(&url, 2).await?;
             pool.migrate().await?;
@@ -370,7 +432,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             db,
         } => {
             let settings = settings(cli.config.as_ref(), &db, None)?;
-            herald::telemetry::init(&Settings {
+            let _telemetry = herald::telemetry::init(&Settings {
                 log: "warn".into(),
                 ..settings.clone()
             });
@@ -395,12 +457,35 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
     }
 }
 
+/// A quiet exit with this status: the command printed its own answer (e.g. `migrate --check`
+/// with migrations to run).
+#[derive(Debug)]
+struct Exit(u8);
+
+impl std::fmt::Display for Exit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "exit status {}", self.0)
+    }
+}
+
+impl std::error::Error for Exit {}
+
 #[tokio::main]
 async fn main() -> ExitCode {
     let cli = Cli::parse();
     match run(cli).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {
+            if let Some(Exit(code)) = err.downcast_ref::<Exit>() {
+                return ExitCode::from(*code);
+            }
+            if err
+                .downcast_ref::<herald::config::SettingsError>()
+                .is_some()
+            {
+                eprintln!("herald: {err}");
+                return ExitCode::from(2);
+            }
             eprintln!("herald: {err:#}");
             ExitCode::FAILURE
         }

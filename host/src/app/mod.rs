@@ -153,6 +153,8 @@ impl AppBuilder {
                 plugins: plugins.clone(),
                 builder: sending.clone(),
                 per_second: settings.sending.per_project_per_second,
+                batch_size: settings.sending.batch_size.clamp(1, 1000) as usize,
+                batch_bytes: (settings.plugins.memory_bytes / 4) as usize,
                 stale_hand_off: queue.lease,
                 retry_lifetime: Duration::from_secs(settings.sending.retry_lifetime_seconds.max(1)),
             }),
@@ -192,7 +194,10 @@ impl AppBuilder {
         let acceptor = TcpListener::bind(settings.listen.clone())
             .into_acceptor()
             .await
-            .map_err(|e| anyhow::anyhow!("cannot listen on {}: {e}", settings.listen))?;
+            .map_err(|e| crate::config::SettingsError::Unusable {
+                setting: "listen".into(),
+                message: format!("cannot listen on {}: {e}", settings.listen),
+            })?;
         let addr = acceptor
             .local_addr()
             .first()
@@ -421,6 +426,7 @@ fn queue_config(settings: &Settings) -> QueueConfig {
         throttle: Some(crate::jobs::fairness::Throttle {
             kind: crate::store::emails::DELIVER_KIND,
             per_second: settings.sending.per_project_per_second,
+            batch: settings.sending.batch_size.clamp(1, 1000),
         }),
     }
 }

@@ -25,6 +25,7 @@ pub mod gauges;
 pub mod idempotency;
 pub mod jobs;
 pub mod members;
+pub mod migrations;
 pub mod projects;
 pub mod rate_limits;
 pub mod security;
@@ -238,15 +239,6 @@ impl Db {
             Db::Sqlite { .. } => Backend::Sqlite,
             Db::Postgres(_) => Backend::Postgres,
         }
-    }
-
-    /// Applies every pending migration of this backend.
-    pub async fn migrate(&self) -> StoreResult<()> {
-        match self {
-            Db::Sqlite { writer, .. } => SQLITE_MIGRATOR.run(writer).await?,
-            Db::Postgres(pool) => POSTGRES_MIGRATOR.run(pool).await?,
-        }
-        Ok(())
     }
 
     /// Checks that the database answers.

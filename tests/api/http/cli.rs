@@ -9,7 +9,8 @@ use crate::support::harness::fresh_database_url;
 
 const BIN: &str = env!("CARGO_BIN_EXE_herald");
 
-fn herald(args: &[&str], dir: &std::path::Path, url: &str) -> std::process::Output {
+/// `herald <args> --data-dir <dir> --database-url <url>`, run to its end.
+pub(super) fn herald(args: &[&str], dir: &std::path::Path, url: &str) -> std::process::Output {
     Command::new(BIN)
         .args(args)
         .arg("--data-dir")
@@ -118,23 +119,7 @@ async fn serve_logs_answers_and_stops_on_sigterm() {
         !dir.path().join("plugin-cache").exists(),
         "a first start compiled plugins instead of using the embedded artifacts"
     );
-    let pid = child.id().to_string();
-    assert!(
-        Command::new("kill")
-            .args(["-TERM", &pid])
-            .status()
-            .unwrap()
-            .success()
-    );
-    let mut exited = None;
-    for _ in 0..100 {
-        if let Some(status) = child.try_wait().unwrap() {
-            exited = Some(status);
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    let status = exited.expect("herald serve stops on SIGTERM");
+    let status = stop(&mut child).await;
     assert!(status.success(), "clean exit, got {status}");
     let mut logs = String::new();
     std::io::Read::read_to_string(child.stderr.as_mut().unwrap(), &mut logs).unwrap();
@@ -147,6 +132,25 @@ async fn serve_logs_answers_and_stops_on_sigterm() {
     };
     assert!(logs.contains(backend), "{logs}");
     assert!(logs.contains("stopped"), "{logs}");
+}
+
+/// Sends SIGTERM to a `herald serve` and answers its exit status (within 10 seconds).
+async fn stop(child: &mut std::process::Child) -> std::process::ExitStatus {
+    let pid = child.id().to_string();
+    assert!(
+        Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .unwrap()
+            .success()
+    );
+    for _ in 0..100 {
+        if let Some(status) = child.try_wait().unwrap() {
+            return status;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("herald serve did not stop on SIGTERM");
 }
 
 /// Starts `herald serve` on `url` in `dir` on a free port, with `env` (and its log on a pipe
@@ -344,4 +348,222 @@ async fn a_backup_taken_under_write_load_restores_every_committed_row() {
     );
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("not a Herald backup"));
+}
+
+/// `herald <args>` in `dir` with `env`, with no `HERALD_*` of the test's own environment.
+fn herald_env(args: &[&str], dir: &std::path::Path, env: &[(&str, &str)]) -> (i32, String, String) {
+    let mut command = Command::new(BIN);
+    command.args(args).current_dir(dir);
+    for (key, _) in std::env::vars() {
+        if key.starts_with("HERALD_") {
+            command.env_remove(key);
+        }
+    }
+    for (key, value) in env {
+        command.env(key, value);
+    }
+    let out = command.output().expect("herald runs");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn config_shows_each_setting_with_its_source_and_masks_secrets() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("herald.toml");
+    std::fs::write(
+        &file,
+        "listen = \"127.0.0.1:9999\"\n[plugins]\nsmtp_password = \"hunter2\"\n",
+    )
+    .unwrap();
+    let file = file.to_str().unwrap();
+    let env = [
+        ("HERALD_SENDING__BATCH_SIZE", "7"),
+        (
+            "HERALD_DATABASE_URL",
+            "postgres://herald:s3cret@db.internal/herald",
+        ),
+        ("HERALD_SENDING__BATCHSIZE", "3"),
+    ];
+    let (code, out, err) = herald_env(&["config", "--config", file], dir.path(), &env);
+    assert_eq!(code, 0, "{err}");
+    let line = |key: &str| {
+        out.lines()
+            .find(|l| l.split_whitespace().next() == Some(key))
+            .unwrap_or_else(|| panic!("{key} in {out}"))
+            .to_string()
+    };
+    assert!(line("sending.batch_size").contains("# env HERALD_SENDING__BATCH_SIZE"));
+    assert!(line("sending.batch_size").contains("= 7"));
+    assert!(
+        line("listen").contains("# file ") && line("listen").ends_with("herald.toml"),
+        "{out}"
+    );
+    assert!(line("jobs_concurrency").ends_with("# default"), "{out}");
+    assert!(line("plugins.smtp_password").contains("\"***\""), "{out}");
+    assert!(
+        line("database_url").contains("postgres://herald:***@db.internal/herald"),
+        "{out}"
+    );
+    assert!(!out.contains("hunter2") && !out.contains("s3cret"), "{out}");
+    assert!(
+        out.contains("HERALD_SENDING__BATCHSIZE is not a setting"),
+        "{out}"
+    );
+
+    let (code, out, err) = herald_env(&["config", "--json", "--config", file], dir.path(), &env);
+    assert_eq!(code, 0, "{err}");
+    let lines: Vec<Value> = serde_json::from_str(&out).unwrap();
+    let batch = lines
+        .iter()
+        .find(|l| l["setting"] == "sending.batch_size")
+        .unwrap();
+    assert_eq!(batch["value"], 7);
+    assert_eq!(batch["source"], "env HERALD_SENDING__BATCH_SIZE");
+}
+
+#[test]
+fn unusable_settings_exit_2_naming_the_setting_and_its_source() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("herald.toml");
+    std::fs::write(&file, "[sending]\nbatchsize = 10\n").unwrap();
+    let file = file.to_str().unwrap();
+    // A misspelt key in the file.
+    let (code, _, err) = herald_env(&["config", "--config", file], dir.path(), &[]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("`sending.batchsize`"), "{err}");
+    assert!(err.contains("did you mean `sending.batch_size`?"), "{err}");
+
+    // A value out of range, from the environment; `serve` refuses it before it starts.
+    let (code, _, err) = herald_env(
+        &["serve", "--data-dir", "."],
+        dir.path(),
+        &[("HERALD_SENDING__BATCH_SIZE", "0")],
+    );
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("setting `sending.batch_size` (from env HERALD_SENDING__BATCH_SIZE)"),
+        "{err}"
+    );
+    assert!(err.contains("between 1 and 1000"), "{err}");
+
+    // A value of the wrong type.
+    let (code, _, err) = herald_env(
+        &["migrate"],
+        dir.path(),
+        &[("HERALD_JOBS_CONCURRENCY", "many")],
+    );
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.to_ascii_lowercase().contains("jobs_concurrency"),
+        "{err}"
+    );
+
+    // An unusable address and URL.
+    let (code, _, err) = herald_env(&["config"], dir.path(), &[("HERALD_LISTEN", "localhost")]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("setting `listen`") && err.contains("HOST:PORT"),
+        "{err}"
+    );
+    let (code, _, err) = herald_env(
+        &["config"],
+        dir.path(),
+        &[("HERALD_DATABASE_URL", "mysql://db/herald")],
+    );
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("setting `database_url`"), "{err}");
+
+    // An unreadable CA file, and an address another process holds: `serve` stops at start.
+    let (code, _, err) = herald_env(
+        &["serve", "--data-dir", "."],
+        dir.path(),
+        &[("HERALD_PLUGINS__SMTP_CA_FILE", "/nowhere/ca.pem")],
+    );
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("setting `plugins.smtp_ca_file` (from env HERALD_PLUGINS__SMTP_CA_FILE)")
+            && err.contains("/nowhere/ca.pem"),
+        "{err}"
+    );
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let address = taken.local_addr().unwrap().to_string();
+    let (code, _, err) = herald_env(
+        &["serve", "--data-dir", ".", "--listen", &address],
+        dir.path(),
+        &[],
+    );
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("setting `listen`") && err.contains(&address),
+        "{err}"
+    );
+}
+
+#[tokio::test]
+async fn with_an_otlp_endpoint_spans_of_requests_and_store_calls_are_exported() {
+    // A loopback OTLP/HTTP receiver (the collector's answer to an accepted export is `{}`).
+    let (collector, exports) = crate::support::httpd::http_server(
+        "200 OK",
+        "content-type: application/json\r\n".into(),
+        "{}",
+    )
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let url = fresh_database_url(dir.path()).await;
+    let endpoint = format!("http://{collector}");
+    let env = [
+        ("HERALD_TRACES__OTLP_ENDPOINT", endpoint.as_str()),
+        ("HERALD_TRACES__PROTOCOL", "json"),
+        ("HERALD_TRACES__SERVICE_NAME", "herald-under-test"),
+    ];
+    let (mut child, base) = serve(dir.path(), &url, &env, false).await;
+    let r = reqwest::Client::new()
+        .post(format!("{base}/auth/signup"))
+        .json(&serde_json::json!({ "email": "traced@example.com", "password": "a long enough password" }))
+        .send()
+        .await
+        .unwrap();
+    assert!(r.status().is_success(), "{}", r.status());
+    // SIGTERM: the server stops and flushes the spans still buffered.
+    stop(&mut child).await;
+    let exports = exports.lock().unwrap().clone();
+    assert!(!exports.is_empty(), "nothing was exported");
+    let mut names = Vec::new();
+    for export in &exports {
+        assert!(
+            export.head.starts_with("POST /v1/traces "),
+            "{}",
+            export.head
+        );
+        assert!(
+            export
+                .head
+                .to_ascii_lowercase()
+                .contains("content-type: application/json"),
+            "{}",
+            export.head
+        );
+        let body: Value = serde_json::from_str(&export.body).expect("OTLP/JSON");
+        for resource in body["resourceSpans"].as_array().unwrap() {
+            let service = resource["resource"]["attributes"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|a| a["key"] == "service.name")
+                .unwrap();
+            assert_eq!(service["value"]["stringValue"], "herald-under-test");
+            for scope in resource["scopeSpans"].as_array().unwrap() {
+                for span in scope["spans"].as_array().unwrap() {
+                    names.push(span["name"].as_str().unwrap().to_string());
+                }
+            }
+        }
+    }
+    // The request's span, and the store calls made inside it (exported at debug level).
+    assert!(names.iter().any(|n| n == "request"), "{names:?}");
+    assert!(names.iter().any(|n| n == "create_user"), "{names:?}");
 }

@@ -22,6 +22,7 @@ mod rate_limit;
 mod segments;
 pub mod send;
 mod templates;
+mod upgrades;
 mod uploads;
 mod verify;
 mod workflows;
