@@ -1,24 +1,34 @@
-//! Delivery of one email (`emails.deliver`): takes a slot of the project's send throttle, builds
-//! and DKIM-signs the message from its stored draft (on the CPU pool, through a
-//! [`MessageBuilder`]), hands it to the transport plugin, and records the outcome.
+//! Delivery of emails (`emails.deliver`, one job per email), in batches: the job a worker
+//! claimed gathers up to `sending.batch_size` further due delivery jobs of its project under its
+//! own claim, within the project's send throttle (one transaction); builds and DKIM-signs their
+//! messages from the stored drafts (on the CPU pool, through a [`MessageBuilder`]); hands them
+//! to the transport plugin in one call (`deliver-batch`, which the SMTP transport sends over one
+//! pooled connection); and records every outcome in one transaction.
 //!
 //! What a crash can cause, exactly:
-//! - before the hand-off starts: nothing; the job runs again after its lease and sends once;
-//! - after the transport accepted the message but before the outcome was committed: the job runs
-//!   again and the message is handed to the transport a second time (same Message-ID, which
-//!   receivers may use to drop the copy). This window is one database round trip long; a
-//!   re-delivery after an interrupted hand-off is logged as a warning;
-//! - after the outcome was committed: nothing; the job is complete and the email no longer queued.
+//! - before the hand-off starts: nothing; the jobs run again after their lease and send once;
+//! - after the transport accepted some messages of the batch but before the outcomes were
+//!   committed: the jobs run again and those messages are handed to the transport a second time
+//!   (same Message-ID, which receivers may use to drop the copy). At most one batch per job slot
+//!   is in this window, for as long as the rest of its hand-off and one commit take; a smaller
+//!   `sending.batch_size` narrows it. A re-delivery after an interrupted hand-off is logged as a
+//!   warning;
+//! - after the outcomes were committed: nothing; the jobs are complete and the emails no
+//!   longer queued.
 //!
-//! The outcome is recorded keyed on the hand-off (the job claim that started it), not on the
-//! job's lease: a claim whose lease lapsed while the transport was accepting the message still
-//! records what happened, so the message is not handed off again. That write is retried in place
-//! a few times before the job gives up on it.
+//! Outcomes are recorded keyed on the hand-off (the job claim that started it), not on the
+//! jobs' lease: a claim whose lease lapsed while the transport was accepting the messages still
+//! records what happened, so they are not handed off again. That write is retried in place a
+//! few times before the job gives up on it.
 //!
 //! Transient transport errors are retried with the queue's backoff (exponential, with jitter,
 //! capped at 5 minutes) until the email is older than `sending.retry_lifetime_seconds` (24 hours
 //! by default, like an MTA's queue lifetime); then, and on every permanent error, the email is
-//! marked `failed` with the reason.
+//! marked `failed` with the reason. One refused message never holds back the rest of its batch.
+//!
+//! A batch stays within the hand-off memory budget (only its first message waits for room; the
+//! others join when there is room at once) and within a quarter of the transport plugin's
+//! memory limit; a message left out waits for the next batch.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -26,12 +36,12 @@ use std::time::Duration;
 use futures::future::BoxFuture;
 use serde_json::Value;
 
-use super::{JobContext, JobError, JobHandler};
+use super::{JobContext, JobError, JobHandler, backoff_ms, jittered};
+use crate::domain::ids::EmailId;
 use crate::plugins::{DeliveryError, OutgoingMessage, Plugins};
 use crate::store::Store;
-use crate::store::emails::{DELIVER_KIND, Deliverable, DeliveryOutcome, status};
-use crate::store::jobs::DeliverPayload;
-use crate::store::jobs::Lease;
+use crate::store::emails::{DELIVER_KIND, Deliverable, DeliveryOutcome, HandOffEnd, status};
+use crate::store::jobs::{DeliverPayload, Lease};
 
 /// Why a message could not be built at hand-off.
 #[derive(Debug)]
@@ -41,6 +51,8 @@ pub enum BuildError {
     Permanent(String),
     /// Try again later (the database did not answer).
     Retry(String),
+    /// The hand-off memory budget has no room for it now, and the build was asked not to wait.
+    NoRoom,
 }
 
 /// A built message, with its share of the hand-off memory budget, held until the hand-off ends.
@@ -53,12 +65,15 @@ pub struct Built {
 
 /// Builds and signs the MIME message of a stored draft (`services::sending` implements it).
 pub trait MessageBuilder: Send + Sync {
-    /// The complete signed message of `draft` (JSON) with the shared content `content_id`.
+    /// The complete signed message of `draft` (JSON) with the shared content `content_id`;
+    /// waits for room in the hand-off memory budget when `wait`, else fails with
+    /// [`BuildError::NoRoom`].
     fn build<'a>(
         &'a self,
         project_id: &'a str,
         draft: String,
         content_id: Option<String>,
+        wait: bool,
     ) -> BoxFuture<'a, Result<Built, BuildError>>;
 }
 
@@ -70,6 +85,10 @@ pub struct Deliveries {
     pub builder: Arc<dyn MessageBuilder>,
     /// Messages per second per project handed to the transport (0: no limit).
     pub per_second: u32,
+    /// Most emails handed to the transport in one call (`sending.batch_size`).
+    pub batch_size: usize,
+    /// Most bytes of messages in one call (a quarter of the plugin memory limit).
+    pub batch_bytes: usize,
     /// A hand-off started longer ago than this (the job lease) was interrupted.
     pub stale_hand_off: Duration,
     /// How long transient failures are retried, from when the email was queued.
@@ -79,29 +98,90 @@ pub struct Deliveries {
 /// Times the outcome write is tried in place before the job gives up on it (and runs again).
 const OUTCOME_WRITES: u32 = 6;
 
-/// Records `outcome` (see [`Store::finish_delivery`]), retrying a failed write in place with a
-/// doubling pause (0.2 s, 0.4 s, … 3.2 s): a database blip right after the transport accepted
-/// the message must not leave the email to be handed off again.
+/// Records the ends of a batch's hand-offs (see [`Store::finish_deliveries`]), retrying a
+/// failed write in place with a doubling pause (0.2 s, 0.4 s, … 3.2 s): a database blip right
+/// after the transport accepted the messages must not leave them to be handed off again.
 async fn record(
     store: &Store,
-    email: &Deliverable,
-    lease: &Lease,
-    outcome: DeliveryOutcome<'_>,
-) -> Result<(), JobError> {
+    ends: &[(&Deliverable, &Lease, HandOffEnd<'_>)],
+) -> Result<Vec<bool>, JobError> {
     let mut pause = Duration::from_millis(200);
-    for attempt in 1..=OUTCOME_WRITES {
-        match store.finish_delivery(email, lease, outcome).await {
-            Ok(true) => return Ok(()),
-            Ok(false) => return Err(JobError::LeaseLost),
+    let mut attempt = 1;
+    loop {
+        match store.finish_deliveries(ends).await {
+            Ok(recorded) => return Ok(recorded),
             Err(err) if attempt < OUTCOME_WRITES => {
-                tracing::warn!(email_id = %email.id, error = %err, attempt, "could not record the delivery outcome; retrying");
+                tracing::warn!(emails = ends.len(), error = %err, attempt, "could not record the delivery outcomes; retrying");
                 tokio::time::sleep(pause).await;
                 pause *= 2;
+                attempt += 1;
             }
             Err(err) => return Err(err.into()),
         }
     }
-    Err(JobError::LeaseLost)
+}
+
+/// One job of a batch.
+struct Member {
+    lease: Lease,
+    /// Attempts, this one included.
+    attempts: i32,
+    max_attempts: i32,
+    email_id: EmailId,
+}
+
+/// A member whose message is built and ready to hand off.
+struct Ready {
+    member: usize,
+    email: Deliverable,
+    raw: Vec<u8>,
+    _room: Option<tokio::sync::OwnedSemaphorePermit>,
+}
+
+/// How a member's hand-off ended, before it is recorded.
+enum End {
+    Delivered {
+        provider_id: String,
+        detail: Option<String>,
+    },
+    Failed(String),
+    Deferred {
+        error: String,
+        retry_at: i64,
+    },
+}
+
+impl Deliveries {
+    /// Whether a transient failure of `member`'s email, queued at `created_at`, is its last.
+    fn last_attempt(&self, member: &Member, created_at: i64) -> (bool, i64) {
+        let age = crate::domain::time::now_ms() - created_at;
+        let last =
+            member.attempts >= member.max_attempts || age >= self.retry_lifetime.as_millis() as i64;
+        (last, age)
+    }
+
+    /// The end of a transient failure: retried later, or failed when it was the last attempt.
+    fn transient(&self, member: &Member, created_at: i64, reason: String) -> End {
+        let (last, age) = self.last_attempt(member, created_at);
+        if last {
+            End::Failed(format!(
+                "gave up after {} attempts over {} s; last error: {reason}",
+                member.attempts,
+                age / 1000
+            ))
+        } else {
+            End::Deferred {
+                error: reason,
+                retry_at: crate::domain::time::now_ms() + jittered(backoff_ms(member.attempts)),
+            }
+        }
+    }
+
+    /// Puts a member's job back to run again at `at` without counting the attempt.
+    async fn release(store: &Store, member: &Member, at: i64) -> Result<(), JobError> {
+        store.postpone_job(&member.lease, at).await?;
+        Ok(())
+    }
 }
 
 impl JobHandler for Deliveries {
@@ -111,127 +191,272 @@ impl JobHandler for Deliveries {
 
     fn run(&self, ctx: JobContext) -> BoxFuture<'_, Result<(), JobError>> {
         Box::pin(async move {
+            let store = &ctx.store;
             let lease = &ctx.lease;
             let DeliverPayload { email_id } = ctx.payload()?;
-            // The throttle comes first, so that a postponed job does not read its message.
-            if self.per_second > 0
-                && let Some(project) = &ctx.job.project_id
-                && let Err(next) = ctx
-                    .store
-                    .take_send_slot(project.as_str(), self.per_second)
+            let mut members = vec![Member {
+                lease: lease.clone(),
+                attempts: ctx.job.attempts,
+                max_attempts: ctx.job.max_attempts,
+                email_id,
+            }];
+            // The batch (and the throttle) comes first, so that a postponed job does not read
+            // its message.
+            if let Some(project) = &ctx.job.project_id {
+                let more = self.batch_size.saturating_sub(1) as i64;
+                let lease_ms = self.stale_hand_off.as_millis() as i64;
+                match store
+                    .take_delivery_batch(project.as_str(), lease, more, self.per_second, lease_ms)
                     .await?
-            {
-                // The project's budget for this second is used: wait for the next window
-                // without counting an attempt.
-                ctx.store.postpone_job(lease, next).await?;
-                return Ok(());
-            }
-            let Some(mut email) = ctx.store.deliverable(&email_id).await? else {
-                let why = Value::from("the email was deleted");
-                ctx.store.complete_job(lease, &why).await?;
-                return Ok(());
-            };
-            let handed_off = || Value::from("the email was already handed off");
-            if email.status != status::QUEUED {
-                ctx.store.complete_job(lease, &handed_off()).await?;
-                return Ok(());
-            }
-            let (raw, _room) = match (email.raw.take(), email.draft.take()) {
-                // Queued before messages were built at hand-off.
-                (Some(raw), _) => (raw, None),
-                (None, Some(draft)) => {
-                    let built = self
-                        .builder
-                        .build(&email.project_id, draft, email.content_id.clone())
-                        .await;
-                    match built {
-                        Ok(Built { raw, room }) => (raw, room),
-                        Err(BuildError::Retry(reason)) => {
-                            return Err(JobError::Retry(reason.into()));
-                        }
-                        Err(BuildError::Permanent(reason)) => {
-                            tracing::warn!(email_id = %email.id, error = %reason, "email could not be built");
-                            let failed = DeliveryOutcome::Failed { error: &reason };
-                            return record(&ctx.store, &email, lease, failed).await;
+                {
+                    Err(next) => {
+                        // The project's budget for this second is used: wait for the next
+                        // window without counting an attempt.
+                        store.postpone_job(lease, next).await?;
+                        return Ok(());
+                    }
+                    Ok(joined) => {
+                        for job in joined {
+                            let member_lease = Lease {
+                                job: job.id.clone(),
+                                worker: job.claim.clone(),
+                            };
+                            match serde_json::from_value::<DeliverPayload>(job.payload) {
+                                Ok(payload) => members.push(Member {
+                                    lease: member_lease,
+                                    attempts: job.attempts,
+                                    max_attempts: job.max_attempts,
+                                    email_id: payload.email_id,
+                                }),
+                                Err(e) => {
+                                    let why =
+                                        format!("the emails.deliver job's payload is invalid: {e}");
+                                    store.fail_job(&member_lease, &why, None).await?;
+                                }
+                            }
                         }
                     }
                 }
-                (None, None) => {
-                    ctx.store.complete_job(lease, &handed_off()).await?;
-                    return Ok(());
-                }
-            };
-            let stale_ms = self.stale_hand_off.as_millis() as i64;
-            if !ctx
-                .store
-                .start_hand_off(&email.id, stale_ms, &lease.worker)
+            }
+            let ids: Vec<&str> = members.iter().map(|m| m.email_id.as_str()).collect();
+            let mut emails: std::collections::HashMap<String, Deliverable> = store
+                .deliverables(&ids)
                 .await?
-            {
-                // Another worker is handing this email off right now (this job's lease lapsed
-                // meanwhile): look again once that hand-off is stale.
-                let again = crate::domain::time::now_ms() + stale_ms;
-                ctx.store.postpone_job(lease, again).await?;
+                .into_iter()
+                .map(|e| (e.id.clone(), e))
+                .collect();
+
+            // Build the messages: the first waits for room in the memory budget, the others
+            // join only when there is room now.
+            let mut ends: Vec<(usize, Deliverable, End)> = Vec::new();
+            let mut ready: Vec<Ready> = Vec::new();
+            let mut builds = Vec::new();
+            let mut waited = false;
+            for (i, member) in members.iter().enumerate() {
+                let Some(mut email) = emails.remove(member.email_id.as_str()) else {
+                    let why = Value::from("the email was deleted");
+                    store.complete_job(&member.lease, &why).await?;
+                    continue;
+                };
+                let handed_off = || Value::from("the email was already handed off");
+                if email.status != status::QUEUED {
+                    store.complete_job(&member.lease, &handed_off()).await?;
+                    continue;
+                }
+                match (email.raw.take(), email.draft.take()) {
+                    // Queued before messages were built at hand-off.
+                    (Some(raw), _) => ready.push(Ready {
+                        member: i,
+                        email,
+                        raw,
+                        _room: None,
+                    }),
+                    (None, Some(draft)) => {
+                        let wait = !waited;
+                        waited = true;
+                        let content = email.content_id.clone();
+                        let project = email.project_id.clone();
+                        let builder = &self.builder;
+                        builds.push(async move {
+                            let built = builder.build(&project, draft, content, wait).await;
+                            (i, email, built)
+                        });
+                    }
+                    (None, None) => {
+                        store.complete_job(&member.lease, &handed_off()).await?;
+                    }
+                }
+            }
+            let mut unbuildable: Vec<(usize, Deliverable, String)> = Vec::new();
+            let mut builds = builds.into_iter();
+            let first = match builds.next() {
+                Some(first) => vec![first.await],
+                None => Vec::new(),
+            };
+            let rest = futures::future::join_all(builds).await;
+            let mut bytes = ready.iter().map(|r| r.raw.len()).sum::<usize>();
+            let now = crate::domain::time::now_ms();
+            for (i, email, built) in first.into_iter().chain(rest) {
+                let member = &members[i];
+                match built {
+                    Ok(Built { raw, room }) => {
+                        if !ready.is_empty() && bytes + raw.len() > self.batch_bytes {
+                            // Over the transport's share of memory: the next batch takes it.
+                            Self::release(store, member, now).await?;
+                            continue;
+                        }
+                        bytes += raw.len();
+                        ready.push(Ready {
+                            member: i,
+                            email,
+                            raw,
+                            _room: room,
+                        });
+                    }
+                    Err(BuildError::NoRoom) => Self::release(store, member, now).await?,
+                    Err(BuildError::Retry(reason)) => {
+                        let end = self.transient(member, email.created_at, reason);
+                        ends.push((i, email, end));
+                    }
+                    Err(BuildError::Permanent(reason)) => {
+                        tracing::warn!(email_id = %email.id, error = %reason, "email could not be built");
+                        unbuildable.push((i, email, reason));
+                    }
+                }
+            }
+
+            // Start the hand-offs, all under this claim: of the messages built, and of those that
+            // never will be (their failure is recorded keyed on this hand-off, like any outcome).
+            let stale_ms = self.stale_hand_off.as_millis() as i64;
+            let ids: Vec<&str> = ready
+                .iter()
+                .map(|r| r.email.id.as_str())
+                .chain(unbuildable.iter().map(|(_, email, _)| email.id.as_str()))
+                .collect();
+            let started: std::collections::HashSet<String> = store
+                .start_hand_offs(&ids, stale_ms, &lease.worker)
+                .await?
+                .into_iter()
+                .collect();
+            for (i, email, reason) in unbuildable {
+                if started.contains(&email.id) {
+                    ends.push((i, email, End::Failed(reason)));
+                } else {
+                    Self::release(store, &members[i], now + stale_ms).await?;
+                }
+            }
+            let mut messages = Vec::with_capacity(ready.len());
+            let mut handed = Vec::with_capacity(ready.len());
+            for r in ready {
+                let member = &members[r.member];
+                if !started.contains(&r.email.id) {
+                    // Another claim is handing this email off right now (a lapsed lease), or it
+                    // is no longer queued: look again once that hand-off is stale.
+                    Self::release(store, member, now + stale_ms).await?;
+                    continue;
+                }
+                if r.email.handed_off_at.is_some() {
+                    tracing::warn!(email_id = %r.email.id, "re-delivering after an interrupted hand-off; the recipient may receive this email twice");
+                }
+                messages.push(OutgoingMessage {
+                    id: r.email.id.clone(),
+                    sender: r.email.envelope_from.clone(),
+                    recipients: vec![r.email.to_address.clone()],
+                    raw: r.raw,
+                });
+                handed.push((r.member, r.email, r._room));
+            }
+
+            if !messages.is_empty() {
+                let handing_off = std::time::Instant::now();
+                let count = messages.len();
+                let delivered = self.plugins.deliver_batch(None, messages).await;
+                metrics::histogram!("herald_transport_seconds")
+                    .record(handing_off.elapsed().as_secs_f64());
+                metrics::histogram!("herald_delivery_batch_size").record(count as f64);
+                let outcomes: Vec<Result<Result<_, _>, String>> = match delivered {
+                    Ok(outcomes) => outcomes.into_iter().map(Ok).collect(),
+                    Err(err) => {
+                        tracing::warn!(error = %err, emails = count, "the transport plugin failed");
+                        (0..count).map(|_| Err(err.to_string())).collect()
+                    }
+                };
+                for ((i, email, _room), outcome) in handed.into_iter().zip(outcomes) {
+                    let member = &members[i];
+                    let label = match &outcome {
+                        Ok(Ok(_)) => "sent",
+                        Ok(Err(DeliveryError::Permanent(_))) => "refused",
+                        Ok(Err(DeliveryError::Transient(_))) => "deferred",
+                        Err(_) => "plugin_error",
+                    };
+                    metrics::counter!("herald_deliveries_total", "outcome" => label).increment(1);
+                    let end = match outcome {
+                        Ok(Ok(receipt)) => End::Delivered {
+                            provider_id: receipt.provider_id,
+                            detail: receipt.detail,
+                        },
+                        Ok(Err(DeliveryError::Permanent(reason))) => End::Failed(reason),
+                        Ok(Err(DeliveryError::Transient(reason))) => {
+                            self.transient(member, email.created_at, reason)
+                        }
+                        Err(err) => {
+                            let (last, _) = self.last_attempt(member, email.created_at);
+                            if last {
+                                End::Failed(format!(
+                                    "gave up after {} attempts; the transport plugin failed: {err}",
+                                    member.attempts
+                                ))
+                            } else {
+                                self.transient(member, email.created_at, err)
+                            }
+                        }
+                    };
+                    ends.push((i, email, end));
+                }
+            }
+            if ends.is_empty() {
                 return Ok(());
             }
-            if email.handed_off_at.is_some() {
-                tracing::warn!(email_id = %email.id, "re-delivering after an interrupted hand-off; the recipient may receive this email twice");
-            }
-            let message = OutgoingMessage {
-                id: email.id.clone(),
-                sender: email.envelope_from.clone(),
-                recipients: vec![email.to_address.clone()],
-                raw,
-            };
-            let age = crate::domain::time::now_ms() - email.created_at;
-            let last_attempt = ctx.job.attempts >= ctx.job.max_attempts
-                || age >= self.retry_lifetime.as_millis() as i64;
-            let handing_off = std::time::Instant::now();
-            let delivered = self.plugins.deliver(None, &message).await;
-            metrics::histogram!("herald_transport_seconds")
-                .record(handing_off.elapsed().as_secs_f64());
-            let label = match &delivered {
-                Ok(Ok(_)) => "sent",
-                Ok(Err(DeliveryError::Permanent(_))) => "refused",
-                Ok(Err(DeliveryError::Transient(_))) => "deferred",
-                Err(_) => "plugin_error",
-            };
-            metrics::counter!("herald_deliveries_total", "outcome" => label).increment(1);
-            let outcome = match delivered {
-                Ok(Ok(receipt)) => {
-                    let detail = receipt.detail.clone();
-                    let sent = DeliveryOutcome::Sent {
-                        provider_id: &receipt.provider_id,
-                        detail: detail.as_deref(),
+
+            // Record every end in one transaction.
+            let records: Vec<(&Deliverable, &Lease, HandOffEnd<'_>)> = ends
+                .iter()
+                .map(|(i, email, end)| {
+                    let end = match end {
+                        End::Delivered {
+                            provider_id,
+                            detail,
+                        } => HandOffEnd::Delivered(DeliveryOutcome::Sent {
+                            provider_id,
+                            detail: detail.as_deref(),
+                        }),
+                        End::Failed(error) => {
+                            tracing::warn!(email_id = %email.id, error = %error, "email delivery failed");
+                            HandOffEnd::Delivered(DeliveryOutcome::Failed { error })
+                        }
+                        End::Deferred { error, retry_at } => {
+                            tracing::info!(email_id = %email.id, error = %error, "email delivery deferred");
+                            HandOffEnd::Deferred {
+                                error,
+                                retry_at: *retry_at,
+                            }
+                        }
                     };
-                    return record(&ctx.store, &email, lease, sent).await;
+                    (email, &members[*i].lease, end)
+                })
+                .collect();
+            let recorded = record(store, &records).await?;
+            let mut primary_lost = false;
+            for ((i, email, _), ok) in ends.iter().zip(recorded) {
+                if !ok {
+                    tracing::warn!(email_id = %email.id, "the delivery's job is owned by another claim now");
+                    primary_lost |= *i == 0;
                 }
-                Ok(Err(DeliveryError::Permanent(reason))) => reason,
-                Ok(Err(DeliveryError::Transient(reason))) if last_attempt => format!(
-                    "gave up after {} attempts over {} s; last error: {reason}",
-                    ctx.job.attempts,
-                    age / 1000
-                ),
-                Ok(Err(DeliveryError::Transient(reason))) => {
-                    ctx.store.end_hand_off(&email.id).await?;
-                    return Err(JobError::Retry(reason.into()));
-                }
-                Err(err) if last_attempt => format!(
-                    "gave up after {} attempts; the transport plugin failed: {err}",
-                    ctx.job.attempts
-                ),
-                Err(err) => {
-                    ctx.store.end_hand_off(&email.id).await?;
-                    return Err(JobError::Retry(err.into()));
-                }
-            };
-            tracing::warn!(email_id = %email.id, error = %outcome, "email delivery failed");
-            record(
-                &ctx.store,
-                &email,
-                lease,
-                DeliveryOutcome::Failed { error: &outcome },
-            )
-            .await
+            }
+            if primary_lost {
+                return Err(JobError::LeaseLost);
+            }
+            Ok(())
         })
     }
 }

@@ -9,7 +9,9 @@
 //!
 //! A throttled queue (a project's deliveries past its per-second budget, counted in the shared
 //! `send_windows` table) gets no more slots than its budget has left, and none once it is spent:
-//! its jobs stay queued, untouched, until the next window. Several instances plan on their own;
+//! its jobs stay queued, untouched, until the next window. A claim of the queue still running
+//! counts as one batch of its budget (it may not have taken its slots yet), so that a second
+//! claim does not find the budget spent and put its job back. Several instances plan on their own;
 //! the budget is shared through the database, and the delivery itself takes its slot again, so a
 //! race between instances only postpones a job.
 
@@ -24,6 +26,10 @@ pub struct Throttle {
     pub kind: &'static str,
     /// Jobs per second per project.
     pub per_second: u32,
+    /// Jobs one claimed job of the kind runs at once (a delivery gathers a batch of its
+    /// project's due deliveries): a project with `n` slots left gets `n / batch` claims, rounded
+    /// up, so that its budget is not taken by claims that then find it spent.
+    pub batch: u32,
 }
 
 /// Where a claim takes its jobs: how many from each queue, and the queue to start after next

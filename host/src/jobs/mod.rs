@@ -325,8 +325,20 @@ impl Workers {
                 let (budgets, next) = store
                     .send_budgets_left(&throttled, throttle.per_second)
                     .await?;
+                let batch = i64::from(throttle.batch.max(1));
+                let queues: Vec<String> = budgets
+                    .keys()
+                    .map(|p| fairness::queue_of(Some(p), throttle.kind))
+                    .collect();
+                // A claim still running may not have taken its share of the budget yet: it
+                // counts as one batch, so that a new claim does not find the budget spent and
+                // put its job back.
+                let running = store.running_claims(&queues).await?;
                 for (project, n) in budgets {
-                    left.insert(fairness::queue_of(Some(&project), throttle.kind), n);
+                    let queue = fairness::queue_of(Some(&project), throttle.kind);
+                    let in_flight = running.get(&queue).copied().unwrap_or(0);
+                    let claims = ((n + batch - 1) / batch - in_flight).max(0);
+                    left.insert(queue, claims);
                 }
                 next_window = Some(next);
             }

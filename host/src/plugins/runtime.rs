@@ -286,7 +286,8 @@ impl Runtime {
 
     /// A store for one call, with the plugin's memory cap, epoch deadline and fuel.
     pub(crate) fn store(&self, granted: &Arc<Granted>, limits: &CallLimits) -> Store<CallState> {
-        let state = CallState::new(granted.clone(), self.services.clone(), limits.memory_bytes);
+        let mut state = CallState::new(granted.clone(), self.services.clone(), limits.memory_bytes);
+        state.io_budget = limits.io_budget;
         let mut store = Store::new(&self.engine, state);
         store.limiter(|state| &mut state.limiter);
         // The deadline counts the guest's own time: time spent waiting on host I/O (bounded by

@@ -516,6 +516,7 @@ impl MessageBuilder for Sending {
         project_id: &'a str,
         draft: String,
         content_id: Option<String>,
+        wait: bool,
     ) -> BoxFuture<'a, Result<Built, BuildError>> {
         Box::pin(async move {
             // Room in the memory budget first, before anything large is read.
@@ -531,12 +532,18 @@ impl MessageBuilder for Sending {
             let kb = u32::try_from(kb)
                 .unwrap_or(u32::MAX)
                 .min(self.hand_off_room_kb);
-            let room = self
-                .hand_off_room
-                .clone()
-                .acquire_many_owned(kb)
-                .await
-                .map_err(|e| BuildError::Retry(e.to_string()))?;
+            let room = if wait {
+                self.hand_off_room
+                    .clone()
+                    .acquire_many_owned(kb)
+                    .await
+                    .map_err(|e| BuildError::Retry(e.to_string()))?
+            } else {
+                self.hand_off_room
+                    .clone()
+                    .try_acquire_many_owned(kb)
+                    .map_err(|_| BuildError::NoRoom)?
+            };
             let draft: MessageDraft = serde_json::from_str(&draft).map_err(|e| {
                 BuildError::Permanent(format!("the stored draft is unreadable: {e}"))
             })?;

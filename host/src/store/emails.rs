@@ -14,7 +14,7 @@ use sqlx::types::Json;
 
 use super::dialect::BeginWrite;
 use super::idempotency::IdempotentWrite;
-use super::jobs::{DeliverPayload, JobPayload, Lease, NewJob};
+use super::jobs::{ClaimedJob, DeliverPayload, JobPayload, Lease, NewJob};
 use super::statements::Statements;
 use super::{Store, StoreError, StoreResult};
 use super::{on_db, on_db_write};
@@ -174,6 +174,20 @@ pub struct Deliverable {
     pub handed_off_at: Option<i64>,
     /// When it was queued (a delivery gives up once it is older than the retry lifetime).
     pub created_at: i64,
+}
+
+/// How one hand-off of a batch ends (see [`Store::finish_deliveries`]).
+#[derive(Clone, Copy, Debug)]
+pub enum HandOffEnd<'a> {
+    /// The delivery is over: the transport accepted the message, or it never will.
+    Delivered(DeliveryOutcome<'a>),
+    /// The transport could not take it now: the job runs again at `retry_at` (unix ms).
+    Deferred {
+        /// The transport's answer.
+        error: &'a str,
+        /// When the job runs again.
+        retry_at: i64,
+    },
 }
 
 /// How a delivery ended.
@@ -538,60 +552,64 @@ impl Store {
     /// The email a delivery job delivers.
     #[tracing::instrument(level = "debug", skip(self))]
     pub async fn deliverable(&self, id: &EmailId) -> StoreResult<Option<Deliverable>> {
-        let row = on_db!(self.db(), pool => {
-            sqlx::query_as(
-                "SELECT id, project_id, contact_id, status, envelope_from, to_address, raw, draft, \
-                 content_id, handed_off_at, created_at FROM emails WHERE id = $1",
-            )
-            .bind(id.as_str())
-            .fetch_optional(pool)
-            .await?
-        });
-        Ok(row)
+        Ok(self.deliverables(&[id.as_str()]).await?.pop())
     }
 
-    /// Claims the hand-off of a queued email to the transport for the job claim `token`: false
-    /// when another claim started one less than `stale_ms` ago (a job whose lease lapsed while
-    /// its worker was still handing off must not hand off the same message in parallel).
-    #[tracing::instrument(level = "debug", skip(self))]
-    pub async fn start_hand_off(&self, id: &str, stale_ms: i64, token: &str) -> StoreResult<bool> {
+    /// The emails a batch of delivery jobs delivers (those that still exist), in no order.
+    #[tracing::instrument(level = "debug", skip_all, fields(emails = ids.len()))]
+    pub async fn deliverables(&self, ids: &[&str]) -> StoreResult<Vec<Deliverable>> {
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let sql = format!(
+            "SELECT id, project_id, contact_id, status, envelope_from, to_address, raw, draft, \
+             content_id, handed_off_at, created_at FROM emails WHERE id IN ({})",
+            super::dialect::placeholders(1, ids.len())
+        );
+        let rows = on_db!(self.db(), pool => {
+            let mut query = sqlx::query_as(&sql);
+            for id in ids {
+                query = query.bind(*id);
+            }
+            query.fetch_all(pool).await?
+        });
+        Ok(rows)
+    }
+
+    /// Claims the hand-off of queued emails to the transport for the job claim `token`, in one
+    /// statement, and answers the ids it claimed: not those whose hand-off another claim started
+    /// less than `stale_ms` ago (a job whose lease lapsed while its worker was still handing off
+    /// must not hand off the same message in parallel), nor those no longer queued.
+    #[tracing::instrument(level = "debug", skip(self, ids), fields(emails = ids.len()))]
+    pub async fn start_hand_offs(
+        &self,
+        ids: &[&str],
+        stale_ms: i64,
+        token: &str,
+    ) -> StoreResult<Vec<String>> {
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
         let now = now_ms();
-        let n = on_db_write!(self.db(), pool => {
-            sqlx::query(
-                "UPDATE emails SET handed_off_at = $2, hand_off_token = $4, attempts = attempts + 1, updated_at = $2 \
-                 WHERE id = $1 AND status = 'queued' AND (handed_off_at IS NULL OR handed_off_at < $3)",
-            )
-            .bind(id)
-            .bind(now)
-            .bind(now - stale_ms)
-            .bind(token)
-            .execute(pool)
-            .await?
-            .rows_affected()
+        let sql = format!(
+            "UPDATE emails SET handed_off_at = $1, hand_off_token = $3, attempts = attempts + 1, updated_at = $1 \
+             WHERE id IN ({}) AND status = 'queued' AND (handed_off_at IS NULL OR handed_off_at < $2) \
+             RETURNING id",
+            super::dialect::placeholders(4, ids.len())
+        );
+        let started = on_db_write!(self.db(), pool => {
+            let mut query = sqlx::query_scalar(&sql).bind(now).bind(now - stale_ms).bind(token);
+            for id in ids {
+                query = query.bind(*id);
+            }
+            query.fetch_all(pool).await?
         });
-        Ok(n == 1)
+        Ok(started)
     }
 
-    /// Notes that a hand-off ended without the transport taking the message (a transient
-    /// error), so that the retry is not reported as a possible duplicate.
-    #[tracing::instrument(level = "debug", skip(self))]
-    pub async fn end_hand_off(&self, id: &str) -> StoreResult<()> {
-        on_db_write!(self.db(), pool => {
-            sqlx::query("UPDATE emails SET handed_off_at = NULL, hand_off_token = NULL, updated_at = $2 WHERE id = $1")
-                .bind(id)
-                .bind(now_ms())
-                .execute(pool)
-                .await?;
-        });
-        Ok(())
-    }
-
-    /// Records how a delivery ended and drops the stored message, keyed on the hand-off it
-    /// ends (`token`, the claim that started it) rather than on the job: the outcome of a
-    /// hand-off the transport accepted is recorded even when the job's lease lapsed meanwhile.
-    /// Completes the job in the same transaction when the claim still owns it. True when the
-    /// outcome is now recorded (by this call, or already) or the job was completed; false when
-    /// another claim owns both.
+    /// Records how a delivery ended and drops the stored message (see
+    /// [`Store::finish_deliveries`]); answers whether the outcome is now recorded (by this call,
+    /// or already) or the job was completed, false when another claim owns both.
     #[tracing::instrument(level = "debug", skip_all, fields(email = %email.id))]
     pub async fn finish_delivery(
         &self,
@@ -599,52 +617,98 @@ impl Store {
         lease: &Lease,
         outcome: DeliveryOutcome<'_>,
     ) -> StoreResult<bool> {
+        let ends = [(email, lease, HandOffEnd::Delivered(outcome))];
+        Ok(self.finish_deliveries(&ends).await?.first() == Some(&true))
+    }
+
+    /// Ends the hand-offs of a batch in one transaction, each keyed on the hand-off it ends
+    /// (the claim `lease.worker` that started it) rather than on its job, so that the outcome of
+    /// a hand-off the transport accepted is recorded even when the job's lease lapsed meanwhile:
+    /// - [`HandOffEnd::Delivered`]: the email's new status, its history entry, and no more
+    ///   stored message; the job is completed when the claim still owns it;
+    /// - [`HandOffEnd::Deferred`]: the hand-off is over without the transport taking the
+    ///   message (so a retry is not reported as a possible duplicate), and the job waits until
+    ///   `retry_at`.
+    ///
+    /// Answers, per entry, whether it is now recorded: a delivery whose outcome is recorded (by
+    /// this call, or already) or whose job was completed; a deferral whose job the claim owned.
+    #[tracing::instrument(level = "debug", skip_all, fields(emails = ends.len()))]
+    pub async fn finish_deliveries(
+        &self,
+        ends: &[(&Deliverable, &Lease, HandOffEnd<'_>)],
+    ) -> StoreResult<Vec<bool>> {
         let now = now_ms();
-        let (new_status, detail, provider_id, error) = match &outcome {
-            DeliveryOutcome::Sent {
-                provider_id,
-                detail,
-            } => (status::SENT, *detail, Some(*provider_id), None),
-            DeliveryOutcome::Failed { error } => (status::FAILED, Some(*error), None, Some(*error)),
-        };
-        let result = serde_json::json!({ "emailId": email.id, "status": new_status });
-        let column = if new_status == status::SENT {
-            "sent_at"
-        } else {
-            "failed_at"
-        };
-        let update = format!(
-            "UPDATE emails SET status = $2, provider_id = COALESCE($3, provider_id), error = $4, \
-             raw = NULL, draft = NULL, hand_off_token = NULL, {column} = $5, updated_at = $5 \
-             WHERE id = $1 AND status = 'queued' AND hand_off_token = $6"
-        );
         let recorded = on_db_write!(self.db(), pool => {
             let mut tx = pool.begin_write().await?;
-            let owned = tx.complete_job(lease, &result, now).await?;
-            let updated = sqlx::query(&update)
-                .bind(&email.id)
-                .bind(new_status)
-                .bind(provider_id)
-                .bind(error)
-                .bind(now)
-                .bind(lease.worker.as_str())
-                .execute(&mut *tx)
-                .await?
-                .rows_affected();
-            if updated == 1 {
-                sqlx::query(INSERT_ACTIVITY)
-                    .bind(ActivityId::generate().as_str())
-                    .bind(&email.project_id)
+            let mut recorded = Vec::with_capacity(ends.len());
+            for (email, lease, end) in ends {
+                let outcome = match end {
+                    HandOffEnd::Delivered(outcome) => outcome,
+                    HandOffEnd::Deferred { error, retry_at } => {
+                        sqlx::query(
+                            "UPDATE emails SET handed_off_at = NULL, hand_off_token = NULL, updated_at = $3 \
+                             WHERE id = $1 AND hand_off_token = $2",
+                        )
+                        .bind(&email.id)
+                        .bind(lease.worker.as_str())
+                        .bind(now)
+                        .execute(&mut *tx)
+                        .await?;
+                        let owned = sqlx::query(super::jobs::RETRY_JOB)
+                            .bind(lease.job.as_str())
+                            .bind(lease.worker.as_str())
+                            .bind(*retry_at)
+                            .bind(*error)
+                            .bind(now)
+                            .execute(&mut *tx)
+                            .await?
+                            .rows_affected();
+                        recorded.push(owned == 1);
+                        continue;
+                    }
+                };
+                let (new_status, detail, provider_id, error) = match outcome {
+                    DeliveryOutcome::Sent {
+                        provider_id,
+                        detail,
+                    } => (status::SENT, *detail, Some(*provider_id), None),
+                    DeliveryOutcome::Failed { error } => {
+                        (status::FAILED, Some(*error), None, Some(*error))
+                    }
+                };
+                let result = serde_json::json!({ "emailId": email.id, "status": new_status });
+                let owned = tx.complete_job(lease, &result, now).await?;
+                let update = if new_status == status::SENT {
+                    FINISH_SENT
+                } else {
+                    FINISH_FAILED
+                };
+                let updated = sqlx::query(update)
                     .bind(&email.id)
-                    .bind(email.contact_id.as_deref())
                     .bind(new_status)
-                    .bind(detail)
+                    .bind(provider_id)
+                    .bind(error)
                     .bind(now)
+                    .bind(lease.worker.as_str())
                     .execute(&mut *tx)
-                    .await?;
+                    .await?
+                    .rows_affected();
+                if updated == 1 {
+                    sqlx::query(INSERT_ACTIVITY)
+                        .bind(ActivityId::generate().as_str())
+                        .bind(&email.project_id)
+                        .bind(&email.id)
+                        .bind(email.contact_id.as_deref())
+                        .bind(new_status)
+                        .bind(detail)
+                        .bind(now)
+                        .execute(&mut *tx)
+                        .await?;
+                }
+                recorded.push(updated == 1 || owned);
             }
             tx.commit().await?;
-            updated == 1 || owned
+            recorded
         });
         Ok(recorded)
     }
@@ -708,32 +772,74 @@ impl Store {
         Ok(requeued)
     }
 
-    /// Takes one slot of a project's per-second send budget; `Err(next_window_ms)` when the
-    /// current second is used up. Shared by every instance through the database.
-    #[tracing::instrument(level = "debug", skip(self))]
-    pub async fn take_send_slot(
+    /// Claims for the running delivery job of `lease`, in one transaction, up to `more` further
+    /// due delivery jobs of `project` under the same claim, within the project's per-second
+    /// send budget (`per_second`, 0: none), and takes the budget's slots for the running job
+    /// and those claimed. `Err(next_window_ms)` when the current second's budget leaves no slot
+    /// even for the running job. The budget is shared by every instance through the database.
+    #[tracing::instrument(level = "debug", skip(self, lease))]
+    pub async fn take_delivery_batch(
         &self,
         project: &str,
+        lease: &Lease,
+        more: i64,
         per_second: u32,
-    ) -> StoreResult<Result<(), i64>> {
+        lease_ms: i64,
+    ) -> StoreResult<Result<Vec<ClaimedJob>, i64>> {
         let now = now_ms();
         let window = now - now.rem_euclid(1000);
-        let taken: Option<i32> = on_db_write!(self.db(), pool => {
-            sqlx::query_scalar(
-                "INSERT INTO send_windows (project_id, window_start, sent) VALUES ($1, $2, 1) \
-                 ON CONFLICT (project_id, window_start) DO UPDATE SET sent = send_windows.sent + 1 \
-                 WHERE send_windows.sent < $3 RETURNING sent",
-            )
-            .bind(project)
-            .bind(window)
-            .bind(i64::from(per_second))
-            .fetch_optional(pool)
-            .await?
+        if per_second == 0 && more <= 0 {
+            return Ok(Ok(Vec::new()));
+        }
+        let queue = super::jobs::queue_of(Some(project), DELIVER_KIND);
+        let adopt = super::jobs::adopt_sql(self.db().backend());
+        let taken = on_db_write!(self.db(), pool => {
+            let mut tx = pool.begin_write().await?;
+            let mut more = more.max(0);
+            if per_second > 0 {
+                // The upsert locks the window's row until the commit (PostgreSQL).
+                let sent: i32 = sqlx::query_scalar(
+                    "INSERT INTO send_windows (project_id, window_start, sent) VALUES ($1, $2, 0) \
+                     ON CONFLICT (project_id, window_start) DO UPDATE SET sent = send_windows.sent \
+                     RETURNING sent",
+                )
+                .bind(project)
+                .bind(window)
+                .fetch_one(&mut *tx)
+                .await?;
+                let left = i64::from(per_second) - i64::from(sent);
+                if left <= 0 {
+                    tx.rollback().await?;
+                    return Ok(Err(window + 1000));
+                }
+                more = more.min(left - 1);
+            }
+            let rows: Vec<super::jobs::ClaimedRow> = if more > 0 {
+                sqlx::query_as(&adopt)
+                    .bind(lease.worker.as_str())
+                    .bind(now + lease_ms)
+                    .bind(now)
+                    .bind(&queue)
+                    .bind(more)
+                    .fetch_all(&mut *tx)
+                    .await?
+            } else {
+                Vec::new()
+            };
+            if per_second > 0 {
+                sqlx::query(
+                    "UPDATE send_windows SET sent = sent + $3 WHERE project_id = $1 AND window_start = $2",
+                )
+                .bind(project)
+                .bind(window)
+                .bind(1 + rows.len() as i64)
+                .execute(&mut *tx)
+                .await?;
+            }
+            tx.commit().await?;
+            rows
         });
-        Ok(match taken {
-            Some(_) => Ok(()),
-            None => Err(window + 1000),
-        })
+        Ok(Ok(taken.into_iter().map(Into::into).collect()))
     }
 
     /// What each of `projects` has left of its `per_second` sending budget in the current
@@ -782,3 +888,14 @@ impl Store {
         Ok(n)
     }
 }
+
+/// Records a delivery's outcome keyed on its hand-off; binds id, status, provider id, error,
+/// now, hand-off token.
+const FINISH_SENT: &str = "UPDATE emails SET status = $2, provider_id = COALESCE($3, provider_id), error = $4, \
+     raw = NULL, draft = NULL, hand_off_token = NULL, sent_at = $5, updated_at = $5 \
+     WHERE id = $1 AND status = 'queued' AND hand_off_token = $6";
+
+/// [`FINISH_SENT`] for a delivery that failed.
+const FINISH_FAILED: &str = "UPDATE emails SET status = $2, provider_id = COALESCE($3, provider_id), error = $4, \
+     raw = NULL, draft = NULL, hand_off_token = NULL, failed_at = $5, updated_at = $5 \
+     WHERE id = $1 AND status = 'queued' AND hand_off_token = $6";

@@ -6,6 +6,8 @@
 //! is claimed again once its lease has expired. Every later write of a job's state is guarded by
 //! `locked_by`, so a worker that lost its lease cannot overwrite its successor's work.
 
+use std::collections::HashMap;
+
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::Value;
@@ -195,7 +197,7 @@ pub struct ClaimedJob {
 }
 
 #[derive(FromRow)]
-struct ClaimedRow {
+pub(super) struct ClaimedRow {
     id: String,
     project_id: Option<String>,
     kind: String,
@@ -308,6 +310,28 @@ impl Store {
             .collect())
     }
 
+    /// How many live claims (distinct `locked_by`, lease not expired) are running jobs of each
+    /// of `queues`: work in flight that may not have taken its share of a budget yet.
+    #[tracing::instrument(level = "debug", skip(self, queues))]
+    pub async fn running_claims(&self, queues: &[String]) -> StoreResult<HashMap<String, i64>> {
+        if queues.is_empty() {
+            return Ok(HashMap::new());
+        }
+        let sql = format!(
+            "SELECT queue, COUNT(DISTINCT locked_by) FROM jobs WHERE state = 'running' \
+             AND locked_until >= $1 AND queue IN ({}) GROUP BY queue",
+            super::dialect::placeholders(2, queues.len())
+        );
+        let rows: Vec<(String, i64)> = on_db!(self.db(), pool => {
+            let mut query = sqlx::query_as(&sql).bind(now_ms());
+            for q in queues {
+                query = query.bind(q.as_str());
+            }
+            query.fetch_all(pool).await?
+        });
+        Ok(rows.into_iter().collect())
+    }
+
     /// Claims for `worker`, in one statement, up to `slots` jobs: first jobs whose lease
     /// expired, then from each queue of `takes` its due jobs, earliest first, at most the count
     /// given. Each claim is `worker:<random token>`, its own.
@@ -332,19 +356,21 @@ impl Store {
         Ok(rows.into_iter().map(Into::into).collect())
     }
 
-    /// Extends a lease; false when the worker no longer owns the job.
+    /// Extends a lease, and those of every job claimed under it; false when the claim no longer
+    /// owns any job.
     #[tracing::instrument(level = "debug", skip(self))]
     pub async fn extend_job_lease(&self, lease: &Lease, lease_ms: i64) -> StoreResult<bool> {
         let n = on_db_write!(self.db(), pool => {
-            sqlx::query("UPDATE jobs SET locked_until = $3 WHERE id = $1 AND locked_by = $2 AND state = 'running'")
-                .bind(lease.job.as_str())
+            // Every job of the claim: a delivery batch's jobs share the claim of the one that
+            // gathered them, and its heartbeat.
+            sqlx::query("UPDATE jobs SET locked_until = $2 WHERE locked_by = $1 AND state = 'running'")
                 .bind(lease.worker.as_str())
                 .bind(now_ms() + lease_ms)
                 .execute(pool)
                 .await?
                 .rows_affected()
         });
-        Ok(n == 1)
+        Ok(n >= 1)
     }
 
     /// Marks a job completed with its result; false when the worker no longer owns it.
@@ -375,10 +401,7 @@ impl Store {
         let (id, worker) = (lease.job.as_str(), lease.worker.as_str());
         let n = on_db_write!(self.db(), pool => {
             match retry_at {
-                Some(at) => sqlx::query(
-                    "UPDATE jobs SET state = 'queued', run_at = $3, last_error = $4, locked_by = NULL, \
-                     locked_until = NULL, updated_at = $5 WHERE id = $1 AND locked_by = $2",
-                )
+                Some(at) => sqlx::query(RETRY_JOB)
                 .bind(id)
                 .bind(worker)
                 .bind(at)
@@ -516,6 +539,22 @@ pub(super) fn delete_queued_jobs_for_sql(backend: Backend, key: &'static str) ->
 pub(super) const INSERT_JOB: &str = "INSERT INTO jobs (id, project_id, kind, payload, input, state, progress, \
      attempts, max_attempts, run_at, created_at, updated_at, queue) \
      VALUES ($1, $2, $3, $4, $5, 'queued', 0, 0, $6, $7, $8, $8, $9) ON CONFLICT DO NOTHING";
+
+/// Queues a claimed job again after a failed attempt; binds id, claim, run at, error, now.
+pub(super) const RETRY_JOB: &str = "UPDATE jobs SET state = 'queued', run_at = $3, last_error = $4, locked_by = NULL, \
+     locked_until = NULL, updated_at = $5 WHERE id = $1 AND locked_by = $2";
+
+/// Claims due jobs of one queue under an existing claim (a batch joining a running job); binds
+/// the claim, lease end, now, the queue, the most to claim.
+pub(super) fn adopt_sql(backend: Backend) -> String {
+    let lock = super::dialect::skip_locked(backend);
+    format!(
+        "UPDATE jobs SET state = 'running', attempts = attempts + 1, locked_by = $1, locked_until = $2, \
+         updated_at = $3 WHERE id IN (SELECT id FROM jobs WHERE state = 'queued' AND queue = $4 \
+         AND run_at <= $3 ORDER BY run_at LIMIT $5{lock}) \
+         RETURNING id, project_id, kind, payload, checkpoint, attempts, max_attempts, locked_by"
+    )
+}
 
 /// Completes a job; binds id, worker, result, now.
 pub(super) const COMPLETE_JOB: &str = "UPDATE jobs SET state = 'completed', result = $3, progress = 100, \

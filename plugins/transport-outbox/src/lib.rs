@@ -74,6 +74,10 @@ impl Guest for Outbox {
         }
     }
 
+    fn deliver_batch(messages: Vec<OutgoingMessage>) -> Vec<Result<Receipt, DeliveryError>> {
+        messages.into_iter().map(Outbox::deliver).collect()
+    }
+
     fn parse_notification(notification: Notification) -> Result<Vec<DeliveryEvent>, String> {
         if let Some(secret) = &notification.secret {
             let given = notification

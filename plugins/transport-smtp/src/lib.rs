@@ -1,5 +1,6 @@
 //! `smtp`: delivers through the host's pooled SMTP client (capability `smtp`; the relay, TLS
-//! mode and credentials are host settings).
+//! mode and credentials are host settings). A batch is sent message by message over the pool's
+//! connection, which each send hands back for the next one.
 //!
 //! Notifications are delivery status notifications (RFC 3464 `message/delivery-status` parts)
 //! forwarded as the raw message body, authenticated by the header `x-herald-secret` when a
@@ -34,6 +35,10 @@ impl Guest for Smtp {
             Err(Error::Transient(e)) => Err(DeliveryError::Transient(e)),
             Err(Error::Permanent(e)) => Err(DeliveryError::Permanent(e)),
         }
+    }
+
+    fn deliver_batch(messages: Vec<OutgoingMessage>) -> Vec<Result<Receipt, DeliveryError>> {
+        messages.into_iter().map(Smtp::deliver).collect()
     }
 
     fn parse_notification(notification: Notification) -> Result<Vec<DeliveryEvent>, String> {

@@ -54,6 +54,32 @@ async fn send(app: &TestApp, p: &TestProject, body: Value) -> crate::support::ha
     app.post("/v1/send", &p.secret_key, body).await
 }
 
+/// Sends a plain email from `hello@acme.test` to `to` (an address or a list), which must be
+/// accepted.
+async fn send_plain(
+    app: &TestApp,
+    p: &TestProject,
+    to: impl serde::Serialize,
+) -> crate::support::harness::Reply {
+    let r = send(
+        app,
+        p,
+        json!({ "to": to, "from": "hello@acme.test", "subject": "s", "body": "b" }),
+    )
+    .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    r
+}
+
+/// Sends one plain email from `hello@acme.test` to `to` and answers its id.
+async fn send_one(app: &TestApp, p: &TestProject, to: &str) -> String {
+    let r = send_plain(app, p, to).await;
+    r.body["data"]["emails"][0]["email"]
+        .as_str()
+        .unwrap()
+        .to_string()
+}
+
 /// Waits until `n` messages arrived.
 async fn received(smtp: &SmtpServer, n: usize) -> SmtpLog {
     smtp.received(n).await
@@ -479,23 +505,9 @@ async fn transient_failures_are_retried_and_permanent_ones_fail_with_the_reason(
         s.sending.retry_lifetime_seconds = 3;
     })
     .await;
-    let one =
-        |to: &str| json!({ "to": to, "from": "hello@acme.test", "subject": "s", "body": "b" });
-    let flaky = send(&app, &p, one("flaky@example.com")).await;
-    let flaky_id = flaky.body["data"]["emails"][0]["email"]
-        .as_str()
-        .unwrap()
-        .to_string();
-    let rejected = send(&app, &p, one("reject@example.com")).await;
-    let rejected_id = rejected.body["data"]["emails"][0]["email"]
-        .as_str()
-        .unwrap()
-        .to_string();
-    let later = send(&app, &p, one("later@example.com")).await;
-    let later_id = later.body["data"]["emails"][0]["email"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let flaky_id = send_one(&app, &p, "flaky@example.com").await;
+    let rejected_id = send_one(&app, &p, "reject@example.com").await;
+    let later_id = send_one(&app, &p, "later@example.com").await;
 
     // Greylisted once (451), then accepted on the retry.
     let email = email_with_status(&app, &p, &flaky_id, "sent").await;
@@ -525,17 +537,127 @@ async fn transient_failures_are_retried_and_permanent_ones_fail_with_the_reason(
 }
 
 #[tokio::test]
+async fn a_batch_is_handed_off_in_one_call_and_a_refused_recipient_does_not_stop_the_others() {
+    // One worker: the job it claims gathers the rest of the request's deliveries into its batch.
+    let Setup { smtp, app, p, .. } = setup(|s| s.jobs_concurrency = 1).await;
+    let mut to: Vec<String> = (0..8).map(|i| format!("b{i}@example.com")).collect();
+    to.insert(3, "reject@example.com".into());
+    to.insert(6, "flaky@example.com".into());
+    let r = send_plain(&app, &p, &to).await;
+    let id_of = |address: &str| {
+        r.body["data"]["emails"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|e| e["contact"]["email"] == address)
+            .unwrap()["email"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    // The refused one fails with the relay's answer; the greylisted one is retried alone and
+    // sent; every other one is sent.
+    let rejected = email_with_status(&app, &p, &id_of("reject@example.com"), "failed").await;
+    assert!(
+        rejected["error"].as_str().unwrap().contains("no such user"),
+        "{rejected}"
+    );
+    let flaky = email_with_status(&app, &p, &id_of("flaky@example.com"), "sent").await;
+    assert_eq!(flaky["attempts"], 2, "{flaky}");
+    for i in 0..8 {
+        let email = email_with_status(&app, &p, &id_of(&format!("b{i}@example.com")), "sent").await;
+        assert_eq!(email["attempts"], 1, "{email}");
+    }
+    let log = received(&smtp, 9).await;
+    assert_eq!(log.data.len(), 9, "each accepted message once: {log:?}");
+    // The first batch's outcomes were committed together: the eight sent at the same instant,
+    // the refusal with them.
+    let project = &p.id;
+    let instants = count(
+        &app,
+        &format!(
+            "SELECT COUNT(DISTINCT COALESCE(sent_at, failed_at)) FROM emails WHERE project_id = '{project}' \
+             AND to_address <> 'flaky@example.com'"
+        ),
+    )
+    .await;
+    assert_eq!(instants, 1, "one batch, one commit");
+}
+
+#[tokio::test]
+async fn an_email_whose_domain_is_gone_at_hand_off_fails_with_the_reason() {
+    // One hand-off at a time: the first email holds the relay (DATA answered after 3 s) while
+    // the domain is deleted; the second is built after that and cannot be signed.
+    let Setup { smtp, app, p, .. } = setup(|s| {
+        s.jobs_concurrency = 1;
+        s.sending.batch_size = 1;
+    })
+    .await;
+    let slow = send_one(&app, &p, "slow@example.com").await;
+    let after = send_one(&app, &p, "after@example.com").await;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while smtp.log.lock().unwrap().mail_from.is_empty() {
+        assert!(
+            Instant::now() < deadline,
+            "the first hand-off never started"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let domains = app
+        .get(&format!("/domains/project/{}", p.id), &p.secret_key)
+        .await;
+    let id = domains.body[0]["id"].as_str().expect("the domain's id");
+    let r = app.delete(&format!("/domains/{id}"), &p.secret_key).await;
+    assert!(r.status.is_success(), "{} {}", r.status, r.body);
+    email_with_status(&app, &p, &slow, "sent").await;
+    let email = email_with_status(&app, &p, &after, "failed").await;
+    assert!(
+        email["error"]
+            .as_str()
+            .unwrap()
+            .contains("no longer verified"),
+        "{email}"
+    );
+    // Not left queued for the sweep: its job is complete and nothing more is sent.
+    assert_eq!(smtp.log.lock().unwrap().data.len(), 1);
+}
+
+#[tokio::test]
+async fn a_relay_down_for_a_minute_still_gets_the_mail() {
+    // A real outage: nothing listens on the relay's port for the first 60 seconds.
+    let dns = DnsServer::start().await;
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let relay = port.local_addr().unwrap();
+    drop(port);
+    let app = TestApp::spawn_with(with_mail(&dns, relay)).await;
+    let p = app.project().await;
+    verified_domain(&app, &p, &dns, "acme.test").await;
+    let id = send_one(&app, &p, "patient@example.com").await;
+    tokio::time::sleep(Duration::from_secs(60)).await;
+    let email = app.get(&format!("/emails/{id}"), &p.secret_key).await.body;
+    assert_eq!(email["status"], "queued", "still waiting: {email}");
+    assert!(email["attempts"].as_i64().unwrap() >= 4, "retried: {email}");
+
+    // The relay comes back on its port; the next retry (backoff at most ~64 s) delivers.
+    let smtp = SmtpServer::start_at(relay).await;
+    let deadline = Instant::now() + Duration::from_secs(90);
+    while smtp.log.lock().unwrap().data.is_empty() {
+        assert!(
+            Instant::now() < deadline,
+            "never delivered after the outage"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let email = email_with_status(&app, &p, &id, "sent").await;
+    assert_eq!(smtp.log.lock().unwrap().data.len(), 1, "{email}");
+}
+
+#[tokio::test]
 async fn the_project_throttle_spreads_sends_over_seconds() {
     let Setup { smtp, app, p, .. } = setup(|s| s.sending.per_project_per_second = 2).await;
     let to: Vec<String> = (0..6).map(|i| format!("t{i}@example.com")).collect();
     let started = Instant::now();
-    let r = send(
-        &app,
-        &p,
-        json!({ "to": to, "from": "hello@acme.test", "subject": "s", "body": "b" }),
-    )
-    .await;
-    assert_eq!(r.status, 200, "{}", r.body);
+    send_plain(&app, &p, &to).await;
     assert!(
         started.elapsed() < Duration::from_millis(1000),
         "the request only queues"
@@ -1032,17 +1154,7 @@ async fn a_failed_outcome_write_is_retried_in_place_and_the_message_goes_once() 
         )
         .await;
     }
-    let r = send(
-        &app,
-        &p,
-        json!({ "to": "once@example.com", "from": "hello@acme.test", "subject": "s", "body": "b" }),
-    )
-    .await;
-    assert_eq!(r.status, 200, "{}", r.body);
-    let id = r.body["data"]["emails"][0]["email"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let id = send_one(&app, &p, "once@example.com").await;
     let email = email_with_status(&app, &p, &id, "sent").await;
     assert_eq!(email["attempts"], 1, "handed off once: {email}");
     tokio::time::sleep(Duration::from_millis(1000)).await;

@@ -121,6 +121,16 @@ impl SmtpServer {
     /// A server speaking TLS as `mode` says, with `pki`'s certificate.
     pub async fn start_with(mode: SmtpTlsMode, pki: Option<&TestPki>) -> SmtpServer {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        SmtpServer::serve(listener, mode, pki)
+    }
+
+    /// A plain-text server on `addr` (a relay coming back on its port after an outage).
+    pub async fn start_at(addr: SocketAddr) -> SmtpServer {
+        let listener = TcpListener::bind(addr).await.unwrap();
+        SmtpServer::serve(listener, SmtpTlsMode::Plain, None)
+    }
+
+    fn serve(listener: TcpListener, mode: SmtpTlsMode, pki: Option<&TestPki>) -> SmtpServer {
         let addr = listener.local_addr().unwrap();
         let log = Arc::new(Mutex::new(SmtpLog::default()));
         let acceptor = pki.map(|p| TlsAcceptor::from(p.config.clone()));

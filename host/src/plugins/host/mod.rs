@@ -132,6 +132,10 @@ pub struct CallState {
     /// Wall time spent waiting on host I/O (DNS, HTTP, SMTP, files) in this call; the guest's
     /// deadline does not count it (each capability has its own timeout).
     pub io_time: Duration,
+    /// Most wall time this call may spend on host I/O (`plugins.io_budget_ms`): a capability
+    /// refuses, with a transient error, I/O that could run past it, so that a batch call ends
+    /// with an answer for every message instead of being cut off after some were sent.
+    pub io_budget: Duration,
 }
 
 impl CallState {
@@ -165,6 +169,7 @@ impl CallState {
             },
             denied: None,
             io_time: Duration::ZERO,
+            io_budget: Duration::MAX,
         }
     }
 

@@ -78,6 +78,17 @@ impl From<&OutgoingMessage> for wit::OutgoingMessage {
     }
 }
 
+impl From<OutgoingMessage> for wit::OutgoingMessage {
+    fn from(message: OutgoingMessage) -> wit::OutgoingMessage {
+        wit::OutgoingMessage {
+            id: message.id,
+            sender: message.sender,
+            recipients: message.recipients,
+            raw: message.raw,
+        }
+    }
+}
+
 impl From<wit::Receipt> for Receipt {
     fn from(receipt: wit::Receipt) -> Receipt {
         Receipt {

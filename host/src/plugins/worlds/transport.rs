@@ -39,6 +39,41 @@ impl Plugins {
         Ok(delivered.map(Receipt::from).map_err(DeliveryError::from))
     }
 
+    /// Delivers a batch of messages (of one project) in one call of the transport `name`
+    /// (default: `plugins.transport`): one outcome per message, in order. The outer error is
+    /// the plugin's failure, which leaves every message of the batch undelivered as far as the
+    /// host knows; a plugin that answers a different number of outcomes is such a failure.
+    #[instrument(skip_all, fields(plugin, messages = messages.len()))]
+    pub async fn deliver_batch(
+        &self,
+        name: Option<&str>,
+        messages: Vec<OutgoingMessage>,
+    ) -> Result<Vec<Result<Receipt, DeliveryError>>, PluginError> {
+        let plugin = self.transport(name)?;
+        let count = messages.len();
+        let wit_messages: Vec<_> = messages.into_iter().map(Into::into).collect();
+        let delivered = call!(
+            self,
+            &plugin,
+            Transport,
+            World::Transport,
+            herald_plugin_mail_transport.call_deliver_batch(&wit_messages)
+        )?;
+        if delivered.len() != count {
+            return Err(PluginError::MalformedResult {
+                plugin: plugin.info.name.clone(),
+                message: format!(
+                    "deliver-batch answered {} outcomes for {count} messages",
+                    delivered.len()
+                ),
+            });
+        }
+        Ok(delivered
+            .into_iter()
+            .map(|d| d.map(Receipt::from).map_err(DeliveryError::from))
+            .collect())
+    }
+
     /// Authenticates and parses an inbound provider notification with the transport `name`
     /// (default: `plugins.transport`); `plugins.notify_secret` is passed as the secret.
     #[instrument(skip_all, fields(plugin))]
