@@ -2,7 +2,7 @@
 # HTTP benchmarks of the contacts API and /v1/verify with wrk, on SQLite and (if reachable)
 # PostgreSQL.
 # Usage: host/benches/http/run.sh [duration, default 20s]
-#        ONLY=verify host/benches/http/run.sh 15s    # one section: contacts, verify, send or attachments
+#        ONLY=verify host/benches/http/run.sh 15s    # one section: contacts, verify, send, million or attachments
 #        DEFAULTS=1 ONLY=send host/benches/http/run.sh  # the queue and SMTP pool at their defaults
 # Needs: wrk (apt-get install wrk), python3, a release build (cargo build --release),
 # PostgreSQL on 127.0.0.1:5432 for the second half. The server and wrk share the machine's
@@ -152,6 +152,37 @@ print(f"   queued in {queued:.1f} s; {sent} emails sent in {took:.1f} s = {sent/
 PY
     grep -E "VmHWM" /proc/$SERVER/status | tr -s ' ' | sed 's/^/   /'
   done
+  fi
+  if want million; then
+  # GET /contacts at a million contacts: ten 100,000-row imports (the import's file cap is 5 MB),
+  # counted, then the first page (with its total) and a search under wrk.
+  echo "-- 1,000,000 contacts by ten CSV imports of 100,000 rows"
+  START=$(date +%s.%N)
+  for part in $(seq 0 9); do
+    python3 - "$WORK/m.csv" $part <<'PY'
+import sys
+part = int(sys.argv[2])
+with open(sys.argv[1], "w") as f:
+    f.write("email,first_name,plan,seats\n")
+    for i in range(part * 100_000, (part + 1) * 100_000):
+        f.write(f"m{i}@example.com,P{i},pro,{i % 50}\n")
+PY
+    JOB=$(curl -sf "http://127.0.0.1:$PORT/contacts/import" -H "Authorization: Bearer $HERALD_BENCH_KEY" -F "file=@$WORK/m.csv;type=text/csv" | python3 -c "import json,sys;print(json.load(sys.stdin)['jobId'])")
+    while :; do
+      STATE=$(curl -sf "http://127.0.0.1:$PORT/contacts/import/$JOB" -H "Authorization: Bearer $HERALD_BENCH_KEY" | python3 -c "import json,sys;print(json.load(sys.stdin)['state'])")
+      case "$STATE" in completed|failed) break;; esac
+      sleep 0.2
+    done
+    [ "$STATE" = completed ] || { echo "   import $part: $STATE"; exit 1; }
+  done
+  END=$(date +%s.%N)
+  curl -sf "http://127.0.0.1:$PORT/contacts?limit=1" -H "Authorization: Bearer $HERALD_BENCH_KEY" \
+    | python3 -c "import json,sys;print('   contacts:', json.load(sys.stdin)['total'], 'after $(python3 -c "print(round($END-$START))") s of imports')"
+  echo "-- GET /contacts at a million contacts (first page, with total)"
+  wrk -t2 -c32 -d"$DURATION" --latency -s "$HERE/get_contacts.lua" http://127.0.0.1:$PORT/contacts | grep -E "Requests/sec|Latency|50%|99%|requests in|Non-2xx"
+  echo "-- GET /contacts?limit=100 at a million contacts, one connection (latency of one request)"
+  wrk -t1 -c1 -d"$DURATION" --latency -s "$HERE/get_contacts.lua" "http://127.0.0.1:$PORT/contacts?limit=100" | grep -E "Requests/sec|Latency|50%|99%|requests in|Non-2xx"
+  grep -E "VmHWM" /proc/$SERVER/status | tr -s ' ' | sed 's/^/   /'
   fi
   if want attachments; then
   # One request: 50 recipients, one 10 MB attachment. Each message is built at hand-off, so the

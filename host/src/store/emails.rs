@@ -843,7 +843,7 @@ impl Store {
     }
 
     /// What each of `projects` has left of its `per_second` sending budget in the current
-    /// one-second window (see [`Store::take_send_slot`]), and when the next window starts.
+    /// one-second window (see [`Store::take_delivery_batch`]), and when the next window starts.
     #[tracing::instrument(level = "debug", skip(self, projects))]
     pub async fn send_budgets_left(
         &self,
