@@ -194,8 +194,9 @@ impl Sending {
     /// Sends: plans each recipient's contact from its stored state, renders, builds and signs
     /// every message, then writes the contacts, their events, the emails, their jobs and the
     /// idempotency key in one transaction; a failure at any point writes nothing. When a
-    /// recipient's contact changed between the read and the write, the whole request is planned
-    /// and rendered again (a few times, then `ContactBusy`).
+    /// recipient's contact changed between the read and the write, or the database rolled the
+    /// write back to break a deadlock, the whole request is planned and rendered again (a few
+    /// times, then `ContactBusy`).
     pub async fn send(
         &self,
         project: &Project,
@@ -206,9 +207,15 @@ impl Sending {
             return Err(SendError::Suspended(suspension.reason));
         }
         for _ in 0..MAX_ATTEMPTS {
-            if let Some(queued) = self.try_send(project, plan, idempotency.as_ref()).await? {
-                self.jobs.wake();
-                return Ok(queued);
+            match self.try_send(project, plan, idempotency.as_ref()).await {
+                Ok(Some(queued)) => {
+                    self.jobs.wake();
+                    return Ok(queued);
+                }
+                Ok(None) => {}
+                // Rolled back to break a deadlock with a concurrent write: nothing was written.
+                Err(SendError::Store(StoreError::Conflict(Conflict::Busy))) => {}
+                Err(e) => return Err(e),
             }
         }
         Err(StoreError::Conflict(Conflict::ContactBusy).into())

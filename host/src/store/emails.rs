@@ -310,7 +310,11 @@ impl Store {
         let wrote = on_db_write!(self.db(), pool => {
             let mut tx = pool.begin_write().await?;
             let mut fresh = true;
-            for plan in send.contacts {
+            // In address order, so that two sends to overlapping recipients lock their contacts
+            // in the same order (PostgreSQL) and never deadlock.
+            let mut ordered: Vec<_> = send.contacts.iter().collect();
+            ordered.sort_by(|a, b| a.contact().email.as_str().cmp(b.contact().email.as_str()));
+            for plan in ordered {
                 let contact = plan.contact();
                 let found: Option<(String, i64)> = sqlx::query_as(&select)
                     .bind(project.as_str())

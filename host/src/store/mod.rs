@@ -89,6 +89,10 @@ pub enum Conflict {
     /// A contact kept changing under a write until it gave up.
     #[error("contact is being changed concurrently; retry")]
     ContactBusy,
+    /// The database ended the transaction to break a deadlock with a concurrent one, or could
+    /// not serialize it (PostgreSQL `40P01`, `40001`); nothing was written and a retry may pass.
+    #[error("a concurrent write held the same rows and this one was rolled back; retry")]
+    Busy,
     /// The user is a member of the project already.
     #[error("the user is already a member of this project")]
     Member,
@@ -103,8 +107,8 @@ pub enum Conflict {
 const BILLING_LIMIT_MARK: &str = "herald_billing_limit:";
 
 impl From<sqlx::Error> for StoreError {
-    /// A refusal of the metering triggers becomes [`StoreError::BillingLimit`]; anything else
-    /// stays a database error.
+    /// A refusal of the metering triggers becomes [`StoreError::BillingLimit`], a deadlock or
+    /// serialization failure [`Conflict::Busy`]; anything else stays a database error.
     fn from(err: sqlx::Error) -> StoreError {
         if let sqlx::Error::Database(db) = &err
             && let Some((_, category)) = db.message().split_once(BILLING_LIMIT_MARK)
@@ -113,6 +117,11 @@ impl From<sqlx::Error> for StoreError {
             )
         {
             return StoreError::BillingLimit(category);
+        }
+        if let sqlx::Error::Database(db) = &err
+            && matches!(db.code().as_deref(), Some("40P01" | "40001"))
+        {
+            return StoreError::Conflict(Conflict::Busy);
         }
         StoreError::Database(err)
     }

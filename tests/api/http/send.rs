@@ -1352,3 +1352,43 @@ async fn a_heartbeat_stalled_past_the_lease_mid_hand_off_still_delivers_once() {
         "delivered exactly once"
     );
 }
+
+#[tokio::test]
+async fn concurrent_sends_to_many_new_and_shared_recipients_all_succeed() {
+    // Eight sends at once, each to 40 new addresses of its own and to 10 shared ones (half of
+    // them listing the shared ones in reverse): every transaction adds contacts, counts them and
+    // meters them, and on PostgreSQL none may deadlock another (it once did: a 500).
+    let Setup { app, p, .. } = setup(|_| {}).await;
+    let shared: Vec<String> = (0..10).map(|i| format!("shared-{i}@example.com")).collect();
+    let sends = (0..8).map(|n| {
+        let mut to: Vec<String> = (0..40)
+            .map(|i| format!("own-{n}-{i}@example.com"))
+            .collect();
+        if n % 2 == 0 {
+            to.extend(shared.iter().cloned());
+        } else {
+            to.extend(shared.iter().rev().cloned());
+        }
+        let body = json!({ "to": to, "from": "hello@acme.test", "subject": "s", "body": "b" });
+        let (app, p) = (&app, &p);
+        async move { send(app, p, body).await }
+    });
+    for r in futures::future::join_all(sends).await {
+        assert_eq!(r.status, 200, "{}", r.body);
+    }
+    let project = &p.id;
+    let contacts = count(
+        &app,
+        &format!("SELECT COUNT(*) FROM contacts WHERE project_id = '{project}'"),
+    )
+    .await;
+    assert_eq!(contacts, 8 * 40 + 10);
+    let r = app.get("/contacts?limit=1", &p.secret_key).await;
+    assert_eq!(r.body["total"], 8 * 40 + 10, "{}", r.body);
+    let emails = count(
+        &app,
+        &format!("SELECT COUNT(*) FROM emails WHERE project_id = '{project}'"),
+    )
+    .await;
+    assert_eq!(emails, 8 * 50);
+}
