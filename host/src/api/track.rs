@@ -94,10 +94,7 @@ pub fn idempotency_key(header: &IdempotencyKeyHeader) -> Result<Option<String>, 
 /// Hash of a request body for idempotency comparisons.
 pub fn request_hash(body: &impl Serialize) -> String {
     let bytes = serde_json::to_vec(body).unwrap_or_default();
-    Sha256::digest(&bytes)
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
+    hex::encode(Sha256::digest(&bytes))
 }
 
 /// The first response stored under an idempotency key, deserialized, when `endpoint` and the

@@ -58,12 +58,7 @@ fn random_key(prefix: &str) -> String {
 
 /// The stored form of a key.
 pub fn hash_key(key: &str) -> String {
-    let digest = Sha256::digest(key.as_bytes());
-    let mut out = String::with_capacity(64);
-    for b in digest {
-        out.push_str(&format!("{b:02x}"));
-    }
-    out
+    hex::encode(Sha256::digest(key.as_bytes()))
 }
 
 /// The part of a key shown in listings: its prefix and first characters.
