@@ -1,7 +1,7 @@
 //! SQL compilation: the text and binds for both dialects, placeholder numbering, refusals.
 
 use herald_filter::{
-    Condition, Dialect, Field, Filter, Group, Logic, Operator, Scope, SqlValue, parse,
+    Condition, Dialect, Field, Filter, Group, Logic, Operator, Scope, Shape, SqlValue, parse,
 };
 use serde_json::{Value, json};
 
@@ -121,13 +121,54 @@ fn events_and_segments() {
 }
 
 #[test]
+fn events_and_segments_as_sets() {
+    let shaped = |f: &Filter| {
+        let mut binds = vec![text("prj_1")];
+        let sql = f
+            .to_sql_shaped(
+                Dialect::Sqlite,
+                Shape::Set { project: "$1" },
+                NOW,
+                &mut binds,
+            )
+            .unwrap();
+        (sql, binds.split_off(1))
+    };
+    let f = one(
+        "event.purchase",
+        "notTriggeredWithin",
+        json!(30),
+        Some("minutes"),
+    );
+    assert_eq!(
+        shaped(&f),
+        (
+            "((NOT (c.id IN (SELECT e.contact_id FROM events e WHERE e.project_id = $1 \
+             AND e.name = $2 AND e.created_at >= $3 AND e.contact_id IS NOT NULL))))"
+                .into(),
+            vec![text("purchase"), SqlValue::Int(NOW - 1_800_000)]
+        )
+    );
+    let f = one("segment.seg_1", "notMemberOf", Value::Null, None);
+    assert_eq!(
+        shaped(&f),
+        (
+            "((NOT (c.id IN (SELECT sm.contact_id FROM segment_members sm \
+             WHERE sm.project_id = $1 AND sm.segment_id = $2))))"
+                .into(),
+            vec![text("seg_1")]
+        )
+    );
+}
+
+#[test]
 fn data_values_sqlite() {
     let f = one("data.profile.city", "equals", json!("Paris"), None);
     assert_eq!(
         sql(&f, Dialect::Sqlite),
         (
-            "((COALESCE(CASE WHEN json_type(c.data, '$.\"profile\".\"city\"') = 'text' \
-             THEN json_extract(c.data, '$.\"profile\".\"city\"') = $2 END, 0)))"
+            "((COALESCE((json_extract(c.data, '$.\"profile\".\"city\"') = $2 \
+             AND json_type(c.data, '$.\"profile\".\"city\"') = 'text'), 0)))"
                 .into(),
             vec![text("Paris")]
         )
@@ -160,8 +201,8 @@ fn data_values_sqlite() {
             "((COALESCE(CASE WHEN json_type(c.data, '$.\"tags\"') = 'text' \
              THEN (instr(lower(json_extract(c.data, '$.\"tags\"')), $2) > 0) \
              WHEN json_type(c.data, '$.\"tags\"') = 'array' THEN EXISTS (SELECT 1 FROM \
-             json_each(c.data, '$.\"tags\"') j WHERE COALESCE(CASE WHEN j.type = 'text' \
-             THEN j.value = $3 END, 0)) END, 0)))"
+             json_each(c.data, '$.\"tags\"') j WHERE COALESCE((j.value = $3 \
+             AND j.type = 'text'), 0)) END, 0)))"
                 .into(),
             vec![text("b"), text("B")]
         )
@@ -193,7 +234,7 @@ fn data_values_postgres() {
         sql(&f, Dialect::Postgres),
         (
             "((COALESCE(CASE WHEN jsonb_typeof((c.data #> ARRAY['profile', 'city'])) = 'string' \
-             THEN (((c.data #> ARRAY['profile', 'city']) #>> '{}') COLLATE \"C\") < $2 END, FALSE)))"
+             THEN ((c.data #>> ARRAY['profile', 'city']) COLLATE \"C\") < $2 END, FALSE)))"
                 .into(),
             vec![text("Q")]
         )
@@ -247,8 +288,8 @@ fn groups_nesting_and_numbering() {
     let sql = filter.to_sql(Dialect::Sqlite, NOW, &mut binds).unwrap();
     assert_eq!(
         sql,
-        "((COALESCE(CASE WHEN json_type(c.data, '$.\"tier\"') = 'text' \
-         THEN json_extract(c.data, '$.\"tier\"') = $3 END, 0) AND (c.subscribed = $4)) \
+        "((COALESCE((json_extract(c.data, '$.\"tier\"') = $3 \
+         AND json_type(c.data, '$.\"tier\"') = 'text'), 0) AND (c.subscribed = $4)) \
          OR (((NOT EXISTS (SELECT 1 FROM segment_members sm WHERE sm.project_id = c.project_id \
          AND sm.contact_id = c.id AND sm.segment_id = $5)) AND (1 = 1))))"
     );

@@ -9,7 +9,7 @@
 
 use std::collections::HashSet;
 
-use herald_filter::{Dialect, Filter, Scope, SqlValue};
+use herald_filter::{Dialect, Filter, Scope, Shape, SqlValue};
 use serde_json::Value;
 use sqlx::FromRow;
 use sqlx::types::Json;
@@ -29,6 +29,10 @@ use crate::domain::time::now_ms;
 
 /// How many entries (then exits) one transaction of a compute writes.
 pub const COMPUTE_CHUNK: usize = 500;
+
+/// How many contacts (or members, for exits) one window of a compute spans at most: every
+/// chunk's scan stays inside a window, so a sparse segment's compute holds the writer briefly.
+pub const COMPUTE_WINDOW: usize = 5_000;
 
 /// The job kind of the periodic re-evaluation of time-relative tracked segments; a singleton
 /// (a unique index allows one queued or running, across instances).
@@ -174,6 +178,18 @@ pub struct MembershipChange {
 }
 
 /// The filter's dialect on a backend.
+/// What a query does with the contacts a filter selects, which decides the SQL shape of its
+/// event and segment conditions (the same contacts either way).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Plan {
+    /// Reads them in contact order and may stop early (a page, a keyset chunk): each contact
+    /// probes its events ([`Shape::Probe`]).
+    InOrder,
+    /// Counts them all: the events are read once as a set the count can start from
+    /// ([`Shape::Set`]).
+    Count,
+}
+
 fn dialect(backend: Backend) -> Dialect {
     match backend {
         Backend::Sqlite => Dialect::Sqlite,
@@ -198,22 +214,93 @@ macro_rules! bind_all {
 }
 pub(super) use bind_all;
 
+/// What [`Store::reconcile_contact_segments`] decides on, read through `$conn` (a transaction's
+/// connection) with `$lock` after the contact's select: `Some((LiveContact, tracked segments))`,
+/// `None` when the contact is gone.
+macro_rules! read_live {
+    ($conn:expr, $project:expr, $contact:expr, $lock:expr) => {{
+        let contact_sql = format!(
+            "SELECT {CONTACT_COLUMNS} FROM contacts c WHERE c.project_id = $1 AND c.id = $2{}",
+            $lock
+        );
+        let row: Option<ContactRow> = sqlx::query_as(&contact_sql)
+            .bind($project.as_str())
+            .bind($contact.as_str())
+            .fetch_optional($conn)
+            .await?;
+        match row {
+            None => None,
+            Some(row) => {
+                let rows: Vec<SegmentRow> = sqlx::query_as(&tracked_segments_sql())
+                    .bind($project.as_str())
+                    .bind(SegmentType::Dynamic.as_str())
+                    .fetch_all($conn)
+                    .await?;
+                let segments = tracked(rows)?;
+                let names: Vec<String> = segments
+                    .iter()
+                    .flat_map(|s| s.filter.event_names())
+                    .collect::<std::collections::BTreeSet<_>>()
+                    .into_iter()
+                    .collect();
+                let events: Vec<(String, i64, i64)> = if names.is_empty() {
+                    Vec::new()
+                } else {
+                    let sql = format!(
+                        "SELECT name, COUNT(*), MAX(created_at) FROM events \
+                         WHERE project_id = $1 AND contact_id = $2 AND name IN ({}) GROUP BY name",
+                        placeholders(3, names.len())
+                    );
+                    let mut q = sqlx::query_as(&sql)
+                        .bind($project.as_str())
+                        .bind($contact.as_str());
+                    for n in &names {
+                        q = q.bind(n.as_str());
+                    }
+                    q.fetch_all($conn).await?
+                };
+                let memberships: Vec<String> = sqlx::query_scalar(
+                    "SELECT segment_id FROM segment_members WHERE project_id = $1 AND contact_id = $2",
+                )
+                .bind($project.as_str())
+                .bind($contact.as_str())
+                .fetch_all($conn)
+                .await?;
+                let live = LiveContact {
+                    contact: row.into(),
+                    events: events
+                        .into_iter()
+                        .map(|(n, c, at)| (n, c.max(0) as u64, at))
+                        .collect(),
+                    memberships: memberships.into_iter().collect(),
+                };
+                Some((live, segments))
+            }
+        }
+    }};
+}
+
 impl Store {
     /// A filter as SQL with `binds`: `$1` the project, `$2` the segment when one is given, then
-    /// the filter's values.
+    /// the filter's values. `plan` says what the query around it does with the matches.
     pub(super) fn compile(
         &self,
         project: &ProjectId,
         segment: Option<&SegmentId>,
         filter: &Filter,
         now: i64,
+        plan: Plan,
     ) -> StoreResult<(String, Vec<SqlValue>)> {
         let mut binds = vec![SqlValue::Text(project.as_str().to_string())];
         if let Some(segment) = segment {
             binds.push(SqlValue::Text(segment.as_str().to_string()));
         }
+        let shape = match plan {
+            Plan::InOrder => Shape::Probe,
+            Plan::Count => Shape::Set { project: "$1" },
+        };
         let sql = filter
-            .to_sql(dialect(self.db().backend()), now, &mut binds)
+            .to_sql_shaped(dialect(self.db().backend()), shape, now, &mut binds)
             .map_err(|e| match segment {
                 Some(segment) => StoreError::Corrupt(format!("segment {segment} filter: {e}")),
                 None => StoreError::Corrupt(format!("filter: {e}")),
@@ -222,16 +309,18 @@ impl Store {
     }
 
     /// The ids of the project's contacts that `filter` selects at `now_ms`, in id order: the
-    /// filter compiled to SQL and run, as a dynamic segment's members are (campaign audiences,
-    /// and the property test that holds the SQL to [`Filter::matches`]).
+    /// filter compiled to SQL for `plan` and run, as a dynamic segment's members are listed
+    /// ([`Plan::InOrder`]) or counted ([`Plan::Count`]); the property test holds both to
+    /// [`Filter::matches`].
     #[tracing::instrument(level = "debug", skip(self, filter))]
     pub async fn contacts_matching(
         &self,
         project: &ProjectId,
         filter: &Filter,
         now_ms: i64,
+        plan: Plan,
     ) -> StoreResult<Vec<ContactId>> {
-        let (expr, binds) = self.compile(project, None, filter, now_ms)?;
+        let (expr, binds) = self.compile(project, None, filter, now_ms, plan)?;
         let sql = format!(
             "SELECT c.id FROM contacts c WHERE c.project_id = $1 AND ({expr}) ORDER BY c.id"
         );
@@ -242,16 +331,17 @@ impl Store {
     }
 
     /// The `FROM … WHERE …` of a segment's current members (contacts aliased `c`) and its binds
-    /// (`$1` the project, then the segment or the filter's values): the filter's matches for a dynamic segment, the
-    /// stored members for a static one.
+    /// (`$1` the project, then the segment or the filter's values): the filter's matches for a
+    /// dynamic segment, the stored members for a static one.
     pub(super) fn members_from(
         &self,
         segment: &Segment,
         now: i64,
+        plan: Plan,
     ) -> StoreResult<(String, Vec<SqlValue>)> {
         match segment.filter()? {
             Some(filter) => {
-                let (expr, binds) = self.compile(&segment.project_id, None, &filter, now)?;
+                let (expr, binds) = self.compile(&segment.project_id, None, &filter, now, plan)?;
                 Ok((
                     format!("FROM contacts c WHERE c.project_id = $1 AND ({expr})"),
                     binds,
@@ -387,16 +477,20 @@ impl Store {
         page: u32,
         page_size: u32,
     ) -> StoreResult<(Vec<Contact>, i64)> {
-        let (from, binds) = self.members_from(segment, now_ms())?;
+        let now = now_ms();
+        let (from, binds) = self.members_from(segment, now, Plan::InOrder)?;
+        let (count_from, count_binds) = self.members_from(segment, now, Plan::Count)?;
         let offset = u64::from(page.saturating_sub(1)) * u64::from(page_size);
         let sql = format!(
             "SELECT {CONTACT_COLUMNS} {from} ORDER BY c.id DESC LIMIT {page_size} OFFSET {offset}"
         );
-        let count_sql = format!("SELECT COUNT(*) {from}");
+        let count_sql = format!("SELECT COUNT(*) {count_from}");
+        // The page and the count on two connections at once: on a large segment the count is
+        // the long part, and the page should not wait for it.
         let (rows, total): (Vec<ContactRow>, i64) = on_db!(self.db(), pool => {
-            let rows = bind_all!(sqlx::query_as(&sql), &binds).fetch_all(pool).await?;
-            let total = bind_all!(sqlx::query_scalar(&count_sql), &binds).fetch_one(pool).await?;
-            (rows, total)
+            let rows = bind_all!(sqlx::query_as(&sql), &binds).fetch_all(pool);
+            let total = bind_all!(sqlx::query_scalar(&count_sql), &count_binds).fetch_one(pool);
+            tokio::try_join!(rows, total)?
         });
         Ok((rows.into_iter().map(Into::into).collect(), total))
     }
@@ -404,7 +498,7 @@ impl Store {
     /// Counts a segment's members now (live for a dynamic segment) and stores the count.
     #[tracing::instrument(level = "debug", skip(self, segment))]
     pub async fn refresh_segment(&self, segment: &Segment) -> StoreResult<i64> {
-        let (from, binds) = self.members_from(segment, now_ms())?;
+        let (from, binds) = self.members_from(segment, now_ms(), Plan::Count)?;
         let count_sql = format!("SELECT COUNT(*) {from}");
         let count: i64 = on_db!(self.db(), pool => {
             bind_all!(sqlx::query_scalar(&count_sql), &binds).fetch_one(pool).await?
@@ -521,44 +615,71 @@ impl Store {
             return Err(StoreError::Corrupt("compute of a static segment".into()));
         };
         let now = now_ms();
-        let (expr, binds) = self.compile(&segment.project_id, Some(&segment.id), &filter, now)?;
+        let (expr, binds) = self.compile(
+            &segment.project_id,
+            Some(&segment.id),
+            &filter,
+            now,
+            Plan::InOrder,
+        )?;
         // Keyset pagination: each chunk starts after the last contact id of the one before
-        // (`$after`), so a compute reads each contact once however many chunks it takes.
+        // (`$after`), so a compute reads each contact once however many chunks it takes. A
+        // chunk also ends at the window's last id (`$upper`, [`COMPUTE_WINDOW`] rows further, read
+        // before the write transaction): a sparse segment never has a chunk scan far, so no
+        // transaction holds the writer for long.
         let after = format!("${}", binds.len() + 1);
-        let entering = format!(
-            "SELECT c.id FROM contacts c WHERE c.project_id = $1 AND c.id > {after} AND ({expr}) \
-             AND NOT EXISTS (SELECT 1 FROM segment_members m WHERE m.segment_id = $2 \
-             AND m.contact_id = c.id) ORDER BY c.id LIMIT {COMPUTE_CHUNK}"
-        );
-        let leaving = format!(
-            "SELECT c.id FROM segment_members m JOIN contacts c ON c.id = m.contact_id \
-             WHERE m.project_id = $1 AND m.segment_id = $2 AND m.contact_id > {after} \
-             AND NOT ({expr}) ORDER BY m.contact_id LIMIT {COMPUTE_CHUNK}"
-        );
+        let upper = format!("${}", binds.len() + 2);
+        let select = |enter: bool, windowed: bool| {
+            let column = if enter { "c.id" } else { "m.contact_id" };
+            let end = if windowed {
+                format!(" AND {column} <= {upper}")
+            } else {
+                String::new()
+            };
+            if enter {
+                format!(
+                    "SELECT c.id FROM contacts c WHERE c.project_id = $1 AND c.id > {after}{end} \
+                     AND ({expr}) AND NOT EXISTS (SELECT 1 FROM segment_members m \
+                     WHERE m.segment_id = $2 AND m.contact_id = c.id) \
+                     ORDER BY c.id LIMIT {COMPUTE_CHUNK}"
+                )
+            } else {
+                format!(
+                    "SELECT c.id FROM segment_members m JOIN contacts c ON c.id = m.contact_id \
+                     WHERE m.project_id = $1 AND m.segment_id = $2 AND m.contact_id > {after}{end} \
+                     AND NOT ({expr}) ORDER BY m.contact_id LIMIT {COMPUTE_CHUNK}"
+                )
+            }
+        };
         let mut outcome = ComputeOutcome::default();
         for enter in [true, false] {
-            let mut binds = binds.clone();
-            binds.push(SqlValue::Text(String::new()));
+            let mut cursor = String::new();
             loop {
-                let (selected, changed, last) = self
-                    .compute_chunk(
-                        segment,
-                        enter,
-                        if enter { &entering } else { &leaving },
-                        &binds,
-                    )
-                    .await?;
-                if enter {
-                    outcome.added += changed;
-                } else {
-                    outcome.removed += changed;
-                }
-                // A short chunk was the last.
-                match last {
-                    Some(last) if selected == COMPUTE_CHUNK => {
-                        *binds.last_mut().expect("the cursor") = SqlValue::Text(last)
+                let end = self.compute_window_end(segment, enter, &cursor).await?;
+                let sql = select(enter, end.is_some());
+                loop {
+                    let mut chunk_binds = binds.clone();
+                    chunk_binds.push(SqlValue::Text(cursor.clone()));
+                    if let Some(end) = &end {
+                        chunk_binds.push(SqlValue::Text(end.clone()));
                     }
-                    _ => break,
+                    let (selected, changed, last) = self
+                        .compute_chunk(segment, enter, &sql, &chunk_binds)
+                        .await?;
+                    if enter {
+                        outcome.added += changed;
+                    } else {
+                        outcome.removed += changed;
+                    }
+                    // A full chunk may have more after it in this window.
+                    match last {
+                        Some(last) if selected == COMPUTE_CHUNK => cursor = last,
+                        _ => break,
+                    }
+                }
+                match end {
+                    Some(end) => cursor = end,
+                    None => break,
                 }
             }
         }
@@ -574,6 +695,40 @@ impl Store {
         self.store_member_count(segment, total).await?;
         outcome.total = total;
         Ok(outcome)
+    }
+
+    /// The last id of the next compute window after `after` (the [`COMPUTE_WINDOW`]th contact of
+    /// the project when entering, the [`COMPUTE_WINDOW`]th member when leaving); `None` when
+    /// fewer are left, and the window runs to the end. An index-only read, on a read connection.
+    async fn compute_window_end(
+        &self,
+        segment: &Segment,
+        enter: bool,
+        after: &str,
+    ) -> StoreResult<Option<String>> {
+        let offset = COMPUTE_WINDOW - 1;
+        let project = segment.project_id.as_str();
+        Ok(on_db!(self.db(), pool => {
+            if enter {
+                let sql = format!(
+                    "SELECT id FROM contacts WHERE project_id = $1 AND id > $2 \
+                     ORDER BY id LIMIT 1 OFFSET {offset}"
+                );
+                sqlx::query_scalar(&sql).bind(project).bind(after).fetch_optional(pool).await?
+            } else {
+                let sql = format!(
+                    "SELECT contact_id FROM segment_members WHERE project_id = $1 \
+                     AND segment_id = $2 AND contact_id > $3 \
+                     ORDER BY contact_id LIMIT 1 OFFSET {offset}"
+                );
+                sqlx::query_scalar(&sql)
+                    .bind(project)
+                    .bind(segment.id.as_str())
+                    .bind(after)
+                    .fetch_optional(pool)
+                    .await?
+            }
+        }))
     }
 
     /// One transaction of a compute: selects up to a chunk of contacts with `select` (in id
@@ -665,15 +820,17 @@ impl Store {
         Ok(found.is_some())
     }
 
-    /// Re-evaluates one contact's membership of the project's tracked dynamic segments, in one
-    /// transaction: locks the contact (`FOR UPDATE`; `BEGIN IMMEDIATE` on SQLite), reads the
-    /// tracked segments, the contact's event stats for the names their filters reference and
-    /// its stored memberships, asks `decide` which of the segments the contact belongs to (in
-    /// the order given), then inserts or deletes the `segment_members` rows that differ, moves
-    /// each changed segment's `member_count` by one and writes one `segment.<slug>.entry` or
-    /// `.exit` event per change (data as compute's). A change counts only when its row was
-    /// really inserted or deleted, so a repeated call, or one racing a compute, fires nothing
-    /// twice. A deleted contact (or none tracked) changes nothing.
+    /// Re-evaluates one contact's membership of the project's tracked dynamic segments: reads
+    /// the tracked segments, the contact's event stats for the names their filters reference
+    /// and its stored memberships, and asks `decide` which of the segments the contact belongs
+    /// to (in the order given). Most events change no membership, so this first happens on a
+    /// read connection, without taking the writer; only when a membership differs is it done
+    /// again in one write transaction that locks the contact (`FOR UPDATE`; `BEGIN IMMEDIATE`
+    /// on SQLite), inserts or deletes the `segment_members` rows that differ, moves each
+    /// changed segment's `member_count` by one and writes one `segment.<slug>.entry` or `.exit`
+    /// event per change (data as compute's). A change counts only when its row was really
+    /// inserted or deleted, so a repeated call, or one racing a compute, fires nothing twice.
+    /// A deleted contact (or none tracked) changes nothing.
     #[tracing::instrument(level = "debug", skip(self, decide))]
     pub async fn reconcile_contact_segments<F>(
         &self,
@@ -684,68 +841,36 @@ impl Store {
     where
         F: Fn(&LiveContact, &[TrackedSegment]) -> Vec<bool>,
     {
-        // A cheap read first: most projects track no segment, and then no write transaction.
+        // A cheap read first: most projects track no segment, and then no transaction at all.
         if !self.has_tracked_segments(project).await? {
             return Ok(Vec::new());
         }
-        let lock = for_update(self.db().backend());
-        let contact_sql = format!(
-            "SELECT {CONTACT_COLUMNS} FROM contacts c WHERE c.project_id = $1 AND c.id = $2{lock}"
-        );
-        let segments_sql = tracked_segments_sql();
-        let members_sql =
-            "SELECT segment_id FROM segment_members WHERE project_id = $1 AND contact_id = $2";
+        let differs = |live: &LiveContact, segments: &[TrackedSegment], wanted: &[bool]| {
+            segments
+                .iter()
+                .zip(wanted)
+                .any(|(s, want)| *want != live.memberships.contains(s.id.as_str()))
+        };
+        let unchanged = on_db!(self.db(), pool => {
+            let mut tx = pool.begin().await?;
+            let read = read_live!(&mut *tx, project, contact, "");
+            tx.rollback().await?;
+            match read {
+                None => true,
+                Some((live, segments)) => !differs(&live, &segments, &decide(&live, &segments)),
+            }
+        });
+        if unchanged {
+            return Ok(Vec::new());
+        }
         let count = "UPDATE segments SET member_count = member_count + $3 \
              WHERE project_id = $1 AND id = $2";
+        let lock = for_update(self.db().backend());
         let now = now_ms();
         let changes = on_db_write!(self.db(), pool => {
             let mut tx = pool.begin_write().await?;
-            let row: Option<ContactRow> = sqlx::query_as(&contact_sql)
-                .bind(project.as_str())
-                .bind(contact.as_str())
-                .fetch_optional(&mut *tx)
-                .await?;
-            let Some(row) = row else {
+            let Some((live, segments)) = read_live!(&mut *tx, project, contact, lock) else {
                 return Ok(Vec::new());
-            };
-            let rows: Vec<SegmentRow> = sqlx::query_as(&segments_sql)
-                .bind(project.as_str())
-                .bind(SegmentType::Dynamic.as_str())
-                .fetch_all(&mut *tx)
-                .await?;
-            let segments = tracked(rows)?;
-            let names: Vec<String> = segments
-                .iter()
-                .flat_map(|s| s.filter.event_names())
-                .collect::<std::collections::BTreeSet<_>>()
-                .into_iter()
-                .collect();
-            let events: Vec<(String, i64, i64)> = if names.is_empty() {
-                Vec::new()
-            } else {
-                let sql = format!(
-                    "SELECT name, COUNT(*), MAX(created_at) FROM events \
-                     WHERE project_id = $1 AND contact_id = $2 AND name IN ({}) GROUP BY name",
-                    placeholders(3, names.len())
-                );
-                let mut q = sqlx::query_as(&sql).bind(project.as_str()).bind(contact.as_str());
-                for n in &names {
-                    q = q.bind(n.as_str());
-                }
-                q.fetch_all(&mut *tx).await?
-            };
-            let memberships: Vec<String> = sqlx::query_scalar(members_sql)
-                .bind(project.as_str())
-                .bind(contact.as_str())
-                .fetch_all(&mut *tx)
-                .await?;
-            let live = LiveContact {
-                contact: row.into(),
-                events: events
-                    .into_iter()
-                    .map(|(n, c, at)| (n, c.max(0) as u64, at))
-                    .collect(),
-                memberships: memberships.into_iter().collect(),
             };
             let wanted = decide(&live, &segments);
             let mut changes = Vec::new();
