@@ -58,6 +58,14 @@ impl StepType {
         }
     }
 
+    /// Whether the step reads the contact's event history and segment ids from its input:
+    /// a `CONDITION` (its filter's `event.` and `segment.` fields) and any `PLUGIN` step. The
+    /// other built-in steps never do, and the runner leaves both lists empty for them (two
+    /// reads a step saved).
+    pub fn reads_history(self) -> bool {
+        matches!(self, StepType::Condition | StepType::Plugin)
+    }
+
     /// Accepts the wire names in any case.
     pub fn parse(s: &str) -> Option<StepType> {
         StepType::ALL

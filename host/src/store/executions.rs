@@ -10,7 +10,7 @@ use sqlx::FromRow;
 use sqlx::types::Json;
 
 use super::dialect::{BeginWrite, placeholders};
-use super::jobs::{JobPayload, Lease, NewJob};
+use super::jobs::{CHAIN_JOB, JobPayload, Lease, NewJob};
 use super::statements::Statements;
 use super::{Store, StoreError, StoreResult, on_db, on_db_write};
 use crate::domain::ids::{ContactId, ExecutionId, ProjectId, StepRunId, WorkflowId};
@@ -219,6 +219,20 @@ pub struct StepCommit<'a> {
     pub next: Option<&'a NextRun>,
     /// A `workflow.timeout` job to queue.
     pub timeout_job: Option<&'a NewJob>,
+    /// Run `next` in this same job instead of queueing a job for it (it is due now): the job's
+    /// payload becomes `next`'s and the claim stays.
+    pub chain: bool,
+}
+
+/// What [`Store::commit_step`] did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Committed {
+    /// The job's lease was lost: nothing was written.
+    LeaseLost,
+    /// Written, and the job completed (a next step run, if any, has a job of its own).
+    Done,
+    /// Written, and the job now runs the next step run (see [`StepCommit::chain`]).
+    Chained,
 }
 
 /// A waiting execution to resume.
@@ -434,19 +448,35 @@ impl Store {
     }
 
     /// Writes a step run's outcome, advances its execution, creates the next step run with its
-    /// job, queues a timeout job and completes the current job, in one transaction guarded by
-    /// the job's lease. `Ok(false)` when the lease was lost (nothing written). When the
-    /// execution stopped being active meanwhile (cancelled), the step run is recorded but the
-    /// execution is left as it is and no next step is created.
+    /// job (or, with [`StepCommit::chain`], hands the current job on to it), queues a timeout
+    /// job and completes the current job, in one transaction guarded by the job's lease. When
+    /// the execution stopped being active meanwhile (cancelled), the step run is recorded but
+    /// the execution is left as it is, no next step is created and the job completes.
     #[tracing::instrument(level = "debug", skip_all, fields(step_run_id = %c.run_id))]
-    pub async fn commit_step(&self, c: &StepCommit<'_>) -> StoreResult<bool> {
+    pub async fn commit_step(&self, c: &StepCommit<'_>) -> StoreResult<Committed> {
         let now = now_ms();
         let finished = is_final(c.execution_status).then_some(now);
-        let ok = on_db_write!(self.db(), pool => {
+        let result = serde_json::json!({ "stepRunId": c.run_id, "status": c.run_status });
+        let chain = c.next.filter(|_| c.chain);
+        let committed = on_db_write!(self.db(), pool => {
             let mut tx = pool.begin_write().await?;
-            if !tx.complete_job(c.lease, &serde_json::json!({ "stepRunId": c.run_id, "status": c.run_status }), now).await? {
+            let owned = match chain {
+                Some(next) => {
+                    sqlx::query(CHAIN_JOB)
+                        .bind(c.lease.job.as_str())
+                        .bind(c.lease.worker.as_str())
+                        .bind(Json(&next.job.payload))
+                        .bind(now)
+                        .execute(&mut *tx)
+                        .await?
+                        .rows_affected()
+                        == 1
+                }
+                None => tx.complete_job(c.lease, &result, now).await?,
+            };
+            if !owned {
                 tx.rollback().await?;
-                return Ok(false);
+                return Ok(Committed::LeaseLost);
             }
             sqlx::query(
                 "UPDATE workflow_step_runs SET status = $2, branch = $3, input = $4, output = $5, error = $6, \
@@ -482,19 +512,27 @@ impl Store {
             .execute(&mut *tx)
             .await?
             .rows_affected();
+            let mut committed = Committed::Done;
             if advanced == 1 {
                 if let Some(next) = c.next {
                     insert_run(&mut tx, c.project_id, c.execution_id, next, now).await?;
-                    tx.insert_job(&next.job, now).await?;
+                    if chain.is_some() {
+                        committed = Committed::Chained;
+                    } else {
+                        tx.insert_job(&next.job, now).await?;
+                    }
                 }
                 if let Some(job) = c.timeout_job {
                     tx.insert_job(job, now).await?;
                 }
+            } else if chain.is_some() {
+                // Cancelled meanwhile: nothing follows, so the job that was to carry on ends.
+                tx.complete_job(c.lease, &result, now).await?;
             }
             tx.commit().await?;
-            true
+            committed
         });
-        Ok(ok)
+        Ok(committed)
     }
 
     /// Marks a step run and its execution failed because the step cannot run at all (its

@@ -561,6 +561,12 @@ pub(super) const COMPLETE_JOB: &str = "UPDATE jobs SET state = 'completed', resu
      finished_at = $4, updated_at = $4, locked_by = NULL, locked_until = NULL \
      WHERE id = $1 AND locked_by = $2 AND state = 'running'";
 
+/// Hands a running job on to the next piece of work of the same kind (a workflow's next step
+/// run, due now): a new payload, its attempts counted afresh, no checkpoint; binds id, worker,
+/// payload, now. The claim stays, so nothing else can run it meanwhile.
+pub(super) const CHAIN_JOB: &str = "UPDATE jobs SET payload = $3, attempts = 1, checkpoint = NULL, \
+     last_error = NULL, updated_at = $4 WHERE id = $1 AND locked_by = $2 AND state = 'running'";
+
 /// Saves a checkpoint; binds id, worker, checkpoint, progress, now.
 pub(super) const CHECKPOINT_JOB: &str = "UPDATE jobs SET checkpoint = $3, progress = $4, updated_at = $5 \
      WHERE id = $1 AND locked_by = $2 AND state = 'running'";

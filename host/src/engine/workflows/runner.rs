@@ -9,15 +9,22 @@ use super::WorkflowEngine;
 use super::effects::EffectError;
 use crate::domain::ids::{ContactId, ProjectId};
 use crate::domain::time::now_ms;
-use crate::domain::workflow::{execution_status as es, step_run_status as rs};
+use crate::domain::workflow::{StepType, execution_status as es, step_run_status as rs};
 use crate::jobs::{JobContext, JobError, JobHandler};
 use crate::plugins::PluginError;
 use crate::plugins::types::{self as step, Outcome, StepInput};
 use crate::store::StoreError;
 use crate::store::executions::{
-    Exit, NextRun, RunContext, STEP_KIND, StepCommit, StepPayload, TIMEOUT_KIND, TimeoutPayload,
+    Committed, Exit, NextRun, RunContext, STEP_KIND, StepCommit, StepPayload, TIMEOUT_KIND,
+    TimeoutPayload,
 };
 use crate::store::jobs::{JobPayload, NewJob};
+
+/// How many step runs one `workflow.step` job runs back to back: when a step's next step is due
+/// at once (a `CONDITION` on to an `UPDATE_CONTACT`, a `DELAY` of 0), the job carries on with it
+/// instead of queueing a job for it, which saves a claim, a job row and a trip through the queue.
+/// Bounded, so that one execution's long chain leaves the job slots to other work in turn.
+pub const CHAIN_LIMIT: u32 = 16;
 
 /// The job handler of both kinds.
 pub struct StepRunner {
@@ -78,45 +85,80 @@ fn is_permanent(err: &PluginError) -> bool {
 }
 
 impl StepRunner {
-    async fn step(&self, ctx: JobContext) -> Result<(), JobError> {
+    /// Runs the job's step run, then each next one that is due at once, up to [`CHAIN_LIMIT`].
+    async fn step(&self, mut ctx: JobContext) -> Result<(), JobError> {
         let payload: StepPayload = ctx.payload()?;
         let store = &self.engine.store;
-        let Some(run) = store.run_context(&payload.step_run_id).await? else {
-            // The execution was deleted with its workflow or contact.
-            store
-                .complete_job(&ctx.lease, &json!({ "gone": true }))
-                .await?;
-            return Ok(());
-        };
-        let span = tracing::info_span!("step_run", step_run_id = %run.run_id, execution_id = %run.execution_id, workflow_id = %run.workflow_id, step_type = run.step_type.as_deref().unwrap_or("?"));
-        self.run_step(ctx, run).instrument(span).await
+        let mut run_id = payload.step_run_id;
+        // Only a job on its first attempt carries on: the queue decides whether a failed attempt
+        // is retried from the attempts of the claim it made, and a chained step run starts its
+        // count afresh at 1.
+        let chainable = ctx.job.attempts == 1;
+        for ran in 1.. {
+            let Some(run) = store.run_context(&run_id).await? else {
+                // The execution was deleted with its workflow or contact.
+                store
+                    .complete_job(&ctx.lease, &json!({ "gone": true }))
+                    .await?;
+                return Ok(());
+            };
+            let span = tracing::info_span!("step_run", step_run_id = %run.run_id, execution_id = %run.execution_id, workflow_id = %run.workflow_id, step_type = run.step_type.as_deref().unwrap_or("?"));
+            match self
+                .run_step(&ctx, run, chainable && ran < CHAIN_LIMIT)
+                .instrument(span)
+                .await?
+            {
+                Some(next) => {
+                    // The job row now names `next`, with its attempts counted afresh.
+                    run_id = next;
+                    ctx.job.attempts = 1;
+                }
+                None => return Ok(()),
+            }
+        }
+        Ok(())
     }
 
-    async fn run_step(&self, ctx: JobContext, run: RunContext) -> Result<(), JobError> {
+    /// Runs one step run; answers the next step run's id when the job carries on with it.
+    async fn run_step(
+        &self,
+        ctx: &JobContext,
+        run: RunContext,
+        may_chain: bool,
+    ) -> Result<Option<String>, JobError> {
         let store = &self.engine.store;
         if run.run_status != rs::PENDING || !es::ACTIVE.contains(&run.execution_status.as_str()) {
             if !store.skip_step_run(&ctx.lease, &run.run_id).await? {
                 return Err(JobError::LeaseLost);
             }
-            return Ok(());
+            return Ok(None);
         }
         let (Some(step_type), Some(config)) = (run.step_type.clone(), run.config.clone()) else {
             let error = format!(
                 "step {} was deleted from the workflow while this execution was on its way to it",
                 run.step_id
             );
-            return self.fail(&ctx, &run, &error).await;
+            return self.fail(ctx, &run, &error).await.map(|()| None);
         };
         let project = ProjectId::from_trusted(run.project_id.clone());
         let contact_id = ContactId::from_trusted(run.contact_id.clone());
         let contact = match store.contact(&project, &contact_id).await {
             Ok(c) => c,
             Err(StoreError::NotFound) => {
-                return self.fail(&ctx, &run, "the contact was deleted").await;
+                return self
+                    .fail(ctx, &run, "the contact was deleted")
+                    .await
+                    .map(|()| None);
             }
             Err(e) => return Err(e.into()),
         };
-        let (history, segments) = store.contact_summary(&contact_id).await?;
+        // An unknown type (none is stored) reads them, as a plugin step would.
+        let (history, segments) = if StepType::parse(&step_type).is_none_or(StepType::reads_history)
+        {
+            store.contact_summary(&contact_id).await?
+        } else {
+            Default::default()
+        };
         let input = StepInput {
             config: config.0,
             contact: step::Contact {
@@ -146,9 +188,9 @@ impl StepRunner {
             Err(err) => {
                 let message = format!("the {step_type} step failed: {err}");
                 if is_permanent(&err) {
-                    return self.fail(&ctx, &run, &message).await;
+                    return self.fail(ctx, &run, &message).await.map(|()| None);
                 }
-                return self.retry_or_fail(&ctx, &run, message).await;
+                return self.retry_or_fail(ctx, &run, message).await.map(|()| None);
             }
         };
         let mut context = run.context.0.clone();
@@ -164,9 +206,11 @@ impl StepRunner {
             .await
         {
             Ok(out) => out,
-            Err(EffectError::Fail(message)) => return self.fail(&ctx, &run, &message).await,
+            Err(EffectError::Fail(message)) => {
+                return self.fail(ctx, &run, &message).await.map(|()| None);
+            }
             Err(EffectError::Retry(message)) => {
-                return self.retry_or_fail(&ctx, &run, message).await;
+                return self.retry_or_fail(ctx, &run, message).await.map(|()| None);
             }
         };
         let summary = input_summary(&input);
@@ -200,6 +244,7 @@ impl StepRunner {
             exit_reason: None,
             next: None,
             timeout_job: None,
+            chain: false,
         };
         let next: Option<NextRun>;
         let timeout: Option<NewJob>;
@@ -271,18 +316,24 @@ impl StepRunner {
         }
         commit.next = next.as_ref();
         commit.timeout_job = timeout.as_ref();
-        if !store.commit_step(&commit).await? {
-            return Err(JobError::LeaseLost);
-        }
-        if next.is_some() || timeout.is_some() {
-            self.engine.jobs.wake();
-        }
+        commit.chain = may_chain && next.as_ref().is_some_and(|n| n.job.run_at <= now_ms());
+        let committed = store.commit_step(&commit).await?;
         tracing::info!(
             status = commit.run_status,
             execution_status = commit.execution_status,
+            chained = committed == Committed::Chained,
             "step run finished"
         );
-        Ok(())
+        match committed {
+            Committed::LeaseLost => Err(JobError::LeaseLost),
+            Committed::Chained => Ok(next.map(|n| n.run_id.as_str().to_string())),
+            Committed::Done => {
+                if next.is_some() || timeout.is_some() {
+                    self.engine.jobs.wake();
+                }
+                Ok(None)
+            }
+        }
     }
 
     /// The step run that follows along `t`, due at `run_at`.
