@@ -89,7 +89,7 @@ use serde_json::Value;
 
 pub use eval::{EventStats, Subject};
 pub use parse::{MAX_CONDITIONS, MAX_DEPTH, MAX_GROUPS, parse};
-pub use sql::{Dialect, Shape, SqlValue};
+pub use sql::{Dialect, SqlValue};
 
 /// A parsed, valid filter: groups joined by `logic`.
 #[derive(Clone, Debug, PartialEq)]

@@ -14,24 +14,6 @@ pub enum Dialect {
     Postgres,
 }
 
-/// How `event.<name>` and `segment.<id>` conditions read their tables.
-///
-/// Both shapes select the same contacts; they differ in the plan a database can make of them.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Shape<'a> {
-    /// A correlated `EXISTS` probe for each contact row. Suits a scan in contact order that may
-    /// stop early (a page of members, a keyset chunk): it costs one index probe a contact read.
-    Probe,
-    /// `c.id IN (SELECT contact_id … WHERE project_id = <project> …)`: the project's matching
-    /// rows as one set, which the database reads once and can drive the whole query from (a
-    /// count of a segment reads the contacts that have the event instead of probing every
-    /// contact). `project` is the SQL text of the project id, such as the caller's `$1`.
-    Set {
-        /// The SQL text of the project id (a placeholder the caller binds).
-        project: &'a str,
-    },
-}
-
 /// A value bound to a `$N` placeholder.
 #[derive(Clone, Debug, PartialEq)]
 pub enum SqlValue {
@@ -68,21 +50,8 @@ impl Filter {
         now_ms: i64,
         binds: &mut Vec<SqlValue>,
     ) -> Result<String, FilterError> {
-        self.to_sql_shaped(dialect, Shape::Probe, now_ms, binds)
-    }
-
-    /// [`Filter::to_sql`] with event and segment conditions in the given [`Shape`]: the same
-    /// contacts, another plan.
-    pub fn to_sql_shaped(
-        &self,
-        dialect: Dialect,
-        shape: Shape<'_>,
-        now_ms: i64,
-        binds: &mut Vec<SqlValue>,
-    ) -> Result<String, FilterError> {
         Writer {
             dialect,
-            shape,
             now_ms,
             binds,
         }
@@ -90,9 +59,8 @@ impl Filter {
     }
 }
 
-struct Writer<'a, 's> {
+struct Writer<'a> {
     dialect: Dialect,
-    shape: Shape<'s>,
     now_ms: i64,
     binds: &'a mut Vec<SqlValue>,
 }
@@ -137,7 +105,7 @@ fn index_like(segment: &str) -> bool {
     !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit())
 }
 
-impl Writer<'_, '_> {
+impl Writer<'_> {
     fn bind(&mut self, value: SqlValue) -> String {
         self.binds.push(value);
         format!("${}", self.binds.len())
@@ -209,30 +177,17 @@ impl Writer<'_, '_> {
                     }
                     (_, None) => return Ok(FALSE.into()),
                 };
-                match self.shape {
-                    Shape::Probe => format!(
-                        "EXISTS (SELECT 1 FROM events e WHERE e.project_id = c.project_id \
-                         AND e.contact_id = c.id AND e.name = {name}{since})"
-                    ),
-                    // `contact_id` is nullable: a NULL in the set would make `NOT IN` NULL.
-                    Shape::Set { project } => format!(
-                        "(c.id IN (SELECT e.contact_id FROM events e WHERE e.project_id = {project} \
-                         AND e.name = {name}{since} AND e.contact_id IS NOT NULL))"
-                    ),
-                }
+                format!(
+                    "EXISTS (SELECT 1 FROM events e WHERE e.project_id = c.project_id \
+                     AND e.contact_id = c.id AND e.name = {name}{since})"
+                )
             }
             (Field::Segment(id), O::MemberOf) => {
                 let id = self.bind(SqlValue::Text(id.clone()));
-                match self.shape {
-                    Shape::Probe => format!(
-                        "EXISTS (SELECT 1 FROM segment_members sm WHERE sm.project_id = c.project_id \
-                         AND sm.contact_id = c.id AND sm.segment_id = {id})"
-                    ),
-                    Shape::Set { project } => format!(
-                        "(c.id IN (SELECT sm.contact_id FROM segment_members sm \
-                         WHERE sm.project_id = {project} AND sm.segment_id = {id}))"
-                    ),
-                }
+                format!(
+                    "EXISTS (SELECT 1 FROM segment_members sm WHERE sm.project_id = c.project_id \
+                     AND sm.contact_id = c.id AND sm.segment_id = {id})"
+                )
             }
             (Field::Event(_) | Field::Segment(_), _) => FALSE.into(),
             (_, O::Triggered | O::TriggeredWithin | O::MemberOf) => FALSE.into(),

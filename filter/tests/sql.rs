@@ -1,7 +1,7 @@
 //! SQL compilation: the text and binds for both dialects, placeholder numbering, refusals.
 
 use herald_filter::{
-    Condition, Dialect, Field, Filter, Group, Logic, Operator, Scope, Shape, SqlValue, parse,
+    Condition, Dialect, Field, Filter, Group, Logic, Operator, Scope, SqlValue, parse,
 };
 use serde_json::{Value, json};
 
@@ -114,47 +114,6 @@ fn events_and_segments() {
         (
             "((EXISTS (SELECT 1 FROM segment_members sm WHERE sm.project_id = c.project_id \
              AND sm.contact_id = c.id AND sm.segment_id = $2)))"
-                .into(),
-            vec![text("seg_1")]
-        )
-    );
-}
-
-#[test]
-fn events_and_segments_as_sets() {
-    let shaped = |f: &Filter| {
-        let mut binds = vec![text("prj_1")];
-        let sql = f
-            .to_sql_shaped(
-                Dialect::Sqlite,
-                Shape::Set { project: "$1" },
-                NOW,
-                &mut binds,
-            )
-            .unwrap();
-        (sql, binds.split_off(1))
-    };
-    let f = one(
-        "event.purchase",
-        "notTriggeredWithin",
-        json!(30),
-        Some("minutes"),
-    );
-    assert_eq!(
-        shaped(&f),
-        (
-            "((NOT (c.id IN (SELECT e.contact_id FROM events e WHERE e.project_id = $1 \
-             AND e.name = $2 AND e.created_at >= $3 AND e.contact_id IS NOT NULL))))"
-                .into(),
-            vec![text("purchase"), SqlValue::Int(NOW - 1_800_000)]
-        )
-    );
-    let f = one("segment.seg_1", "notMemberOf", Value::Null, None);
-    assert_eq!(
-        shaped(&f),
-        (
-            "((NOT (c.id IN (SELECT sm.contact_id FROM segment_members sm \
-             WHERE sm.project_id = $1 AND sm.segment_id = $2))))"
                 .into(),
             vec![text("seg_1")]
         )

@@ -18,6 +18,7 @@ they are history, not news), then `herald serve` runs on it and the script measu
    difference per event.
 
 Usage: host/benches/segments/run.py [N, default 1000000] [M, default 5000]
+(`ONLY=sqlite` or `ONLY=postgres` runs one database.)
 Needs a release build (cargo build --release; CARGO_TARGET_DIR is honoured), python3, sqlite3's
 module, psql, and PostgreSQL on 127.0.0.1:5432 for the second half (skipped with a note when
 unreachable). HERALD_BIN runs another binary (a debug build, for a quick check of the script).
@@ -250,11 +251,17 @@ def bench(label, url, work):
 def main():
     if not os.access(BIN, os.X_OK):
         sys.exit(f"{BIN} is missing: cargo build --release")
-    work = tempfile.mkdtemp()
-    try:
-        bench("SQLite", f"sqlite://{work}/herald.db", work)
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
+    only = os.environ.get("ONLY", "")
+    if only not in ("", "sqlite", "postgres"):
+        sys.exit("ONLY is sqlite or postgres")
+    if only != "postgres":
+        work = tempfile.mkdtemp()
+        try:
+            bench("SQLite", f"sqlite://{work}/herald.db", work)
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+    if only == "sqlite":
+        return
     name = f"h_bench_segments_{int(time.time())}"
     if subprocess.run(["psql", f"{PG}/postgres", "-qc", f"CREATE DATABASE {name}"], capture_output=True).returncode != 0:
         print("### PostgreSQL: unreachable on 127.0.0.1:5432, skipped")

@@ -23,7 +23,7 @@ use super::emails::{
     DELIVER_KIND, DELIVER_MAX_ATTEMPTS, EmailInsert, NewEmail, status as email_status,
 };
 use super::jobs::{DeliverPayload, JobPayload, Lease, NewJob};
-use super::segments::{Plan, bind_all};
+use super::segments::bind_all;
 use super::statements::Statements;
 use super::{Store, StoreError, StoreResult, on_db, on_db_write};
 use crate::domain::campaign::{Audience, CampaignContent, CampaignStatus};
@@ -541,7 +541,6 @@ impl Store {
         &self,
         c: &Campaign,
         now: i64,
-        plan: Plan,
     ) -> StoreResult<Option<(String, Vec<SqlValue>)>> {
         let project = &c.project_id;
         match &c.content.audience {
@@ -550,14 +549,14 @@ impl Store {
                 vec![SqlValue::Text(project.as_str().to_string())],
             ))),
             Audience::Segment(id) => match self.segment(project, id).await {
-                Ok(segment) => self.members_from(&segment, now, plan).map(Some),
+                Ok(segment) => self.members_from(&segment, now).map(Some),
                 Err(StoreError::NotFound) => Ok(None),
                 Err(e) => Err(e),
             },
             Audience::Filtered(f) => {
                 let filter = herald_filter::parse(f, Scope::Contacts)
                     .map_err(|_| StoreError::Corrupt(format!("campaign {} filter", c.id)))?;
-                let (expr, binds) = self.compile(project, None, &filter, now, plan)?;
+                let (expr, binds) = self.compile(project, None, &filter, now)?;
                 Ok(Some((
                     format!("FROM contacts c WHERE c.project_id = $1 AND ({expr})"),
                     binds,
@@ -570,7 +569,7 @@ impl Store {
     /// when its segment no longer exists.
     #[tracing::instrument(level = "debug", skip(self, c))]
     pub async fn count_audience(&self, c: &Campaign) -> StoreResult<Option<i64>> {
-        let Some((from, binds)) = self.audience_from(c, now_ms(), Plan::Count).await? else {
+        let Some((from, binds)) = self.audience_from(c, now_ms()).await? else {
             return Ok(None);
         };
         let sql = format!("SELECT COUNT(*) {from} AND c.subscribed");
@@ -594,9 +593,7 @@ impl Store {
     ) -> StoreResult<SnapshotStep> {
         let now = now_ms();
         // The filter's clock is the send's start, so every chunk sees the same audience rules.
-        let Some((from, mut binds)) = self
-            .audience_from(c, c.started_at.unwrap_or(now), Plan::InOrder)
-            .await?
+        let Some((from, mut binds)) = self.audience_from(c, c.started_at.unwrap_or(now)).await?
         else {
             return Err(StoreError::NotFound);
         };

@@ -59,6 +59,19 @@ pub(crate) fn skip_locked(backend: super::Backend) -> &'static str {
     }
 }
 
+/// `column` is one of the rows `subquery` selects: the shape of a claim (`UPDATE … WHERE id IN
+/// (SELECT id … LIMIT n FOR UPDATE SKIP LOCKED)`). On PostgreSQL it is written
+/// `column = ANY(ARRAY(subquery))`, an init plan that runs once: as `IN`, a queue table last
+/// analyzed while empty (planned as one row) gets a nested-loop semi-join that re-runs the
+/// locking subquery for every row of the table, which took minutes for a claim of 256 events
+/// out of a sudden 65,000. SQLite evaluates `IN (subquery)` once.
+pub(crate) fn in_subquery(backend: super::Backend, column: &str, subquery: &str) -> String {
+    match backend {
+        super::Backend::Sqlite => format!("{column} IN ({subquery})"),
+        super::Backend::Postgres => format!("{column} = ANY(ARRAY({subquery}))"),
+    }
+}
+
 /// The suffix that locks selected rows until the transaction ends. SQLite's write transaction
 /// already excludes every other writer.
 pub(crate) fn for_update(backend: super::Backend) -> &'static str {

@@ -245,10 +245,18 @@ impl Store {
         lease_until: i64,
     ) -> StoreResult<Vec<ClaimedEvent>> {
         let now = now_ms();
-        let lock = super::dialect::skip_locked(self.db().backend());
+        let backend = self.db().backend();
+        let lock = super::dialect::skip_locked(backend);
+        let due = super::dialect::in_subquery(
+            backend,
+            "event_id",
+            &format!(
+                "SELECT event_id FROM event_outbox WHERE available_at <= $2 \
+                 ORDER BY available_at LIMIT $3{lock}"
+            ),
+        );
         let claim_sql = format!(
-            "UPDATE event_outbox SET available_at = $1, attempts = attempts + 1 WHERE event_id IN \
-             (SELECT event_id FROM event_outbox WHERE available_at <= $2 ORDER BY available_at LIMIT $3{lock}) \
+            "UPDATE event_outbox SET available_at = $1, attempts = attempts + 1 WHERE {due} \
              RETURNING event_id, attempts"
         );
         let claimed: Vec<(String, i32)> = on_db_write!(self.db(), pool => {

@@ -516,12 +516,18 @@ fn claim_sql(backend: Backend, queues: usize) -> String {
              AND run_at <= $3 ORDER BY run_at LIMIT ${n}{lock}) q{i}"
         ));
     }
+    let claimed = super::dialect::in_subquery(
+        backend,
+        "id",
+        &format!(
+            "SELECT id FROM ({}) c ORDER BY pos LIMIT $4",
+            branches.join(" UNION ALL ")
+        ),
+    );
     format!(
         "UPDATE jobs SET state = 'running', attempts = attempts + 1, locked_by = $1 || ':' || {token}, \
-         locked_until = $2, updated_at = $3 \
-         WHERE id IN (SELECT id FROM ({}) c ORDER BY pos LIMIT $4) \
-         RETURNING id, project_id, kind, payload, checkpoint, attempts, max_attempts, locked_by",
-        branches.join(" UNION ALL ")
+         locked_until = $2, updated_at = $3 WHERE {claimed} \
+         RETURNING id, project_id, kind, payload, checkpoint, attempts, max_attempts, locked_by"
     )
 }
 
@@ -548,10 +554,17 @@ pub(super) const RETRY_JOB: &str = "UPDATE jobs SET state = 'queued', run_at = $
 /// the claim, lease end, now, the queue, the most to claim.
 pub(super) fn adopt_sql(backend: Backend) -> String {
     let lock = super::dialect::skip_locked(backend);
+    let claimed = super::dialect::in_subquery(
+        backend,
+        "id",
+        &format!(
+            "SELECT id FROM jobs WHERE state = 'queued' AND queue = $4 \
+             AND run_at <= $3 ORDER BY run_at LIMIT $5{lock}"
+        ),
+    );
     format!(
         "UPDATE jobs SET state = 'running', attempts = attempts + 1, locked_by = $1, locked_until = $2, \
-         updated_at = $3 WHERE id IN (SELECT id FROM jobs WHERE state = 'queued' AND queue = $4 \
-         AND run_at <= $3 ORDER BY run_at LIMIT $5{lock}) \
+         updated_at = $3 WHERE {claimed} \
          RETURNING id, project_id, kind, payload, checkpoint, attempts, max_attempts, locked_by"
     )
 }

@@ -9,7 +9,7 @@
 
 use std::collections::HashSet;
 
-use herald_filter::{Dialect, Filter, Scope, Shape, SqlValue};
+use herald_filter::{Dialect, Filter, Scope, SqlValue};
 use serde_json::Value;
 use sqlx::FromRow;
 use sqlx::types::Json;
@@ -178,18 +178,6 @@ pub struct MembershipChange {
 }
 
 /// The filter's dialect on a backend.
-/// What a query does with the contacts a filter selects, which decides the SQL shape of its
-/// event and segment conditions (the same contacts either way).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Plan {
-    /// Reads them in contact order and may stop early (a page, a keyset chunk): each contact
-    /// probes its events ([`Shape::Probe`]).
-    InOrder,
-    /// Counts them all: the events are read once as a set the count can start from
-    /// ([`Shape::Set`]).
-    Count,
-}
-
 fn dialect(backend: Backend) -> Dialect {
     match backend {
         Backend::Sqlite => Dialect::Sqlite,
@@ -282,25 +270,20 @@ macro_rules! read_live {
 
 impl Store {
     /// A filter as SQL with `binds`: `$1` the project, `$2` the segment when one is given, then
-    /// the filter's values. `plan` says what the query around it does with the matches.
+    /// the filter's values.
     pub(super) fn compile(
         &self,
         project: &ProjectId,
         segment: Option<&SegmentId>,
         filter: &Filter,
         now: i64,
-        plan: Plan,
     ) -> StoreResult<(String, Vec<SqlValue>)> {
         let mut binds = vec![SqlValue::Text(project.as_str().to_string())];
         if let Some(segment) = segment {
             binds.push(SqlValue::Text(segment.as_str().to_string()));
         }
-        let shape = match plan {
-            Plan::InOrder => Shape::Probe,
-            Plan::Count => Shape::Set { project: "$1" },
-        };
         let sql = filter
-            .to_sql_shaped(dialect(self.db().backend()), shape, now, &mut binds)
+            .to_sql(dialect(self.db().backend()), now, &mut binds)
             .map_err(|e| match segment {
                 Some(segment) => StoreError::Corrupt(format!("segment {segment} filter: {e}")),
                 None => StoreError::Corrupt(format!("filter: {e}")),
@@ -309,18 +292,16 @@ impl Store {
     }
 
     /// The ids of the project's contacts that `filter` selects at `now_ms`, in id order: the
-    /// filter compiled to SQL for `plan` and run, as a dynamic segment's members are listed
-    /// ([`Plan::InOrder`]) or counted ([`Plan::Count`]); the property test holds both to
-    /// [`Filter::matches`].
+    /// filter compiled to SQL and run, as a dynamic segment's members are (campaign audiences,
+    /// and the property test that holds the SQL to [`Filter::matches`]).
     #[tracing::instrument(level = "debug", skip(self, filter))]
     pub async fn contacts_matching(
         &self,
         project: &ProjectId,
         filter: &Filter,
         now_ms: i64,
-        plan: Plan,
     ) -> StoreResult<Vec<ContactId>> {
-        let (expr, binds) = self.compile(project, None, filter, now_ms, plan)?;
+        let (expr, binds) = self.compile(project, None, filter, now_ms)?;
         let sql = format!(
             "SELECT c.id FROM contacts c WHERE c.project_id = $1 AND ({expr}) ORDER BY c.id"
         );
@@ -337,11 +318,10 @@ impl Store {
         &self,
         segment: &Segment,
         now: i64,
-        plan: Plan,
     ) -> StoreResult<(String, Vec<SqlValue>)> {
         match segment.filter()? {
             Some(filter) => {
-                let (expr, binds) = self.compile(&segment.project_id, None, &filter, now, plan)?;
+                let (expr, binds) = self.compile(&segment.project_id, None, &filter, now)?;
                 Ok((
                     format!("FROM contacts c WHERE c.project_id = $1 AND ({expr})"),
                     binds,
@@ -477,19 +457,17 @@ impl Store {
         page: u32,
         page_size: u32,
     ) -> StoreResult<(Vec<Contact>, i64)> {
-        let now = now_ms();
-        let (from, binds) = self.members_from(segment, now, Plan::InOrder)?;
-        let (count_from, count_binds) = self.members_from(segment, now, Plan::Count)?;
+        let (from, binds) = self.members_from(segment, now_ms())?;
         let offset = u64::from(page.saturating_sub(1)) * u64::from(page_size);
         let sql = format!(
             "SELECT {CONTACT_COLUMNS} {from} ORDER BY c.id DESC LIMIT {page_size} OFFSET {offset}"
         );
-        let count_sql = format!("SELECT COUNT(*) {count_from}");
+        let count_sql = format!("SELECT COUNT(*) {from}");
         // The page and the count on two connections at once: on a large segment the count is
         // the long part, and the page should not wait for it.
         let (rows, total): (Vec<ContactRow>, i64) = on_db!(self.db(), pool => {
             let rows = bind_all!(sqlx::query_as(&sql), &binds).fetch_all(pool);
-            let total = bind_all!(sqlx::query_scalar(&count_sql), &count_binds).fetch_one(pool);
+            let total = bind_all!(sqlx::query_scalar(&count_sql), &binds).fetch_one(pool);
             tokio::try_join!(rows, total)?
         });
         Ok((rows.into_iter().map(Into::into).collect(), total))
@@ -498,7 +476,7 @@ impl Store {
     /// Counts a segment's members now (live for a dynamic segment) and stores the count.
     #[tracing::instrument(level = "debug", skip(self, segment))]
     pub async fn refresh_segment(&self, segment: &Segment) -> StoreResult<i64> {
-        let (from, binds) = self.members_from(segment, now_ms(), Plan::Count)?;
+        let (from, binds) = self.members_from(segment, now_ms())?;
         let count_sql = format!("SELECT COUNT(*) {from}");
         let count: i64 = on_db!(self.db(), pool => {
             bind_all!(sqlx::query_scalar(&count_sql), &binds).fetch_one(pool).await?
@@ -615,13 +593,7 @@ impl Store {
             return Err(StoreError::Corrupt("compute of a static segment".into()));
         };
         let now = now_ms();
-        let (expr, binds) = self.compile(
-            &segment.project_id,
-            Some(&segment.id),
-            &filter,
-            now,
-            Plan::InOrder,
-        )?;
+        let (expr, binds) = self.compile(&segment.project_id, Some(&segment.id), &filter, now)?;
         // Keyset pagination: each chunk starts after the last contact id of the one before
         // (`$after`), so a compute reads each contact once however many chunks it takes. A
         // chunk also ends at the window's last id (`$upper`, [`COMPUTE_WINDOW`] rows further, read
