@@ -10,7 +10,7 @@ use sqlx::FromRow;
 use sqlx::types::Json;
 
 use super::dialect::{BeginWrite, placeholders};
-use super::jobs::{CHAIN_JOB, JobPayload, Lease, NewJob};
+use super::jobs::{JobPayload, Lease, NewJob};
 use super::statements::Statements;
 use super::{Store, StoreError, StoreResult, on_db, on_db_write};
 use crate::domain::ids::{ContactId, ExecutionId, ProjectId, StepRunId, WorkflowId};
@@ -461,17 +461,7 @@ impl Store {
         let committed = on_db_write!(self.db(), pool => {
             let mut tx = pool.begin_write().await?;
             let owned = match chain {
-                Some(next) => {
-                    sqlx::query(CHAIN_JOB)
-                        .bind(c.lease.job.as_str())
-                        .bind(c.lease.worker.as_str())
-                        .bind(Json(&next.job.payload))
-                        .bind(now)
-                        .execute(&mut *tx)
-                        .await?
-                        .rows_affected()
-                        == 1
-                }
+                Some(next) => tx.chain_job(c.lease, &next.job.payload, now).await?,
                 None => tx.complete_job(c.lease, &result, now).await?,
             };
             if !owned {

@@ -10,7 +10,7 @@ use sqlx::sqlite::SqliteQueryResult;
 use sqlx::types::Json;
 use sqlx::{Database, Encode, Executor, IntoArguments, Transaction, Type};
 
-use super::jobs::{CHECKPOINT_JOB, COMPLETE_JOB, INSERT_JOB, Lease, NewJob};
+use super::jobs::{CHAIN_JOB, CHECKPOINT_JOB, COMPLETE_JOB, INSERT_JOB, Lease, NewJob};
 use super::{Conflict, StoreError, StoreResult};
 use crate::domain::event::StoredEvent;
 use crate::domain::ids::JobId;
@@ -57,6 +57,10 @@ pub(crate) trait Statements {
     /// Completes a job with `result`; false when the lease was lost.
     async fn complete_job(&mut self, lease: &Lease, result: &Value, now: i64)
     -> sqlx::Result<bool>;
+
+    /// Hands a running job on to the work `payload` names (see `jobs::CHAIN_JOB`); false when
+    /// the lease was lost.
+    async fn chain_job(&mut self, lease: &Lease, payload: &Value, now: i64) -> sqlx::Result<bool>;
 
     /// Saves a job's checkpoint and progress; false when the lease was lost.
     async fn checkpoint_job(
@@ -167,6 +171,18 @@ where
             .bind(lease.job.as_str())
             .bind(lease.worker.as_str())
             .bind(Json(result))
+            .bind(now)
+            .execute(&mut **self)
+            .await?
+            .rows();
+        Ok(n == 1)
+    }
+
+    async fn chain_job(&mut self, lease: &Lease, payload: &Value, now: i64) -> sqlx::Result<bool> {
+        let n = sqlx::query(CHAIN_JOB)
+            .bind(lease.job.as_str())
+            .bind(lease.worker.as_str())
+            .bind(Json(payload))
             .bind(now)
             .execute(&mut **self)
             .await?
