@@ -129,6 +129,22 @@ impl Filter {
             .collect()
     }
 
+    /// Whether the filter reads the contact's own fields (`email`, `subscribed`, `createdAt`,
+    /// `updatedAt`, `data.<path>`), nested groups included: whether a change of the contact,
+    /// as opposed to its events or memberships, can change the answer.
+    pub fn reads_contact_fields(&self) -> bool {
+        self.conditions().iter().any(|c| {
+            matches!(
+                c.field,
+                Field::Email
+                    | Field::Subscribed
+                    | Field::CreatedAt
+                    | Field::UpdatedAt
+                    | Field::Data(_)
+            )
+        })
+    }
+
     /// Whether the filter's answer for a contact can change with time alone, without the
     /// contact or its events changing: it has a `within`, `olderThan`, `triggeredWithin` or
     /// `notTriggeredWithin` condition (nested groups included).

@@ -344,3 +344,26 @@ fn event_names_lists_every_event_condition_nested_included() {
         BTreeSet::from(["purchase".to_string(), "signup".to_string()])
     );
 }
+
+#[test]
+fn reads_contact_fields_is_true_only_for_a_contact_field_nested_included() {
+    let contact_free = parse(
+        &json!({ "logic": "OR", "groups": [
+            { "filters": [ { "field": "event.signup", "operator": "triggered" } ] },
+            { "filters": [ { "field": "segment.seg_1", "operator": "memberOf" } ] } ] }),
+        Scope::Contacts,
+    )
+    .unwrap();
+    assert!(!contact_free.reads_contact_fields());
+    for field in ["email", "subscribed", "createdAt", "updatedAt", "data.plan"] {
+        let f = parse(
+            &json!({ "logic": "AND", "groups": [
+                { "filters": [ { "field": "event.signup", "operator": "triggered" } ],
+                  "conditions": { "logic": "AND", "groups": [ { "filters": [
+                    { "field": field, "operator": "exists" } ] } ] } } ] }),
+            Scope::Contacts,
+        )
+        .unwrap();
+        assert!(f.reads_contact_fields(), "{field}");
+    }
+}

@@ -39,6 +39,22 @@ pub trait EventConsumer: Send + Sync {
 
     /// Handles one event; an error makes the dispatcher retry the event later.
     fn handle<'a>(&'a self, event: &'a StoredEvent) -> BoxFuture<'a, Result<(), ConsumerError>>;
+
+    /// Handles a claimed batch of events, in claim order, answering one outcome per event (in
+    /// the same order). The default hands them to [`EventConsumer::handle`] one at a time; a
+    /// consumer that can share reads or a transaction across events overrides it.
+    fn handle_batch<'a>(
+        &'a self,
+        events: &'a [&'a StoredEvent],
+    ) -> BoxFuture<'a, Vec<Result<(), ConsumerError>>> {
+        Box::pin(async move {
+            let mut outcomes = Vec::with_capacity(events.len());
+            for event in events {
+                outcomes.push(self.handle(event).await);
+            }
+            outcomes
+        })
+    }
 }
 
 /// Attempts before an event is parked (kept in the outbox with its error, not retried).
@@ -89,15 +105,26 @@ impl EventDispatcher {
             }
         };
         let n = claimed.len();
-        let mut delivered = Vec::with_capacity(n);
-        for item in claimed {
-            let mut failure = None;
-            for consumer in self.consumers.iter() {
-                if let Err(err) = consumer.handle(&item.event).await {
-                    failure = Some(format!("{}: {err}", consumer.name()));
-                    break;
+        // Each consumer takes the whole batch at once (in claim order); an event that one
+        // consumer fails is not handed to the next ones and is retried whole later.
+        let mut failures: Vec<Option<String>> = vec![None; n];
+        for consumer in self.consumers.iter() {
+            let pending: Vec<usize> = (0..n).filter(|&i| failures[i].is_none()).collect();
+            if pending.is_empty() {
+                break;
+            }
+            let events: Vec<&StoredEvent> = pending.iter().map(|&i| &claimed[i].event).collect();
+            let mut outcomes = consumer.handle_batch(&events).await.into_iter();
+            for i in pending {
+                match outcomes.next() {
+                    Some(Ok(())) => {}
+                    Some(Err(err)) => failures[i] = Some(format!("{}: {err}", consumer.name())),
+                    None => failures[i] = Some(format!("{}: no outcome", consumer.name())),
                 }
             }
+        }
+        let mut delivered = Vec::with_capacity(n);
+        for (item, failure) in claimed.iter().zip(failures) {
             match failure {
                 None => delivered.push(item.event.id.clone()),
                 Some(error) => {

@@ -14,6 +14,9 @@ use tracing_subscriber::{EnvFilter, Layer};
 
 use crate::config::{LogFormat, Settings};
 
+/// How long a stop waits for the trace exporter to send the spans still buffered.
+const SHUTDOWN_WAIT: std::time::Duration = std::time::Duration::from_secs(20);
+
 /// Keeps the trace exporter running; [`Telemetry::shutdown`] (or dropping it) sends the spans
 /// still buffered.
 #[must_use = "dropping it stops the trace exporter"]
@@ -28,8 +31,11 @@ impl Telemetry {
     }
 
     fn stop(&mut self) {
+        // The SDK's default wait is 5 s, which an export to a collector on a loaded machine (or
+        // one still in flight when the stop began) can outlast, and then the last spans, the
+        // requests the stop waited for among them, are lost with the process.
         if let Some(provider) = self.traces.take()
-            && let Err(e) = provider.shutdown()
+            && let Err(e) = provider.shutdown_with_timeout(SHUTDOWN_WAIT)
         {
             eprintln!("herald: the trace exporter did not flush: {e}");
         }

@@ -34,7 +34,7 @@ pub(super) const UPDATE_CONTACT: &str = "UPDATE contacts SET email = $3, subscri
 
 #[derive(FromRow)]
 pub(crate) struct ContactRow {
-    id: String,
+    pub(crate) id: String,
     project_id: String,
     email: String,
     subscribed: bool,

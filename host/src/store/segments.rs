@@ -7,7 +7,7 @@
 //! chunks (keyset-paginated by contact id), each chunk one transaction with its `segment.<slug>.entry`/`.exit` events (and their
 //! outbox rows, by trigger). `member_count` caches the last count.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 use herald_filter::{Dialect, Filter, Scope, SqlValue};
 use serde_json::Value;
@@ -33,6 +33,9 @@ pub const COMPUTE_CHUNK: usize = 500;
 /// How many contacts (or members, for exits) one window of a compute spans at most: every
 /// chunk's scan stays inside a window, so a sparse segment's compute holds the writer briefly.
 pub const COMPUTE_WINDOW: usize = 5_000;
+
+/// How many contacts one read (and at most one write transaction) of live re-evaluation takes.
+pub const RECONCILE_CHUNK: usize = 250;
 
 /// The job kind of the periodic re-evaluation of time-relative tracked segments; a singleton
 /// (a unique index allows one queued or running, across instances).
@@ -202,69 +205,77 @@ macro_rules! bind_all {
 }
 pub(super) use bind_all;
 
-/// What [`Store::reconcile_contact_segments`] decides on, read through `$conn` (a transaction's
-/// connection) with `$lock` after the contact's select: `Some((LiveContact, tracked segments))`,
-/// `None` when the contact is gone.
+/// What [`Store::reconcile_contacts_segments`] decides on, read through `$conn` (a transaction's
+/// connection) with `$lock` after the contacts' select: the [`LiveContact`] of each of
+/// `$contacts` that still exists, in id order, with its events of the names `$names` and every
+/// stored membership. Three queries, whatever the number of contacts.
 macro_rules! read_live {
-    ($conn:expr, $project:expr, $contact:expr, $lock:expr) => {{
+    ($conn:expr, $project:expr, $contacts:expr, $names:expr, $lock:expr) => {{
+        let ids: &[ContactId] = $contacts;
+        let names: &[String] = $names;
         let contact_sql = format!(
-            "SELECT {CONTACT_COLUMNS} FROM contacts c WHERE c.project_id = $1 AND c.id = $2{}",
+            "SELECT {CONTACT_COLUMNS} FROM contacts c WHERE c.project_id = $1 AND c.id IN ({}) \
+             ORDER BY c.id{}",
+            placeholders(2, ids.len()),
             $lock
         );
-        let row: Option<ContactRow> = sqlx::query_as(&contact_sql)
-            .bind($project.as_str())
-            .bind($contact.as_str())
-            .fetch_optional($conn)
-            .await?;
-        match row {
-            None => None,
-            Some(row) => {
-                let rows: Vec<SegmentRow> = sqlx::query_as(&tracked_segments_sql())
-                    .bind($project.as_str())
-                    .bind(SegmentType::Dynamic.as_str())
-                    .fetch_all($conn)
-                    .await?;
-                let segments = tracked(rows)?;
-                let names: Vec<String> = segments
-                    .iter()
-                    .flat_map(|s| s.filter.event_names())
-                    .collect::<std::collections::BTreeSet<_>>()
-                    .into_iter()
-                    .collect();
-                let events: Vec<(String, i64, i64)> = if names.is_empty() {
-                    Vec::new()
-                } else {
-                    let sql = format!(
-                        "SELECT name, COUNT(*), MAX(created_at) FROM events \
-                         WHERE project_id = $1 AND contact_id = $2 AND name IN ({}) GROUP BY name",
-                        placeholders(3, names.len())
-                    );
-                    let mut q = sqlx::query_as(&sql)
-                        .bind($project.as_str())
-                        .bind($contact.as_str());
-                    for n in &names {
-                        q = q.bind(n.as_str());
-                    }
-                    q.fetch_all($conn).await?
-                };
-                let memberships: Vec<String> = sqlx::query_scalar(
-                    "SELECT segment_id FROM segment_members WHERE project_id = $1 AND contact_id = $2",
-                )
-                .bind($project.as_str())
-                .bind($contact.as_str())
-                .fetch_all($conn)
-                .await?;
-                let live = LiveContact {
-                    contact: row.into(),
-                    events: events
-                        .into_iter()
-                        .map(|(n, c, at)| (n, c.max(0) as u64, at))
-                        .collect(),
-                    memberships: memberships.into_iter().collect(),
-                };
-                Some((live, segments))
+        let mut q = sqlx::query_as(&contact_sql).bind($project.as_str());
+        for id in ids {
+            q = q.bind(id.as_str());
+        }
+        let rows: Vec<ContactRow> = q.fetch_all($conn).await?;
+        let found: Vec<String> = rows.iter().map(|r| r.id.clone()).collect();
+        let mut events: HashMap<String, Vec<(String, u64, i64)>> = HashMap::new();
+        let mut memberships: HashMap<String, std::collections::BTreeSet<String>> = HashMap::new();
+        if !found.is_empty() {
+            if !names.is_empty() {
+                let sql = format!(
+                    "SELECT contact_id, name, COUNT(*), MAX(created_at) FROM events \
+                     WHERE project_id = $1 AND contact_id IN ({}) AND name IN ({}) \
+                     GROUP BY contact_id, name",
+                    placeholders(2, found.len()),
+                    placeholders(2 + found.len(), names.len())
+                );
+                let mut q = sqlx::query_as(&sql).bind($project.as_str());
+                for id in &found {
+                    q = q.bind(id.as_str());
+                }
+                for n in names {
+                    q = q.bind(n.as_str());
+                }
+                let stats: Vec<(String, String, i64, i64)> = q.fetch_all($conn).await?;
+                for (contact, name, count, at) in stats {
+                    events
+                        .entry(contact)
+                        .or_default()
+                        .push((name, count.max(0) as u64, at));
+                }
+            }
+            let sql = format!(
+                "SELECT contact_id, segment_id FROM segment_members \
+                 WHERE project_id = $1 AND contact_id IN ({})",
+                placeholders(2, found.len())
+            );
+            let mut q = sqlx::query_as(&sql).bind($project.as_str());
+            for id in &found {
+                q = q.bind(id.as_str());
+            }
+            let rows: Vec<(String, String)> = q.fetch_all($conn).await?;
+            for (contact, segment) in rows {
+                memberships.entry(contact).or_default().insert(segment);
             }
         }
+        rows.into_iter()
+            .map(|row| {
+                let events = events.remove(&row.id).unwrap_or_default();
+                let memberships = memberships.remove(&row.id).unwrap_or_default();
+                LiveContact {
+                    contact: row.into(),
+                    events,
+                    memberships,
+                }
+            })
+            .collect::<Vec<LiveContact>>()
     }};
 }
 
@@ -464,10 +475,15 @@ impl Store {
         );
         let count_sql = format!("SELECT COUNT(*) {from}");
         // The page and the count on two connections at once: on a large segment the count is
-        // the long part, and the page should not wait for it.
+        // the long part, and the page should not wait for it. Neither is kept as a prepared
+        // statement: the text is the filter's own, and PostgreSQL plans an unnamed statement
+        // with its values (a kept one turns generic after five runs, blind to the time cutoffs
+        // and the filter's values).
         let (rows, total): (Vec<ContactRow>, i64) = on_db!(self.db(), pool => {
-            let rows = bind_all!(sqlx::query_as(&sql), &binds).fetch_all(pool);
-            let total = bind_all!(sqlx::query_scalar(&count_sql), &binds).fetch_one(pool);
+            let rows = bind_all!(sqlx::query_as(&sql), &binds).persistent(false).fetch_all(pool);
+            let total = bind_all!(sqlx::query_scalar(&count_sql), &binds)
+                .persistent(false)
+                .fetch_one(pool);
             tokio::try_join!(rows, total)?
         });
         Ok((rows.into_iter().map(Into::into).collect(), total))
@@ -479,7 +495,10 @@ impl Store {
         let (from, binds) = self.members_from(segment, now_ms())?;
         let count_sql = format!("SELECT COUNT(*) {from}");
         let count: i64 = on_db!(self.db(), pool => {
-            bind_all!(sqlx::query_scalar(&count_sql), &binds).fetch_one(pool).await?
+            bind_all!(sqlx::query_scalar(&count_sql), &binds)
+                .persistent(false)
+                .fetch_one(pool)
+                .await?
         });
         self.store_member_count(segment, count).await?;
         Ok(count)
@@ -776,115 +795,163 @@ impl Store {
         Ok(segments)
     }
 
-    /// Whether the project has a tracked dynamic segment (one indexed read, no filter parsed).
+    /// The project's tracked dynamic segments with their parsed filters, in id order (one
+    /// indexed read).
     #[tracing::instrument(level = "debug", skip(self))]
-    pub async fn has_tracked_segments(&self, project: &ProjectId) -> StoreResult<bool> {
-        let found: Option<String> = on_db!(self.db(), pool => {
-            sqlx::query_scalar(
-                "SELECT id FROM segments WHERE project_id = $1 AND type = $2 \
-                 AND track_membership LIMIT 1",
-            )
-            .bind(project.as_str())
-            .bind(SegmentType::Dynamic.as_str())
-            .fetch_optional(pool)
-            .await?
+    pub async fn tracked_segments(&self, project: &ProjectId) -> StoreResult<Vec<TrackedSegment>> {
+        let rows: Vec<SegmentRow> = on_db!(self.db(), pool => {
+            sqlx::query_as(&tracked_segments_sql())
+                .bind(project.as_str())
+                .bind(SegmentType::Dynamic.as_str())
+                .fetch_all(pool)
+                .await?
         });
-        Ok(found.is_some())
+        tracked(rows)
     }
 
-    /// Re-evaluates one contact's membership of the project's tracked dynamic segments: reads
-    /// the tracked segments, the contact's event stats for the names their filters reference
-    /// and its stored memberships, and asks `decide` which of the segments the contact belongs
-    /// to (in the order given). Most events change no membership, so this first happens on a
-    /// read connection, without taking the writer; only when a membership differs is it done
-    /// again in one write transaction that locks the contact (`FOR UPDATE`; `BEGIN IMMEDIATE`
-    /// on SQLite), inserts or deletes the `segment_members` rows that differ, moves each
-    /// changed segment's `member_count` by one and writes one `segment.<slug>.entry` or `.exit`
-    /// event per change (data as compute's). A change counts only when its row was really
-    /// inserted or deleted, so a repeated call, or one racing a compute, fires nothing twice.
-    /// A deleted contact (or none tracked) changes nothing.
-    #[tracing::instrument(level = "debug", skip(self, decide))]
-    pub async fn reconcile_contact_segments<F>(
+    /// Re-evaluates the membership of `contacts` (of one project) in `segments` (tracked
+    /// segments of the project, as [`Store::tracked_segments`] answered them): reads each
+    /// contact, its event stats for the names the segments' filters reference and its stored
+    /// memberships, and asks `decide`, per contact, whether it belongs to each segment (in the
+    /// order given; `None` leaves that membership as it is). Most events change no membership,
+    /// so this first happens on a read connection, without taking the writer, in three queries
+    /// for up to [`RECONCILE_CHUNK`] contacts; only the contacts whose membership differs are
+    /// read again in one write transaction that locks them (`FOR UPDATE`, in id order;
+    /// `BEGIN IMMEDIATE` on SQLite), with the segments still tracked then, and for each change
+    /// the `segment_members` row is inserted or deleted, the segment's `member_count` moved by
+    /// one and one `segment.<slug>.entry` or `.exit` event written (data as compute's). A change
+    /// counts only when its row was really inserted or deleted, so a repeated call, or one
+    /// racing a compute, fires nothing twice. Deleted contacts change nothing. Answers every
+    /// change with its contact.
+    #[tracing::instrument(level = "debug", skip_all, fields(contacts = contacts.len(), segments = segments.len()))]
+    pub async fn reconcile_contacts_segments<F>(
         &self,
         project: &ProjectId,
-        contact: &ContactId,
+        segments: &[TrackedSegment],
+        contacts: &[ContactId],
         decide: F,
-    ) -> StoreResult<Vec<MembershipChange>>
+    ) -> StoreResult<Vec<(ContactId, MembershipChange)>>
     where
-        F: Fn(&LiveContact, &[TrackedSegment]) -> Vec<bool>,
+        F: Fn(&LiveContact, &[TrackedSegment]) -> Vec<Option<bool>>,
     {
-        // A cheap read first: most projects track no segment, and then no transaction at all.
-        if !self.has_tracked_segments(project).await? {
-            return Ok(Vec::new());
+        let mut changes = Vec::new();
+        if segments.is_empty() {
+            return Ok(changes);
         }
-        let differs = |live: &LiveContact, segments: &[TrackedSegment], wanted: &[bool]| {
-            segments
-                .iter()
-                .zip(wanted)
-                .any(|(s, want)| *want != live.memberships.contains(s.id.as_str()))
-        };
-        let unchanged = on_db!(self.db(), pool => {
-            let mut tx = pool.begin().await?;
-            let read = read_live!(&mut *tx, project, contact, "");
-            tx.rollback().await?;
-            match read {
-                None => true,
-                Some((live, segments)) => !differs(&live, &segments, &decide(&live, &segments)),
+        let names: Vec<String> = segments
+            .iter()
+            .flat_map(|s| s.filter.event_names())
+            .collect::<std::collections::BTreeSet<_>>()
+            .into_iter()
+            .collect();
+        let mut unique: Vec<ContactId> = contacts.to_vec();
+        unique.sort_by(|a, b| a.as_str().cmp(b.as_str()));
+        unique.dedup();
+        for chunk in unique.chunks(RECONCILE_CHUNK) {
+            let differing = on_db!(self.db(), pool => {
+                let mut tx = pool.begin().await?;
+                let live = read_live!(&mut *tx, project, chunk, &names, "");
+                tx.rollback().await?;
+                live.into_iter()
+                    .filter(|l| differs(l, segments, &decide(l, segments)))
+                    .map(|l| l.contact.id)
+                    .collect::<Vec<ContactId>>()
+            });
+            if differing.is_empty() {
+                continue;
             }
-        });
-        if unchanged {
-            return Ok(Vec::new());
+            changes.extend(
+                self.write_membership_changes(project, segments, &differing, &names, &decide)
+                    .await?,
+            );
         }
+        Ok(changes)
+    }
+
+    /// The write half of [`Store::reconcile_contacts_segments`], for the contacts found to differ.
+    async fn write_membership_changes<F>(
+        &self,
+        project: &ProjectId,
+        segments: &[TrackedSegment],
+        contacts: &[ContactId],
+        names: &[String],
+        decide: &F,
+    ) -> StoreResult<Vec<(ContactId, MembershipChange)>>
+    where
+        F: Fn(&LiveContact, &[TrackedSegment]) -> Vec<Option<bool>>,
+    {
         let count = "UPDATE segments SET member_count = member_count + $3 \
              WHERE project_id = $1 AND id = $2";
         let lock = for_update(self.db().backend());
         let now = now_ms();
         let changes = on_db_write!(self.db(), pool => {
             let mut tx = pool.begin_write().await?;
-            let Some((live, segments)) = read_live!(&mut *tx, project, contact, lock) else {
-                return Ok(Vec::new());
-            };
-            let wanted = decide(&live, &segments);
-            let mut changes = Vec::new();
-            for (segment, want) in segments.iter().zip(wanted) {
-                if want == live.memberships.contains(segment.id.as_str()) {
-                    continue;
-                }
-                let mut q = sqlx::query(if want { INSERT_MEMBER } else { DELETE_MEMBER })
-                    .bind(project.as_str())
-                    .bind(segment.id.as_str())
-                    .bind(contact.as_str());
-                if want {
-                    q = q.bind(now);
-                }
-                if q.execute(&mut *tx).await?.rows_affected() == 0 {
-                    continue;
-                }
-                sqlx::query(count)
-                    .bind(project.as_str())
-                    .bind(segment.id.as_str())
-                    .bind(if want { 1i64 } else { -1i64 })
-                    .execute(&mut *tx)
-                    .await?;
-                tx.insert_event(&membership_event(
-                    project,
-                    contact.clone(),
-                    segment.id.as_str(),
-                    &segment.name,
-                    want,
-                    now,
-                ))
+            let live = read_live!(&mut *tx, project, contacts, names, lock);
+            // The segments still tracked now (one may have been untracked or deleted since).
+            let rows: Vec<SegmentRow> = sqlx::query_as(&tracked_segments_sql())
+                .bind(project.as_str())
+                .bind(SegmentType::Dynamic.as_str())
+                .fetch_all(&mut *tx)
                 .await?;
-                changes.push(MembershipChange {
-                    segment_id: segment.id.clone(),
-                    entered: want,
-                });
+            let current: HashSet<String> = rows.into_iter().map(|r| r.id).collect();
+            let mut changes = Vec::new();
+            for contact in &live {
+                let wanted = decide(contact, segments);
+                for (segment, want) in segments.iter().zip(wanted) {
+                    let Some(want) = want else { continue };
+                    if !current.contains(segment.id.as_str())
+                        || want == contact.memberships.contains(segment.id.as_str())
+                    {
+                        continue;
+                    }
+                    let id = &contact.contact.id;
+                    let mut q = sqlx::query(if want { INSERT_MEMBER } else { DELETE_MEMBER })
+                        .bind(project.as_str())
+                        .bind(segment.id.as_str())
+                        .bind(id.as_str());
+                    if want {
+                        q = q.bind(now);
+                    }
+                    if q.execute(&mut *tx).await?.rows_affected() == 0 {
+                        continue;
+                    }
+                    sqlx::query(count)
+                        .bind(project.as_str())
+                        .bind(segment.id.as_str())
+                        .bind(if want { 1i64 } else { -1i64 })
+                        .execute(&mut *tx)
+                        .await?;
+                    tx.insert_event(&membership_event(
+                        project,
+                        id.clone(),
+                        segment.id.as_str(),
+                        &segment.name,
+                        want,
+                        now,
+                    ))
+                    .await?;
+                    changes.push((
+                        id.clone(),
+                        MembershipChange {
+                            segment_id: segment.id.clone(),
+                            entered: want,
+                        },
+                    ));
+                }
             }
             tx.commit().await?;
             changes
         });
         Ok(changes)
     }
+}
+
+/// Whether `decide`'s answer (`wanted`) for `live` differs from its stored membership.
+fn differs(live: &LiveContact, segments: &[TrackedSegment], wanted: &[Option<bool>]) -> bool {
+    segments
+        .iter()
+        .zip(wanted)
+        .any(|(s, want)| want.is_some_and(|want| want != live.memberships.contains(s.id.as_str())))
 }
 
 /// The tracked segments of `rows` with their parsed filters.

@@ -241,6 +241,87 @@ async fn tracked_membership_is_kept_live() {
 }
 
 #[tokio::test]
+async fn a_batch_of_events_enters_each_contact_once_in_the_segments_its_events_affect() {
+    // A slow poll, so the outbox claims the events tracked meanwhile as one batch.
+    let app = TestApp::spawn_with(|s| s.jobs_poll_interval_ms = 1_000).await;
+    let p = app.project().await;
+    let mut ids = Vec::new();
+    for (name, condition) in [
+        (
+            "Buyers",
+            all_of(json!([
+                { "field": "event.purchase", "operator": "triggered" },
+                { "field": "data.plan", "operator": "equals", "value": "pro" } ])),
+        ),
+        (
+            "Loggers",
+            all_of(json!([{ "field": "event.login", "operator": "triggered" }])),
+        ),
+    ] {
+        let s = create(
+            &app,
+            &p,
+            json!({ "name": name, "type": "DYNAMIC", "trackMembership": true, "condition": condition }),
+        )
+        .await;
+        ids.push(s["id"].as_str().unwrap().to_string());
+    }
+    // 24 contacts: a third buy on `pro` (Buyers), a third buy on `free` (nothing), a third log
+    // in on `pro` (Loggers); every buyer buys twice.
+    let mut calls = Vec::new();
+    for i in 0..24 {
+        let (event, plan) = match i % 3 {
+            0 => ("purchase", "pro"),
+            1 => ("purchase", "free"),
+            _ => ("login", "pro"),
+        };
+        let times = if i % 3 == 0 { 2 } else { 1 };
+        for _ in 0..times {
+            calls.push(app.post(
+                "/v1/track",
+                &p.secret_key,
+                json!({ "email": format!("c{i:02}@example.com"), "event": event, "data": { "plan": plan } }),
+            ));
+        }
+    }
+    for r in futures::future::join_all(calls).await {
+        assert_eq!(r.status, 200, "{}", r.body);
+    }
+    let buyers: Vec<String> = (0..24)
+        .filter(|i| i % 3 == 0)
+        .map(|i| format!("c{i:02}@example.com"))
+        .collect();
+    let loggers: Vec<String> = (0..24)
+        .filter(|i| i % 3 == 2)
+        .map(|i| format!("c{i:02}@example.com"))
+        .collect();
+    assert_eq!(
+        wait_for_events(&app, &p, "segment.buyers.entry", 8).await,
+        buyers
+    );
+    assert_eq!(
+        wait_for_events(&app, &p, "segment.loggers.entry", 8).await,
+        loggers
+    );
+    // Nothing twice, and what live re-evaluation stored is what a compute finds.
+    tokio::time::sleep(std::time::Duration::from_millis(1_500)).await;
+    assert_eq!(event_emails(&app, &p, "segment.buyers.entry").await, buyers);
+    assert_eq!(
+        event_emails(&app, &p, "segment.loggers.entry").await,
+        loggers
+    );
+    for (id, expected) in ids.iter().zip([&buyers, &loggers]) {
+        assert_eq!(member_count(&app, &p, id).await, json!(8));
+        assert_eq!(&members(&app, &p, id).await, expected);
+        let r = app
+            .post(&format!("/segments/{id}/compute"), &p.secret_key, json!({}))
+            .await;
+        assert_eq!(r.status, 200, "{}", r.body);
+        assert_eq!(r.body, json!({ "added": 0, "removed": 0, "total": 8 }));
+    }
+}
+
+#[tokio::test]
 async fn segments_are_created_read_changed_listed_and_deleted() {
     let app = TestApp::spawn().await;
     let p = app.project().await;
