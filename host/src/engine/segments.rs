@@ -8,7 +8,7 @@
 //! come with a contact change, or reads memberships), and evaluates those in memory with
 //! `herald-filter` over what [`Store::reconcile_contacts_segments`] reads for all the batch's
 //! contacts at once (three queries per 250 contacts, on a read connection). Only contacts whose
-//! membership differs are read again under a lock in one write transaction, where every entry
+//! membership differs are read again under a lock, in write transactions of 50, where every entry
 //! or exit is written with its `segment.<slug>.entry`/`.exit` event. Delivery is at least once:
 //! the store diffs against the stored membership it reads under the contacts' lock and counts a
 //! change only when its row was really inserted or deleted, so a re-delivered event, or one that

@@ -37,6 +37,11 @@ pub const COMPUTE_WINDOW: usize = 5_000;
 /// How many contacts one read (and at most one write transaction) of live re-evaluation takes.
 pub const RECONCILE_CHUNK: usize = 250;
 
+/// How many contacts whose membership changes one write transaction of live re-evaluation
+/// takes: each may enter or leave every tracked segment, with an event each, and SQLite's one
+/// writer is held meanwhile.
+pub const RECONCILE_WRITE_CHUNK: usize = 50;
+
 /// The job kind of the periodic re-evaluation of time-relative tracked segments; a singleton
 /// (a unique index allows one queued or running, across instances).
 pub const REEVALUATE_KIND: &str = "segments.reevaluate";
@@ -860,10 +865,12 @@ impl Store {
             if differing.is_empty() {
                 continue;
             }
-            changes.extend(
-                self.write_membership_changes(project, segments, &differing, &names, &decide)
-                    .await?,
-            );
+            for part in differing.chunks(RECONCILE_WRITE_CHUNK) {
+                changes.extend(
+                    self.write_membership_changes(project, segments, part, &names, &decide)
+                        .await?,
+                );
+            }
         }
         Ok(changes)
     }
@@ -895,9 +902,12 @@ impl Store {
                 .await?;
             let current: HashSet<String> = rows.into_iter().map(|r| r.id).collect();
             let mut changes = Vec::new();
+            // Each segment's count moves once per transaction (in id order, as every
+            // transaction does), by the sum of its changes.
+            let mut deltas: Vec<i64> = vec![0; segments.len()];
             for contact in &live {
                 let wanted = decide(contact, segments);
-                for (segment, want) in segments.iter().zip(wanted) {
+                for ((segment, want), delta) in segments.iter().zip(wanted).zip(deltas.iter_mut()) {
                     let Some(want) = want else { continue };
                     if !current.contains(segment.id.as_str())
                         || want == contact.memberships.contains(segment.id.as_str())
@@ -915,12 +925,7 @@ impl Store {
                     if q.execute(&mut *tx).await?.rows_affected() == 0 {
                         continue;
                     }
-                    sqlx::query(count)
-                        .bind(project.as_str())
-                        .bind(segment.id.as_str())
-                        .bind(if want { 1i64 } else { -1i64 })
-                        .execute(&mut *tx)
-                        .await?;
+                    *delta += if want { 1 } else { -1 };
                     tx.insert_event(&membership_event(
                         project,
                         id.clone(),
@@ -937,6 +942,16 @@ impl Store {
                             entered: want,
                         },
                     ));
+                }
+            }
+            for (segment, delta) in segments.iter().zip(deltas) {
+                if delta != 0 {
+                    sqlx::query(count)
+                        .bind(project.as_str())
+                        .bind(segment.id.as_str())
+                        .bind(delta)
+                        .execute(&mut *tx)
+                        .await?;
                 }
             }
             tx.commit().await?;

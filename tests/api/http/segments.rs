@@ -303,8 +303,16 @@ async fn a_batch_of_events_enters_each_contact_once_in_the_segments_its_events_a
         wait_for_events(&app, &p, "segment.loggers.entry", 8).await,
         loggers
     );
-    // Nothing twice, and what live re-evaluation stored is what a compute finds.
-    tokio::time::sleep(std::time::Duration::from_millis(1_500)).await;
+    // Once the outbox is drained (the entry events dispatched too): nothing twice, and what
+    // live re-evaluation stored is what a compute finds.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while app.state().store().outbox_len().await.unwrap() > 0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the outbox never drained"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
     assert_eq!(event_emails(&app, &p, "segment.buyers.entry").await, buyers);
     assert_eq!(
         event_emails(&app, &p, "segment.loggers.entry").await,
