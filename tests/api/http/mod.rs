@@ -7,6 +7,7 @@ mod billing;
 mod campaigns;
 mod cli;
 mod contacts;
+mod document;
 pub mod domains;
 mod engagement;
 pub mod events;
