@@ -130,23 +130,22 @@ impl EventConsumer for WorkflowTriggers {
                     continue;
                 }
                 let key = (event.project_id.as_str(), event.name.as_str());
-                if !triggered.contains_key(&key) {
-                    match self
+                let list = match triggered.entry(key) {
+                    std::collections::hash_map::Entry::Occupied(found) => found.into_mut(),
+                    std::collections::hash_map::Entry::Vacant(slot) => match self
                         .engine
                         .store
                         .triggered_workflows(&event.project_id, &event.name)
                         .await
                     {
-                        Ok(list) => {
-                            triggered.insert(key, list);
-                        }
+                        Ok(list) => slot.insert(list),
                         Err(e) => {
                             outcomes.push(Err(e.into()));
                             continue;
                         }
-                    }
-                }
-                outcomes.push(self.handle_event(event, &triggered[&key]).await);
+                    },
+                };
+                outcomes.push(self.handle_event(event, list).await);
             }
             outcomes
         })
