@@ -821,10 +821,11 @@ impl Store {
     /// order given; `None` leaves that membership as it is). Most events change no membership,
     /// so this first happens on a read connection, without taking the writer, in three queries
     /// for up to [`RECONCILE_CHUNK`] contacts; only the contacts whose membership differs are
-    /// read again in one write transaction that locks them (`FOR UPDATE`, in id order;
-    /// `BEGIN IMMEDIATE` on SQLite), with the segments still tracked then, and for each change
-    /// the `segment_members` row is inserted or deleted, the segment's `member_count` moved by
-    /// one and one `segment.<slug>.entry` or `.exit` event written (data as compute's). A change
+    /// read again, [`RECONCILE_WRITE_CHUNK`] to a write transaction that locks them (`FOR
+    /// UPDATE`, in id order; `BEGIN IMMEDIATE` on SQLite), with the segments still tracked then,
+    /// and for each change the `segment_members` row is inserted or deleted and one
+    /// `segment.<slug>.entry` or `.exit` event written (data as compute's); each segment's
+    /// `member_count` moves once per transaction by the sum of its changes. A change
     /// counts only when its row was really inserted or deleted, so a repeated call, or one
     /// racing a compute, fires nothing twice. Deleted contacts change nothing. Answers every
     /// change with its contact.
@@ -894,13 +895,17 @@ impl Store {
         let changes = on_db_write!(self.db(), pool => {
             let mut tx = pool.begin_write().await?;
             let live = read_live!(&mut *tx, project, contacts, names, lock);
-            // The segments still tracked now (one may have been untracked or deleted since).
-            let rows: Vec<SegmentRow> = sqlx::query_as(&tracked_segments_sql())
-                .bind(project.as_str())
-                .bind(SegmentType::Dynamic.as_str())
-                .fetch_all(&mut *tx)
-                .await?;
-            let current: HashSet<String> = rows.into_iter().map(|r| r.id).collect();
+            // The ids of the segments still tracked now (one may have been untracked or deleted
+            // since); their filters are the caller's.
+            let current: HashSet<String> = sqlx::query_scalar(
+                "SELECT id FROM segments WHERE project_id = $1 AND type = $2 AND track_membership",
+            )
+            .bind(project.as_str())
+            .bind(SegmentType::Dynamic.as_str())
+            .fetch_all(&mut *tx)
+            .await?
+            .into_iter()
+            .collect();
             let mut changes = Vec::new();
             // Each segment's count moves once per transaction (in id order, as every
             // transaction does), by the sum of its changes.
