@@ -266,6 +266,30 @@ impl Store {
         row.map(Into::into).ok_or(StoreError::NotFound)
     }
 
+    /// The contacts of `project` among `ids`, in one read (unknown ids are left out).
+    #[tracing::instrument(level = "debug", skip_all, fields(contacts = ids.len()))]
+    pub async fn contacts_by_ids(
+        &self,
+        project: &ProjectId,
+        ids: &[&str],
+    ) -> StoreResult<Vec<Contact>> {
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let sql = format!(
+            "SELECT {COLUMNS} FROM contacts WHERE project_id = $1 AND id IN ({})",
+            super::dialect::placeholders(2, ids.len())
+        );
+        let rows: Vec<ContactRow> = on_db!(self.db(), pool => {
+            let mut q = sqlx::query_as(&sql).bind(project.as_str());
+            for id in ids {
+                q = q.bind(*id);
+            }
+            q.fetch_all(pool).await?
+        });
+        Ok(rows.into_iter().map(Into::into).collect())
+    }
+
     /// A contact by id alone, for signed links (the token names the contact; its project comes
     /// from the row).
     #[tracing::instrument(level = "debug", skip(self))]

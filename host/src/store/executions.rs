@@ -319,70 +319,115 @@ impl Store {
         &self,
         new: &NewExecution<'_>,
     ) -> StoreResult<Result<ExecutionRecord, NotStarted>> {
+        let mut started = self.start_executions(std::slice::from_ref(new)).await?;
+        Ok(started.pop().unwrap_or(Err(NotStarted::Duplicate)))
+    }
+
+    /// [`Store::start_execution`] of many executions (the starts a batch of events triggers) in
+    /// one transaction, in order: a later one sees the earlier ones, so two events of one batch
+    /// start one execution of a workflow for a contact where the re-entry rules allow one.
+    /// Answers one outcome per execution, in order.
+    #[tracing::instrument(level = "debug", skip_all, fields(executions = starts.len()))]
+    pub async fn start_executions(
+        &self,
+        starts: &[NewExecution<'_>],
+    ) -> StoreResult<Vec<Result<ExecutionRecord, NotStarted>>> {
+        if starts.is_empty() {
+            return Ok(Vec::new());
+        }
         let now = now_ms();
-        let prior_sql = if new.allow_reentry {
-            "SELECT id FROM workflow_executions WHERE workflow_id = $1 AND contact_id = $2 \
-             AND status IN ('RUNNING', 'WAITING') LIMIT 1"
-        } else {
-            "SELECT id FROM workflow_executions WHERE workflow_id = $1 AND contact_id = $2 LIMIT 1"
-        };
         let insert_sql = format!(
             "INSERT INTO workflow_executions (id, project_id, workflow_id, contact_id, status, trigger_event_id, \
              trigger, context, current_step_id, created_at, updated_at) \
              VALUES ($1, $2, $3, $4, 'RUNNING', $5, $6, $7, $8, $9, $9) ON CONFLICT DO NOTHING \
              RETURNING {EXECUTION_COLUMNS}"
         );
-        let outcome = on_db_write!(self.db(), pool => {
+        let outcomes = on_db_write!(self.db(), pool => {
             let mut tx = pool.begin_write().await?;
-            if let Some(trigger) = new.trigger_event_id {
-                let seen: Option<String> = sqlx::query_scalar(
-                    "SELECT id FROM workflow_executions WHERE workflow_id = $1 AND trigger_event_id = $2",
-                )
-                .bind(new.workflow.as_str())
-                .bind(trigger)
-                .fetch_optional(&mut *tx)
-                .await?;
-                if seen.is_some() {
-                    tx.rollback().await?;
-                    return Ok(Err(NotStarted::Duplicate));
+            let mut outcomes = Vec::with_capacity(starts.len());
+            for new in starts {
+                let prior_sql = if new.allow_reentry {
+                    "SELECT id FROM workflow_executions WHERE workflow_id = $1 AND contact_id = $2 \
+                     AND status IN ('RUNNING', 'WAITING') LIMIT 1"
+                } else {
+                    "SELECT id FROM workflow_executions WHERE workflow_id = $1 AND contact_id = $2 LIMIT 1"
+                };
+                // The checks only read, so a start refused here leaves the others of the batch
+                // as they are.
+                if let Some(trigger) = new.trigger_event_id {
+                    let seen: Option<String> = sqlx::query_scalar(
+                        "SELECT id FROM workflow_executions WHERE workflow_id = $1 AND trigger_event_id = $2",
+                    )
+                    .bind(new.workflow.as_str())
+                    .bind(trigger)
+                    .fetch_optional(&mut *tx)
+                    .await?;
+                    if seen.is_some() {
+                        outcomes.push(Err(NotStarted::Duplicate));
+                        continue;
+                    }
+                }
+                let prior: Option<String> = sqlx::query_scalar(prior_sql)
+                    .bind(new.workflow.as_str())
+                    .bind(new.contact.as_str())
+                    .fetch_optional(&mut *tx)
+                    .await?;
+                if prior.is_some() {
+                    outcomes.push(Err(if new.allow_reentry { NotStarted::Active } else { NotStarted::AlreadyEntered }));
+                    continue;
+                }
+                let row: Option<ExecutionRecord> = sqlx::query_as(&insert_sql)
+                    .bind(new.id.as_str())
+                    .bind(new.project.as_str())
+                    .bind(new.workflow.as_str())
+                    .bind(new.contact.as_str())
+                    .bind(new.trigger_event_id)
+                    .bind(new.trigger.as_ref().map(Json))
+                    .bind(Json(new.context))
+                    .bind(new.entry.step_id.as_str())
+                    .bind(now)
+                    .fetch_optional(&mut *tx)
+                    .await?;
+                match row {
+                    // A concurrent start took the trigger or the contact's active slot (the
+                    // insert wrote nothing).
+                    None => outcomes.push(Err(if new.trigger_event_id.is_some() {
+                        NotStarted::Duplicate
+                    } else {
+                        NotStarted::Active
+                    })),
+                    Some(row) => {
+                        insert_run(&mut tx, new.project.as_str(), new.id.as_str(), &new.entry, now).await?;
+                        tx.insert_job(&new.entry.job, now).await?;
+                        outcomes.push(Ok(row));
+                    }
                 }
             }
-            let prior: Option<String> = sqlx::query_scalar(prior_sql)
-                .bind(new.workflow.as_str())
-                .bind(new.contact.as_str())
-                .fetch_optional(&mut *tx)
-                .await?;
-            if prior.is_some() {
-                tx.rollback().await?;
-                return Ok(Err(if new.allow_reentry { NotStarted::Active } else { NotStarted::AlreadyEntered }));
-            }
-            let row: Option<ExecutionRecord> = sqlx::query_as(&insert_sql)
-                .bind(new.id.as_str())
-                .bind(new.project.as_str())
-                .bind(new.workflow.as_str())
-                .bind(new.contact.as_str())
-                .bind(new.trigger_event_id)
-                .bind(new.trigger.as_ref().map(Json))
-                .bind(Json(new.context))
-                .bind(new.entry.step_id.as_str())
-                .bind(now)
-                .fetch_optional(&mut *tx)
-                .await?;
-            match row {
-                None => {
-                    // A concurrent start took the trigger or the contact's active slot.
-                    tx.rollback().await?;
-                    Err(if new.trigger_event_id.is_some() { NotStarted::Duplicate } else { NotStarted::Active })
-                }
-                Some(row) => {
-                    insert_run(&mut tx, new.project.as_str(), new.id.as_str(), &new.entry, now).await?;
-                    tx.insert_job(&new.entry.job, now).await?;
-                    tx.commit().await?;
-                    Ok(row)
-                }
-            }
+            tx.commit().await?;
+            outcomes
         });
-        Ok(outcome)
+        Ok(outcomes)
+    }
+
+    /// Whether any execution of `project` waits for `event_name` (so that a batch of events of
+    /// that name needs no per-contact look-up when none does).
+    #[tracing::instrument(level = "debug", skip(self))]
+    pub async fn any_waiting_for(
+        &self,
+        project: &ProjectId,
+        event_name: &str,
+    ) -> StoreResult<bool> {
+        let found: Option<i32> = on_db!(self.db(), pool => {
+            sqlx::query_scalar(
+                "SELECT 1 FROM workflow_executions WHERE project_id = $1 AND status = 'WAITING' \
+                 AND waiting_event = $2 LIMIT 1",
+            )
+            .bind(project.as_str())
+            .bind(event_name)
+            .fetch_optional(pool)
+            .await?
+        });
+        Ok(found.is_some())
     }
 
     /// What a step job needs about its step run, or `None` when the run is gone.
@@ -401,6 +446,63 @@ impl Store {
             .await?
         });
         Ok(row)
+    }
+
+    /// [`Store::run_context`] of many step runs in one read; a run that is gone is left out.
+    #[tracing::instrument(level = "debug", skip_all, fields(runs = runs.len()))]
+    pub async fn run_contexts(&self, runs: &[&str]) -> StoreResult<Vec<RunContext>> {
+        if runs.is_empty() {
+            return Ok(Vec::new());
+        }
+        let sql = format!(
+            "SELECT r.id AS run_id, r.status AS run_status, r.step_id, r.execution_id, e.project_id, \
+             e.workflow_id, e.contact_id, e.status AS execution_status, e.trigger, e.context, \
+             s.type AS step_type, s.config \
+             FROM workflow_step_runs r JOIN workflow_executions e ON e.id = r.execution_id \
+             LEFT JOIN workflow_steps s ON s.id = r.step_id WHERE r.id IN ({})",
+            placeholders(1, runs.len())
+        );
+        let rows = on_db!(self.db(), pool => {
+            let mut q = sqlx::query_as(&sql);
+            for run in runs {
+                q = q.bind(*run);
+            }
+            q.fetch_all(pool).await?
+        });
+        Ok(rows)
+    }
+
+    /// [`Store::transitions_from`] of many steps in one read, by step (a step with no
+    /// transition is left out).
+    #[tracing::instrument(level = "debug", skip_all, fields(steps = steps.len()))]
+    pub async fn transitions_from_steps(
+        &self,
+        steps: &[&str],
+    ) -> StoreResult<std::collections::HashMap<String, Vec<Exit>>> {
+        let mut out: std::collections::HashMap<String, Vec<Exit>> = Default::default();
+        if steps.is_empty() {
+            return Ok(out);
+        }
+        let sql = format!(
+            "SELECT t.from_step_id, t.to_step_id, t.branch, s.type AS to_step_type FROM workflow_transitions t \
+             JOIN workflow_steps s ON s.id = t.to_step_id WHERE t.from_step_id IN ({}) ORDER BY t.id",
+            placeholders(1, steps.len())
+        );
+        let rows: Vec<(String, String, Option<String>, String)> = on_db!(self.db(), pool => {
+            let mut q = sqlx::query_as(&sql);
+            for step in steps {
+                q = q.bind(*step);
+            }
+            q.fetch_all(pool).await?
+        });
+        for (from, to_step_id, branch, to_step_type) in rows {
+            out.entry(from).or_default().push(Exit {
+                to_step_id,
+                branch,
+                to_step_type,
+            });
+        }
+        Ok(out)
     }
 
     /// The contact's event history by name (`name`, count, last time) and the ids of the
@@ -454,75 +556,94 @@ impl Store {
     /// the execution is left as it is, no next step is created and the job completes.
     #[tracing::instrument(level = "debug", skip_all, fields(step_run_id = %c.run_id))]
     pub async fn commit_step(&self, c: &StepCommit<'_>) -> StoreResult<Committed> {
+        let committed = self.commit_steps(std::slice::from_ref(c)).await?;
+        Ok(committed.into_iter().next().unwrap_or(Committed::LeaseLost))
+    }
+
+    /// [`Store::commit_step`] for the step runs of many executions (a batch of step jobs) in one
+    /// transaction, each guarded by its own job's lease: a commit whose lease was lost writes
+    /// nothing and is answered [`Committed::LeaseLost`], and the others are written all the
+    /// same. Answers one outcome per commit, in order.
+    #[tracing::instrument(level = "debug", skip_all, fields(step_runs = commits.len()))]
+    pub async fn commit_steps(&self, commits: &[StepCommit<'_>]) -> StoreResult<Vec<Committed>> {
+        if commits.is_empty() {
+            return Ok(Vec::new());
+        }
         let now = now_ms();
-        let finished = is_final(c.execution_status).then_some(now);
-        let result = serde_json::json!({ "stepRunId": c.run_id, "status": c.run_status });
-        let chain = c.next.filter(|_| c.chain);
-        let committed = on_db_write!(self.db(), pool => {
+        let outcomes = on_db_write!(self.db(), pool => {
             let mut tx = pool.begin_write().await?;
-            let owned = match chain {
-                Some(next) => tx.chain_job(c.lease, &next.job.payload, now).await?,
-                None => tx.complete_job(c.lease, &result, now).await?,
-            };
-            if !owned {
-                tx.rollback().await?;
-                return Ok(Committed::LeaseLost);
-            }
-            sqlx::query(
-                "UPDATE workflow_step_runs SET status = $2, branch = $3, input = $4, output = $5, error = $6, \
-                 attempts = $7, started_at = $8, finished_at = $9 WHERE id = $1 AND status = 'PENDING'",
-            )
-            .bind(c.run_id)
-            .bind(c.run_status)
-            .bind(c.branch)
-            .bind(Json(c.input))
-            .bind(Json(c.output))
-            .bind(c.error)
-            .bind(c.attempts)
-            .bind(c.started_at)
-            .bind((c.run_status != rs::WAITING).then_some(now))
-            .execute(&mut *tx)
-            .await?;
-            let advanced = sqlx::query(
-                "UPDATE workflow_executions SET status = $2, context = $3, current_step_id = $4, waiting_event = $5, \
-                 waiting_run_id = $6, waiting_since = $7, error = $8, exit_reason = $9, updated_at = $10, finished_at = $11 \
-                 WHERE id = $1 AND status IN ('RUNNING', 'WAITING')",
-            )
-            .bind(c.execution_id)
-            .bind(c.execution_status)
-            .bind(Json(c.context))
-            .bind(c.current_step)
-            .bind(c.waiting_event)
-            .bind(c.waiting_event.map(|_| c.run_id))
-            .bind(c.waiting_event.map(|_| now))
-            .bind(c.execution_error)
-            .bind(c.exit_reason)
-            .bind(now)
-            .bind(finished)
-            .execute(&mut *tx)
-            .await?
-            .rows_affected();
-            let mut committed = Committed::Done;
-            if advanced == 1 {
-                if let Some(next) = c.next {
-                    insert_run(&mut tx, c.project_id, c.execution_id, next, now).await?;
-                    if chain.is_some() {
-                        committed = Committed::Chained;
-                    } else {
-                        tx.insert_job(&next.job, now).await?;
+            let mut outcomes = Vec::with_capacity(commits.len());
+            for c in commits {
+                let finished = is_final(c.execution_status).then_some(now);
+                let result = serde_json::json!({ "stepRunId": c.run_id, "status": c.run_status });
+                let chain = c.next.filter(|_| c.chain);
+                // The lease check writes nothing when it fails, so the batch's other commits
+                // go on in the same transaction.
+                let owned = match chain {
+                    Some(next) => tx.chain_job(c.lease, &next.job.payload, now).await?,
+                    None => tx.complete_job(c.lease, &result, now).await?,
+                };
+                if !owned {
+                    outcomes.push(Committed::LeaseLost);
+                    continue;
+                }
+                sqlx::query(
+                    "UPDATE workflow_step_runs SET status = $2, branch = $3, input = $4, output = $5, error = $6, \
+                     attempts = $7, started_at = $8, finished_at = $9 WHERE id = $1 AND status = 'PENDING'",
+                )
+                .bind(c.run_id)
+                .bind(c.run_status)
+                .bind(c.branch)
+                .bind(Json(c.input))
+                .bind(Json(c.output))
+                .bind(c.error)
+                .bind(c.attempts)
+                .bind(c.started_at)
+                .bind((c.run_status != rs::WAITING).then_some(now))
+                .execute(&mut *tx)
+                .await?;
+                let advanced = sqlx::query(
+                    "UPDATE workflow_executions SET status = $2, context = $3, current_step_id = $4, waiting_event = $5, \
+                     waiting_run_id = $6, waiting_since = $7, error = $8, exit_reason = $9, updated_at = $10, finished_at = $11 \
+                     WHERE id = $1 AND status IN ('RUNNING', 'WAITING')",
+                )
+                .bind(c.execution_id)
+                .bind(c.execution_status)
+                .bind(Json(c.context))
+                .bind(c.current_step)
+                .bind(c.waiting_event)
+                .bind(c.waiting_event.map(|_| c.run_id))
+                .bind(c.waiting_event.map(|_| now))
+                .bind(c.execution_error)
+                .bind(c.exit_reason)
+                .bind(now)
+                .bind(finished)
+                .execute(&mut *tx)
+                .await?
+                .rows_affected();
+                let mut committed = Committed::Done;
+                if advanced == 1 {
+                    if let Some(next) = c.next {
+                        insert_run(&mut tx, c.project_id, c.execution_id, next, now).await?;
+                        if chain.is_some() {
+                            committed = Committed::Chained;
+                        } else {
+                            tx.insert_job(&next.job, now).await?;
+                        }
                     }
+                    if let Some(job) = c.timeout_job {
+                        tx.insert_job(job, now).await?;
+                    }
+                } else if chain.is_some() {
+                    // Cancelled meanwhile: nothing follows, so the job that was to carry on ends.
+                    tx.complete_job(c.lease, &result, now).await?;
                 }
-                if let Some(job) = c.timeout_job {
-                    tx.insert_job(job, now).await?;
-                }
-            } else if chain.is_some() {
-                // Cancelled meanwhile: nothing follows, so the job that was to carry on ends.
-                tx.complete_job(c.lease, &result, now).await?;
+                outcomes.push(committed);
             }
             tx.commit().await?;
-            committed
+            outcomes
         });
-        Ok(committed)
+        Ok(outcomes)
     }
 
     /// Marks a step run and its execution failed because the step cannot run at all (its

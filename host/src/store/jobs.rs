@@ -356,6 +356,36 @@ impl Store {
         Ok(rows.into_iter().map(Into::into).collect())
     }
 
+    /// Claims for the running job of `lease`, under the same claim (so its heartbeat keeps them),
+    /// up to `more` further due jobs of `queue`, earliest first: a batch its handler runs and
+    /// finishes together (the step runs of many executions). Each claimed job's own lease is
+    /// `(its id, lease.worker)`.
+    #[tracing::instrument(level = "debug", skip(self, lease))]
+    pub async fn adopt_jobs(
+        &self,
+        queue: &str,
+        lease: &Lease,
+        more: i64,
+        lease_ms: i64,
+    ) -> StoreResult<Vec<ClaimedJob>> {
+        if more <= 0 {
+            return Ok(Vec::new());
+        }
+        let now = now_ms();
+        let sql = adopt_sql(self.db().backend());
+        let rows: Vec<ClaimedRow> = on_db_write!(self.db(), pool => {
+            sqlx::query_as(&sql)
+                .bind(lease.worker.as_str())
+                .bind(now + lease_ms)
+                .bind(now)
+                .bind(queue)
+                .bind(more)
+                .fetch_all(pool)
+                .await?
+        });
+        Ok(rows.into_iter().map(Into::into).collect())
+    }
+
     /// Extends a lease, and those of every job claimed under it; false when the claim no longer
     /// owns any job.
     #[tracing::instrument(level = "debug", skip(self))]

@@ -771,8 +771,9 @@ fn plugin_dir(files: &[(&str, &[u8])]) -> tempfile::TempDir {
     dir
 }
 
-#[tokio::test]
-async fn a_trapping_step_fails_its_execution_after_retries_and_others_go_on() {
+/// A server with the hostile test plugin loaded as the step plugin `hostile` (its folder is kept
+/// alive by the first value) and two attempts per job.
+async fn with_hostile_plugin() -> (tempfile::TempDir, TestApp) {
     let dir = plugin_dir(&[
         ("test_hostile.wasm", crate::platform::plugins::HOSTILE),
         (
@@ -787,6 +788,12 @@ async fn a_trapping_step_fails_its_execution_after_retries_and_others_go_on() {
         s.plugins.dir = Some(path);
     })
     .await;
+    (dir, app)
+}
+
+#[tokio::test]
+async fn a_trapping_step_fails_its_execution_after_retries_and_others_go_on() {
+    let (_dir, app) = with_hostile_plugin().await;
     let p = app.project().await;
     let (bad, _) = workflow(
         &app,
@@ -819,6 +826,111 @@ async fn a_trapping_step_fails_its_execution_after_retries_and_others_go_on() {
     assert_eq!(r["attempts"], 2, "{r}");
     // The server is fine.
     assert_eq!(app.get("/health", &p.secret_key).await.status, 200);
+}
+
+/// Step jobs due at the same moment run in batches (a claimed job adopts its project's other due
+/// step jobs, and each round commits all of them in one transaction): every step runs once, a
+/// trapping step among them is retried alone and fails its own execution only.
+#[tokio::test]
+async fn step_jobs_due_together_run_in_batches_each_once_and_a_failing_one_retries_alone() {
+    let (_dir, app) = with_hostile_plugin().await;
+    let p = app.project().await;
+    let (wf, _) = workflow(
+        &app,
+        &p,
+        "imported",
+        vec![
+            Step("DELAY", json!({ "amount": 1, "unit": "hours" })),
+            Step(
+                "CONDITION",
+                json!({ "filter": { "logic": "AND", "groups": [ { "filters": [
+                    { "field": "data.bad", "operator": "equals", "value": true }
+                ] } ] } }),
+            ),
+            Step("PLUGIN", json!({ "plugin": "hostile", "mode": "panic" })),
+            Step(
+                "UPDATE_CONTACT",
+                json!({ "data": { "done": true }, "subscribed": false }),
+            ),
+        ],
+        &[(0, 1, None), (1, 2, Some("yes")), (1, 3, Some("no"))],
+        json!({}),
+    )
+    .await;
+    let n = 40;
+    for i in 0..n {
+        let email = format!("b{i}@example.com");
+        if i % 8 == 3 {
+            p.contact(&app, &email, json!({ "bad": true })).await;
+        }
+        track(&app, &p, &email, "imported", json!({})).await;
+    }
+    settled(&app, &p, &wf, n, &["WAITING"]).await;
+    // Every DELAY elapses at once: 40 step jobs due together.
+    assert_eq!(elapse(&app).await, n as u64);
+    let done = settled(&app, &p, &wf, n, &["COMPLETED", "FAILED"]).await;
+    let mut failed = 0;
+    for e in &done {
+        let email = contact_of(&app, &p, e["contactId"].as_str().unwrap()).await;
+        let i: usize = email["email"].as_str().unwrap()[1..]
+            .split('@')
+            .next()
+            .unwrap()
+            .parse()
+            .unwrap();
+        if i % 8 == 3 {
+            failed += 1;
+            assert_eq!(e["status"], "FAILED", "{e}");
+            assert_eq!(
+                runs(e),
+                vec![
+                    run("DELAY", "COMPLETED", None),
+                    run("CONDITION", "COMPLETED", Some("yes")),
+                    run("PLUGIN", "FAILED", None),
+                ]
+            );
+            assert_eq!(e["stepRuns"][2]["attempts"], 2, "{e}");
+            assert_eq!(email["data"].get("done"), None, "{email}");
+        } else {
+            assert_eq!(e["status"], "COMPLETED", "{e}");
+            assert_eq!(
+                runs(e),
+                vec![
+                    run("DELAY", "COMPLETED", None),
+                    run("CONDITION", "COMPLETED", Some("no")),
+                    run("UPDATE_CONTACT", "COMPLETED", None),
+                ]
+            );
+            assert_eq!(e["stepRuns"][2]["attempts"], 1, "{e}");
+            assert_eq!(email["data"]["done"], true, "{email}");
+            assert_eq!(email["subscribed"], false, "{email}");
+        }
+    }
+    assert_eq!(failed, n / 8);
+    // Each update ran once: one unsubscription event per good contact, and no step job is
+    // left behind.
+    let unsubscribed = app
+        .get("/events?name=contact.unsubscribed&limit=100", &p.secret_key)
+        .await;
+    assert_eq!(unsubscribed.status, 200, "{}", unsubscribed.body);
+    assert_eq!(
+        unsubscribed.body["data"].as_array().unwrap().len(),
+        n - n / 8,
+        "{}",
+        unsubscribed.body
+    );
+    let left = count(
+        &app.database_url,
+        "SELECT COUNT(*) FROM jobs WHERE kind = 'workflow.step' AND state IN ('queued', 'running')",
+    )
+    .await;
+    assert_eq!(left, 0);
+}
+
+async fn contact_of(app: &TestApp, p: &TestProject, id: &str) -> Value {
+    let r = app.get(&format!("/contacts/{id}"), &p.secret_key).await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    r.body
 }
 
 #[tokio::test]

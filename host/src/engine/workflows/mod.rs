@@ -129,6 +129,26 @@ impl WorkflowEngine {
         trigger: Option<&StoredEvent>,
         context: &Map<String, Value>,
     ) -> Result<ExecutionRecord, StartError> {
+        let new = self.plan_start(graph, contact, trigger, context)?;
+        let started = self
+            .store
+            .start_execution(&new)
+            .await?
+            .map_err(StartError::Refused)?;
+        self.jobs.wake();
+        tracing::info!(execution_id = %started.id, workflow_id = %graph.workflow.id, contact_id = %contact, "workflow execution started");
+        Ok(started)
+    }
+
+    /// The execution of `graph` for `contact` to start at its entry step now, with the entry
+    /// step run and its job; refused when the graph cannot run.
+    pub(crate) fn plan_start<'a>(
+        &self,
+        graph: &'a WorkflowGraph,
+        contact: &'a ContactId,
+        trigger: Option<&'a StoredEvent>,
+        context: &'a Map<String, Value>,
+    ) -> Result<NewExecution<'a>, StartError> {
         let steps = graph.graph_steps();
         let transitions = graph.graph_transitions();
         let problems = workflow::check_graph(&steps, &transitions);
@@ -148,7 +168,7 @@ impl WorkflowEngine {
             entry.step_type.as_str(),
             crate::domain::time::now_ms(),
         )?;
-        let new = NewExecution {
+        Ok(NewExecution {
             id,
             project: &wf.project_id,
             workflow: &wf.id,
@@ -158,14 +178,6 @@ impl WorkflowEngine {
             trigger: trigger.map(trigger_of),
             context,
             entry,
-        };
-        let started = self
-            .store
-            .start_execution(&new)
-            .await?
-            .map_err(StartError::Refused)?;
-        self.jobs.wake();
-        tracing::info!(execution_id = %started.id, workflow_id = %wf.id, contact_id = %contact, "workflow execution started");
-        Ok(started)
+        })
     }
 }

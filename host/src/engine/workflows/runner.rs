@@ -1,16 +1,21 @@
-//! Running one step run (`workflow.step` jobs) and resuming a wait on its timeout
-//! (`workflow.timeout` jobs).
+//! Running step runs (`workflow.step` jobs, in batches of a project's due jobs) and resuming a
+//! wait on its timeout (`workflow.timeout` jobs).
 
+use std::collections::{BTreeSet, HashMap};
+
+use futures::StreamExt;
 use futures::future::BoxFuture;
+use serde::Deserialize;
 use serde_json::{Map, Value, json};
 use tracing::Instrument;
 
 use super::WorkflowEngine;
 use super::effects::EffectError;
+use crate::domain::contact::Contact;
 use crate::domain::ids::{ContactId, ProjectId};
 use crate::domain::time::now_ms;
 use crate::domain::workflow::{StepType, execution_status as es, step_run_status as rs};
-use crate::jobs::{JobContext, JobError, JobHandler};
+use crate::jobs::{JobContext, JobError, JobHandler, backoff_ms, jittered};
 use crate::plugins::PluginError;
 use crate::plugins::types::{self as step, Outcome, StepInput};
 use crate::store::StoreError;
@@ -18,7 +23,7 @@ use crate::store::executions::{
     Committed, Exit, NextRun, RunContext, STEP_KIND, StepCommit, StepPayload, TIMEOUT_KIND,
     TimeoutPayload,
 };
-use crate::store::jobs::{JobPayload, NewJob};
+use crate::store::jobs::{JobPayload, Lease, NewJob, queue_of};
 
 /// How many step runs one `workflow.step` job runs back to back: when a step's next step is due
 /// at once (a `CONDITION` on to an `UPDATE_CONTACT`, a `DELAY` of 0), the job carries on with it
@@ -84,73 +89,360 @@ fn is_permanent(err: &PluginError) -> bool {
     )
 }
 
+/// Most `workflow.step` jobs of one project that one claimed step job runs together, itself
+/// included: the job adopts further due step jobs of its project's queue under its own claim,
+/// and their step runs are read, run and committed in rounds, with one read of each kind and one
+/// commit transaction a round for all of them (instead of a claim, four reads and a commit per
+/// step run). Each job keeps its own lease, attempts and outcome.
+pub const BATCH_SIZE: usize = 32;
+
+/// How many step runs of a batch run their step plugin and effects at once.
+const CONCURRENCY: usize = 4;
+
+/// One step job of a batch.
+struct Member {
+    lease: Lease,
+    /// Attempts of the job, this one included.
+    attempts: i32,
+    max_attempts: i32,
+    /// The step run it runs now.
+    run_id: String,
+    /// Whether the job may carry on with a next step run that is due at once: only a job on its
+    /// first attempt does, since the queue decides whether a failed attempt is retried from the
+    /// attempts of the claim it made, and a chained step run starts its count afresh at 1.
+    chainable: bool,
+    /// Step runs this job ran so far.
+    ran: u32,
+    /// The job the worker claimed (its outcome is the handler's); the others were adopted.
+    claimed: bool,
+}
+
+/// What running one member's step run came to.
+enum Ran {
+    /// Run; its outcome is to be committed with the round's others.
+    Commit(Box<Planned>),
+    /// Ended outside the round's commit (skipped, failed, retried, gone).
+    Finished(Result<(), JobError>),
+}
+
+/// A step run's outcome, owned until the round commits it (see [`StepCommit`]).
+struct Planned {
+    run: RunContext,
+    run_status: &'static str,
+    branch: Option<String>,
+    input: Value,
+    output: Value,
+    attempts: i32,
+    started_at: i64,
+    execution_status: &'static str,
+    context: Map<String, Value>,
+    current_step: Option<String>,
+    waiting_event: Option<String>,
+    error: Option<String>,
+    exit_reason: Option<String>,
+    next: Option<NextRun>,
+    timeout_job: Option<NewJob>,
+    chain: bool,
+}
+
+impl Planned {
+    fn commit<'a>(&'a self, lease: &'a Lease) -> StepCommit<'a> {
+        StepCommit {
+            lease,
+            run_id: &self.run.run_id,
+            execution_id: &self.run.execution_id,
+            project_id: &self.run.project_id,
+            run_status: self.run_status,
+            branch: self.branch.as_deref(),
+            input: &self.input,
+            output: &self.output,
+            error: self.error.as_deref(),
+            attempts: self.attempts,
+            started_at: self.started_at,
+            execution_status: self.execution_status,
+            context: &self.context,
+            current_step: self.current_step.as_deref(),
+            waiting_event: self.waiting_event.as_deref(),
+            execution_error: self.error.as_deref(),
+            exit_reason: self.exit_reason.as_deref(),
+            next: self.next.as_ref(),
+            timeout_job: self.timeout_job.as_ref(),
+            chain: self.chain,
+        }
+    }
+}
+
 impl StepRunner {
-    /// Runs the job's step run, then each next one that is due at once, up to [`CHAIN_LIMIT`].
-    async fn step(&self, mut ctx: JobContext) -> Result<(), JobError> {
+    /// Runs the claimed job's step run together with those of the step jobs it adopts (up to
+    /// [`BATCH_SIZE`]), each carrying on with its next step run while one is due at once, up to
+    /// [`CHAIN_LIMIT`].
+    async fn step(&self, ctx: JobContext) -> Result<(), JobError> {
         let payload: StepPayload = ctx.payload()?;
+        let project = ctx.project()?;
         let store = &self.engine.store;
-        let mut run_id = payload.step_run_id;
-        // Only a job on its first attempt carries on: the queue decides whether a failed attempt
-        // is retried from the attempts of the claim it made, and a chained step run starts its
-        // count afresh at 1.
-        let chainable = ctx.job.attempts == 1;
-        for ran in 1.. {
-            let Some(run) = store.run_context(&run_id).await? else {
-                // The execution was deleted with its workflow or contact.
-                store
-                    .complete_job(&ctx.lease, &json!({ "gone": true }))
-                    .await?;
-                return Ok(());
+        let mut members = vec![Member {
+            lease: ctx.lease.clone(),
+            attempts: ctx.job.attempts,
+            max_attempts: ctx.job.max_attempts,
+            run_id: payload.step_run_id,
+            chainable: ctx.job.attempts == 1,
+            ran: 0,
+            claimed: true,
+        }];
+        let lease_ms = self.engine.jobs.config().lease.as_millis() as i64;
+        let queue = queue_of(Some(project.as_str()), STEP_KIND);
+        for job in store
+            .adopt_jobs(&queue, &ctx.lease, BATCH_SIZE as i64 - 1, lease_ms)
+            .await?
+        {
+            let lease = Lease {
+                job: job.id.clone(),
+                worker: job.claim.clone(),
             };
-            let span = tracing::info_span!("step_run", step_run_id = %run.run_id, execution_id = %run.execution_id, workflow_id = %run.workflow_id, step_type = run.step_type.as_deref().unwrap_or("?"));
-            match self
-                .run_step(&ctx, run, chainable && ran < CHAIN_LIMIT)
-                .instrument(span)
-                .await?
-            {
-                Some(next) => {
-                    // The job row now names `next`, with its attempts counted afresh.
-                    run_id = next;
-                    ctx.job.attempts = 1;
+            let member = Member {
+                lease,
+                attempts: job.attempts,
+                max_attempts: job.max_attempts,
+                run_id: String::new(),
+                chainable: job.attempts == 1,
+                ran: 0,
+                claimed: false,
+            };
+            if job.attempts > job.max_attempts {
+                let lost = "gave up: the job's worker was lost too many times";
+                self.finish_adopted(&member, Err(JobError::Fail(lost.into())))
+                    .await;
+                continue;
+            }
+            match StepPayload::deserialize(&job.payload) {
+                Ok(p) => members.push(Member {
+                    run_id: p.step_run_id,
+                    ..member
+                }),
+                Err(e) => {
+                    let bad = format!("the job's payload is not a step run: {e}");
+                    self.finish_adopted(&member, Err(JobError::Fail(bad))).await;
                 }
-                None => return Ok(()),
             }
         }
-        Ok(())
+        metrics::histogram!("herald_step_batch_size").record(members.len() as f64);
+        tracing::debug!(jobs = members.len(), "step batch");
+        let mut outcome = Ok(());
+        while !members.is_empty() {
+            let ended = match self.round(&project, &mut members).await {
+                Ok(ended) => ended,
+                Err(err) => {
+                    // A read or the round's commit failed: nothing of the round was written, and
+                    // every job still in the batch is retried (an effect already performed is
+                    // found under its idempotency key then).
+                    let message = err.to_string();
+                    members
+                        .drain(..)
+                        .map(|m| (m, Err(JobError::Retry(message.clone().into()))))
+                        .collect()
+                }
+            };
+            for (member, result) in ended {
+                if member.claimed {
+                    outcome = result;
+                } else {
+                    self.finish_adopted(&member, result).await;
+                }
+            }
+        }
+        outcome
     }
 
-    /// Runs one step run; answers the next step run's id when the job carries on with it.
+    /// Records how an adopted job ended, as the workers do for the job they claimed.
+    async fn finish_adopted(&self, member: &Member, result: Result<(), JobError>) {
+        let (error, retry_at) = match result {
+            Ok(()) | Err(JobError::LeaseLost) => return,
+            Err(JobError::Fail(error)) => (error, None),
+            Err(JobError::Retry(error)) => (
+                error.to_string(),
+                (member.attempts < member.max_attempts)
+                    .then(|| now_ms() + jittered(backoff_ms(member.attempts))),
+            ),
+        };
+        tracing::warn!(job_id = %member.lease.job, error = %error, retry = retry_at.is_some(), "step job attempt failed");
+        if let Err(err) = self
+            .engine
+            .store
+            .fail_job(&member.lease, &error, retry_at)
+            .await
+        {
+            tracing::warn!(job_id = %member.lease.job, error = %err, "could not record the job's failure");
+        }
+    }
+
+    /// One round: reads the members' step runs, contacts and transitions at once, runs each
+    /// step, and commits every outcome in one transaction. Members whose job carries on with
+    /// their next step run stay in `members`; the others are answered with how they ended.
+    async fn round(
+        &self,
+        project: &ProjectId,
+        members: &mut Vec<Member>,
+    ) -> Result<Vec<(Member, Result<(), JobError>)>, StoreError> {
+        let store = &self.engine.store;
+        let ids: Vec<&str> = members.iter().map(|m| m.run_id.as_str()).collect();
+        let mut runs: HashMap<String, RunContext> = store
+            .run_contexts(&ids)
+            .await?
+            .into_iter()
+            .map(|r| (r.run_id.clone(), r))
+            .collect();
+        let contact_ids: BTreeSet<&str> = runs.values().map(|r| r.contact_id.as_str()).collect();
+        let contact_ids: Vec<&str> = contact_ids.into_iter().collect();
+        let contacts: HashMap<String, Contact> = store
+            .contacts_by_ids(project, &contact_ids)
+            .await?
+            .into_iter()
+            .map(|c| (c.id.as_str().to_string(), c))
+            .collect();
+        let step_ids: BTreeSet<&str> = runs.values().map(|r| r.step_id.as_str()).collect();
+        let step_ids: Vec<&str> = step_ids.into_iter().collect();
+        let transitions = store.transitions_from_steps(&step_ids).await?;
+        let jobs: Vec<_> = members
+            .iter()
+            .map(|m| {
+                let run = runs.remove(&m.run_id);
+                let contact = run
+                    .as_ref()
+                    .and_then(|r| contacts.get(&r.contact_id).cloned());
+                let exits = run
+                    .as_ref()
+                    .and_then(|r| transitions.get(&r.step_id))
+                    .map_or(&[][..], Vec::as_slice);
+                let may_chain = m.chainable && m.ran + 1 < CHAIN_LIMIT;
+                self.run_member(m, run, contact, exits, may_chain)
+            })
+            .collect();
+        let ran: Vec<Ran> = futures::stream::iter(jobs)
+            .buffered(CONCURRENCY)
+            .collect()
+            .await;
+        let mut ended: Vec<Option<Result<(), JobError>>> = Vec::with_capacity(ran.len());
+        let mut planned: Vec<(usize, Box<Planned>)> = Vec::new();
+        for (i, r) in ran.into_iter().enumerate() {
+            match r {
+                Ran::Commit(p) => {
+                    planned.push((i, p));
+                    ended.push(None);
+                }
+                Ran::Finished(result) => ended.push(Some(result)),
+            }
+        }
+        let commits: Vec<StepCommit<'_>> = planned
+            .iter()
+            .map(|(i, p)| p.commit(&members[*i].lease))
+            .collect();
+        let committed = store.commit_steps(&commits).await?;
+        drop(commits);
+        let mut wake = false;
+        let mut next_runs: HashMap<usize, String> = HashMap::new();
+        for ((i, p), committed) in planned.iter().zip(committed) {
+            tracing::info!(
+                step_run_id = %p.run.run_id,
+                execution_id = %p.run.execution_id,
+                status = p.run_status,
+                execution_status = p.execution_status,
+                chained = committed == Committed::Chained,
+                "step run finished"
+            );
+            match committed {
+                Committed::LeaseLost => ended[*i] = Some(Err(JobError::LeaseLost)),
+                Committed::Chained => {
+                    if let Some(next) = &p.next {
+                        next_runs.insert(*i, next.run_id.as_str().to_string());
+                    }
+                }
+                Committed::Done => {
+                    wake |= p.next.is_some() || p.timeout_job.is_some();
+                    ended[*i] = Some(Ok(()));
+                }
+            }
+        }
+        if wake {
+            self.engine.jobs.wake();
+        }
+        let mut out = Vec::new();
+        let mut staying = Vec::with_capacity(next_runs.len());
+        for (i, (mut member, end)) in members.drain(..).zip(ended).enumerate() {
+            if let Some(next) = next_runs.remove(&i) {
+                // The job row now names `next`, with its attempts counted afresh.
+                member.run_id = next;
+                member.attempts = 1;
+                member.ran += 1;
+                staying.push(member);
+            } else {
+                out.push((member, end.unwrap_or(Ok(()))));
+            }
+        }
+        *members = staying;
+        Ok(out)
+    }
+
+    /// Runs one member's step run up to its commit (the round writes it), or to its end when it
+    /// cannot run (gone, skipped, failed, retried).
+    async fn run_member(
+        &self,
+        member: &Member,
+        run: Option<RunContext>,
+        contact: Option<Contact>,
+        transitions: &[Exit],
+        may_chain: bool,
+    ) -> Ran {
+        let Some(run) = run else {
+            // The execution was deleted with its workflow or contact.
+            let done = self
+                .engine
+                .store
+                .complete_job(&member.lease, &json!({ "gone": true }))
+                .await;
+            return Ran::Finished(match done {
+                Ok(true) => Ok(()),
+                Ok(false) => Err(JobError::LeaseLost),
+                Err(e) => Err(e.into()),
+            });
+        };
+        let span = tracing::info_span!("step_run", step_run_id = %run.run_id, execution_id = %run.execution_id, workflow_id = %run.workflow_id, step_type = run.step_type.as_deref().unwrap_or("?"));
+        match self
+            .run_step(member, run, contact, transitions, may_chain)
+            .instrument(span)
+            .await
+        {
+            Ok(ran) => ran,
+            Err(e) => Ran::Finished(Err(e)),
+        }
+    }
+
+    /// Runs one step run: its plugin and effects, answering the outcome to commit.
     async fn run_step(
         &self,
-        ctx: &JobContext,
+        member: &Member,
         run: RunContext,
+        contact: Option<Contact>,
+        transitions: &[Exit],
         may_chain: bool,
-    ) -> Result<Option<String>, JobError> {
+    ) -> Result<Ran, JobError> {
         let store = &self.engine.store;
         if run.run_status != rs::PENDING || !es::ACTIVE.contains(&run.execution_status.as_str()) {
-            if !store.skip_step_run(&ctx.lease, &run.run_id).await? {
+            if !store.skip_step_run(&member.lease, &run.run_id).await? {
                 return Err(JobError::LeaseLost);
             }
-            return Ok(None);
+            return Ok(Ran::Finished(Ok(())));
         }
         let (Some(step_type), Some(config)) = (run.step_type.clone(), run.config.clone()) else {
             let error = format!(
                 "step {} was deleted from the workflow while this execution was on its way to it",
                 run.step_id
             );
-            return self.fail(ctx, &run, &error).await.map(|()| None);
+            return self.fail(member, &run, &error).await;
         };
         let project = ProjectId::from_trusted(run.project_id.clone());
         let contact_id = ContactId::from_trusted(run.contact_id.clone());
-        let contact = match store.contact(&project, &contact_id).await {
-            Ok(c) => c,
-            Err(StoreError::NotFound) => {
-                return self
-                    .fail(ctx, &run, "the contact was deleted")
-                    .await
-                    .map(|()| None);
-            }
-            Err(e) => return Err(e.into()),
+        let Some(contact) = contact else {
+            return self.fail(member, &run, "the contact was deleted").await;
         };
         // An unknown type (none is stored) reads them, as a plugin step would.
         let (history, segments) = if StepType::parse(&step_type).is_none_or(StepType::reads_history)
@@ -182,15 +474,14 @@ impl StepRunner {
             segments,
         };
         let started = now_ms();
-        let attempts = ctx.job.attempts;
         let result = match self.engine.plugins.run_step(&step_type, &input).await {
             Ok(r) => r,
             Err(err) => {
                 let message = format!("the {step_type} step failed: {err}");
                 if is_permanent(&err) {
-                    return self.fail(ctx, &run, &message).await.map(|()| None);
+                    return self.fail(member, &run, &message).await;
                 }
-                return self.retry_or_fail(ctx, &run, message).await.map(|()| None);
+                return self.retry_or_fail(member, &run, message).await;
             }
         };
         let mut context = run.context.0.clone();
@@ -207,14 +498,12 @@ impl StepRunner {
         {
             Ok(out) => out,
             Err(EffectError::Fail(message)) => {
-                return self.fail(ctx, &run, &message).await.map(|()| None);
+                return self.fail(member, &run, &message).await;
             }
             Err(EffectError::Retry(message)) => {
-                return self.retry_or_fail(ctx, &run, message).await.map(|()| None);
+                return self.retry_or_fail(member, &run, message).await;
             }
         };
-        let summary = input_summary(&input);
-        let transitions = store.transitions_from(&run.step_id).await?;
         let mut output = Map::new();
         output.insert(
             "outcome".into(),
@@ -223,63 +512,48 @@ impl StepRunner {
         if !effects.is_empty() {
             output.insert("effects".into(), Value::Array(effects));
         }
-        let output = Value::Object(output);
-        let mut commit = StepCommit {
-            lease: &ctx.lease,
-            run_id: &run.run_id,
-            execution_id: &run.execution_id,
-            project_id: &run.project_id,
+        let mut planned = Planned {
+            input: input_summary(&input),
+            output: Value::Object(output),
             run_status: rs::COMPLETED,
             branch: None,
-            input: &summary,
-            output: &output,
-            error: None,
-            attempts,
+            attempts: member.attempts,
             started_at: started,
             execution_status: es::COMPLETED,
-            context: &context,
+            context,
             current_step: None,
             waiting_event: None,
-            execution_error: None,
+            error: None,
             exit_reason: None,
             next: None,
             timeout_job: None,
             chain: false,
+            run,
         };
-        let next: Option<NextRun>;
-        let timeout: Option<NewJob>;
+        let run = &planned.run;
         match &result.outcome {
             Outcome::Continue { branch } => {
-                commit.branch = branch.as_deref();
-                next = match follow(&transitions, branch.as_deref()) {
-                    Some(t) => Some(self.next_of(&run, &project, t, now_ms())?),
-                    None => None,
-                };
-                if next.is_some() {
-                    commit.execution_status = es::RUNNING;
+                planned.branch = branch.clone();
+                if let Some(t) = follow(transitions, branch.as_deref()) {
+                    planned.next = Some(self.next_of(run, &project, t, now_ms())?);
+                    planned.execution_status = es::RUNNING;
                 }
-                timeout = None;
             }
             Outcome::WaitUntil { at } => {
-                next = match follow(&transitions, None) {
-                    Some(t) => Some(self.next_of(&run, &project, t, (*at).max(now_ms()))?),
-                    None => None,
-                };
-                if next.is_some() {
-                    commit.execution_status = es::WAITING;
+                if let Some(t) = follow(transitions, None) {
+                    planned.next = Some(self.next_of(run, &project, t, (*at).max(now_ms()))?);
+                    planned.execution_status = es::WAITING;
                 }
-                timeout = None;
             }
             Outcome::WaitForEvent {
                 event_name,
                 timeout_at,
             } => {
-                commit.run_status = rs::WAITING;
-                commit.execution_status = es::WAITING;
-                commit.current_step = Some(&run.step_id);
-                commit.waiting_event = Some(event_name);
-                next = None;
-                timeout = match timeout_at {
+                planned.run_status = rs::WAITING;
+                planned.execution_status = es::WAITING;
+                planned.current_step = Some(run.step_id.clone());
+                planned.waiting_event = Some(event_name.clone());
+                planned.timeout_job = match timeout_at {
                     Some(at) => Some(NewJob {
                         kind: TIMEOUT_KIND.to_string(),
                         project_id: Some(project.clone()),
@@ -290,50 +564,31 @@ impl StepRunner {
                         }
                         .to_json()?,
                         input: None,
-                        max_attempts: ctx.job.max_attempts,
+                        max_attempts: member.max_attempts,
                         run_at: *at,
                     }),
                     None => None,
                 };
             }
             Outcome::Exit { reason } => {
-                commit.execution_status = es::EXITED;
-                commit.exit_reason = reason.as_deref();
-                next = None;
-                timeout = None;
+                planned.execution_status = es::EXITED;
+                planned.exit_reason = reason.clone();
             }
             Outcome::Fail { message } => {
-                commit.run_status = rs::FAILED;
-                commit.error = Some(message);
-                commit.execution_status = es::FAILED;
-                commit.execution_error = Some(message);
-                next = None;
-                timeout = None;
+                planned.run_status = rs::FAILED;
+                planned.error = Some(message.clone());
+                planned.execution_status = es::FAILED;
             }
         }
-        if let Some(n) = &next {
-            commit.current_step = Some(&n.step_id);
+        if let Some(n) = &planned.next {
+            planned.current_step = Some(n.step_id.clone());
         }
-        commit.next = next.as_ref();
-        commit.timeout_job = timeout.as_ref();
-        commit.chain = may_chain && next.as_ref().is_some_and(|n| n.job.run_at <= now_ms());
-        let committed = store.commit_step(&commit).await?;
-        tracing::info!(
-            status = commit.run_status,
-            execution_status = commit.execution_status,
-            chained = committed == Committed::Chained,
-            "step run finished"
-        );
-        match committed {
-            Committed::LeaseLost => Err(JobError::LeaseLost),
-            Committed::Chained => Ok(next.map(|n| n.run_id.as_str().to_string())),
-            Committed::Done => {
-                if next.is_some() || timeout.is_some() {
-                    self.engine.jobs.wake();
-                }
-                Ok(None)
-            }
-        }
+        planned.chain = may_chain
+            && planned
+                .next
+                .as_ref()
+                .is_some_and(|n| n.job.run_at <= now_ms());
+        Ok(Ran::Commit(Box::new(planned)))
     }
 
     /// The step run that follows along `t`, due at `run_at`.
@@ -358,38 +613,38 @@ impl StepRunner {
     /// the step run), or on the last attempt the execution fails with it.
     async fn retry_or_fail(
         &self,
-        ctx: &JobContext,
+        member: &Member,
         run: &RunContext,
         message: String,
-    ) -> Result<(), JobError> {
-        if ctx.job.attempts >= ctx.job.max_attempts {
-            return self.fail(ctx, run, &message).await;
+    ) -> Result<Ran, JobError> {
+        if member.attempts >= member.max_attempts {
+            return self.fail(member, run, &message).await;
         }
         self.engine
             .store
-            .record_step_attempt(&run.run_id, ctx.job.attempts, &message)
+            .record_step_attempt(&run.run_id, member.attempts, &message)
             .await?;
-        Err(JobError::Retry(message.into()))
+        Ok(Ran::Finished(Err(JobError::Retry(message.into()))))
     }
 
     /// Fails the step run and its execution with `error`.
-    async fn fail(&self, ctx: &JobContext, run: &RunContext, error: &str) -> Result<(), JobError> {
+    async fn fail(&self, member: &Member, run: &RunContext, error: &str) -> Result<Ran, JobError> {
         tracing::warn!(error = %error, "workflow step failed; the execution fails");
         if !self
             .engine
             .store
             .fail_execution(
-                &ctx.lease,
+                &member.lease,
                 &run.run_id,
                 &run.execution_id,
                 error,
-                ctx.job.attempts,
+                member.attempts,
             )
             .await?
         {
             return Err(JobError::LeaseLost);
         }
-        Ok(())
+        Ok(Ran::Finished(Ok(())))
     }
 
     /// Resumes a `WAIT_FOR_EVENT` along `timeout`, unless the event came first.
