@@ -46,11 +46,16 @@ const ENDPOINT: &str = "workflow";
 impl WorkflowEngine {
     /// Performs `effects` in order for `contact`; set-context effects change `context`.
     /// Answers what each did (for the step run's output).
+    ///
+    /// On the step run's first attempt no effect of it can have been recorded yet, so the keys
+    /// are not looked up first: a write that meets its key anyway (a concurrent run) is refused
+    /// by the key's uniqueness and answered from the record.
     pub(crate) async fn apply_effects(
         &self,
         project: &ProjectId,
         contact: &Contact,
         run: &str,
+        first_attempt: bool,
         effects: &[Effect],
         context: &mut Map<String, Value>,
     ) -> Result<Vec<Value>, EffectError> {
@@ -69,7 +74,12 @@ impl WorkflowEngine {
                     json!({ "type": "SET_CONTEXT", "key": key })
                 }
                 _ => {
-                    if let Some(stored) = self.store.idempotent_response(project, &key).await? {
+                    let recorded = if first_attempt {
+                        None
+                    } else {
+                        self.store.idempotent_response(project, &key).await?
+                    };
+                    if let Some(stored) = recorded {
                         stored.response
                     } else {
                         match effect {

@@ -491,6 +491,7 @@ impl StepRunner {
                 &project,
                 &contact,
                 &run.run_id,
+                member.attempts == 1,
                 &result.effects,
                 &mut context,
             )
