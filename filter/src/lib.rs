@@ -145,6 +145,15 @@ impl Filter {
         })
     }
 
+    /// Whether the filter reads the contact's event history or segment memberships (an
+    /// `event.<name>` or `segment.<id>` condition, nested groups included): whether a
+    /// [`Subject`] needs more than the contact, the trigger event and the context.
+    pub fn reads_history(&self) -> bool {
+        self.conditions()
+            .iter()
+            .any(|c| matches!(c.field, Field::Event(_) | Field::Segment(_)))
+    }
+
     /// Whether the filter's answer for a contact can change with time alone, without the
     /// contact or its events changing: it has a `within`, `olderThan`, `triggeredWithin` or
     /// `notTriggeredWithin` condition (nested groups included).

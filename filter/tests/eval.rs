@@ -367,3 +367,27 @@ fn reads_contact_fields_is_true_only_for_a_contact_field_nested_included() {
         assert!(f.reads_contact_fields(), "{field}");
     }
 }
+
+#[test]
+fn reads_history_is_true_only_for_an_event_or_segment_condition_nested_included() {
+    let history_free = parse(
+        &json!({ "logic": "AND", "groups": [
+            { "filters": [ { "field": "subscribed", "operator": "equals", "value": true } ] },
+            { "filters": [ { "field": "event.data.source", "operator": "equals", "value": "ads" },
+                           { "field": "context.step", "operator": "exists" } ] } ] }),
+        Scope::Workflow,
+    )
+    .unwrap();
+    assert!(!history_free.reads_history());
+    for (field, operator) in [("event.signup", "triggered"), ("segment.seg_1", "memberOf")] {
+        let f = parse(
+            &json!({ "logic": "AND", "groups": [
+                { "filters": [ { "field": "data.plan", "operator": "exists" } ],
+                  "conditions": { "logic": "OR", "groups": [ { "filters": [
+                    { "field": field, "operator": operator } ] } ] } } ] }),
+            Scope::Workflow,
+        )
+        .unwrap();
+        assert!(f.reads_history(), "{field}");
+    }
+}

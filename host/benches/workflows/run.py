@@ -16,6 +16,7 @@ For each database: a fresh `herald serve` (transport `outbox`, 16 job workers) w
 Rows are counted after each run (executions EXITED, step runs, emails) so the figures are real.
 
 Usage: host/benches/workflows/run.py [N, default 10000] [RATE, default 1000] [SECONDS, default 10]
+(`ONLY=sqlite` or `ONLY=postgres` runs one database.)
 Needs a release build (cargo build --release) and PostgreSQL on 127.0.0.1:5432 for the second
 half (skipped with a note when unreachable).
 """
@@ -196,6 +197,12 @@ def bench(name, url):
             p99 = lat[min(len(lat) - 1, int(len(lat) * 0.99))]
             print(f"- trigger to first step at {count / elapsed:,.0f} events/s offered ({late} requests late): "
                   f"p50 {p50:.0f} ms, p99 {p99:.0f} ms, max {lat[-1]:.0f} ms ({len(lat)} executions)")
+            whole = sorted(rows(url, data, (
+                "SELECT x.finished_at - e.created_at FROM workflow_executions x "
+                "JOIN events e ON e.id = x.trigger_event_id "
+                "WHERE x.contact_id IN (SELECT id FROM contacts WHERE email LIKE 'p%@example.com')")))
+            print(f"- trigger to last step (EXIT) meanwhile: p50 {statistics.median(whole):.0f} ms, "
+                  f"p99 {whole[min(len(whole) - 1, int(len(whole) * 0.99))]:.0f} ms, max {whole[-1]:.0f} ms")
             with open(f"/proc/{server.pid}/status") as f:
                 hwm = next(l for l in f if l.startswith("VmHWM")).split()[1]
             print(f"- peak RSS: {int(hwm) / 1024:.0f} MiB after {N + count} executions "
@@ -208,7 +215,11 @@ def bench(name, url):
 
 
 def main():
-    bench("SQLite", None)
+    only = os.environ.get("ONLY", "")
+    if only in ("", "sqlite"):
+        bench("SQLite", None)
+    if only == "sqlite":
+        return
     db = f"herald_bench_wf_{int(time.time())}"
     base = "postgres://postgres@127.0.0.1:5432"
     try:

@@ -366,6 +366,62 @@ async fn onboarding_branches_sends_updates_and_exits() {
     assert_eq!(r.body["total"], 0);
 }
 
+/// A `CONDITION` on the contact's history (an `event.<name>` condition) is given the event
+/// summaries; one on the contact alone runs without them and still decides.
+#[tokio::test]
+async fn a_condition_on_the_event_history_reads_it() {
+    let app = TestApp::spawn_with(fast).await;
+    let p = app.project().await;
+    let (wf, _) = workflow(
+        &app,
+        &p,
+        "checkout",
+        vec![
+            Step(
+                "CONDITION",
+                json!({ "filter": { "logic": "AND", "groups": [ { "filters": [
+                    { "field": "event.purchase", "operator": "triggered" }
+                ] } ] } }),
+            ),
+            Step(
+                "CONDITION",
+                json!({ "filter": { "logic": "AND", "groups": [ { "filters": [
+                    { "field": "subscribed", "operator": "equals", "value": true }
+                ] } ] } }),
+            ),
+            Step("UPDATE_CONTACT", json!({ "data": { "buyer": true } })),
+            Step("EXIT", json!({ "reason": "never bought" })),
+        ],
+        &[(0, 1, Some("yes")), (0, 3, Some("no")), (1, 2, Some("yes"))],
+        json!({}),
+    )
+    .await;
+    track(&app, &p, "buyer@example.com", "purchase", json!({})).await;
+    track(&app, &p, "buyer@example.com", "checkout", json!({})).await;
+    track(&app, &p, "window@example.com", "checkout", json!({})).await;
+    let done = settled(&app, &p, &wf, 2, &["COMPLETED", "EXITED"]).await;
+    let by_status = |status: &str| done.iter().find(|e| e["status"] == status).unwrap().clone();
+    assert_eq!(
+        runs(&by_status("COMPLETED")),
+        vec![
+            run("CONDITION", "COMPLETED", Some("yes")),
+            run("CONDITION", "COMPLETED", Some("yes")),
+            run("UPDATE_CONTACT", "COMPLETED", None),
+        ]
+    );
+    assert_eq!(
+        runs(&by_status("EXITED")),
+        vec![
+            run("CONDITION", "COMPLETED", Some("no")),
+            run("EXIT", "COMPLETED", None),
+        ]
+    );
+    assert_eq!(
+        contact_by_email(&app, &p, "buyer@example.com").await["data"]["buyer"],
+        true
+    );
+}
+
 #[tokio::test]
 async fn a_delay_waits_in_the_queue_until_its_time() {
     let app = TestApp::spawn_with(fast).await;
