@@ -243,9 +243,10 @@ impl StepRunner {
             let ended = match self.round(&project, &mut members).await {
                 Ok(ended) => ended,
                 Err(err) => {
-                    // A read or the round's commit failed: nothing of the round was written, and
-                    // every job still in the batch is retried (an effect already performed is
-                    // found under its idempotency key then).
+                    // A read or the round's commit failed: no step run of the round was
+                    // committed, and every job still in the batch is retried (an effect already
+                    // performed is found under its idempotency key then; a job that ended on its
+                    // own meanwhile is no longer running, and its retry writes nothing).
                     let message = err.to_string();
                     members
                         .drain(..)
