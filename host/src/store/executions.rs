@@ -58,13 +58,6 @@ pub struct Exit {
     pub to_step_type: String,
 }
 
-/// An enabled workflow an event triggers.
-#[derive(Clone, Debug, FromRow)]
-pub struct Triggered {
-    pub id: String,
-    pub allow_reentry: bool,
-}
-
 /// An execution as the API shows it.
 #[derive(Clone, Debug, FromRow)]
 pub struct ExecutionRecord {
@@ -191,7 +184,7 @@ pub enum NotStarted {
     Duplicate,
 }
 
-/// How a step run ends, written by [`Store::commit_step`].
+/// How a step run ends, written by [`Store::commit_steps`].
 pub struct StepCommit<'a> {
     /// The job's lease: nothing is written when another worker owns the job now.
     pub lease: &'a Lease,
@@ -224,7 +217,7 @@ pub struct StepCommit<'a> {
     pub chain: bool,
 }
 
-/// What [`Store::commit_step`] did.
+/// What [`Store::commit_steps`] did with one step run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Committed {
     /// The job's lease was lost: nothing was written.
@@ -292,16 +285,16 @@ impl Store {
         Ok(id)
     }
 
-    /// The enabled workflows of a project that `event_name` triggers.
+    /// The ids of the enabled workflows of a project that `event_name` triggers.
     #[tracing::instrument(level = "debug", skip(self))]
     pub async fn triggered_workflows(
         &self,
         project: &ProjectId,
         event_name: &str,
-    ) -> StoreResult<Vec<Triggered>> {
+    ) -> StoreResult<Vec<String>> {
         let rows = on_db!(self.db(), pool => {
-            sqlx::query_as(
-                "SELECT id, allow_reentry FROM workflows WHERE project_id = $1 AND trigger_event = $2 \
+            sqlx::query_scalar(
+                "SELECT id FROM workflows WHERE project_id = $1 AND trigger_event = $2 \
                  AND enabled = TRUE ORDER BY id",
             )
             .bind(project.as_str())
@@ -430,25 +423,8 @@ impl Store {
         Ok(found.is_some())
     }
 
-    /// What a step job needs about its step run, or `None` when the run is gone.
-    #[tracing::instrument(level = "debug", skip(self))]
-    pub async fn run_context(&self, run: &str) -> StoreResult<Option<RunContext>> {
-        let row = on_db!(self.db(), pool => {
-            sqlx::query_as(
-                "SELECT r.id AS run_id, r.status AS run_status, r.step_id, r.execution_id, e.project_id, \
-                 e.workflow_id, e.contact_id, e.status AS execution_status, e.trigger, e.context, \
-                 s.type AS step_type, s.config \
-                 FROM workflow_step_runs r JOIN workflow_executions e ON e.id = r.execution_id \
-                 LEFT JOIN workflow_steps s ON s.id = r.step_id WHERE r.id = $1",
-            )
-            .bind(run)
-            .fetch_optional(pool)
-            .await?
-        });
-        Ok(row)
-    }
-
-    /// [`Store::run_context`] of many step runs in one read; a run that is gone is left out.
+    /// What the step jobs of `runs` need about their step runs, in one read; a run that is
+    /// gone (deleted with its workflow or contact) is left out.
     #[tracing::instrument(level = "debug", skip_all, fields(runs = runs.len()))]
     pub async fn run_contexts(&self, runs: &[&str]) -> StoreResult<Vec<RunContext>> {
         if runs.is_empty() {
@@ -549,21 +525,14 @@ impl Store {
         Ok(())
     }
 
-    /// Writes a step run's outcome, advances its execution, creates the next step run with its
-    /// job (or, with [`StepCommit::chain`], hands the current job on to it), queues a timeout
-    /// job and completes the current job, in one transaction guarded by the job's lease. When
-    /// the execution stopped being active meanwhile (cancelled), the step run is recorded but
-    /// the execution is left as it is, no next step is created and the job completes.
-    #[tracing::instrument(level = "debug", skip_all, fields(step_run_id = %c.run_id))]
-    pub async fn commit_step(&self, c: &StepCommit<'_>) -> StoreResult<Committed> {
-        let committed = self.commit_steps(std::slice::from_ref(c)).await?;
-        Ok(committed.into_iter().next().unwrap_or(Committed::LeaseLost))
-    }
-
-    /// [`Store::commit_step`] for the step runs of many executions (a batch of step jobs) in one
-    /// transaction, each guarded by its own job's lease: a commit whose lease was lost writes
-    /// nothing and is answered [`Committed::LeaseLost`], and the others are written all the
-    /// same. Answers one outcome per commit, in order.
+    /// Writes the outcome of each of `commits`, a step run of a batch of step jobs, in one
+    /// transaction: for each, the step run's outcome, its execution advanced, the next step run
+    /// with its job (or, with [`StepCommit::chain`], the current job handed on to it), a timeout
+    /// job, and the current job completed, guarded by that job's own lease. A commit whose lease
+    /// was lost writes nothing and is answered [`Committed::LeaseLost`], and the others are
+    /// written all the same. When an execution stopped being active meanwhile (cancelled), its
+    /// step run is recorded but the execution is left as it is, no next step is created and the
+    /// job completes. Answers one outcome per commit, in order.
     #[tracing::instrument(level = "debug", skip_all, fields(step_runs = commits.len()))]
     pub async fn commit_steps(&self, commits: &[StepCommit<'_>]) -> StoreResult<Vec<Committed>> {
         if commits.is_empty() {

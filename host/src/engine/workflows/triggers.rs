@@ -25,7 +25,7 @@ use crate::domain::event::StoredEvent;
 use crate::domain::ids::WorkflowId;
 use crate::outbox::{ConsumerError, EventConsumer};
 use crate::store::StoreError;
-use crate::store::executions::{NewExecution, NotStarted, Triggered};
+use crate::store::executions::{NewExecution, NotStarted};
 use crate::store::workflows::WorkflowGraph;
 
 /// The consumer.
@@ -37,7 +37,8 @@ pub struct WorkflowTriggers {
 /// whether any execution waits for an event name.
 #[derive(Default)]
 struct BatchReads {
-    triggered: HashMap<(String, String), Vec<Triggered>>,
+    /// The ids of the enabled workflows each (project, event name) triggers.
+    triggered: HashMap<(String, String), Vec<String>>,
     graphs: HashMap<String, Option<WorkflowGraph>>,
     waited_for: HashMap<(String, String), bool>,
 }
@@ -52,12 +53,12 @@ impl WorkflowTriggers {
         let store = &self.engine.store;
         let key = (event.project_id.as_str().to_string(), event.name.clone());
         if !reads.triggered.contains_key(&key) {
-            let list = store
+            let ids = store
                 .triggered_workflows(&event.project_id, &event.name)
                 .await?;
-            reads.triggered.insert(key.clone(), list);
+            reads.triggered.insert(key.clone(), ids);
         }
-        let ids: Vec<String> = reads.triggered[&key].iter().map(|w| w.id.clone()).collect();
+        let ids = reads.triggered[&key].clone();
         for id in &ids {
             if reads.graphs.contains_key(id) {
                 continue;
