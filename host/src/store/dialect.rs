@@ -97,6 +97,15 @@ pub(crate) fn placeholders(first: usize, n: usize) -> String {
         .join(", ")
 }
 
+/// `($first, …), (…)`: `rows` rows of `cols` numbered placeholders each, for a multi-row
+/// `VALUES`.
+pub(crate) fn value_rows(first: usize, rows: usize, cols: usize) -> String {
+    (0..rows)
+        .map(|r| format!("({})", placeholders(first + r * cols, cols)))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 /// The JSON text at the top-level `key` of the JSON `column`, as SQL text (`key` is a fixed
 /// identifier or an already validated data key, never raw user input).
 pub(crate) fn json_text(backend: super::Backend, column: &str, key: &str) -> String {

@@ -4,6 +4,8 @@
 //! execution (by event or timeout, whichever commits first), cancelling, and the reads of the
 //! executions API.
 
+use std::collections::HashSet;
+
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use sqlx::FromRow;
@@ -338,6 +340,9 @@ impl Store {
         let outcomes = on_db_write!(self.db(), pool => {
             let mut tx = pool.begin_write().await?;
             let mut outcomes = Vec::with_capacity(starts.len());
+            // The entry step runs and their jobs, written together after the starts (the
+            // checks of later starts read only executions).
+            let mut runs = Vec::new();
             for new in starts {
                 let prior_sql = if new.allow_reentry {
                     "SELECT id FROM workflow_executions WHERE workflow_id = $1 AND contact_id = $2 \
@@ -390,12 +395,13 @@ impl Store {
                         NotStarted::Active
                     })),
                     Some(row) => {
-                        insert_run(&mut tx, new.project.as_str(), new.id.as_str(), &new.entry, now).await?;
-                        tx.insert_job(&new.entry.job, now).await?;
+                        runs.push((new.project.as_str(), new.id.as_str(), &new.entry));
                         outcomes.push(Ok(row));
                     }
                 }
             }
+            insert_runs(&mut tx, &runs, now).await?;
+            tx.insert_jobs(&runs.iter().map(|(_, _, run)| &run.job).collect::<Vec<_>>(), now).await?;
             tx.commit().await?;
             outcomes
         });
@@ -533,84 +539,104 @@ impl Store {
     /// written all the same. When an execution stopped being active meanwhile (cancelled), its
     /// step run is recorded but the execution is left as it is, no next step is created and the
     /// job completes. Answers one outcome per commit, in order.
+    ///
+    /// Each table is written by one multi-row statement for the whole batch (jobs handed on,
+    /// jobs completed, step runs, executions, new step runs, new jobs), not one per step run.
     #[tracing::instrument(level = "debug", skip_all, fields(step_runs = commits.len()))]
     pub async fn commit_steps(&self, commits: &[StepCommit<'_>]) -> StoreResult<Vec<Committed>> {
+        let mut outcomes = vec![Committed::LeaseLost; commits.len()];
         if commits.is_empty() {
-            return Ok(Vec::new());
+            return Ok(outcomes);
         }
         let now = now_ms();
-        let outcomes = on_db_write!(self.db(), pool => {
+        let waves = distinct_executions(commits);
+        on_db_write!(self.db(), pool => {
             let mut tx = pool.begin_write().await?;
-            let mut outcomes = Vec::with_capacity(commits.len());
-            for c in commits {
-                let finished = is_final(c.execution_status).then_some(now);
-                let result = serde_json::json!({ "stepRunId": c.run_id, "status": c.run_status });
-                let chain = c.next.filter(|_| c.chain);
-                // The lease check writes nothing when it fails, so the batch's other commits
-                // go on in the same transaction.
-                let owned = match chain {
-                    Some(next) => tx.chain_job(c.lease, &next.job.payload, now).await?,
-                    None => tx.complete_job(c.lease, &result, now).await?,
-                };
-                if !owned {
-                    outcomes.push(Committed::LeaseLost);
+            for wave in &waves {
+                let of = |i: &usize| &commits[*i];
+                // The lease checks write nothing for a lost lease, so the others of the wave go
+                // on in the same transaction.
+                let results: Vec<Value> = wave
+                    .iter()
+                    .map(|i| serde_json::json!({ "stepRunId": of(i).run_id, "status": of(i).run_status }))
+                    .collect();
+                let mut chained = Vec::new();
+                let mut completed = Vec::new();
+                for (k, i) in wave.iter().enumerate() {
+                    match chains(of(i)) {
+                        Some(next) => chained.push((of(i).lease, &next.job.payload)),
+                        None => completed.push((of(i).lease, &results[k])),
+                    }
+                }
+                let mut owned: HashSet<String> = tx.chain_jobs(&chained, now).await?.into_iter().collect();
+                owned.extend(tx.complete_jobs(&completed, now).await?);
+                let held: Vec<usize> = (0..wave.len())
+                    .filter(|&k| owned.contains(of(&wave[k]).lease.job.as_str()))
+                    .collect();
+                if held.is_empty() {
                     continue;
                 }
-                sqlx::query(
-                    "UPDATE workflow_step_runs SET status = $2, branch = $3, input = $4, output = $5, error = $6, \
-                     attempts = $7, started_at = $8, finished_at = $9 WHERE id = $1 AND status = 'PENDING'",
-                )
-                .bind(c.run_id)
-                .bind(c.run_status)
-                .bind(c.branch)
-                .bind(Json(c.input))
-                .bind(Json(c.output))
-                .bind(c.error)
-                .bind(c.attempts)
-                .bind(c.started_at)
-                .bind((c.run_status != rs::WAITING).then_some(now))
-                .execute(&mut *tx)
-                .await?;
-                let advanced = sqlx::query(
-                    "UPDATE workflow_executions SET status = $2, context = $3, current_step_id = $4, waiting_event = $5, \
-                     waiting_run_id = $6, waiting_since = $7, error = $8, exit_reason = $9, updated_at = $10, finished_at = $11 \
-                     WHERE id = $1 AND status IN ('RUNNING', 'WAITING')",
-                )
-                .bind(c.execution_id)
-                .bind(c.execution_status)
-                .bind(Json(c.context))
-                .bind(c.current_step)
-                .bind(c.waiting_event)
-                .bind(c.waiting_event.map(|_| c.run_id))
-                .bind(c.waiting_event.map(|_| now))
-                .bind(c.execution_error)
-                .bind(c.exit_reason)
-                .bind(now)
-                .bind(finished)
-                .execute(&mut *tx)
-                .await?
-                .rows_affected();
-                let mut committed = Committed::Done;
-                if advanced == 1 {
-                    if let Some(next) = c.next {
-                        insert_run(&mut tx, c.project_id, c.execution_id, next, now).await?;
-                        if chain.is_some() {
-                            committed = Committed::Chained;
-                        } else {
-                            tx.insert_job(&next.job, now).await?;
-                        }
-                    }
-                    if let Some(job) = c.timeout_job {
-                        tx.insert_job(job, now).await?;
-                    }
-                } else if chain.is_some() {
-                    // Cancelled meanwhile: nothing follows, so the job that was to carry on ends.
-                    tx.complete_job(c.lease, &result, now).await?;
+                let sql = step_runs_update_sql(held.len());
+                let mut q = sqlx::query(&sql);
+                for &k in &held {
+                    let c = of(&wave[k]);
+                    q = q
+                        .bind(c.run_id)
+                        .bind(c.run_status)
+                        .bind(c.branch)
+                        .bind(Json(c.input))
+                        .bind(Json(c.output))
+                        .bind(c.error)
+                        .bind(c.attempts)
+                        .bind(c.started_at)
+                        .bind((c.run_status != rs::WAITING).then_some(now));
                 }
-                outcomes.push(committed);
+                q.execute(&mut *tx).await?;
+                let sql = executions_update_sql(held.len());
+                let mut q = sqlx::query_scalar::<_, String>(&sql).bind(now);
+                for &k in &held {
+                    let c = of(&wave[k]);
+                    q = q
+                        .bind(c.execution_id)
+                        .bind(c.execution_status)
+                        .bind(Json(c.context))
+                        .bind(c.current_step)
+                        .bind(c.waiting_event)
+                        .bind(c.waiting_event.map(|_| c.run_id))
+                        .bind(c.waiting_event.map(|_| now))
+                        .bind(c.execution_error)
+                        .bind(c.exit_reason)
+                        .bind(is_final(c.execution_status).then_some(now));
+                }
+                let advanced: HashSet<String> = q.fetch_all(&mut *tx).await?.into_iter().collect();
+                let mut runs = Vec::new();
+                let mut jobs = Vec::new();
+                let mut ended_chains = Vec::new();
+                for &k in &held {
+                    let c = of(&wave[k]);
+                    let i = wave[k];
+                    outcomes[i] = Committed::Done;
+                    if advanced.contains(c.execution_id) {
+                        if let Some(next) = c.next {
+                            runs.push((c.project_id, c.execution_id, next));
+                            if chains(c).is_some() {
+                                outcomes[i] = Committed::Chained;
+                            } else {
+                                jobs.push(&next.job);
+                            }
+                        }
+                        jobs.extend(c.timeout_job);
+                    } else if chains(c).is_some() {
+                        // Cancelled meanwhile: nothing follows, so the job that was to carry on
+                        // ends.
+                        ended_chains.push((c.lease, &results[k]));
+                    }
+                }
+                insert_runs(&mut tx, &runs, now).await?;
+                tx.insert_jobs(&jobs, now).await?;
+                tx.complete_jobs(&ended_chains, now).await?;
             }
             tx.commit().await?;
-            outcomes
         });
         Ok(outcomes)
     }
@@ -749,7 +775,7 @@ impl Store {
                 .execute(&mut *tx)
                 .await?;
                 if let Some(next) = r.next {
-                    insert_run(&mut tx, r.project_id, r.execution_id, next, now).await?;
+                    insert_runs(&mut tx, &[(r.project_id, r.execution_id, next)], now).await?;
                     tx.insert_job(&next.job, now).await?;
                 }
             }
@@ -968,11 +994,10 @@ impl Store {
 }
 
 /// Inserts a pending step run.
-async fn insert_run<'c, DB>(
+/// Creates pending step runs, `(project, execution, run)` each, in one statement.
+async fn insert_runs<'c, DB>(
     tx: &mut sqlx::Transaction<'c, DB>,
-    project: &str,
-    execution: &str,
-    run: &NextRun,
+    runs: &[(&str, &str, &NextRun)],
     now: i64,
 ) -> sqlx::Result<()>
 where
@@ -982,17 +1007,87 @@ where
     for<'q> &'q str: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
     for<'q> i64: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
 {
-    sqlx::query(
+    if runs.is_empty() {
+        return Ok(());
+    }
+    let rows = (0..runs.len())
+        .map(|i| {
+            let b = 2 + 5 * i;
+            format!(
+                "(${b}, ${}, ${}, ${}, ${}, 'PENDING', 0, $1)",
+                b + 1,
+                b + 2,
+                b + 3,
+                b + 4
+            )
+        })
+        .collect::<Vec<_>>()
+        .join(", ");
+    let sql = format!(
         "INSERT INTO workflow_step_runs (id, execution_id, project_id, step_id, step_type, status, attempts, created_at) \
-         VALUES ($1, $2, $3, $4, $5, 'PENDING', 0, $6)",
-    )
-    .bind(run.run_id.as_str())
-    .bind(execution)
-    .bind(project)
-    .bind(run.step_id.as_str())
-    .bind(run.step_type.as_str())
-    .bind(now)
-    .execute(&mut **tx)
-    .await?;
+         VALUES {rows}"
+    );
+    let mut q = sqlx::query(&sql).bind(now);
+    for (project, execution, run) in runs {
+        q = q
+            .bind(run.run_id.as_str())
+            .bind(*execution)
+            .bind(*project)
+            .bind(run.step_id.as_str())
+            .bind(run.step_type.as_str());
+    }
+    q.execute(&mut **tx).await?;
     Ok(())
+}
+
+/// The commits as waves of distinct executions, in order: each wave's rows are written by one
+/// statement per table, which must not meet one execution twice. A round has one step run per
+/// execution, so this is one wave in practice.
+fn distinct_executions(commits: &[StepCommit<'_>]) -> Vec<Vec<usize>> {
+    let mut waves: Vec<(HashSet<&str>, Vec<usize>)> = Vec::new();
+    for (i, c) in commits.iter().enumerate() {
+        // After the last wave that has this execution, so that its commits stay in order.
+        let after = waves
+            .iter()
+            .rposition(|(seen, _)| seen.contains(c.execution_id))
+            .map_or(0, |w| w + 1);
+        if after == waves.len() {
+            waves.push((HashSet::new(), Vec::new()));
+        }
+        let (seen, wave) = &mut waves[after];
+        seen.insert(c.execution_id);
+        wave.push(i);
+    }
+    waves.into_iter().map(|(_, wave)| wave).collect()
+}
+
+/// The next step run `c` runs in its own job, when it does.
+fn chains<'a>(c: &StepCommit<'a>) -> Option<&'a NextRun> {
+    c.next.filter(|_| c.chain)
+}
+
+/// Records `n` step runs' outcomes (those still `PENDING`); binds per run its id, status,
+/// branch, input, output, error, attempts, start and end.
+fn step_runs_update_sql(n: usize) -> String {
+    format!(
+        "WITH v (v_id, v_status, v_branch, v_input, v_output, v_error, v_attempts, v_started, v_finished) AS \
+         (VALUES {}) UPDATE workflow_step_runs SET status = v_status, branch = v_branch, input = v_input, \
+         output = v_output, error = v_error, attempts = v_attempts, started_at = v_started, finished_at = v_finished \
+         FROM v WHERE id = v_id AND status = 'PENDING'",
+        super::dialect::value_rows(1, n, 9)
+    )
+}
+
+/// Advances `n` executions still `RUNNING` or `WAITING`, answering their ids; binds now, then
+/// per execution its id, status, context, current step, waiting event, waiting run, waiting
+/// since, error, exit reason and end.
+fn executions_update_sql(n: usize) -> String {
+    format!(
+        "WITH v (v_id, v_status, v_context, v_step, v_event, v_run, v_since, v_error, v_exit, v_finished) AS \
+         (VALUES {}) UPDATE workflow_executions SET status = v_status, context = v_context, current_step_id = v_step, \
+         waiting_event = v_event, waiting_run_id = v_run, waiting_since = v_since, error = v_error, \
+         exit_reason = v_exit, updated_at = $1, finished_at = v_finished \
+         FROM v WHERE id = v_id AND status IN ('RUNNING', 'WAITING') RETURNING id",
+        super::dialect::value_rows(2, n, 10)
+    )
 }

@@ -576,6 +576,56 @@ pub(super) const INSERT_JOB: &str = "INSERT INTO jobs (id, project_id, kind, pay
      attempts, max_attempts, run_at, created_at, updated_at, queue) \
      VALUES ($1, $2, $3, $4, $5, 'queued', 0, 0, $6, $7, $8, $8, $9) ON CONFLICT DO NOTHING";
 
+/// [`INSERT_JOB`] for `n` jobs in one statement; binds now, then each job's id, project, kind,
+/// payload, input, max attempts, run at and queue.
+pub(super) fn insert_jobs_sql(n: usize) -> String {
+    let rows = (0..n)
+        .map(|i| {
+            let b = 2 + 8 * i;
+            format!(
+                "(${b}, ${}, ${}, ${}, ${}, 'queued', 0, 0, ${}, ${}, $1, $1, ${})",
+                b + 1,
+                b + 2,
+                b + 3,
+                b + 4,
+                b + 5,
+                b + 6,
+                b + 7
+            )
+        })
+        .collect::<Vec<_>>()
+        .join(", ");
+    format!(
+        "INSERT INTO jobs (id, project_id, kind, payload, input, state, progress, attempts, max_attempts, \
+         run_at, created_at, updated_at, queue) VALUES {rows} ON CONFLICT DO NOTHING"
+    )
+}
+
+/// [`COMPLETE_JOB`] for `n` jobs in one statement, answering the ids whose lease held; binds
+/// now, then each job's id, worker and result.
+pub(super) fn complete_jobs_sql(n: usize) -> String {
+    format!(
+        "WITH v (v_id, v_worker, v_result) AS (VALUES {}) \
+         UPDATE jobs SET state = 'completed', result = v_result, progress = 100, finished_at = $1, updated_at = $1, \
+         locked_by = NULL, locked_until = NULL FROM v WHERE id = v_id AND locked_by = v_worker AND state = 'running' \
+         RETURNING id",
+        super::dialect::value_rows(2, n, 3)
+    )
+}
+
+/// Hands running jobs on, each to the next piece of work of the same kind (a workflow's next
+/// step run, due now): a new payload, its attempts counted afresh, no checkpoint. The claim
+/// stays, so nothing else can run it meanwhile. Answers the ids whose lease held; binds now,
+/// then each job's id, worker and payload.
+pub(super) fn chain_jobs_sql(n: usize) -> String {
+    format!(
+        "WITH v (v_id, v_worker, v_payload) AS (VALUES {}) \
+         UPDATE jobs SET payload = v_payload, attempts = 1, checkpoint = NULL, last_error = NULL, updated_at = $1 \
+         FROM v WHERE id = v_id AND locked_by = v_worker AND state = 'running' RETURNING id",
+        super::dialect::value_rows(2, n, 3)
+    )
+}
+
 /// Queues a claimed job again after a failed attempt; binds id, claim, run at, error, now.
 pub(super) const RETRY_JOB: &str = "UPDATE jobs SET state = 'queued', run_at = $3, last_error = $4, locked_by = NULL, \
      locked_until = NULL, updated_at = $5 WHERE id = $1 AND locked_by = $2";
@@ -603,12 +653,6 @@ pub(super) fn adopt_sql(backend: Backend) -> String {
 pub(super) const COMPLETE_JOB: &str = "UPDATE jobs SET state = 'completed', result = $3, progress = 100, \
      finished_at = $4, updated_at = $4, locked_by = NULL, locked_until = NULL \
      WHERE id = $1 AND locked_by = $2 AND state = 'running'";
-
-/// Hands a running job on to the next piece of work of the same kind (a workflow's next step
-/// run, due now): a new payload, its attempts counted afresh, no checkpoint; binds id, worker,
-/// payload, now. The claim stays, so nothing else can run it meanwhile.
-pub(super) const CHAIN_JOB: &str = "UPDATE jobs SET payload = $3, attempts = 1, checkpoint = NULL, \
-     last_error = NULL, updated_at = $4 WHERE id = $1 AND locked_by = $2 AND state = 'running'";
 
 /// Saves a checkpoint; binds id, worker, checkpoint, progress, now.
 pub(super) const CHECKPOINT_JOB: &str = "UPDATE jobs SET checkpoint = $3, progress = $4, updated_at = $5 \

@@ -10,7 +10,7 @@ use sqlx::sqlite::SqliteQueryResult;
 use sqlx::types::Json;
 use sqlx::{Database, Encode, Executor, IntoArguments, Transaction, Type};
 
-use super::jobs::{CHAIN_JOB, CHECKPOINT_JOB, COMPLETE_JOB, INSERT_JOB, Lease, NewJob};
+use super::jobs::{CHECKPOINT_JOB, COMPLETE_JOB, INSERT_JOB, Lease, NewJob};
 use super::{Conflict, StoreError, StoreResult};
 use crate::domain::event::StoredEvent;
 use crate::domain::ids::JobId;
@@ -54,13 +54,29 @@ pub(crate) trait Statements {
     /// queued or running only once, `segments.reevaluate`) already there, answers `None`.
     async fn insert_job_once(&mut self, job: &NewJob, now: i64) -> sqlx::Result<Option<JobId>>;
 
+    /// Queues jobs in one statement (a singleton kind already queued or running is skipped, as
+    /// by [`Statements::insert_job_once`]).
+    async fn insert_jobs(&mut self, jobs: &[&NewJob], now: i64) -> sqlx::Result<()>;
+
+    /// Completes jobs, each with its result, in one statement; answers the ids of those whose
+    /// lease held (the others are left as they are).
+    async fn complete_jobs(
+        &mut self,
+        jobs: &[(&Lease, &Value)],
+        now: i64,
+    ) -> sqlx::Result<Vec<String>>;
+
+    /// Hands running jobs on, each to the work its payload names (see `jobs::chain_jobs_sql`), in
+    /// one statement; answers the ids of those whose lease held.
+    async fn chain_jobs(
+        &mut self,
+        jobs: &[(&Lease, &Value)],
+        now: i64,
+    ) -> sqlx::Result<Vec<String>>;
+
     /// Completes a job with `result`; false when the lease was lost.
     async fn complete_job(&mut self, lease: &Lease, result: &Value, now: i64)
     -> sqlx::Result<bool>;
-
-    /// Hands a running job on to the work `payload` names (see `jobs::CHAIN_JOB`); false when
-    /// the lease was lost.
-    async fn chain_job(&mut self, lease: &Lease, payload: &Value, now: i64) -> sqlx::Result<bool>;
 
     /// Saves a job's checkpoint and progress; false when the lease was lost.
     async fn checkpoint_job(
@@ -104,6 +120,7 @@ where
     for<'q> bool: Encode<'q, DB> + Type<DB>,
     for<'r> Option<String>: sqlx::Decode<'r, DB> + Type<DB>,
     for<'r> (Option<String>,): sqlx::FromRow<'r, DB::Row>,
+    for<'r> (String,): sqlx::FromRow<'r, DB::Row>,
 {
     async fn insert_event(&mut self, e: &StoredEvent) -> sqlx::Result<()> {
         sqlx::query(super::events::INSERT_EVENT)
@@ -161,6 +178,48 @@ where
         Ok((n == 1).then_some(id))
     }
 
+    async fn insert_jobs(&mut self, jobs: &[&NewJob], now: i64) -> sqlx::Result<()> {
+        if jobs.is_empty() {
+            return Ok(());
+        }
+        let ids: Vec<JobId> = jobs.iter().map(|_| JobId::generate()).collect();
+        let queues: Vec<String> = jobs
+            .iter()
+            .map(|j| super::jobs::queue_of(j.project_id.as_ref().map(|p| p.as_str()), &j.kind))
+            .collect();
+        let sql = super::jobs::insert_jobs_sql(jobs.len());
+        let mut q = sqlx::query(&sql).bind(now);
+        for ((job, id), queue) in jobs.iter().zip(&ids).zip(&queues) {
+            q = q
+                .bind(id.as_str())
+                .bind(job.project_id.as_ref().map(|p| p.as_str()))
+                .bind(job.kind.as_str())
+                .bind(Json(&job.payload))
+                .bind(job.input.as_deref())
+                .bind(job.max_attempts)
+                .bind(job.run_at)
+                .bind(queue.as_str());
+        }
+        q.execute(&mut **self).await?;
+        Ok(())
+    }
+
+    async fn complete_jobs(
+        &mut self,
+        jobs: &[(&Lease, &Value)],
+        now: i64,
+    ) -> sqlx::Result<Vec<String>> {
+        leased_update(self, &super::jobs::complete_jobs_sql(jobs.len()), jobs, now).await
+    }
+
+    async fn chain_jobs(
+        &mut self,
+        jobs: &[(&Lease, &Value)],
+        now: i64,
+    ) -> sqlx::Result<Vec<String>> {
+        leased_update(self, &super::jobs::chain_jobs_sql(jobs.len()), jobs, now).await
+    }
+
     async fn complete_job(
         &mut self,
         lease: &Lease,
@@ -171,18 +230,6 @@ where
             .bind(lease.job.as_str())
             .bind(lease.worker.as_str())
             .bind(Json(result))
-            .bind(now)
-            .execute(&mut **self)
-            .await?
-            .rows();
-        Ok(n == 1)
-    }
-
-    async fn chain_job(&mut self, lease: &Lease, payload: &Value, now: i64) -> sqlx::Result<bool> {
-        let n = sqlx::query(CHAIN_JOB)
-            .bind(lease.job.as_str())
-            .bind(lease.worker.as_str())
-            .bind(Json(payload))
             .bind(now)
             .execute(&mut **self)
             .await?
@@ -309,4 +356,34 @@ where
             .map_err(|e| StoreError::unique(e, Conflict::IdempotencyKey))?;
         Ok(())
     }
+}
+
+/// Runs `sql` (binding now, then each job's id, worker and value) over `jobs`; answers the ids
+/// it returned. Nothing runs for no jobs.
+async fn leased_update<DB>(
+    tx: &mut Transaction<'_, DB>,
+    sql: &str,
+    jobs: &[(&Lease, &Value)],
+    now: i64,
+) -> sqlx::Result<Vec<String>>
+where
+    DB: Database,
+    for<'c> &'c mut DB::Connection: Executor<'c, Database = DB>,
+    for<'q> DB::Arguments<'q>: IntoArguments<'q, DB>,
+    for<'q> &'q str: Encode<'q, DB> + Type<DB>,
+    for<'q> Json<&'q Value>: Encode<'q, DB> + Type<DB>,
+    for<'q> i64: Encode<'q, DB> + Type<DB>,
+    for<'r> (String,): sqlx::FromRow<'r, DB::Row>,
+{
+    if jobs.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut q = sqlx::query_scalar::<_, String>(sql).bind(now);
+    for (lease, value) in jobs {
+        q = q
+            .bind(lease.job.as_str())
+            .bind(lease.worker.as_str())
+            .bind(Json(*value));
+    }
+    q.fetch_all(&mut **tx).await
 }

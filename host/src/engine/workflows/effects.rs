@@ -6,6 +6,9 @@
 //! a failed commit) finds the key and reuses the recorded result instead of sending or updating
 //! again.
 
+use std::collections::HashMap;
+use std::sync::Arc;
+
 use serde_json::{Map, Value, json};
 
 use super::WorkflowEngine;
@@ -14,15 +17,17 @@ use crate::domain::custom_data::DataPatch;
 use crate::domain::email::EmailAddress;
 use crate::domain::event::SubscriptionSource;
 use crate::domain::ids::{ProjectId, TemplateId};
+use crate::domain::project::Project;
 use crate::domain::send::Mailbox;
 use crate::domain::template::CompiledTemplate;
 use crate::domain::template::fields::TemplateType;
 use crate::domain::workflow::MAX_CONFIG_BYTES;
 use crate::plugins::types::Effect;
 use crate::services::sending::{Idempotency, SendError, SendPlan};
-use crate::services::sending_domains::SenderError;
+use crate::services::sending_domains::{Sender, SenderError};
 use crate::store::contacts::Effects;
 use crate::store::idempotency::IdempotentWrite;
+use crate::store::templates::TemplateFields;
 use crate::store::{Conflict, StoreError};
 
 /// Why an effect could not be performed.
@@ -40,6 +45,23 @@ impl From<StoreError> for EffectError {
     }
 }
 
+/// What the sends of one round share, read once: the project and each template with its sender
+/// and compiled content. A round is one batch of step runs of one project, run within moments,
+/// so an edit of a template applies from the next round on.
+#[derive(Default)]
+pub(crate) struct SendReads {
+    project: Option<Project>,
+    templates: HashMap<String, Arc<PreparedTemplate>>,
+}
+
+/// A template ready to send: its fields, its from address, who may send as it and its content.
+struct PreparedTemplate {
+    template: TemplateFields,
+    from_email: EmailAddress,
+    sender: Sender,
+    content: CompiledTemplate,
+}
+
 /// The endpoint name recorded with the effects' idempotency keys.
 const ENDPOINT: &str = "workflow";
 
@@ -52,6 +74,7 @@ impl WorkflowEngine {
     /// by the key's uniqueness and answered from the record.
     pub(crate) async fn apply_effects(
         &self,
+        reads: &mut SendReads,
         project: &ProjectId,
         contact: &Contact,
         run: &str,
@@ -85,6 +108,7 @@ impl WorkflowEngine {
                         match effect {
                             Effect::SendEmail { template_id, to } => {
                                 self.send(
+                                    reads,
                                     project,
                                     contact,
                                     &key,
@@ -112,6 +136,7 @@ impl WorkflowEngine {
     /// template variables.
     async fn send(
         &self,
+        reads: &mut SendReads,
         project: &ProjectId,
         contact: &Contact,
         key: &str,
@@ -119,18 +144,6 @@ impl WorkflowEngine {
         to: Option<&str>,
         context: &Map<String, Value>,
     ) -> Result<Value, EffectError> {
-        let missing = || {
-            EffectError::Fail(format!(
-                "template {template_id} does not exist in this project"
-            ))
-        };
-        let tid = TemplateId::parse(template_id).ok_or_else(missing)?;
-        let template = match self.store.template(project, &tid).await {
-            Ok(t) => t.fields,
-            Err(StoreError::NotFound) => return Err(missing()),
-            Err(e) => return Err(e.into()),
-        };
-        let marketing = template.template_type == TemplateType::Marketing;
         let recipient = match to
             .map(str::trim)
             .filter(|t| !t.is_empty() && *t != "contact")
@@ -140,22 +153,27 @@ impl WorkflowEngine {
                 EffectError::Fail(format!("`to` {address:?} is not an address: {e}"))
             })?,
         };
-        let from_email = template.from_email.clone().ok_or_else(|| {
-            EffectError::Fail(format!(
-                "template {template_id} has no from address; set one on the template"
-            ))
-        })?;
-        let sender = self
-            .sending_domains
-            .authorize_sender(project, &from_email)
-            .await
-            .map_err(|e| match e {
-                SenderError::NotVerified(_) => EffectError::Fail(e.to_string()),
-                SenderError::Store(s) => s.into(),
-            })?;
-        let content = CompiledTemplate::compile(&template.subject, &template.body)
-            .map_err(|e| EffectError::Fail(format!("template {template_id}: {}", e.describe())))?;
-        let project_record = self.store.project(project).await?;
+        let project_record = match &reads.project {
+            Some(p) => p.clone(),
+            None => {
+                let p = self.store.project(project).await?;
+                reads.project = Some(p.clone());
+                p
+            }
+        };
+        let prepared = match reads.templates.get(template_id) {
+            Some(p) => p.clone(),
+            None => {
+                let p = Arc::new(self.prepare(project, template_id).await?);
+                reads.templates.insert(template_id.to_string(), p.clone());
+                p
+            }
+        };
+        let template = &prepared.template;
+        let marketing = template.template_type == TemplateType::Marketing;
+        let from_email = prepared.from_email.clone();
+        let sender = prepared.sender.clone();
+        let content = prepared.content.clone();
         let plan = SendPlan {
             recipients: vec![Mailbox {
                 name: None,
@@ -204,6 +222,46 @@ impl WorkflowEngine {
             Err(SendError::Store(e)) => Err(e.into()),
             Err(e) => Err(EffectError::Fail(e.to_string())),
         }
+    }
+
+    /// Reads a template, its sender and its compiled content, for the sends of a round.
+    async fn prepare(
+        &self,
+        project: &ProjectId,
+        template_id: &str,
+    ) -> Result<PreparedTemplate, EffectError> {
+        let missing = || {
+            EffectError::Fail(format!(
+                "template {template_id} does not exist in this project"
+            ))
+        };
+        let tid = TemplateId::parse(template_id).ok_or_else(missing)?;
+        let template = match self.store.template(project, &tid).await {
+            Ok(t) => t.fields,
+            Err(StoreError::NotFound) => return Err(missing()),
+            Err(e) => return Err(e.into()),
+        };
+        let from_email = template.from_email.clone().ok_or_else(|| {
+            EffectError::Fail(format!(
+                "template {template_id} has no from address; set one on the template"
+            ))
+        })?;
+        let sender = self
+            .sending_domains
+            .authorize_sender(project, &from_email)
+            .await
+            .map_err(|e| match e {
+                SenderError::NotVerified(_) => EffectError::Fail(e.to_string()),
+                SenderError::Store(s) => s.into(),
+            })?;
+        let content = CompiledTemplate::compile(&template.subject, &template.body)
+            .map_err(|e| EffectError::Fail(format!("template {template_id}: {}", e.describe())))?;
+        Ok(PreparedTemplate {
+            template,
+            from_email,
+            sender,
+            content,
+        })
     }
 
     /// Updates the contact's data and subscription (source `workflow`).

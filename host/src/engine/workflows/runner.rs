@@ -9,7 +9,7 @@ use serde_json::{Map, Value, json};
 use tracing::Instrument;
 
 use super::WorkflowEngine;
-use super::effects::EffectError;
+use super::effects::{EffectError, SendReads};
 use crate::domain::contact::Contact;
 use crate::domain::ids::{ContactId, ProjectId};
 use crate::domain::time::now_ms;
@@ -318,6 +318,7 @@ impl StepRunner {
         // running a batch's steps at once only lengthens the writer's queue in front of the API's
         // requests (measured: no faster on either database, and /v1/track slowed by half).
         let mut ran: Vec<Ran> = Vec::with_capacity(members.len());
+        let mut reads = SendReads::default();
         for m in members.iter() {
             let run = runs.remove(&m.run_id);
             let contact = run
@@ -328,7 +329,10 @@ impl StepRunner {
                 .and_then(|r| transitions.get(&r.step_id))
                 .map_or(&[][..], Vec::as_slice);
             let may_chain = m.chainable && m.ran + 1 < CHAIN_LIMIT;
-            ran.push(self.run_member(m, run, contact, exits, may_chain).await);
+            ran.push(
+                self.run_member(&mut reads, m, run, contact, exits, may_chain)
+                    .await,
+            );
         }
         let mut ended: Vec<Option<Result<(), JobError>>> = Vec::with_capacity(ran.len());
         let mut planned: Vec<(usize, Box<Planned>)> = Vec::new();
@@ -395,6 +399,7 @@ impl StepRunner {
     /// cannot run (gone, skipped, failed, retried).
     async fn run_member(
         &self,
+        reads: &mut SendReads,
         member: &Member,
         run: Option<RunContext>,
         contact: Option<Contact>,
@@ -416,7 +421,7 @@ impl StepRunner {
         };
         let span = tracing::info_span!("step_run", step_run_id = %run.run_id, execution_id = %run.execution_id, workflow_id = %run.workflow_id, step_type = run.step_type.as_deref().unwrap_or("?"));
         match self
-            .run_step(member, run, contact, transitions, may_chain)
+            .run_step(reads, member, run, contact, transitions, may_chain)
             .instrument(span)
             .await
         {
@@ -428,6 +433,7 @@ impl StepRunner {
     /// Runs one step run: its plugin and effects, answering the outcome to commit.
     async fn run_step(
         &self,
+        reads: &mut SendReads,
         member: &Member,
         run: RunContext,
         contact: Option<Contact>,
@@ -495,6 +501,7 @@ impl StepRunner {
         let effects = match self
             .engine
             .apply_effects(
+                reads,
                 &project,
                 &contact,
                 &run.run_id,
