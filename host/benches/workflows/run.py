@@ -16,7 +16,8 @@ For each database: a fresh `herald serve` (transport `outbox`, 16 job workers) w
 Rows are counted after each run (executions EXITED, step runs, emails) so the figures are real.
 
 Usage: host/benches/workflows/run.py [N, default 10000] [RATE, default 1000] [SECONDS, default 10]
-(`ONLY=sqlite` or `ONLY=postgres` runs one database.)
+(`ONLY=sqlite` or `ONLY=postgres` runs one database; HERALD_BIN runs another binary, e.g. an
+earlier commit's build beside this one.)
 Needs a release build (cargo build --release) and PostgreSQL on 127.0.0.1:5432 for the second
 half (skipped with a note when unreachable).
 """
@@ -33,7 +34,9 @@ import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 
 ROOT = os.path.dirname(os.path.abspath(__file__)) + "/../../.."
-BIN = os.environ.get("CARGO_TARGET_DIR", os.path.join(ROOT, "target")) + "/release/herald"
+BIN = os.environ.get("HERALD_BIN") or (
+    os.environ.get("CARGO_TARGET_DIR", os.path.join(ROOT, "target")) + "/release/herald"
+)
 PORT = 18291
 BASE = f"http://127.0.0.1:{PORT}"
 N = int(sys.argv[1]) if len(sys.argv) > 1 else 10000
