@@ -45,13 +45,25 @@ impl From<StoreError> for EffectError {
     }
 }
 
-/// What the sends of one round share, read once: the project and each template with its sender
-/// and compiled content. A round is one batch of step runs of one project, run within moments,
-/// so an edit of a template applies from the next round on.
-#[derive(Default)]
+/// What the effects of one round share: its project and, read once for its sends, the project's
+/// record and each template with its sender and compiled content. A round is one batch of step
+/// runs of one project, run within moments, so an edit of a template applies from the next round
+/// on.
 pub(crate) struct SendReads {
-    project: Option<Project>,
+    project: ProjectId,
+    record: Option<Project>,
     templates: HashMap<String, Arc<PreparedTemplate>>,
+}
+
+impl SendReads {
+    /// Nothing read yet, for the step runs of `project`.
+    pub(crate) fn new(project: ProjectId) -> SendReads {
+        SendReads {
+            project,
+            record: None,
+            templates: HashMap::new(),
+        }
+    }
 }
 
 /// A template ready to send: its fields, its from address, who may send as it and its content.
@@ -75,13 +87,13 @@ impl WorkflowEngine {
     pub(crate) async fn apply_effects(
         &self,
         reads: &mut SendReads,
-        project: &ProjectId,
         contact: &Contact,
         run: &str,
         first_attempt: bool,
         effects: &[Effect],
         context: &mut Map<String, Value>,
     ) -> Result<Vec<Value>, EffectError> {
+        let project = &reads.project.clone();
         let mut done = Vec::with_capacity(effects.len());
         for (i, effect) in effects.iter().enumerate() {
             let key = format!("wf:{run}:{i}");
@@ -107,16 +119,8 @@ impl WorkflowEngine {
                     } else {
                         match effect {
                             Effect::SendEmail { template_id, to } => {
-                                self.send(
-                                    reads,
-                                    project,
-                                    contact,
-                                    &key,
-                                    template_id,
-                                    to.as_deref(),
-                                    context,
-                                )
-                                .await?
+                                self.send(reads, contact, &key, template_id, to.as_deref(), context)
+                                    .await?
                             }
                             Effect::UpdateContact { data, subscribed } => {
                                 self.update(project, contact, &key, data.as_ref(), *subscribed)
@@ -137,7 +141,6 @@ impl WorkflowEngine {
     async fn send(
         &self,
         reads: &mut SendReads,
-        project: &ProjectId,
         contact: &Contact,
         key: &str,
         template_id: &str,
@@ -153,11 +156,12 @@ impl WorkflowEngine {
                 EffectError::Fail(format!("`to` {address:?} is not an address: {e}"))
             })?,
         };
-        let project_record = match &reads.project {
+        let project = &reads.project.clone();
+        let project_record = match &reads.record {
             Some(p) => p.clone(),
             None => {
                 let p = self.store.project(project).await?;
-                reads.project = Some(p.clone());
+                reads.record = Some(p.clone());
                 p
             }
         };

@@ -318,7 +318,7 @@ impl StepRunner {
         // running a batch's steps at once only lengthens the writer's queue in front of the API's
         // requests (measured: no faster on either database, and /v1/track slowed by half).
         let mut ran: Vec<Ran> = Vec::with_capacity(members.len());
-        let mut reads = SendReads::default();
+        let mut reads = SendReads::new(project.clone());
         for m in members.iter() {
             let run = runs.remove(&m.run_id);
             let contact = run
@@ -502,7 +502,6 @@ impl StepRunner {
             .engine
             .apply_effects(
                 reads,
-                &project,
                 &contact,
                 &run.run_id,
                 member.attempts == 1,
