@@ -568,28 +568,19 @@ pub(super) fn delete_queued_jobs_for_sql(backend: Backend, key: &'static str) ->
     format!("DELETE FROM jobs WHERE kind = $1 AND state = 'queued' AND {field} = $2")
 }
 
-/// Inserts a queued job; binds id, project, kind, payload, input, max attempts, run at, now,
-/// queue (`jobs::fairness::queue_of`). A
-/// fresh id never conflicts; the unique index of a singleton kind does when one is queued or
-/// running, and then nothing is inserted.
-pub(super) const INSERT_JOB: &str = "INSERT INTO jobs (id, project_id, kind, payload, input, state, progress, \
-     attempts, max_attempts, run_at, created_at, updated_at, queue) \
-     VALUES ($1, $2, $3, $4, $5, 'queued', 0, 0, $6, $7, $8, $8, $9) ON CONFLICT DO NOTHING";
-
-/// [`INSERT_JOB`] for `n` jobs in one statement; binds now, then each job's id, project, kind,
-/// payload, input, max attempts, run at and queue.
+/// Inserts `n` queued jobs in one statement; binds now, then each job's id, project, kind,
+/// payload, input, max attempts, run at and queue (`jobs::fairness::queue_of`). A fresh id never
+/// conflicts; the unique index of a singleton kind does when one is queued or running, and then
+/// that job is not inserted.
 pub(super) fn insert_jobs_sql(n: usize) -> String {
+    use super::dialect::placeholders;
     let rows = (0..n)
         .map(|i| {
             let b = 2 + 8 * i;
             format!(
-                "(${b}, ${}, ${}, ${}, ${}, 'queued', 0, 0, ${}, ${}, $1, $1, ${})",
-                b + 1,
-                b + 2,
-                b + 3,
-                b + 4,
-                b + 5,
-                b + 6,
+                "({}, 'queued', 0, 0, {}, $1, $1, ${})",
+                placeholders(b, 5),
+                placeholders(b + 5, 2),
                 b + 7
             )
         })

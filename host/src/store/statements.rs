@@ -10,7 +10,7 @@ use sqlx::sqlite::SqliteQueryResult;
 use sqlx::types::Json;
 use sqlx::{Database, Encode, Executor, IntoArguments, Transaction, Type};
 
-use super::jobs::{CHECKPOINT_JOB, COMPLETE_JOB, INSERT_JOB, Lease, NewJob};
+use super::jobs::{CHECKPOINT_JOB, COMPLETE_JOB, Lease, NewJob};
 use super::{Conflict, StoreError, StoreResult};
 use crate::domain::event::StoredEvent;
 use crate::domain::ids::JobId;
@@ -161,46 +161,14 @@ where
 
     async fn insert_job_once(&mut self, job: &NewJob, now: i64) -> sqlx::Result<Option<JobId>> {
         let id = JobId::generate();
-        let queue = super::jobs::queue_of(job.project_id.as_ref().map(|p| p.as_str()), &job.kind);
-        let n = sqlx::query(INSERT_JOB)
-            .bind(id.as_str())
-            .bind(job.project_id.as_ref().map(|p| p.as_str()))
-            .bind(job.kind.as_str())
-            .bind(Json(&job.payload))
-            .bind(job.input.as_deref())
-            .bind(job.max_attempts)
-            .bind(job.run_at)
-            .bind(now)
-            .bind(queue.as_str())
-            .execute(&mut **self)
-            .await?
-            .rows();
+        let n = insert_job_rows(self, &[(job, &id)], now).await?;
         Ok((n == 1).then_some(id))
     }
 
     async fn insert_jobs(&mut self, jobs: &[&NewJob], now: i64) -> sqlx::Result<()> {
-        if jobs.is_empty() {
-            return Ok(());
-        }
         let ids: Vec<JobId> = jobs.iter().map(|_| JobId::generate()).collect();
-        let queues: Vec<String> = jobs
-            .iter()
-            .map(|j| super::jobs::queue_of(j.project_id.as_ref().map(|p| p.as_str()), &j.kind))
-            .collect();
-        let sql = super::jobs::insert_jobs_sql(jobs.len());
-        let mut q = sqlx::query(&sql).bind(now);
-        for ((job, id), queue) in jobs.iter().zip(&ids).zip(&queues) {
-            q = q
-                .bind(id.as_str())
-                .bind(job.project_id.as_ref().map(|p| p.as_str()))
-                .bind(job.kind.as_str())
-                .bind(Json(&job.payload))
-                .bind(job.input.as_deref())
-                .bind(job.max_attempts)
-                .bind(job.run_at)
-                .bind(queue.as_str());
-        }
-        q.execute(&mut **self).await?;
+        let rows: Vec<(&NewJob, &JobId)> = jobs.iter().copied().zip(&ids).collect();
+        insert_job_rows(self, &rows, now).await?;
         Ok(())
     }
 
@@ -386,4 +354,46 @@ where
             .bind(Json(*value));
     }
     q.fetch_all(&mut **tx).await
+}
+
+/// Inserts `jobs`, each under its id, in one statement; answers how many were inserted (a
+/// singleton kind already queued or running is not). Nothing runs for no jobs.
+async fn insert_job_rows<DB>(
+    tx: &mut Transaction<'_, DB>,
+    jobs: &[(&NewJob, &JobId)],
+    now: i64,
+) -> sqlx::Result<u64>
+where
+    DB: Database,
+    DB::QueryResult: RowsAffected,
+    for<'c> &'c mut DB::Connection: Executor<'c, Database = DB>,
+    for<'q> DB::Arguments<'q>: IntoArguments<'q, DB>,
+    for<'q> &'q str: Encode<'q, DB> + Type<DB>,
+    for<'q> Option<&'q str>: Encode<'q, DB> + Type<DB>,
+    for<'q> Option<&'q [u8]>: Encode<'q, DB> + Type<DB>,
+    for<'q> Json<&'q Value>: Encode<'q, DB> + Type<DB>,
+    for<'q> i64: Encode<'q, DB> + Type<DB>,
+    for<'q> i32: Encode<'q, DB> + Type<DB>,
+{
+    if jobs.is_empty() {
+        return Ok(0);
+    }
+    let queues: Vec<String> = jobs
+        .iter()
+        .map(|(j, _)| super::jobs::queue_of(j.project_id.as_ref().map(|p| p.as_str()), &j.kind))
+        .collect();
+    let sql = super::jobs::insert_jobs_sql(jobs.len());
+    let mut q = sqlx::query(&sql).bind(now);
+    for ((job, id), queue) in jobs.iter().zip(&queues) {
+        q = q
+            .bind(id.as_str())
+            .bind(job.project_id.as_ref().map(|p| p.as_str()))
+            .bind(job.kind.as_str())
+            .bind(Json(&job.payload))
+            .bind(job.input.as_deref())
+            .bind(job.max_attempts)
+            .bind(job.run_at)
+            .bind(queue.as_str());
+    }
+    Ok(q.execute(&mut **tx).await?.rows())
 }
