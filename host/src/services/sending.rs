@@ -33,7 +33,7 @@ use crate::services::cpu::CpuPool;
 use crate::services::sending_domains::Sender;
 use crate::store::contacts::{Plan, field_types, plan_upsert};
 use crate::store::domains::SigningDomain;
-use crate::store::emails::{EmailContent, NewEmail, SendWrites};
+use crate::store::emails::{EmailContent, NewEmail, PreparedSend};
 use crate::store::idempotency::IdempotentWrite;
 use crate::store::{Conflict, Store, StoreError};
 
@@ -203,9 +203,6 @@ impl Sending {
         plan: &SendPlan,
         idempotency: Option<Idempotency<'_>>,
     ) -> Result<Vec<QueuedEmail>, SendError> {
-        if let Some(suspension) = self.store.active_suspension(&project.id).await? {
-            return Err(SendError::Suspended(suspension.reason));
-        }
         for _ in 0..MAX_ATTEMPTS {
             match self.try_send(project, plan, idempotency.as_ref()).await {
                 Ok(Some(queued)) => {
@@ -267,6 +264,38 @@ impl Sending {
         plan: &SendPlan,
         idempotency: Option<&Idempotency<'_>>,
     ) -> Result<Option<Vec<QueuedEmail>>, SendError> {
+        let (prepared, queued) = self.prepare_send(project, plan).await?;
+        let response = idempotency.map(|i| (i.respond)(&queued));
+        let write = idempotency
+            .zip(response.as_ref())
+            .map(|(i, response)| IdempotentWrite {
+                key: i.key,
+                endpoint: i.endpoint,
+                request_hash: i.request_hash,
+                status: 200,
+                response,
+            });
+        let max_attempts = crate::store::emails::DELIVER_MAX_ATTEMPTS;
+        let wrote = self
+            .store
+            .commit_send(&project.id, &prepared, max_attempts, write)
+            .await?;
+        Ok(wrote.then_some(queued))
+    }
+
+    /// Plans each recipient's contact from its stored state and renders, tracks and builds its
+    /// email (on the CPU pool), without writing anything: the writes are for
+    /// [`Store::commit_send`], or for the commit of a workflow round (the send of a
+    /// `SEND_EMAIL` step, written in the same transaction as its step run). Refused while the
+    /// project's sending is suspended.
+    pub async fn prepare_send(
+        &self,
+        project: &Project,
+        plan: &SendPlan,
+    ) -> Result<(PreparedSend, Vec<QueuedEmail>), SendError> {
+        if let Some(suspension) = self.store.active_suspension(&project.id).await? {
+            return Err(SendError::Suspended(suspension.reason));
+        }
         let project_id: &ProjectId = &project.id;
         let addresses: Vec<EmailAddress> =
             plan.recipients.iter().map(|r| r.email.clone()).collect();
@@ -329,34 +358,22 @@ impl Sending {
             });
             emails.push(email);
         }
-        let response = idempotency.map(|i| (i.respond)(&queued));
-        let write = idempotency
-            .zip(response.as_ref())
-            .map(|(i, response)| IdempotentWrite {
-                key: i.key,
-                endpoint: i.endpoint,
-                request_hash: i.request_hash,
-                status: 200,
-                response,
-            });
-        let writes = SendWrites {
-            contacts: &contacts,
-            field_types: field_types(&plan.data.set),
+        let prepared = PreparedSend {
+            contacts,
+            field_types: field_types(&plan.data.set)
+                .into_iter()
+                .map(|(k, t)| (k.to_string(), t))
+                .collect(),
             source: SubscriptionSource::Send,
+            content,
+            emails,
         };
-        let max_attempts = crate::store::emails::DELIVER_MAX_ATTEMPTS;
-        let wrote = self
-            .store
-            .commit_send(
-                project_id,
-                &writes,
-                content.as_ref(),
-                &emails,
-                max_attempts,
-                write,
-            )
-            .await?;
-        Ok(wrote.then_some(queued))
+        Ok((prepared, queued))
+    }
+
+    /// Wakes the delivery workers (after a commit that queued emails).
+    pub fn wake_delivery(&self) {
+        self.jobs.wake();
     }
 }
 

@@ -148,6 +148,7 @@ struct Request<'a> {
 }
 
 /// What to do with the contact that was read.
+#[derive(Clone, Debug)]
 pub(crate) enum Plan {
     Insert(Contact),
     Update { before: Contact, after: Contact },
@@ -252,6 +253,141 @@ fn plan_change(current: Contact, req: &Request<'_>) -> Plan {
         }
     } else {
         Plan::Keep(current)
+    }
+}
+
+/// What one contact write inside a transaction came to.
+enum Attempt {
+    /// Written (not yet committed).
+    Written(UpsertOutcome, Option<StoredEvent>),
+    /// Nothing to write: the contact is as asked and there is no event or key to record.
+    Unchanged(UpsertOutcome, Option<StoredEvent>),
+    /// Another writer created the address since the read: nothing was written; read again.
+    Raced,
+}
+
+/// One attempt of a contact write inside `tx`: reads the contact with `select_sql` (binding the
+/// project and `target`'s key; locked on PostgreSQL), applies the rules, and writes it with its
+/// events, its new field types (`types`) and its idempotency key. The caller commits.
+async fn write_contact_in<DB>(
+    tx: &mut sqlx::Transaction<'_, DB>,
+    project: &ProjectId,
+    target: &Target<'_>,
+    select_sql: &str,
+    req: &Request<'_>,
+    effects: &Effects<'_>,
+    types: &[(&str, &str)],
+) -> StoreResult<Attempt>
+where
+    DB: sqlx::Database,
+    for<'t> sqlx::Transaction<'t, DB>: Statements,
+    for<'e> &'e mut DB::Connection: sqlx::Executor<'e, Database = DB>,
+    for<'q> DB::Arguments<'q>: sqlx::IntoArguments<'q, DB>,
+    for<'q> &'q str: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+    for<'r> ContactRow: sqlx::FromRow<'r, DB::Row>,
+{
+    let key = match target {
+        Target::Email(e) => e.as_str(),
+        Target::Id(id) => id.as_str(),
+    };
+    let current: Option<ContactRow> = sqlx::query_as(select_sql)
+        .bind(project.as_str())
+        .bind(key)
+        .fetch_optional(&mut **tx)
+        .await?;
+    let plan = plan(project, target, current.map(Into::into), req)?;
+    let (contact, created, previous) = match &plan {
+        Plan::Insert(c) => (c.clone(), true, None),
+        Plan::Update { before, after } => (after.clone(), false, Some(before.subscribed)),
+        Plan::Keep(c) => (c.clone(), false, None),
+    };
+    let sub_changed = previous.is_some_and(|was| was != contact.subscribed);
+    let (events, tracked) = plan_events(
+        project,
+        &contact.id,
+        sub_changed.then_some(contact.subscribed),
+        effects,
+    );
+    if !tx.write_contact_plan(&plan).await? {
+        return Ok(Attempt::Raced);
+    }
+    if matches!(plan, Plan::Keep(_)) && events.is_empty() && effects.idempotency.is_none() {
+        let outcome = UpsertOutcome {
+            contact,
+            created: false,
+            updated: false,
+            subscription_changed_from: None,
+        };
+        return Ok(Attempt::Unchanged(outcome, tracked));
+    }
+    let types: &[(&str, &str)] = if matches!(plan, Plan::Keep(_)) {
+        &[]
+    } else {
+        types
+    };
+    tx.insert_field_types(project.as_str(), types, now_ms())
+        .await?;
+    for e in &events {
+        tx.insert_event(e).await?;
+    }
+    if let Some(claim) = &effects.idempotency {
+        let body = (claim.response)(&contact, tracked.as_ref());
+        tx.store_idempotent_response(project.as_str(), claim, &body)
+            .await?;
+    }
+    let updated = matches!(plan, Plan::Update { .. });
+    let outcome = UpsertOutcome {
+        contact,
+        created,
+        updated,
+        subscription_changed_from: if sub_changed { previous } else { None },
+    };
+    Ok(Attempt::Written(outcome, tracked))
+}
+
+/// Changes the contact `id` inside the caller's transaction `tx`, as
+/// [`Store::update_contact_with`] does in one of its own: read locked with `lock` (the backend's
+/// `FOR UPDATE`), changed, written with its events, its new field types (`types`, see
+/// [`field_types`]) and its idempotency key. `NotFound` when the contact is gone.
+pub(super) async fn change_contact_in<DB>(
+    tx: &mut sqlx::Transaction<'_, DB>,
+    project: &ProjectId,
+    id: &ContactId,
+    change: &ContactChange,
+    effects: &Effects<'_>,
+    lock: &str,
+    types: &[(&str, &str)],
+) -> StoreResult<UpsertOutcome>
+where
+    DB: sqlx::Database,
+    for<'t> sqlx::Transaction<'t, DB>: Statements,
+    for<'e> &'e mut DB::Connection: sqlx::Executor<'e, Database = DB>,
+    for<'q> DB::Arguments<'q>: sqlx::IntoArguments<'q, DB>,
+    for<'q> &'q str: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+    for<'r> ContactRow: sqlx::FromRow<'r, DB::Row>,
+{
+    let req = Request {
+        email: change.email.as_ref(),
+        subscribed: change.subscribed,
+        subscribed_default: false,
+        data: &change.data,
+    };
+    let select_sql =
+        format!("SELECT {COLUMNS} FROM contacts WHERE project_id = $1 AND id = $2{lock}");
+    match write_contact_in(
+        tx,
+        project,
+        &Target::Id(id),
+        &select_sql,
+        &req,
+        effects,
+        types,
+    )
+    .await?
+    {
+        Attempt::Written(outcome, _) | Attempt::Unchanged(outcome, _) => Ok(outcome),
+        // Only a write by address inserts, and only an insert races.
+        Attempt::Raced => Err(StoreError::Conflict(Conflict::ContactBusy)),
     }
 }
 
@@ -477,56 +613,26 @@ impl Store {
                 format!("SELECT {COLUMNS} FROM contacts WHERE project_id = $1 AND id = $2{lock}")
             }
         };
-        let key = match &target {
-            Target::Email(e) => e.as_str(),
-            Target::Id(id) => id.as_str(),
-        };
         for _ in 0..MAX_ATTEMPTS {
             let done: Option<(UpsertOutcome, Option<StoredEvent>)> = on_db_write!(self.db(), pool => {
                 let mut tx = pool.begin_write().await?;
-                let current: Option<ContactRow> =
-                    sqlx::query_as(&select_sql).bind(project.as_str()).bind(key).fetch_optional(&mut *tx).await?;
-                let plan = match plan(project, &target, current.map(Into::into), req) {
-                    Ok(p) => p,
+                match write_contact_in(&mut tx, project, &target, &select_sql, req, effects, &types).await {
+                    Ok(Attempt::Written(outcome, tracked)) => {
+                        tx.commit().await?;
+                        Some((outcome, tracked))
+                    }
+                    Ok(Attempt::Unchanged(outcome, tracked)) => {
+                        tx.rollback().await?;
+                        Some((outcome, tracked))
+                    }
+                    Ok(Attempt::Raced) => {
+                        tx.rollback().await?;
+                        None
+                    }
                     Err(e) => {
                         tx.rollback().await?;
                         return Err(e);
                     }
-                };
-                let (contact, created, previous) = match &plan {
-                    Plan::Insert(c) => (c.clone(), true, None),
-                    Plan::Update { before, after } => (after.clone(), false, Some(before.subscribed)),
-                    Plan::Keep(c) => (c.clone(), false, None),
-                };
-                let sub_changed = previous.is_some_and(|was| was != contact.subscribed);
-                let (events, tracked) = plan_events(project, &contact.id, sub_changed.then_some(contact.subscribed), effects);
-                let wrote = tx.write_contact_plan(&plan).await?;
-                if !wrote {
-                    // Another writer created this address since our read; read it again.
-                    tx.rollback().await?;
-                    None
-                } else if matches!(plan, Plan::Keep(_)) && events.is_empty() && effects.idempotency.is_none() {
-                    tx.rollback().await?;
-                    Some((UpsertOutcome { contact, created: false, updated: false, subscription_changed_from: None }, tracked))
-                } else {
-                    let types: &[(&str, &str)] = if matches!(plan, Plan::Keep(_)) { &[] } else { &types };
-                    tx.insert_field_types(project.as_str(), types, now_ms()).await?;
-                    for e in &events {
-                        tx.insert_event(e).await?;
-                    }
-                    if let Some(claim) = &effects.idempotency {
-                        let body = (claim.response)(&contact, tracked.as_ref());
-                        tx.store_idempotent_response(project.as_str(), claim, &body).await?;
-                    }
-                    tx.commit().await?;
-                    let updated = matches!(plan, Plan::Update { .. });
-                    let outcome = UpsertOutcome {
-                        contact,
-                        created,
-                        updated,
-                        subscription_changed_from: if sub_changed { previous } else { None },
-                    };
-                    Some((outcome, tracked))
                 }
             });
             if let Some(done) = done {

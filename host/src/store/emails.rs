@@ -110,14 +110,166 @@ pub struct EmailContent {
     pub attachments: String,
 }
 
-/// The contact writes of one send request.
-pub(crate) struct SendWrites<'a> {
+/// One send request planned and rendered, ready to be written whole: by [`Store::commit_send`]
+/// in a transaction of its own, or in a workflow round's commit.
+#[derive(Clone, Debug)]
+pub struct PreparedSend {
     /// One plan per distinct recipient address, made from the contacts read before rendering.
-    pub contacts: &'a [super::contacts::Plan],
+    pub(crate) contacts: Vec<super::contacts::Plan>,
     /// The field types of the request's data patch.
-    pub field_types: Vec<(&'a str, &'static str)>,
+    pub(crate) field_types: Vec<(String, &'static str)>,
     /// Where a subscription change came from.
-    pub source: SubscriptionSource,
+    pub(crate) source: SubscriptionSource,
+    /// The request's attachments, stored once for every recipient.
+    pub(crate) content: Option<EmailContent>,
+    /// One email per recipient.
+    pub(crate) emails: Vec<NewEmail>,
+}
+
+impl PreparedSend {
+    /// The field types of the data patch, borrowed.
+    pub(crate) fn types(&self) -> Vec<(&str, &'static str)> {
+        self.field_types
+            .iter()
+            .map(|(k, t)| (k.as_str(), *t))
+            .collect()
+    }
+}
+
+/// Selects a contact's id and version by address; `lock` is the backend's `FOR UPDATE`.
+pub(super) fn contact_version_sql(lock: &str) -> String {
+    format!("SELECT id, version FROM contacts WHERE project_id = $1 AND email = $2{lock}")
+}
+
+/// Whether the contacts `send` was planned from are still as they were read, checked inside
+/// `tx` with `select` ([`contact_version_sql`]; the rows stay locked on PostgreSQL), in address
+/// order so that two sends to overlapping recipients lock them in the same order and never
+/// deadlock. A new recipient's contact must still be missing.
+pub(super) async fn contacts_fresh_in<DB>(
+    tx: &mut sqlx::Transaction<'_, DB>,
+    project: &ProjectId,
+    send: &PreparedSend,
+    select: &str,
+) -> StoreResult<bool>
+where
+    DB: sqlx::Database,
+    for<'e> &'e mut DB::Connection: sqlx::Executor<'e, Database = DB>,
+    for<'q> DB::Arguments<'q>: sqlx::IntoArguments<'q, DB>,
+    for<'q> &'q str: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+    for<'r> (String, i64): sqlx::FromRow<'r, DB::Row>,
+{
+    let mut ordered: Vec<_> = send.contacts.iter().collect();
+    ordered.sort_by(|a, b| a.contact().email.as_str().cmp(b.contact().email.as_str()));
+    for plan in ordered {
+        let found: Option<(String, i64)> = sqlx::query_as(select)
+            .bind(project.as_str())
+            .bind(plan.contact().email.as_str())
+            .fetch_optional(&mut **tx)
+            .await?;
+        let expected = plan
+            .based_on()
+            .map(|c| (c.id.as_str().to_string(), c.version));
+        if found != expected {
+            return Ok(false);
+        }
+    }
+    Ok(true)
+}
+
+/// Writes a send whose contacts [`contacts_fresh_in`] found fresh, inside `tx`: each recipient's
+/// contact as planned (with its subscription event), the new field types `types`, the stored
+/// attachments, every email with its first history entry and, unless suppressed, its delivery
+/// job, and the idempotency key. `false` when a new recipient's address was taken meanwhile
+/// (part of the send may be written: roll back).
+pub(super) async fn write_send_in<DB>(
+    tx: &mut sqlx::Transaction<'_, DB>,
+    project: &ProjectId,
+    send: &PreparedSend,
+    types: &[(&str, &str)],
+    max_attempts: i32,
+    idempotency: Option<&IdempotentWrite<'_, &Value>>,
+    now: i64,
+) -> StoreResult<bool>
+where
+    DB: sqlx::Database,
+    for<'t> sqlx::Transaction<'t, DB>: Statements,
+    for<'e> &'e mut DB::Connection: sqlx::Executor<'e, Database = DB>,
+    for<'q> DB::Arguments<'q>: sqlx::IntoArguments<'q, DB>,
+    for<'q> &'q str: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+    for<'q> i64: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+{
+    let mut ordered: Vec<_> = send.contacts.iter().collect();
+    ordered.sort_by(|a, b| a.contact().email.as_str().cmp(b.contact().email.as_str()));
+    for plan in ordered {
+        if !tx.write_contact_plan(plan).await? {
+            return Ok(false);
+        }
+        if let Some(subscribed) = plan.subscription_changed_to() {
+            let event = NewEvent::subscription(subscribed, send.source, None);
+            tx.insert_event(&StoredEvent {
+                id: EventId::generate(),
+                project_id: project.clone(),
+                contact_id: Some(plan.contact().id.clone()),
+                contact_email: None,
+                name: event.name.as_str().to_string(),
+                data: event.data,
+                created_at: now,
+            })
+            .await?;
+        }
+    }
+    if send.contacts.iter().any(|p| p.changes()) {
+        tx.insert_field_types(project.as_str(), types, now).await?;
+    }
+    if let Some(content) = &send.content {
+        sqlx::query(INSERT_CONTENT)
+            .bind(content.id.as_str())
+            .bind(project.as_str())
+            .bind(content.attachments.as_str())
+            .bind(now)
+            .execute(&mut **tx)
+            .await?;
+    }
+    for e in &send.emails {
+        let job_id = match e.suppressed {
+            None => {
+                let job = NewJob {
+                    kind: DELIVER_KIND.to_string(),
+                    project_id: Some(project.clone()),
+                    payload: DeliverPayload {
+                        email_id: e.id.clone(),
+                    }
+                    .to_json()?,
+                    input: None,
+                    max_attempts,
+                    run_at: now,
+                };
+                Some(tx.insert_job(&job, now).await?)
+            }
+            Some(_) => None,
+        };
+        let status = if e.suppressed.is_some() {
+            status::SUPPRESSED
+        } else {
+            status::QUEUED
+        };
+        tx.insert_email(&EmailInsert {
+            project: project.as_str(),
+            email: e,
+            contact_id: Some(e.contact_id.as_str()),
+            status,
+            campaign_id: None,
+            test: false,
+            delivery_job_id: job_id.as_ref().map(|j| j.as_str()),
+            now,
+        })
+        .await?;
+    }
+    if let Some(idem) = idempotency {
+        tx.store_idempotent_response(project.as_str(), idem, idem.response)
+            .await?;
+    }
+    Ok(true)
 }
 
 /// Inserts an email; binds id, project, contact, template, kind, from, to, subject, status,
@@ -274,106 +426,22 @@ impl Store {
     /// idempotency key. The plans were made from contacts read before rendering; when any of
     /// them changed since, nothing is written and the answer is `false` (plan and render again).
     /// `Conflict(IdempotencyKey)` when the key was taken meanwhile.
-    #[tracing::instrument(level = "debug", skip_all, fields(emails = emails.len()))]
+    #[tracing::instrument(level = "debug", skip_all, fields(emails = send.emails.len()))]
     pub(crate) async fn commit_send(
         &self,
         project: &ProjectId,
-        send: &SendWrites<'_>,
-        content: Option<&EmailContent>,
-        emails: &[NewEmail],
+        send: &PreparedSend,
         max_attempts: i32,
         idempotency: Option<IdempotentWrite<'_, &Value>>,
     ) -> StoreResult<bool> {
         let now = now_ms();
-        let jobs = emails
-            .iter()
-            .map(|e| {
-                Ok(NewJob {
-                    kind: DELIVER_KIND.to_string(),
-                    project_id: Some(project.clone()),
-                    payload: DeliverPayload {
-                        email_id: e.id.clone(),
-                    }
-                    .to_json()?,
-                    input: None,
-                    max_attempts,
-                    run_at: now,
-                })
-            })
-            .collect::<StoreResult<Vec<_>>>()?;
-        let types = self
-            .known_fields
-            .unknown(project.as_str(), &send.field_types);
-        let lock = super::dialect::for_update(self.db().backend());
-        let select =
-            format!("SELECT id, version FROM contacts WHERE project_id = $1 AND email = $2{lock}");
+        let types = self.known_fields.unknown(project.as_str(), &send.types());
+        let select = contact_version_sql(super::dialect::for_update(self.db().backend()));
         let wrote = on_db_write!(self.db(), pool => {
             let mut tx = pool.begin_write().await?;
-            let mut fresh = true;
-            // In address order, so that two sends to overlapping recipients lock their contacts
-            // in the same order (PostgreSQL) and never deadlock.
-            let mut ordered: Vec<_> = send.contacts.iter().collect();
-            ordered.sort_by(|a, b| a.contact().email.as_str().cmp(b.contact().email.as_str()));
-            for plan in ordered {
-                let contact = plan.contact();
-                let found: Option<(String, i64)> = sqlx::query_as(&select)
-                    .bind(project.as_str())
-                    .bind(contact.email.as_str())
-                    .fetch_optional(&mut *tx)
-                    .await?;
-                let expected = plan.based_on().map(|c| (c.id.as_str().to_string(), c.version));
-                if found != expected || !tx.write_contact_plan(plan).await? {
-                    fresh = false;
-                    break;
-                }
-                if let Some(subscribed) = plan.subscription_changed_to() {
-                    let event = NewEvent::subscription(subscribed, send.source, None);
-                    tx.insert_event(&StoredEvent {
-                        id: EventId::generate(),
-                        project_id: project.clone(),
-                        contact_id: Some(contact.id.clone()),
-                        contact_email: None,
-                        name: event.name.as_str().to_string(),
-                        data: event.data,
-                        created_at: now,
-                    })
-                    .await?;
-                }
-            }
+            let fresh = contacts_fresh_in(&mut tx, project, send, &select).await?
+                && write_send_in(&mut tx, project, send, &types, max_attempts, idempotency.as_ref(), now).await?;
             if fresh {
-                if send.contacts.iter().any(|p| p.changes()) {
-                    tx.insert_field_types(project.as_str(), &types, now).await?;
-                }
-                if let Some(content) = content {
-                    sqlx::query(INSERT_CONTENT)
-                        .bind(content.id.as_str())
-                        .bind(project.as_str())
-                        .bind(content.attachments.as_str())
-                        .bind(now)
-                        .execute(&mut *tx)
-                        .await?;
-                }
-                for (e, job) in emails.iter().zip(&jobs) {
-                    let status = if e.suppressed.is_some() { status::SUPPRESSED } else { status::QUEUED };
-                    let job_id = match e.suppressed {
-                        None => Some(tx.insert_job(job, now).await?),
-                        Some(_) => None,
-                    };
-                    tx.insert_email(&EmailInsert {
-                        project: project.as_str(),
-                        email: e,
-                        contact_id: Some(e.contact_id.as_str()),
-                        status,
-                        campaign_id: None,
-                        test: false,
-                        delivery_job_id: job_id.as_ref().map(|j| j.as_str()),
-                        now,
-                    })
-                    .await?;
-                }
-                if let Some(idem) = &idempotency {
-                    tx.store_idempotent_response(project.as_str(), idem, idem.response).await?;
-                }
                 tx.commit().await?;
             } else {
                 tx.rollback().await?;

@@ -12,9 +12,12 @@ use sqlx::FromRow;
 use sqlx::types::Json;
 
 use super::dialect::{BeginWrite, placeholders};
+use super::emails::PreparedSend;
 use super::jobs::{JobPayload, Lease, NewJob};
 use super::statements::Statements;
 use super::{Store, StoreError, StoreResult, on_db, on_db_write};
+use crate::domain::contact::ContactChange;
+use crate::domain::event::SubscriptionSource;
 use crate::domain::ids::{ContactId, ExecutionId, ProjectId, StepRunId, WorkflowId};
 use crate::domain::pagination::{Page, PageRequest};
 use crate::domain::time::now_ms;
@@ -217,7 +220,51 @@ pub struct StepCommit<'a> {
     /// Run `next` in this same job instead of queueing a job for it (it is due now): the job's
     /// payload becomes `next`'s and the claim stays.
     pub chain: bool,
+    /// The writes of the step's effects, made in the same transaction as the rest (when the
+    /// lease held and the execution is still active).
+    pub effects: &'a [EffectWrite],
 }
+
+/// A write a step's effect asks for, made in its round's commit ([`Store::commit_steps`]) and
+/// keyed for idempotency: a retried step run finds the key and does not write again.
+#[derive(Clone, Debug)]
+pub enum EffectWrite {
+    /// `SEND_EMAIL`: the send planned and rendered before the commit, recording `response`
+    /// under the idempotency key `key`.
+    SendEmail {
+        send: Box<PreparedSend>,
+        key: String,
+        response: Value,
+    },
+    /// `UPDATE_CONTACT`: changes the contact (subscription events with source `workflow`),
+    /// recording `response` under the idempotency key `key`. Nothing is written for a contact
+    /// deleted meanwhile.
+    UpdateContact {
+        contact: ContactId,
+        change: Box<ContactChange>,
+        key: String,
+        response: Value,
+    },
+}
+
+impl EffectWrite {
+    /// The order a round's commit writes effects in: sends first, then contact updates by
+    /// contact.
+    fn order(&self) -> (u8, &str) {
+        match self {
+            EffectWrite::SendEmail { .. } => (0, ""),
+            EffectWrite::UpdateContact { contact, .. } => (1, contact.as_str()),
+        }
+    }
+
+    /// Whether it queues emails (the delivery workers are woken after the commit).
+    pub fn queues_email(&self) -> bool {
+        matches!(self, EffectWrite::SendEmail { .. })
+    }
+}
+
+/// The endpoint name recorded with the idempotency keys of a workflow's effects.
+pub const EFFECT_ENDPOINT: &str = "workflow";
 
 /// What [`Store::commit_steps`] did with one step run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -228,6 +275,8 @@ pub enum Committed {
     Done,
     /// Written, and the job now runs the next step run (see [`StepCommit::chain`]).
     Chained,
+    /// Nothing was written: a contact its send was rendered for changed since (retry it).
+    Stale,
 }
 
 /// A waiting execution to resume.
@@ -550,10 +599,33 @@ impl Store {
         }
         let now = now_ms();
         let waves = distinct_executions(commits);
+        let lock = super::dialect::for_update(self.db().backend());
+        let select = super::emails::contact_version_sql(lock);
+        // Field types the effects recorded, remembered once the transaction commits.
+        let mut learned: Vec<(String, Vec<(String, &'static str)>)> = Vec::new();
         on_db_write!(self.db(), pool => {
             let mut tx = pool.begin_write().await?;
             for wave in &waves {
                 let of = |i: &usize| &commits[*i];
+                // A send whose contact changed since it was rendered is not written: its step
+                // run is retried (and rendered again), the others go on. The contacts stay locked
+                // until the commit (PostgreSQL; SQLite's writer excludes the others anyway).
+                let mut fresh = Vec::with_capacity(wave.len());
+                for &i in wave {
+                    let mut ok = true;
+                    for effect in of(&i).effects {
+                        if let EffectWrite::SendEmail { send, .. } = effect {
+                            let project = ProjectId::from_trusted(of(&i).project_id.to_string());
+                            ok &= super::emails::contacts_fresh_in(&mut tx, &project, send, &select).await?;
+                        }
+                    }
+                    if ok {
+                        fresh.push(i);
+                    } else {
+                        outcomes[i] = Committed::Stale;
+                    }
+                }
+                let wave = &fresh;
                 // The lease checks write nothing for a lost lease, so the others of the wave go
                 // on in the same transaction.
                 let results: Vec<Value> = wave
@@ -612,6 +684,19 @@ impl Store {
                 let mut runs = Vec::new();
                 let mut jobs = Vec::new();
                 let mut ended_chains = Vec::new();
+                // Sends first (their contacts are locked already), then contact updates in
+                // contact order (a stable sort keeps each contact's in their order), so that two
+                // commits lock the contacts they change in the same order.
+                let mut effects: Vec<(&str, &EffectWrite)> = held
+                    .iter()
+                    .map(|&k| of(&wave[k]))
+                    .filter(|c| advanced.contains(c.execution_id))
+                    .flat_map(|c| c.effects.iter().map(move |e| (c.project_id, e)))
+                    .collect();
+                effects.sort_by_key(|(_, e)| e.order());
+                for (project, effect) in effects {
+                    self.write_effect(&mut tx, project, effect, lock, now, &mut learned).await?;
+                }
                 for &k in &held {
                     let c = of(&wave[k]);
                     let i = wave[k];
@@ -638,7 +723,122 @@ impl Store {
             }
             tx.commit().await?;
         });
+        for (project, types) in &learned {
+            let types: Vec<(&str, &str)> = types.iter().map(|(k, t)| (k.as_str(), *t)).collect();
+            self.known_fields.remember(project, &types);
+        }
         Ok(outcomes)
+    }
+
+    /// Makes one effect's write inside a round's commit; the field types it records are added
+    /// to `learned`.
+    async fn write_effect<DB>(
+        &self,
+        tx: &mut sqlx::Transaction<'_, DB>,
+        project: &str,
+        effect: &EffectWrite,
+        lock: &str,
+        now: i64,
+        learned: &mut Vec<(String, Vec<(String, &'static str)>)>,
+    ) -> StoreResult<()>
+    where
+        DB: sqlx::Database,
+        for<'t> sqlx::Transaction<'t, DB>: Statements,
+        for<'e> &'e mut DB::Connection: sqlx::Executor<'e, Database = DB>,
+        for<'q> DB::Arguments<'q>: sqlx::IntoArguments<'q, DB>,
+        for<'q> &'q str: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+        for<'r> super::contacts::ContactRow: sqlx::FromRow<'r, DB::Row>,
+        for<'q> i64: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+    {
+        match effect {
+            EffectWrite::SendEmail {
+                send,
+                key,
+                response,
+            } => {
+                let project_id = ProjectId::from_trusted(project.to_string());
+                let types = self.known_fields.unknown(project, &send.types());
+                let idempotency = super::idempotency::IdempotentWrite {
+                    key,
+                    endpoint: EFFECT_ENDPOINT,
+                    request_hash: key,
+                    status: 200,
+                    response,
+                };
+                let max_attempts = super::emails::DELIVER_MAX_ATTEMPTS;
+                let written = super::emails::write_send_in(
+                    tx,
+                    &project_id,
+                    send,
+                    &types,
+                    max_attempts,
+                    Some(&idempotency),
+                    now,
+                )
+                .await?;
+                if !written {
+                    // A new recipient's address was taken by a concurrent write since the
+                    // check: the whole round is retried (it finds the contact then).
+                    return Err(StoreError::Conflict(super::Conflict::Busy));
+                }
+                if !types.is_empty() {
+                    let owned = types.iter().map(|(k, t)| (k.to_string(), *t)).collect();
+                    learned.push((project.to_string(), owned));
+                }
+                Ok(())
+            }
+            EffectWrite::UpdateContact {
+                contact,
+                change,
+                key,
+                response,
+            } => {
+                let project_id = ProjectId::from_trusted(project.to_string());
+                let types = self
+                    .known_fields
+                    .unknown(project, &super::contacts::field_types(&change.data.set));
+                let recorded = response.clone();
+                let respond =
+                    move |_: &crate::domain::contact::Contact,
+                          _: Option<&crate::domain::event::StoredEvent>| {
+                        recorded.clone()
+                    };
+                let effects = super::contacts::Effects {
+                    source: SubscriptionSource::Workflow,
+                    reason: None,
+                    event: None,
+                    idempotency: Some(super::idempotency::IdempotentWrite {
+                        key,
+                        endpoint: EFFECT_ENDPOINT,
+                        request_hash: key,
+                        status: 200,
+                        response: &respond,
+                    }),
+                };
+                match super::contacts::change_contact_in(
+                    tx,
+                    &project_id,
+                    contact,
+                    change,
+                    &effects,
+                    lock,
+                    &types,
+                )
+                .await
+                {
+                    Ok(outcome) => {
+                        if outcome.updated && !types.is_empty() {
+                            let owned = types.iter().map(|(k, t)| (k.to_string(), *t)).collect();
+                            learned.push((project.to_string(), owned));
+                        }
+                        Ok(())
+                    }
+                    // Deleted meanwhile (nothing was written): there is nothing to update.
+                    Err(StoreError::NotFound) => Ok(()),
+                    Err(e) => Err(e),
+                }
+            }
+        }
     }
 
     /// Marks a step run and its execution failed because the step cannot run at all (its

@@ -366,6 +366,86 @@ async fn onboarding_branches_sends_updates_and_exits() {
     assert_eq!(r.body["total"], 0);
 }
 
+/// A step's write commits with its step run: an `UPDATE_CONTACT` that unsubscribes records
+/// `contact.unsubscribed` with source `workflow`, and the `SEND_EMAIL` of a marketing template
+/// after it (rendered in a later round, from the contact as the update left it) is suppressed.
+/// Twice in a row for one contact (re-entry), the second update changes nothing.
+#[tokio::test]
+async fn an_update_commits_with_its_step_run_and_the_next_send_sees_it() {
+    let app = TestApp::spawn_with(fast).await;
+    let p = app.project().await;
+    let tpl = template(&app, &p, "MARKETING").await;
+    let (wf, _) = workflow(
+        &app,
+        &p,
+        "optout",
+        vec![
+            Step(
+                "UPDATE_CONTACT",
+                json!({ "subscribed": false, "data": { "optedOut": true } }),
+            ),
+            Step("SEND_EMAIL", json!({ "templateId": tpl })),
+            Step("EXIT", json!({ "reason": "done" })),
+        ],
+        &[(0, 1, None), (1, 2, None)],
+        json!({ "allowReentry": true }),
+    )
+    .await;
+    let r = app
+        .post(
+            "/contacts",
+            &p.secret_key,
+            json!({ "email": "cy@example.com", "subscribed": true, "data": { "firstName": "Cy" } }),
+        )
+        .await;
+    assert!(r.status.is_success(), "{}", r.body);
+    track(&app, &p, "cy@example.com", "optout", json!({})).await;
+    let done = settled(&app, &p, &wf, 1, &["EXITED"]).await;
+    let e = &done[0];
+    let update = &e["stepRuns"][0]["output"]["effects"][0];
+    assert_eq!(update["type"], "UPDATE_CONTACT", "{e}");
+    assert_eq!(update["updated"], true, "{e}");
+    let send = &e["stepRuns"][1]["output"]["effects"][0];
+    assert_eq!(send["type"], "SEND_EMAIL", "{e}");
+    assert_eq!(send["suppressed"], true, "{e}");
+    let email_id = send["emailId"].as_str().unwrap();
+    let r = app.get(&format!("/emails/{email_id}"), &p.secret_key).await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.body["status"], "suppressed", "{}", r.body);
+
+    let contact = contact_by_email(&app, &p, "cy@example.com").await;
+    assert_eq!(contact["subscribed"], false, "{contact}");
+    assert_eq!(contact["data"]["optedOut"], true, "{contact}");
+    let id = contact["id"].as_str().unwrap();
+    let r = app
+        .get(&format!("/events/contact/{id}"), &p.secret_key)
+        .await;
+    let unsubscribed: Vec<&Value> = r.body["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["name"] == "contact.unsubscribed")
+        .collect();
+    assert_eq!(unsubscribed.len(), 1, "{}", r.body);
+    assert_eq!(unsubscribed[0]["data"]["source"], "workflow", "{}", r.body);
+
+    // Again: the contact is as the update asks already.
+    track(&app, &p, "cy@example.com", "optout", json!({})).await;
+    let done = settled(&app, &p, &wf, 2, &["EXITED"]).await;
+    let update = &done[1]["stepRuns"][0]["output"]["effects"][0];
+    assert_eq!(update["updated"], false, "{:?}", done[1]);
+    let r = app
+        .get(&format!("/events/contact/{id}"), &p.secret_key)
+        .await;
+    let unsubscribed = r.body["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["name"] == "contact.unsubscribed")
+        .count();
+    assert_eq!(unsubscribed, 1, "{}", r.body);
+}
+
 /// A `CONDITION` on the contact's history (an `event.<name>` condition) is given the event
 /// summaries; one on the contact alone runs without them and still decides.
 #[tokio::test]

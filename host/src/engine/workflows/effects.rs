@@ -23,9 +23,10 @@ use crate::domain::template::CompiledTemplate;
 use crate::domain::template::fields::TemplateType;
 use crate::domain::workflow::MAX_CONFIG_BYTES;
 use crate::plugins::types::Effect;
-use crate::services::sending::{Idempotency, SendError, SendPlan};
+use crate::services::sending::{Idempotency, QueuedEmail, SendError, SendPlan};
 use crate::services::sending_domains::{Sender, SenderError};
 use crate::store::contacts::Effects;
+use crate::store::executions::{EFFECT_ENDPOINT, EffectWrite};
 use crate::store::idempotency::IdempotentWrite;
 use crate::store::templates::TemplateFields;
 use crate::store::{Conflict, StoreError};
@@ -75,11 +76,71 @@ struct PreparedTemplate {
 }
 
 /// The endpoint name recorded with the effects' idempotency keys.
-const ENDPOINT: &str = "workflow";
+const ENDPOINT: &str = EFFECT_ENDPOINT;
+
+/// What a step run's output (and the idempotency record) says of a send.
+fn send_response(queued: &[QueuedEmail]) -> Value {
+    json!({
+        "type": "SEND_EMAIL",
+        "emailId": queued.first().map(|q| q.email_id.as_str()),
+        "to": queued.first().map(|q| q.contact.email.as_str()),
+        "suppressed": queued.first().is_some_and(|q| q.suppressed),
+    })
+}
+
+/// A send's failure as an effect's: the database's is retried, the others fail the execution.
+fn send_error(e: SendError) -> EffectError {
+    match e {
+        SendError::Store(e) => e.into(),
+        e => EffectError::Fail(e.to_string()),
+    }
+}
+
+/// A contact's data patch from an effect's `data`.
+fn data_patch(data: Option<&Map<String, Value>>) -> Result<DataPatch, EffectError> {
+    match data {
+        Some(d) => DataPatch::parse(d.clone())
+            .map_err(|e| EffectError::Fail(format!("data.{}: {}", e.key, e.message))),
+        None => Ok(DataPatch::default()),
+    }
+}
+
+/// An `UPDATE_CONTACT` left to the round's commit: what the step run's output records (whether
+/// it changes the contact as the round read it) and the write.
+fn deferred_update(
+    contact: &Contact,
+    key: String,
+    data: Option<&Map<String, Value>>,
+    subscribed: Option<bool>,
+) -> Result<(Value, EffectWrite), EffectError> {
+    let data = data_patch(data)?;
+    let mut after = contact.data.clone();
+    let updated = data.apply(&mut after) || subscribed.is_some_and(|s| s != contact.subscribed);
+    let write = EffectWrite::UpdateContact {
+        contact: contact.id.clone(),
+        change: Box::new(ContactChange {
+            email: None,
+            subscribed,
+            data,
+        }),
+        key,
+        response: json!({ "type": "UPDATE_CONTACT", "contactId": contact.id.as_str() }),
+    };
+    let out = json!({
+        "type": "UPDATE_CONTACT",
+        "contactId": contact.id.as_str(),
+        "updated": updated,
+    });
+    Ok((out, write))
+}
 
 impl WorkflowEngine {
     /// Performs `effects` in order for `contact`; set-context effects change `context`.
-    /// Answers what each did (for the step run's output).
+    /// Answers what each did (for the step run's output) and the writes left to the round's
+    /// commit: a step's one write (a send, planned and rendered here, or a contact update) is
+    /// made in the same transaction as its step run (see [`EffectWrite`]). A step with several
+    /// writes (a `PLUGIN` step) has them made here, in order, each in a transaction of its own,
+    /// so that a send renders the contact as an earlier update left it.
     ///
     /// On the step run's first attempt no effect of it can have been recorded yet, so the keys
     /// are not looked up first: a write that meets its key anyway (a concurrent run) is refused
@@ -92,9 +153,18 @@ impl WorkflowEngine {
         first_attempt: bool,
         effects: &[Effect],
         context: &mut Map<String, Value>,
-    ) -> Result<Vec<Value>, EffectError> {
+    ) -> Result<(Vec<Value>, Vec<EffectWrite>), EffectError> {
         let project = &reads.project.clone();
         let mut done = Vec::with_capacity(effects.len());
+        let mut writes = Vec::new();
+        // The one write of a step (every built-in step's case) waits for the round's commit;
+        // several are written one by one, in order, each in a transaction of its own, so that a
+        // send renders the contact as an earlier update left it.
+        let writes_alone = effects
+            .iter()
+            .filter(|e| !matches!(e, Effect::SetContext { .. }))
+            .count()
+            == 1;
         for (i, effect) in effects.iter().enumerate() {
             let key = format!("wf:{run}:{i}");
             let out = match effect {
@@ -118,9 +188,32 @@ impl WorkflowEngine {
                         stored.response
                     } else {
                         match effect {
+                            Effect::SendEmail { template_id, to } if writes_alone => {
+                                let (project, plan) = self
+                                    .send_plan(reads, contact, template_id, to.as_deref(), context)
+                                    .await?;
+                                let (send, queued) = self
+                                    .sending
+                                    .prepare_send(&project, &plan)
+                                    .await
+                                    .map_err(send_error)?;
+                                let response = send_response(&queued);
+                                writes.push(EffectWrite::SendEmail {
+                                    send: Box::new(send),
+                                    key,
+                                    response: response.clone(),
+                                });
+                                response
+                            }
                             Effect::SendEmail { template_id, to } => {
                                 self.send(reads, contact, &key, template_id, to.as_deref(), context)
                                     .await?
+                            }
+                            Effect::UpdateContact { data, subscribed } if writes_alone => {
+                                let (out, write) =
+                                    deferred_update(contact, key, data.as_ref(), *subscribed)?;
+                                writes.push(write);
+                                out
                             }
                             Effect::UpdateContact { data, subscribed } => {
                                 self.update(project, contact, &key, data.as_ref(), *subscribed)
@@ -133,20 +226,19 @@ impl WorkflowEngine {
             };
             done.push(out);
         }
-        Ok(done)
+        Ok((done, writes))
     }
 
-    /// Sends a template to the contact (or `to`), with the execution's context as one-off
-    /// template variables.
-    async fn send(
+    /// What sending a template to the contact (or `to`) asks for, with the execution's context
+    /// as one-off template variables: the project's record and the send's plan.
+    async fn send_plan(
         &self,
         reads: &mut SendReads,
         contact: &Contact,
-        key: &str,
         template_id: &str,
         to: Option<&str>,
         context: &Map<String, Value>,
-    ) -> Result<Value, EffectError> {
+    ) -> Result<(Project, SendPlan), EffectError> {
         let recipient = match to
             .map(str::trim)
             .filter(|t| !t.is_empty() && *t != "contact")
@@ -174,10 +266,6 @@ impl WorkflowEngine {
             }
         };
         let template = &prepared.template;
-        let marketing = template.template_type == TemplateType::Marketing;
-        let from_email = prepared.from_email.clone();
-        let sender = prepared.sender.clone();
-        let content = prepared.content.clone();
         let plan = SendPlan {
             recipients: vec![Mailbox {
                 name: None,
@@ -185,13 +273,13 @@ impl WorkflowEngine {
             }],
             from: Mailbox {
                 name: template.from_name.clone(),
-                email: from_email,
+                email: prepared.from_email.clone(),
             },
-            sender,
+            sender: prepared.sender.clone(),
             reply_to: template.reply_to.clone(),
-            content,
+            content: prepared.content.clone(),
             template_id: Some(template_id.to_string()),
-            marketing,
+            marketing: template.template_type == TemplateType::Marketing,
             subscribed: None,
             data: DataPatch {
                 transient: context.clone(),
@@ -200,31 +288,39 @@ impl WorkflowEngine {
             headers: Vec::new(),
             attachments: Vec::new(),
         };
-        let respond = |queued: &[crate::services::sending::QueuedEmail]| {
-            json!({
-                "type": "SEND_EMAIL",
-                "emailId": queued.first().map(|q| q.email_id.as_str()),
-                "to": queued.first().map(|q| q.contact.email.as_str()),
-                "suppressed": queued.first().is_some_and(|q| q.suppressed),
-            })
-        };
+        Ok((project_record, plan))
+    }
+
+    /// Sends a template to the contact (or `to`) in a transaction of its own (see
+    /// [`WorkflowEngine::send_plan`]).
+    async fn send(
+        &self,
+        reads: &mut SendReads,
+        contact: &Contact,
+        key: &str,
+        template_id: &str,
+        to: Option<&str>,
+        context: &Map<String, Value>,
+    ) -> Result<Value, EffectError> {
+        let (project_record, plan) = self
+            .send_plan(reads, contact, template_id, to, context)
+            .await?;
         let idempotency = Idempotency {
             key,
             endpoint: ENDPOINT,
             request_hash: key,
-            respond: &respond,
+            respond: &send_response,
         };
         match self
             .sending
             .send(&project_record, &plan, Some(idempotency))
             .await
         {
-            Ok(queued) => Ok(respond(&queued)),
+            Ok(queued) => Ok(send_response(&queued)),
             Err(SendError::Store(StoreError::Conflict(Conflict::IdempotencyKey))) => {
-                self.recorded(project, key).await
+                self.recorded(&project_record.id, key).await
             }
-            Err(SendError::Store(e)) => Err(e.into()),
-            Err(e) => Err(EffectError::Fail(e.to_string())),
+            Err(e) => Err(send_error(e)),
         }
     }
 
@@ -268,7 +364,8 @@ impl WorkflowEngine {
         })
     }
 
-    /// Updates the contact's data and subscription (source `workflow`).
+    /// Updates the contact's data and subscription (source `workflow`) in a transaction of its
+    /// own.
     async fn update(
         &self,
         project: &ProjectId,
@@ -277,11 +374,7 @@ impl WorkflowEngine {
         data: Option<&Map<String, Value>>,
         subscribed: Option<bool>,
     ) -> Result<Value, EffectError> {
-        let data = match data {
-            Some(d) => DataPatch::parse(d.clone())
-                .map_err(|e| EffectError::Fail(format!("data.{}: {}", e.key, e.message)))?,
-            None => DataPatch::default(),
-        };
+        let data = data_patch(data)?;
         let change = ContactChange {
             email: None,
             subscribed,

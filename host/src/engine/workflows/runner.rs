@@ -19,8 +19,8 @@ use crate::plugins::PluginError;
 use crate::plugins::types::{self as step, Outcome, StepInput};
 use crate::store::StoreError;
 use crate::store::executions::{
-    Committed, Exit, NextRun, RunContext, STEP_KIND, StepCommit, StepPayload, TIMEOUT_KIND,
-    TimeoutPayload,
+    Committed, EffectWrite, Exit, NextRun, RunContext, STEP_KIND, StepCommit, StepPayload,
+    TIMEOUT_KIND, TimeoutPayload,
 };
 use crate::store::jobs::{JobPayload, Lease, NewJob, queue_of};
 
@@ -154,6 +154,8 @@ struct Planned {
     next: Option<NextRun>,
     timeout_job: Option<NewJob>,
     chain: bool,
+    /// The effects' writes, made in the round's commit.
+    effects: Vec<EffectWrite>,
 }
 
 impl Planned {
@@ -179,6 +181,7 @@ impl Planned {
             next: self.next.as_ref(),
             timeout_job: self.timeout_job.as_ref(),
             chain: self.chain,
+            effects: &self.effects,
         }
     }
 }
@@ -354,6 +357,14 @@ impl StepRunner {
         let mut wake = false;
         let mut next_runs: HashMap<usize, String> = HashMap::new();
         for ((i, p), committed) in planned.iter().zip(committed) {
+            if committed == Committed::Stale {
+                let stale = "a contact changed while its email was being rendered; retrying";
+                ended[*i] = Some(Err(JobError::Retry(stale.into())));
+                continue;
+            }
+            if committed != Committed::LeaseLost {
+                wake |= p.effects.iter().any(EffectWrite::queues_email);
+            }
             tracing::info!(
                 step_run_id = %p.run.run_id,
                 execution_id = %p.run.execution_id,
@@ -373,6 +384,8 @@ impl StepRunner {
                     wake |= p.next.is_some() || p.timeout_job.is_some();
                     ended[*i] = Some(Ok(()));
                 }
+                // Answered above.
+                Committed::Stale => {}
             }
         }
         if wake {
@@ -498,7 +511,7 @@ impl StepRunner {
             }
         };
         let mut context = run.context.0.clone();
-        let effects = match self
+        let (effects, writes) = match self
             .engine
             .apply_effects(
                 reads,
@@ -542,6 +555,7 @@ impl StepRunner {
             next: None,
             timeout_job: None,
             chain: false,
+            effects: writes,
             run,
         };
         let run = &planned.run;
