@@ -370,11 +370,6 @@ impl Sending {
         };
         Ok((prepared, queued))
     }
-
-    /// Wakes the delivery workers (after a commit that queued emails).
-    pub fn wake_delivery(&self) {
-        self.jobs.wake();
-    }
 }
 
 impl Signers {

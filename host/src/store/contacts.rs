@@ -256,6 +256,18 @@ fn plan_change(current: Contact, req: &Request<'_>) -> Plan {
     }
 }
 
+/// Whether `change` would change `current` (what an update's outcome calls `updated`), by the
+/// same rules as the write.
+pub(crate) fn would_change(current: &Contact, change: &ContactChange) -> bool {
+    let req = Request {
+        email: change.email.as_ref(),
+        subscribed: change.subscribed,
+        subscribed_default: false,
+        data: &change.data,
+    };
+    plan_change(current.clone(), &req).changes()
+}
+
 /// What one contact write inside a transaction came to.
 enum Attempt {
     /// Written (not yet committed).
@@ -266,14 +278,14 @@ enum Attempt {
     Raced,
 }
 
-/// One attempt of a contact write inside `tx`: reads the contact with `select_sql` (binding the
-/// project and `target`'s key; locked on PostgreSQL), applies the rules, and writes it with its
-/// events, its new field types (`types`) and its idempotency key. The caller commits.
+/// One attempt of a contact write inside `tx`: reads the contact (locked with `lock`, the
+/// backend's `FOR UPDATE`), applies the rules, and writes it with its events, its new field
+/// types (`types`) and its idempotency key. The caller commits.
 async fn write_contact_in<DB>(
     tx: &mut sqlx::Transaction<'_, DB>,
     project: &ProjectId,
     target: &Target<'_>,
-    select_sql: &str,
+    lock: &str,
     req: &Request<'_>,
     effects: &Effects<'_>,
     types: &[(&str, &str)],
@@ -286,11 +298,13 @@ where
     for<'q> &'q str: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
     for<'r> ContactRow: sqlx::FromRow<'r, DB::Row>,
 {
-    let key = match target {
-        Target::Email(e) => e.as_str(),
-        Target::Id(id) => id.as_str(),
+    let (column, key) = match target {
+        Target::Email(e) => ("email", e.as_str()),
+        Target::Id(id) => ("id", id.as_str()),
     };
-    let current: Option<ContactRow> = sqlx::query_as(select_sql)
+    let select_sql =
+        format!("SELECT {COLUMNS} FROM contacts WHERE project_id = $1 AND {column} = $2{lock}");
+    let current: Option<ContactRow> = sqlx::query_as(&select_sql)
         .bind(project.as_str())
         .bind(key)
         .fetch_optional(&mut **tx)
@@ -372,19 +386,7 @@ where
         subscribed_default: false,
         data: &change.data,
     };
-    let select_sql =
-        format!("SELECT {COLUMNS} FROM contacts WHERE project_id = $1 AND id = $2{lock}");
-    match write_contact_in(
-        tx,
-        project,
-        &Target::Id(id),
-        &select_sql,
-        &req,
-        effects,
-        types,
-    )
-    .await?
-    {
+    match write_contact_in(tx, project, &Target::Id(id), lock, &req, effects, types).await? {
         Attempt::Written(outcome, _) | Attempt::Unchanged(outcome, _) => Ok(outcome),
         // Only a write by address inserts, and only an insert races.
         Attempt::Raced => Err(StoreError::Conflict(Conflict::ContactBusy)),
@@ -605,18 +607,10 @@ impl Store {
             .known_fields
             .unknown(project.as_str(), &field_types(&req.data.set));
         let lock = super::dialect::for_update(self.db().backend());
-        let select_sql = match target {
-            Target::Email(_) => {
-                format!("SELECT {COLUMNS} FROM contacts WHERE project_id = $1 AND email = $2{lock}")
-            }
-            Target::Id(_) => {
-                format!("SELECT {COLUMNS} FROM contacts WHERE project_id = $1 AND id = $2{lock}")
-            }
-        };
         for _ in 0..MAX_ATTEMPTS {
             let done: Option<(UpsertOutcome, Option<StoredEvent>)> = on_db_write!(self.db(), pool => {
                 let mut tx = pool.begin_write().await?;
-                match write_contact_in(&mut tx, project, &target, &select_sql, req, effects, &types).await {
+                match write_contact_in(&mut tx, project, &target, lock, req, effects, &types).await {
                     Ok(Attempt::Written(outcome, tracked)) => {
                         tx.commit().await?;
                         Some((outcome, tracked))

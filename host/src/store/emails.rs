@@ -127,6 +127,14 @@ pub struct PreparedSend {
 }
 
 impl PreparedSend {
+    /// The recipients' contact plans in address order: the order their contacts are locked in,
+    /// so that two sends to overlapping recipients never deadlock.
+    fn in_address_order(&self) -> Vec<&super::contacts::Plan> {
+        let mut ordered: Vec<_> = self.contacts.iter().collect();
+        ordered.sort_by(|a, b| a.contact().email.as_str().cmp(b.contact().email.as_str()));
+        ordered
+    }
+
     /// The field types of the data patch, borrowed.
     pub(crate) fn types(&self) -> Vec<(&str, &'static str)> {
         self.field_types
@@ -158,9 +166,7 @@ where
     for<'q> &'q str: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
     for<'r> (String, i64): sqlx::FromRow<'r, DB::Row>,
 {
-    let mut ordered: Vec<_> = send.contacts.iter().collect();
-    ordered.sort_by(|a, b| a.contact().email.as_str().cmp(b.contact().email.as_str()));
-    for plan in ordered {
+    for plan in send.in_address_order() {
         let found: Option<(String, i64)> = sqlx::query_as(select)
             .bind(project.as_str())
             .bind(plan.contact().email.as_str())
@@ -198,9 +204,7 @@ where
     for<'q> &'q str: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
     for<'q> i64: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
 {
-    let mut ordered: Vec<_> = send.contacts.iter().collect();
-    ordered.sort_by(|a, b| a.contact().email.as_str().cmp(b.contact().email.as_str()));
-    for plan in ordered {
+    for plan in send.in_address_order() {
         if !tx.write_contact_plan(plan).await? {
             return Ok(false);
         }

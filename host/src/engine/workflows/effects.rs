@@ -25,7 +25,7 @@ use crate::domain::workflow::MAX_CONFIG_BYTES;
 use crate::plugins::types::Effect;
 use crate::services::sending::{Idempotency, QueuedEmail, SendError, SendPlan};
 use crate::services::sending_domains::{Sender, SenderError};
-use crate::store::contacts::Effects;
+use crate::store::contacts::{Effects, would_change};
 use crate::store::executions::{EFFECT_ENDPOINT, EffectWrite};
 use crate::store::idempotency::IdempotentWrite;
 use crate::store::templates::TemplateFields;
@@ -75,9 +75,6 @@ struct PreparedTemplate {
     content: CompiledTemplate,
 }
 
-/// The endpoint name recorded with the effects' idempotency keys.
-const ENDPOINT: &str = EFFECT_ENDPOINT;
-
 /// What a step run's output (and the idempotency record) says of a send.
 fn send_response(queued: &[QueuedEmail]) -> Value {
     json!({
@@ -94,6 +91,11 @@ fn send_error(e: SendError) -> EffectError {
         SendError::Store(e) => e.into(),
         e => EffectError::Fail(e.to_string()),
     }
+}
+
+/// What the idempotency record of an `UPDATE_CONTACT` says.
+fn update_record(contact: &Contact) -> Value {
+    json!({ "type": "UPDATE_CONTACT", "contactId": contact.id.as_str() })
 }
 
 /// A contact's data patch from an effect's `data`.
@@ -113,18 +115,17 @@ fn deferred_update(
     data: Option<&Map<String, Value>>,
     subscribed: Option<bool>,
 ) -> Result<(Value, EffectWrite), EffectError> {
-    let data = data_patch(data)?;
-    let mut after = contact.data.clone();
-    let updated = data.apply(&mut after) || subscribed.is_some_and(|s| s != contact.subscribed);
+    let change = ContactChange {
+        email: None,
+        subscribed,
+        data: data_patch(data)?,
+    };
+    let updated = would_change(contact, &change);
     let write = EffectWrite::UpdateContact {
         contact: contact.id.clone(),
-        change: Box::new(ContactChange {
-            email: None,
-            subscribed,
-            data,
-        }),
+        change: Box::new(change),
         key,
-        response: json!({ "type": "UPDATE_CONTACT", "contactId": contact.id.as_str() }),
+        response: update_record(contact),
     };
     let out = json!({
         "type": "UPDATE_CONTACT",
@@ -307,7 +308,7 @@ impl WorkflowEngine {
             .await?;
         let idempotency = Idempotency {
             key,
-            endpoint: ENDPOINT,
+            endpoint: EFFECT_ENDPOINT,
             request_hash: key,
             respond: &send_response,
         };
@@ -380,7 +381,7 @@ impl WorkflowEngine {
             subscribed,
             data,
         };
-        let response = json!({ "type": "UPDATE_CONTACT", "contactId": contact.id.as_str() });
+        let response = update_record(contact);
         let recorded = response.clone();
         let respond =
             move |_: &Contact, _: Option<&crate::domain::event::StoredEvent>| recorded.clone();
@@ -390,7 +391,7 @@ impl WorkflowEngine {
             event: None,
             idempotency: Some(IdempotentWrite {
                 key,
-                endpoint: ENDPOINT,
+                endpoint: EFFECT_ENDPOINT,
                 request_hash: key,
                 status: 200,
                 response: &respond,
