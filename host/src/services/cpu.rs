@@ -27,7 +27,8 @@ impl CpuPool {
     }
 
     /// Runs `work` on the blocking pool once a slot is free, and returns its result. A panic in
-    /// `work` resumes in the caller, as if it had run inline.
+    /// `work` resumes in the caller, as if it had run inline. When the runtime shuts down before
+    /// `work` ran, the caller never resumes (it is being dropped with the runtime).
     pub async fn run<T, F>(&self, work: F) -> T
     where
         F: FnOnce() -> T + Send + 'static,
@@ -37,7 +38,10 @@ impl CpuPool {
         let _permit = self.permits.acquire().await;
         match tokio::task::spawn_blocking(work).await {
             Ok(value) => value,
-            Err(e) => std::panic::resume_unwind(e.into_panic()),
+            Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+            // Cancelled: the runtime is shutting down and drops its tasks, this caller among
+            // them; there is no result to give, so wait to be dropped instead of panicking.
+            Err(_) => std::future::pending().await,
         }
     }
 }
