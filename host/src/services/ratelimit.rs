@@ -3,9 +3,17 @@
 //! On PostgreSQL the counters live in an `UNLOGGED` table that every instance shares, so the limit
 //! holds across a fleet. On SQLite, where one process serves, they live in that process's memory,
 //! which is the same single source of truth without a write per read request.
+//!
+//! On PostgreSQL the hits of one project that arrive while its counter is being written are
+//! added in one statement (`hits = hits + n`) by whichever of them leads, and each is given its
+//! own number out of the range that statement returns: one write per round instead of one per
+//! request, with the same counts as one at a time.
 
 use std::collections::HashMap;
+use std::collections::hash_map::Entry;
 use std::sync::Mutex;
+
+use tokio::sync::oneshot;
 
 use crate::domain::time::now_ms;
 use crate::store::{Backend, Store};
@@ -31,7 +39,111 @@ pub enum RateLimiter {
     /// In this process (SQLite deployments).
     Local(Mutex<HashMap<String, (i64, u32)>>),
     /// In the shared database (PostgreSQL deployments).
-    Shared(Store),
+    Shared(SharedCounters),
+}
+
+/// The counters in the shared database, with the rounds in flight of this instance.
+#[derive(Debug)]
+pub struct SharedCounters {
+    store: Store,
+    /// Per `(bucket, window)` with a write in flight: the hits waiting for the next round.
+    rounds: Mutex<HashMap<(String, i64), Waiting>>,
+}
+
+/// The hits waiting for the next round of one counter.
+type Waiting = Vec<oneshot::Sender<Turn>>;
+
+/// What a waiting hit is told.
+#[derive(Debug)]
+enum Turn {
+    /// Its count (this hit included).
+    Counted(i64),
+    /// It leads the next round.
+    Lead,
+}
+
+impl SharedCounters {
+    /// Counts one hit of `bucket` in `window`: the hits so far, this one included.
+    async fn hit(&self, bucket: &str, window: i64) -> Result<i64, crate::store::StoreError> {
+        let key = (bucket.to_string(), window);
+        let waiting = {
+            let mut rounds = self.rounds.lock().unwrap_or_else(|p| p.into_inner());
+            match rounds.entry(key.clone()) {
+                Entry::Occupied(mut e) => {
+                    let (tx, rx) = oneshot::channel();
+                    e.get_mut().push(tx);
+                    Some(rx)
+                }
+                Entry::Vacant(e) => {
+                    e.insert(Vec::new());
+                    None
+                }
+            }
+        };
+        if let Some(rx) = waiting {
+            match rx.await {
+                Ok(Turn::Counted(hits)) => return Ok(hits),
+                Ok(Turn::Lead) => {}
+                // The leader was dropped with these hits taken: count this one alone.
+                Err(_) => return self.store.rate_limit_add(bucket, window, 1).await,
+            }
+        }
+        let lead = Leader {
+            counters: self,
+            key: &key,
+        };
+        let waiters = lead.take();
+        let n = 1 + waiters.len() as i64;
+        let counted = self.store.rate_limit_add(bucket, window, n).await;
+        // Hand the next round on before answering this one's hits.
+        drop(lead);
+        let total = counted?;
+        for (i, waiter) in waiters.into_iter().enumerate() {
+            let _ = waiter.send(Turn::Counted(total - n + 2 + i as i64));
+        }
+        Ok(total - n + 1)
+    }
+}
+
+/// The leader of a round; dropped (also when its request is), it hands the next round to the
+/// first hit still waiting, or ends the rounds of its key.
+struct Leader<'a> {
+    counters: &'a SharedCounters,
+    key: &'a (String, i64),
+}
+
+impl Leader<'_> {
+    /// The hits that queued since the last round.
+    fn take(&self) -> Waiting {
+        let mut rounds = self
+            .counters
+            .rounds
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        rounds
+            .get_mut(self.key)
+            .map(std::mem::take)
+            .unwrap_or_default()
+    }
+}
+
+impl Drop for Leader<'_> {
+    fn drop(&mut self) {
+        let mut rounds = self
+            .counters
+            .rounds
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        let Some(waiting) = rounds.get_mut(self.key) else {
+            return;
+        };
+        while !waiting.is_empty() {
+            if waiting.remove(0).send(Turn::Lead).is_ok() {
+                return;
+            }
+        }
+        rounds.remove(self.key);
+    }
 }
 
 impl RateLimiter {
@@ -39,7 +151,10 @@ impl RateLimiter {
     pub fn for_store(store: &Store) -> RateLimiter {
         match store.db().backend() {
             Backend::Sqlite => RateLimiter::Local(Mutex::new(HashMap::new())),
-            Backend::Postgres => RateLimiter::Shared(store.clone()),
+            Backend::Postgres => RateLimiter::Shared(SharedCounters {
+                store: store.clone(),
+                rounds: Mutex::new(HashMap::new()),
+            }),
         }
     }
 
@@ -61,7 +176,7 @@ impl RateLimiter {
                 entry.1 = entry.1.saturating_add(1);
                 u64::from(entry.1)
             }
-            RateLimiter::Shared(store) => match store.rate_limit_hit(bucket, window).await {
+            RateLimiter::Shared(counters) => match counters.hit(bucket, window).await {
                 Ok(h) => h.max(0) as u64,
                 Err(err) => {
                     // Failing open keeps the API up while the database hiccups; the request
@@ -81,8 +196,11 @@ impl RateLimiter {
 
     /// Drops windows that have ended (shared counters only).
     pub async fn prune(&self) {
-        if let RateLimiter::Shared(store) = self
-            && let Err(err) = store.rate_limit_prune(now_ms() - 2 * WINDOW_MS).await
+        if let RateLimiter::Shared(counters) = self
+            && let Err(err) = counters
+                .store
+                .rate_limit_prune(now_ms() - 2 * WINDOW_MS)
+                .await
         {
             tracing::warn!(error = %err, "could not prune rate limit windows");
         }

@@ -4,18 +4,24 @@ use super::on_db_write;
 use super::{Store, StoreResult};
 
 impl Store {
-    /// Counts one request of `bucket` in the window starting at `window_start` (unix ms) and
-    /// returns the hits so far, this one included.
+    /// Counts `n` requests of `bucket` in the window starting at `window_start` (unix ms) and
+    /// returns the hits so far, these included.
     #[tracing::instrument(level = "debug", skip(self))]
-    pub async fn rate_limit_hit(&self, bucket: &str, window_start: i64) -> StoreResult<i64> {
+    pub async fn rate_limit_add(
+        &self,
+        bucket: &str,
+        window_start: i64,
+        n: i64,
+    ) -> StoreResult<i64> {
         let hits: i64 = on_db_write!(self.db(), pool => {
             sqlx::query_scalar(
-                "INSERT INTO rate_limit_windows (bucket, window_start, hits) VALUES ($1, $2, 1) \
-                 ON CONFLICT (bucket, window_start) DO UPDATE SET hits = rate_limit_windows.hits + 1 \
+                "INSERT INTO rate_limit_windows (bucket, window_start, hits) VALUES ($1, $2, $3) \
+                 ON CONFLICT (bucket, window_start) DO UPDATE SET hits = rate_limit_windows.hits + $3 \
                  RETURNING hits",
             )
             .bind(bucket)
             .bind(window_start)
+            .bind(n)
             .fetch_one(pool)
             .await?
         });

@@ -76,3 +76,52 @@ async fn the_limit_is_shared_by_instances_on_postgres() {
         assert_eq!(r.header("ratelimit-remaining"), Some("2"));
     }
 }
+
+/// Concurrent requests of one project are counted exactly (on PostgreSQL, the hits that wait
+/// while the counter is written are added in one statement): with a limit of 20, of 60 requests
+/// at once on two instances exactly 20 pass, each with its own `RateLimit-Remaining`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_requests_are_counted_exactly() {
+    let one = TestApp::spawn_with(|s| s.rate_limit_per_minute = 20).await;
+    let two = one.spawn_sharing(|s| s.rate_limit_per_minute = 20).await;
+    let p = one.project().await;
+    fresh_window().await;
+    let shared = postgres_url().is_some();
+    // On SQLite each process counts its own requests: give all of them to one instance.
+    let apps = if shared { [&one, &two] } else { [&one, &one] };
+    let mut tasks = Vec::new();
+    for i in 0..60 {
+        let (client, url, key) = (
+            apps[i % 2].client.clone(),
+            apps[i % 2].url("/contacts?limit=1"),
+            p.secret_key.clone(),
+        );
+        tasks.push(tokio::spawn(async move {
+            let r = client.get(url).bearer_auth(key).send().await.unwrap();
+            let remaining = r.headers()["ratelimit-remaining"]
+                .to_str()
+                .unwrap()
+                .to_string();
+            (r.status().as_u16(), remaining)
+        }));
+    }
+    let mut passed = Vec::new();
+    let mut refused = 0;
+    for t in tasks {
+        match t.await.unwrap() {
+            (200, remaining) => passed.push(remaining.parse::<u32>().unwrap()),
+            (429, remaining) => {
+                assert_eq!(remaining, "0");
+                refused += 1;
+            }
+            (other, _) => panic!("status {other}"),
+        }
+    }
+    passed.sort_unstable();
+    assert_eq!(
+        passed,
+        (0..20).collect::<Vec<u32>>(),
+        "each hit has its own count"
+    );
+    assert_eq!(refused, 40);
+}
