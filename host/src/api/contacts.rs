@@ -247,9 +247,16 @@ impl ContactsApi {
             subscribed_default: true,
             data: parse_data(body.data)?,
         };
-        let outcome = state
+        let write = crate::store::group_commit::GroupedUpsert {
+            project: auth.0.project_id().clone(),
+            upsert,
+            source: crate::domain::event::SubscriptionSource::Api,
+            event: None,
+            idempotency: None,
+        };
+        let (outcome, _) = state
             .store()
-            .upsert_contact(auth.0.project_id(), &upsert)
+            .upsert_contact_grouped(write)
             .await
             .map_err(|e| ApiError::from_store(e, "contact"))?;
         if outcome.created || outcome.updated {

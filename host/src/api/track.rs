@@ -21,7 +21,7 @@ use crate::domain::email::EmailAddress;
 use crate::domain::event::{EventName, EventNameError, NewEvent, SubscriptionSource};
 use crate::store::Conflict;
 use crate::store::StoreError;
-use crate::store::contacts::{Effects, IdempotencyClaim};
+use crate::store::group_commit::{GroupedUpsert, OwnedClaim};
 
 /// Track an event for a contact.
 #[derive(Object, Deserialize, Serialize)]
@@ -124,15 +124,36 @@ fn replay_or_conflict(
     Ok(TrackResult::Ok(Json(body), Some("true".into())))
 }
 
+/// The response stored under a track's idempotency key, from what was written.
+fn track_response(
+    contact: &crate::domain::contact::Contact,
+    event: Option<&crate::domain::event::StoredEvent>,
+) -> Value {
+    serde_json::to_value(TrackResponse {
+        success: true,
+        data: TrackData {
+            contact: contact.id.to_string(),
+            event: event.map(|e| e.id.to_string()).unwrap_or_default(),
+            timestamp: Timestamp(event.map_or_else(crate::domain::time::now_ms, |e| e.created_at)),
+        },
+    })
+    .unwrap_or(Value::Null)
+}
+
 async fn track(
     state: &AppState,
     ctx: &ProjectContext,
     key_header: &IdempotencyKeyHeader,
     body: TrackRequest,
-    endpoint: &str,
+    endpoint: &'static str,
 ) -> Result<TrackResult, ApiError> {
     let key = idempotency_key(key_header)?;
-    let hash = request_hash(&body);
+    // The body's hash is needed only to compare it with a key's first request.
+    let hash = if key.is_some() {
+        request_hash(&body)
+    } else {
+        String::new()
+    };
     let project = ctx.project_id();
     if let Some(key) = &key
         && let Some(stored) = state.store().idempotent_response(project, key).await?
@@ -176,37 +197,20 @@ async fn track(
         subscribed_default: true,
         data: patch,
     };
-    let respond = |contact: &crate::domain::contact::Contact,
-                   event: Option<&crate::domain::event::StoredEvent>| {
-        serde_json::to_value(TrackResponse {
-            success: true,
-            data: TrackData {
-                contact: contact.id.to_string(),
-                event: event.map(|e| e.id.to_string()).unwrap_or_default(),
-                timestamp: Timestamp(
-                    event.map_or_else(crate::domain::time::now_ms, |e| e.created_at),
-                ),
-            },
-        })
-        .unwrap_or(Value::Null)
-    };
-    let effects = Effects {
+    let write = GroupedUpsert {
+        project: project.clone(),
+        upsert,
         source: SubscriptionSource::Track,
-        reason: None,
-        event: Some(&event),
-        idempotency: key.as_deref().map(|k| IdempotencyClaim {
-            key: k,
+        event: Some(event),
+        idempotency: key.clone().map(|key| OwnedClaim {
+            key,
             endpoint,
-            request_hash: &hash,
+            request_hash: hash.clone(),
             status: 200,
-            response: &respond,
+            response: track_response,
         }),
     };
-    match state
-        .store()
-        .upsert_contact_with(project, &upsert, &effects)
-        .await
-    {
+    match state.store().upsert_contact_grouped(write).await {
         Ok((outcome, Some(stored))) => {
             let body = TrackResponse {
                 success: true,

@@ -24,7 +24,8 @@ use crate::domain::time::now_ms;
 /// The columns of `contacts`, in the order of [`ContactRow`].
 pub(super) const COLUMNS: &str =
     "id, project_id, email, subscribed, data, version, created_at, updated_at";
-const MAX_ATTEMPTS: usize = 16;
+/// How often a write by address reads again after another writer created the address.
+pub(super) const MAX_ATTEMPTS: usize = 16;
 /// Inserts a contact unless its address is taken; answers the id when it did.
 pub(super) const INSERT_CONTACT: &str = "INSERT INTO contacts (id, project_id, email, subscribed, data, version, created_at, updated_at) \
      VALUES ($1, $2, $3, $4, $5, 0, $6, $6) ON CONFLICT (project_id, email) DO NOTHING RETURNING id";
@@ -132,7 +133,7 @@ fn plan_events(
 }
 
 /// Which contact a write applies to.
-enum Target<'a> {
+pub(super) enum Target<'a> {
     /// By address; created when missing.
     Email(&'a EmailAddress),
     /// By id; 404 when missing.
@@ -140,11 +141,11 @@ enum Target<'a> {
 }
 
 /// What a write asks for.
-struct Request<'a> {
-    email: Option<&'a EmailAddress>,
-    subscribed: Option<bool>,
-    subscribed_default: bool,
-    data: &'a DataPatch,
+pub(super) struct Request<'a> {
+    pub(super) email: Option<&'a EmailAddress>,
+    pub(super) subscribed: Option<bool>,
+    pub(super) subscribed_default: bool,
+    pub(super) data: &'a DataPatch,
 }
 
 /// What to do with the contact that was read.
@@ -268,24 +269,34 @@ pub(crate) fn would_change(current: &Contact, change: &ContactChange) -> bool {
     plan_change(current.clone(), &req).changes()
 }
 
+/// How a contact write has the contact it changes.
+#[derive(Clone, Copy)]
+pub(super) enum Current<'a> {
+    /// Read in the transaction, locked with this suffix (the backend's `FOR UPDATE`).
+    Read(&'a str),
+    /// As this same transaction last wrote it (a group writing one contact again): not read.
+    Known(&'a Contact),
+}
+
 /// What one contact write inside a transaction came to.
-enum Attempt {
-    /// Written (not yet committed).
-    Written(UpsertOutcome, Option<StoredEvent>),
+pub(super) enum Attempt {
+    /// Written (not yet committed), but for its events (the tracked one among them), which the
+    /// caller inserts, so that a group of writes inserts all of theirs in one statement.
+    Written(UpsertOutcome, Option<StoredEvent>, Vec<StoredEvent>),
     /// Nothing to write: the contact is as asked and there is no event or key to record.
     Unchanged(UpsertOutcome, Option<StoredEvent>),
     /// Another writer created the address since the read: nothing was written; read again.
     Raced,
 }
 
-/// One attempt of a contact write inside `tx`: reads the contact (locked with `lock`, the
-/// backend's `FOR UPDATE`), applies the rules, and writes it with its events, its new field
-/// types (`types`) and its idempotency key. The caller commits.
-async fn write_contact_in<DB>(
+/// One attempt of a contact write inside `tx`: reads the contact as `current` says (locked with the
+/// backend's `FOR UPDATE`), applies the rules, and writes it with its new field types (`types`)
+/// and its idempotency key. The caller inserts the events it answers, and commits.
+pub(super) async fn write_contact_in<DB>(
     tx: &mut sqlx::Transaction<'_, DB>,
     project: &ProjectId,
     target: &Target<'_>,
-    lock: &str,
+    current: Current<'_>,
     req: &Request<'_>,
     effects: &Effects<'_>,
     types: &[(&str, &str)],
@@ -298,18 +309,25 @@ where
     for<'q> &'q str: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
     for<'r> ContactRow: sqlx::FromRow<'r, DB::Row>,
 {
-    let (column, key) = match target {
-        Target::Email(e) => ("email", e.as_str()),
-        Target::Id(id) => ("id", id.as_str()),
+    let current = match current {
+        Current::Known(contact) => Some(contact.clone()),
+        Current::Read(lock) => {
+            let (column, key) = match target {
+                Target::Email(e) => ("email", e.as_str()),
+                Target::Id(id) => ("id", id.as_str()),
+            };
+            let select_sql = format!(
+                "SELECT {COLUMNS} FROM contacts WHERE project_id = $1 AND {column} = $2{lock}"
+            );
+            let row: Option<ContactRow> = sqlx::query_as(&select_sql)
+                .bind(project.as_str())
+                .bind(key)
+                .fetch_optional(&mut **tx)
+                .await?;
+            row.map(Into::into)
+        }
     };
-    let select_sql =
-        format!("SELECT {COLUMNS} FROM contacts WHERE project_id = $1 AND {column} = $2{lock}");
-    let current: Option<ContactRow> = sqlx::query_as(&select_sql)
-        .bind(project.as_str())
-        .bind(key)
-        .fetch_optional(&mut **tx)
-        .await?;
-    let plan = plan(project, target, current.map(Into::into), req)?;
+    let plan = plan(project, target, current, req)?;
     let (contact, created, previous) = match &plan {
         Plan::Insert(c) => (c.clone(), true, None),
         Plan::Update { before, after } => (after.clone(), false, Some(before.subscribed)),
@@ -341,9 +359,6 @@ where
     };
     tx.insert_field_types(project.as_str(), types, now_ms())
         .await?;
-    for e in &events {
-        tx.insert_event(e).await?;
-    }
     if let Some(claim) = &effects.idempotency {
         let body = (claim.response)(&contact, tracked.as_ref());
         tx.store_idempotent_response(project.as_str(), claim, &body)
@@ -356,7 +371,7 @@ where
         updated,
         subscription_changed_from: if sub_changed { previous } else { None },
     };
-    Ok(Attempt::Written(outcome, tracked))
+    Ok(Attempt::Written(outcome, tracked, events))
 }
 
 /// Changes the contact `id` inside the caller's transaction `tx`, as
@@ -386,8 +401,22 @@ where
         subscribed_default: false,
         data: &change.data,
     };
-    match write_contact_in(tx, project, &Target::Id(id), lock, &req, effects, types).await? {
-        Attempt::Written(outcome, _) | Attempt::Unchanged(outcome, _) => Ok(outcome),
+    match write_contact_in(
+        tx,
+        project,
+        &Target::Id(id),
+        Current::Read(lock),
+        &req,
+        effects,
+        types,
+    )
+    .await?
+    {
+        Attempt::Written(outcome, _, events) => {
+            tx.insert_events(&events).await?;
+            Ok(outcome)
+        }
+        Attempt::Unchanged(outcome, _) => Ok(outcome),
         // Only a write by address inserts, and only an insert races.
         Attempt::Raced => Err(StoreError::Conflict(Conflict::ContactBusy)),
     }
@@ -596,7 +625,7 @@ impl Store {
     /// Reads the contact inside a write transaction (locked on PostgreSQL; SQLite's write
     /// transaction already excludes other writers), applies the rules, and writes it with its
     /// side effects. Retries only when two writers create the same address at once.
-    async fn write_contact(
+    pub(super) async fn write_contact(
         &self,
         project: &ProjectId,
         target: Target<'_>,
@@ -610,8 +639,9 @@ impl Store {
         for _ in 0..MAX_ATTEMPTS {
             let done: Option<(UpsertOutcome, Option<StoredEvent>)> = on_db_write!(self.db(), pool => {
                 let mut tx = pool.begin_write().await?;
-                match write_contact_in(&mut tx, project, &target, lock, req, effects, &types).await {
-                    Ok(Attempt::Written(outcome, tracked)) => {
+                match write_contact_in(&mut tx, project, &target, Current::Read(lock), req, effects, &types).await {
+                    Ok(Attempt::Written(outcome, tracked, events)) => {
+                        tx.insert_events(&events).await?;
                         tx.commit().await?;
                         Some((outcome, tracked))
                     }

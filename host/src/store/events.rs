@@ -41,6 +41,32 @@ impl From<EventRow> for StoredEvent {
 /// time.
 pub(super) const INSERT_EVENT: &str = "INSERT INTO events (id, project_id, contact_id, name, data, created_at) VALUES ($1, $2, $3, $4, $5, $6)";
 
+/// [`INSERT_EVENT`] of `n` events in one statement.
+pub(super) fn insert_events_sql(n: usize) -> String {
+    if n == 1 {
+        return INSERT_EVENT.to_string();
+    }
+    let mut sql = String::from(
+        "INSERT INTO events (id, project_id, contact_id, name, data, created_at) VALUES ",
+    );
+    for i in 0..n {
+        if i > 0 {
+            sql.push_str(", ");
+        }
+        let b = 6 * i;
+        sql.push_str(&format!(
+            "(${}, ${}, ${}, ${}, ${}, ${})",
+            b + 1,
+            b + 2,
+            b + 3,
+            b + 4,
+            b + 5,
+            b + 6
+        ));
+    }
+    sql
+}
+
 const SELECT_EVENTS: &str = "SELECT e.id, e.project_id, e.contact_id, c.email AS contact_email, e.name, e.data, e.created_at \
      FROM events e LEFT JOIN contacts c ON c.id = e.contact_id";
 

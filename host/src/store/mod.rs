@@ -22,6 +22,7 @@ pub mod emails;
 pub mod events;
 pub mod executions;
 pub mod gauges;
+pub mod group_commit;
 pub mod idempotency;
 pub mod jobs;
 pub mod members;
@@ -270,6 +271,8 @@ impl Db {
 pub struct Store {
     db: Db,
     known_fields: std::sync::Arc<KnownFields>,
+    /// The group writer of contact writes by address, started on first use.
+    group: std::sync::Arc<std::sync::OnceLock<group_commit::GroupCommit>>,
 }
 
 /// Custom field types this instance has recently seen recorded, so that writes skip
@@ -329,6 +332,7 @@ impl Store {
         Store {
             db,
             known_fields: Default::default(),
+            group: Default::default(),
         }
     }
 

@@ -38,6 +38,9 @@ pub(crate) trait Statements {
     /// Inserts an event.
     async fn insert_event(&mut self, event: &StoredEvent) -> sqlx::Result<()>;
 
+    /// Inserts events in one statement (none: no statement).
+    async fn insert_events(&mut self, events: &[StoredEvent]) -> sqlx::Result<()>;
+
     /// Records the first type seen of each custom field key (`(key, type)` pairs).
     async fn insert_field_types(
         &mut self,
@@ -132,6 +135,25 @@ where
             .bind(e.created_at)
             .execute(&mut **self)
             .await?;
+        Ok(())
+    }
+
+    async fn insert_events(&mut self, events: &[StoredEvent]) -> sqlx::Result<()> {
+        if events.is_empty() {
+            return Ok(());
+        }
+        let sql = super::events::insert_events_sql(events.len());
+        let mut q = sqlx::query(&sql);
+        for e in events {
+            q = q
+                .bind(e.id.as_str())
+                .bind(e.project_id.as_str())
+                .bind(e.contact_id.as_ref().map(|c| c.as_str()))
+                .bind(e.name.as_str())
+                .bind(Json(&e.data))
+                .bind(e.created_at);
+        }
+        q.execute(&mut **self).await?;
         Ok(())
     }
 

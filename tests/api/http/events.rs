@@ -257,6 +257,136 @@ async fn idempotency_keys_replay_and_refuse_reuse() {
     assert_eq!(events_named(&app, &p, "raced").await.len(), 1);
 }
 
+/// Concurrent tracks share write transactions (group commit): every request of one project is
+/// written once with its own contact and event, racing requests with one key take effect once,
+/// and another project's refusals (its events cap) fail only its own requests.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_tracks_are_grouped_without_loss_and_refusals_stay_their_own() {
+    let app = TestApp::spawn().await;
+    let p = app.project().await;
+    let capped = app.project().await;
+    let path = format!("/users/@me/projects/{}/billing-limits", capped.id);
+    let r = app
+        .call_with(
+            &capped.owner,
+            Method::PUT,
+            &path,
+            None,
+            Some(json!({ "events": 5 })),
+            &[],
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+
+    let post = |key: String, body: Value, idem: Option<&'static str>| {
+        let client = app.client.clone();
+        let url = app.url("/v1/track");
+        tokio::spawn(async move {
+            let mut req = client.post(url).bearer_auth(key).json(&body);
+            if let Some(idem) = idem {
+                req = req.header("Idempotency-Key", idem);
+            }
+            crate::support::harness::read(req.send().await.unwrap()).await
+        })
+    };
+    let mut ours = Vec::new();
+    let mut theirs = Vec::new();
+    let mut keyed = Vec::new();
+    for round in 0..5 {
+        for c in 0..20 {
+            ours.push(post(
+                p.public_key.clone(),
+                json!({ "email": format!("g{c}@example.com"), "event": "grouped",
+                        "data": { "round": round } }),
+                None,
+            ));
+        }
+        for c in 0..4 {
+            theirs.push(post(
+                capped.public_key.clone(),
+                json!({ "email": format!("cap{c}@example.com"), "event": "capped" }),
+                None,
+            ));
+        }
+        keyed.push(post(
+            p.public_key.clone(),
+            json!({ "email": "keyed@example.com", "event": "keyed" }),
+            Some("one-key"),
+        ));
+    }
+    let mut event_ids = std::collections::HashSet::new();
+    for t in ours {
+        let r = t.await.unwrap();
+        assert_eq!(r.status, 200, "{}", r.body);
+        assert!(event_ids.insert(r.body["data"]["event"].as_str().unwrap().to_string()));
+    }
+    let (mut taken, mut refused) = (0, 0);
+    for t in theirs {
+        let r = t.await.unwrap();
+        match r.status.as_u16() {
+            200 => taken += 1,
+            429 => {
+                r.assert_error(429, "BILLING_LIMIT_EXCEEDED");
+                refused += 1;
+            }
+            other => panic!("{other}: {}", r.body),
+        }
+    }
+    assert_eq!(
+        (taken, refused),
+        (5, 15),
+        "the cap holds exactly under concurrency"
+    );
+    let mut first = None;
+    for t in keyed {
+        let r = t.await.unwrap();
+        assert!(
+            r.status == 200 || r.status == 409,
+            "{}: {}",
+            r.status,
+            r.body
+        );
+        if r.status == 200 {
+            let event = r.body["data"]["event"].clone();
+            assert_eq!(
+                *first.get_or_insert(event.clone()),
+                event,
+                "one response, replayed"
+            );
+        }
+    }
+
+    // Every event once, each contact once, with the data of its requests.
+    let mut seen = 0;
+    let mut cursor: Option<String> = None;
+    loop {
+        let path = match &cursor {
+            Some(c) => format!("/events?limit=100&name=grouped&cursor={c}"),
+            None => "/events?limit=100&name=grouped".to_string(),
+        };
+        let r = app.get(&path, &p.secret_key).await;
+        assert_eq!(r.status, 200, "{}", r.body);
+        for e in r.body["data"].as_array().unwrap() {
+            assert!(event_ids.contains(e["id"].as_str().unwrap()), "{e}");
+            seen += 1;
+        }
+        match r.body["cursor"].as_str() {
+            Some(c) if !c.is_empty() => cursor = Some(c.to_string()),
+            _ => break,
+        }
+    }
+    assert_eq!(seen, 100);
+    assert_eq!(events_named(&app, &p, "keyed").await.len(), 1);
+    let contacts = app.get("/contacts?limit=100", &p.secret_key).await;
+    assert_eq!(contacts.body["total"], 21, "{}", contacts.body);
+    for c in contacts.body["data"].as_array().unwrap() {
+        if c["email"] != "keyed@example.com" {
+            assert!(c["data"]["round"].is_number(), "{c}");
+        }
+    }
+    assert_eq!(events_named(&app, &capped, "capped").await.len(), 5);
+}
+
 #[tokio::test]
 async fn event_endpoints() {
     let app = TestApp::spawn().await;
