@@ -197,9 +197,7 @@ impl Store {
                     .await?;
             }
             tx.insert_field_types(project.as_str(), &types, now).await?;
-            for e in &events {
-                tx.insert_event(e).await?;
-            }
+            tx.insert_events(&events).await?;
             if tx.checkpoint_job(lease, &checkpoint(&outcomes), progress, now).await? {
                 tx.commit().await?;
                 Some(outcomes)
@@ -273,9 +271,7 @@ impl Store {
                     }
                 }
             }
-            for e in &events {
-                tx.insert_event(e).await?;
-            }
+            tx.insert_events(&events).await?;
             let outcome = BulkOutcome {
                 found: found.iter().map(|(id, _)| id.clone()).collect(),
                 changed: changed.len(),

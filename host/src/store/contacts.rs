@@ -274,8 +274,12 @@ pub(crate) fn would_change(current: &Contact, change: &ContactChange) -> bool {
 pub(super) enum Current<'a> {
     /// Read in the transaction, locked with this suffix (the backend's `FOR UPDATE`).
     Read(&'a str),
-    /// As this same transaction last wrote it (a group writing one contact again): not read.
+    /// As this same transaction last read or wrote it (a group writing one contact again, or
+    /// reading its contacts at once): not read.
     Known(&'a Contact),
+    /// Read by this same transaction and missing: inserted without reading again (an insert that
+    /// meets a contact created since by another writer answers [`Attempt::Raced`]).
+    Absent,
 }
 
 /// What one contact write inside a transaction came to.
@@ -311,6 +315,7 @@ where
 {
     let current = match current {
         Current::Known(contact) => Some(contact.clone()),
+        Current::Absent => None,
         Current::Read(lock) => {
             let (column, key) = match target {
                 Target::Email(e) => ("email", e.as_str()),
@@ -526,28 +531,20 @@ impl Store {
         project: &ProjectId,
         upsert: &ContactUpsert,
     ) -> StoreResult<UpsertOutcome> {
-        self.upsert_contact_with(project, upsert, &Effects::default())
-            .await
-            .map(|(o, _)| o)
-    }
-
-    /// [`Store::upsert_contact`] that also records `effects` in the same transaction; answers the
-    /// stored tracked event when there is one.
-    #[tracing::instrument(level = "debug", skip(self, upsert, effects))]
-    pub async fn upsert_contact_with(
-        &self,
-        project: &ProjectId,
-        upsert: &ContactUpsert,
-        effects: &Effects<'_>,
-    ) -> StoreResult<(UpsertOutcome, Option<StoredEvent>)> {
         let req = Request {
             email: None,
             subscribed: upsert.subscribed,
             subscribed_default: upsert.subscribed_default,
             data: &upsert.data,
         };
-        self.write_contact(project, Target::Email(&upsert.email), &req, effects)
-            .await
+        self.write_contact(
+            project,
+            Target::Email(&upsert.email),
+            &req,
+            &Effects::default(),
+        )
+        .await
+        .map(|(o, _)| o)
     }
 
     /// Applies `change` to a contact, recording a subscription change with `source`.

@@ -37,34 +37,17 @@ impl From<EventRow> for StoredEvent {
     }
 }
 
-/// Inserts an event (its outbox row follows by trigger); binds id, project, contact, name, data,
-/// time.
-pub(super) const INSERT_EVENT: &str = "INSERT INTO events (id, project_id, contact_id, name, data, created_at) VALUES ($1, $2, $3, $4, $5, $6)";
+/// The most events one insert statement carries (six binds each, well under SQLite's 32,766 and
+/// PostgreSQL's 65,535); a longer list is inserted in several statements.
+pub(super) const MAX_EVENTS_PER_INSERT: usize = 1_000;
 
-/// [`INSERT_EVENT`] of `n` events in one statement.
+/// Inserts `n` events in one statement (their outbox rows follow by trigger); binds id, project,
+/// contact, name, data and time of each in turn.
 pub(super) fn insert_events_sql(n: usize) -> String {
-    if n == 1 {
-        return INSERT_EVENT.to_string();
-    }
-    let mut sql = String::from(
-        "INSERT INTO events (id, project_id, contact_id, name, data, created_at) VALUES ",
-    );
-    for i in 0..n {
-        if i > 0 {
-            sql.push_str(", ");
-        }
-        let b = 6 * i;
-        sql.push_str(&format!(
-            "(${}, ${}, ${}, ${}, ${}, ${})",
-            b + 1,
-            b + 2,
-            b + 3,
-            b + 4,
-            b + 5,
-            b + 6
-        ));
-    }
-    sql
+    format!(
+        "INSERT INTO events (id, project_id, contact_id, name, data, created_at) VALUES {}",
+        super::dialect::value_rows(1, n, 6)
+    )
 }
 
 const SELECT_EVENTS: &str = "SELECT e.id, e.project_id, e.contact_id, c.email AS contact_email, e.name, e.data, e.created_at \

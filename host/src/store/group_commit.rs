@@ -8,10 +8,11 @@
 //!
 //! Here every request that is waiting when the writer is free goes into one transaction (up to
 //! [`MAX_BATCH`]), in the order of its contact's address so that concurrent groups on PostgreSQL
-//! lock contacts in one order. Each request is still written by the one contact write
+//! lock contacts in one order. The group's contacts are read (and locked, in that order) by one
+//! statement per project at the start. Each request is still written by the one contact write
 //! (`contacts::write_contact_in`), so the rules are those of a single write; several requests for
-//! one contact see each other's writes in order, and only the first of them reads the contact
-//! (the others start from the contact as the group last wrote it). The group's events are
+//! one contact see each other's writes in order, each starting from the contact as the group
+//! read or last wrote it. The group's events are
 //! inserted in one statement, so that the triggers that run per statement (billing's metering on
 //! PostgreSQL) run once a group.
 //!
@@ -31,15 +32,15 @@
 //! never wait on each other's lock of one contact, which a burst of events for one contact would
 //! otherwise make them do in turn.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use serde_json::Value;
 use tokio::sync::{mpsc, oneshot};
 use tracing::Instrument;
 
 use super::contacts::{
-    Attempt, ContactRow, Current, Effects, IdempotencyClaim, MAX_ATTEMPTS, Request, Target,
-    field_types, write_contact_in,
+    Attempt, COLUMNS, ContactRow, Current, Effects, IdempotencyClaim, MAX_ATTEMPTS, Request,
+    Target, field_types, write_contact_in,
 };
 use super::dialect::BeginWrite;
 use super::statements::Statements;
@@ -183,10 +184,14 @@ fn refuses_one(err: &StoreError) -> bool {
     )
 }
 
+/// The field types a request's write saw for the first time (to remember once it is committed).
+type NewTypes<'p> = Vec<(&'p str, &'static str)>;
+
 /// How writing a group inside one transaction ended.
-enum GroupEnd {
-    /// Committed: each request's outcome, by position (with savepoints, a refusal among them).
-    Committed(Vec<GroupedOutcome>),
+enum GroupEnd<'p> {
+    /// Committed: each request's outcome and new field types, by position (with savepoints, a
+    /// refusal among them).
+    Committed(Vec<(GroupedOutcome, NewTypes<'p>)>),
     /// Without savepoints, a request was refused alone; nothing was committed.
     Refused,
 }
@@ -203,12 +208,18 @@ async fn write_group(store: &Store, mut batch: Vec<Pending>) {
     }
     match written {
         Ok(GroupEnd::Committed(outcomes)) => {
-            for (pending, outcome) in batch.into_iter().zip(outcomes) {
+            let mut replies = Vec::with_capacity(outcomes.len());
+            for (pending, (outcome, types)) in batch.iter().zip(outcomes) {
                 if let Ok((o, _)) = &outcome
                     && (o.created || o.updated)
                 {
-                    remember_types(store, &pending);
+                    store
+                        .known_fields
+                        .remember(pending.write.project.as_str(), &types);
                 }
+                replies.push(outcome);
+            }
+            for (pending, outcome) in batch.into_iter().zip(replies) {
                 let _ = pending.reply.send(outcome);
             }
         }
@@ -222,14 +233,6 @@ async fn write_group(store: &Store, mut batch: Vec<Pending>) {
             }
         }
     }
-}
-
-fn remember_types(store: &Store, pending: &Pending) {
-    let project = pending.write.project.as_str();
-    let types = store
-        .known_fields
-        .unknown(project, &field_types(&pending.write.upsert.data.set));
-    store.known_fields.remember(project, &types);
 }
 
 /// One request in a transaction of its own (a group that failed as a whole).
@@ -247,7 +250,11 @@ async fn write_alone(store: &Store, pending: &Pending) -> GroupedOutcome {
 /// Writes `batch` in one transaction. Without `savepoints`, the first request refused alone rolls
 /// the group back ([`GroupEnd::Refused`]); with them, each request is written under a savepoint
 /// of its own and a refused one is rolled back to it. `Err` for a failure of the whole group.
-async fn try_group(store: &Store, batch: &[Pending], savepoints: bool) -> StoreResult<GroupEnd> {
+async fn try_group<'p>(
+    store: &Store,
+    batch: &'p [Pending],
+    savepoints: bool,
+) -> StoreResult<GroupEnd<'p>> {
     let lock = super::dialect::for_update(store.db().backend());
     let end = on_db_write!(store.db(), pool => {
         let mut tx = pool.begin_write().await?;
@@ -269,20 +276,68 @@ async fn try_group(store: &Store, batch: &[Pending], savepoints: bool) -> StoreR
     Ok(end)
 }
 
-/// The contacts a group has written so far, as written, by project and address: a later request
-/// of the group for the same contact starts from it instead of reading it again (the group's
-/// transaction holds it: locked on PostgreSQL, the one writer on SQLite).
+/// The contacts of a group as it read them at the start or last wrote them, by project and
+/// address: a request starts from it instead of reading it (the group's transaction holds it:
+/// locked on PostgreSQL, the one writer on SQLite).
 type Written<'a> = HashMap<(&'a str, &'a str), Contact>;
+
+/// The most addresses one read of a group's contacts names.
+const READ_CHUNK: usize = 500;
+
+/// Reads (and locks, in address order, with `lock`) the contacts of `batch` (sorted by project
+/// and address) in one statement per project: answers those found and the addresses missing.
+async fn read_group<'p, DB>(
+    tx: &mut sqlx::Transaction<'_, DB>,
+    batch: &'p [Pending],
+    lock: &str,
+) -> StoreResult<(Written<'p>, HashSet<(&'p str, &'p str)>)>
+where
+    DB: sqlx::Database,
+    for<'e> &'e mut DB::Connection: sqlx::Executor<'e, Database = DB>,
+    for<'q> DB::Arguments<'q>: sqlx::IntoArguments<'q, DB>,
+    for<'q> &'q str: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+    for<'r> ContactRow: sqlx::FromRow<'r, DB::Row>,
+{
+    let mut keys: Vec<(&str, &str)> = batch
+        .iter()
+        .map(|p| (p.write.project.as_str(), p.write.upsert.email.as_str()))
+        .collect();
+    keys.dedup();
+    let mut found = Written::new();
+    let mut missing: HashSet<(&str, &str)> = keys.iter().copied().collect();
+    for project_keys in keys.chunk_by(|a, b| a.0 == b.0) {
+        let project = project_keys[0].0;
+        for chunk in project_keys.chunks(READ_CHUNK) {
+            let sql = format!(
+                "SELECT {COLUMNS} FROM contacts WHERE project_id = $1 AND email IN ({}) \
+                 ORDER BY email{lock}",
+                super::dialect::placeholders(2, chunk.len())
+            );
+            let mut q = sqlx::query_as::<_, ContactRow>(&sql).bind(project);
+            for (_, email) in chunk {
+                q = q.bind(*email);
+            }
+            for row in q.fetch_all(&mut **tx).await? {
+                let contact: Contact = row.into();
+                if let Some(&key) = chunk.iter().find(|(_, e)| *e == contact.email.as_str()) {
+                    missing.remove(&key);
+                    found.insert(key, contact);
+                }
+            }
+        }
+    }
+    Ok((found, missing))
+}
 
 /// Each request of `batch`, in order, inside `tx` (each under a savepoint with `savepoints`);
 /// `Ok(None)` at the first request refused alone without savepoints.
-async fn write_each_in<DB>(
+async fn write_each_in<'p, DB>(
     tx: &mut sqlx::Transaction<'_, DB>,
     store: &Store,
-    batch: &[Pending],
+    batch: &'p [Pending],
     lock: &str,
     savepoints: bool,
-) -> StoreResult<Option<Vec<GroupedOutcome>>>
+) -> StoreResult<Option<Vec<(GroupedOutcome, NewTypes<'p>)>>>
 where
     DB: sqlx::Database,
     for<'t> sqlx::Transaction<'t, DB>: Statements,
@@ -292,7 +347,7 @@ where
     for<'r> ContactRow: sqlx::FromRow<'r, DB::Row>,
 {
     let mut outcomes = Vec::with_capacity(batch.len());
-    let mut written = Written::new();
+    let (mut written, absent) = read_group(tx, batch, lock).await?;
     // Without savepoints, the group's events are inserted in one statement at the end.
     let mut events = Vec::new();
     for pending in batch {
@@ -302,29 +357,34 @@ where
         );
         let current = match written.get(&key) {
             Some(contact) => Current::Known(contact),
+            None if absent.contains(&key) => Current::Absent,
             None => Current::Read(lock),
         };
-        let outcome = if savepoints {
+        let (outcome, types) = if savepoints {
             let mut savepoint = sqlx::Acquire::begin(&mut *tx).await?;
-            let outcome = match write_one_in(&mut savepoint, store, pending, current).await {
-                Ok((outcome, tracked, events)) => savepoint
-                    .insert_events(&events)
-                    .await
-                    .map(|()| (outcome, tracked))
-                    .map_err(StoreError::from),
-                Err(err) => Err(err),
-            };
+            let (outcome, types) =
+                match write_one_in(&mut savepoint, store, pending, current, lock).await {
+                    Ok(one) => (
+                        savepoint
+                            .insert_events(&one.events)
+                            .await
+                            .map(|()| (one.outcome, one.tracked))
+                            .map_err(StoreError::from),
+                        one.types,
+                    ),
+                    Err(err) => (Err(err), Vec::new()),
+                };
             match &outcome {
                 Ok(_) => savepoint.commit().await?,
                 Err(err) if refuses_one(err) => savepoint.rollback().await?,
                 Err(_) => return outcome.map(|_| None),
             }
-            outcome
+            (outcome, types)
         } else {
-            match write_one_in(tx, store, pending, current).await {
-                Ok((outcome, tracked, mine)) => {
-                    events.extend(mine);
-                    Ok((outcome, tracked))
+            match write_one_in(tx, store, pending, current, lock).await {
+                Ok(one) => {
+                    events.extend(one.events);
+                    (Ok((one.outcome, one.tracked)), one.types)
                 }
                 Err(err) if refuses_one(&err) => return Ok(None),
                 Err(err) => return Err(err),
@@ -333,7 +393,7 @@ where
         if let Ok((o, _)) = &outcome {
             written.insert(key, o.contact.clone());
         }
-        outcomes.push(outcome);
+        outcomes.push((outcome, types));
     }
     match tx.insert_events(&events).await.map_err(StoreError::from) {
         Ok(()) => Ok(Some(outcomes)),
@@ -342,14 +402,26 @@ where
     }
 }
 
-/// One request inside `tx`, read again while another writer keeps creating its address; its
-/// events are the caller's to insert.
-async fn write_one_in<DB>(
+/// What [`write_one_in`] wrote of one request.
+struct OneWritten<'p> {
+    outcome: UpsertOutcome,
+    /// The stored tracked event, when the request tracks one.
+    tracked: Option<StoredEvent>,
+    /// The request's events, the caller's to insert.
+    events: Vec<StoredEvent>,
+    /// The field types the write saw for the first time.
+    types: NewTypes<'p>,
+}
+
+/// One request inside `tx` from `current`, read again (locked with `lock`) while another writer
+/// keeps creating its address.
+async fn write_one_in<'p, DB>(
     tx: &mut sqlx::Transaction<'_, DB>,
     store: &Store,
-    pending: &Pending,
-    current: Current<'_>,
-) -> StoreResult<(UpsertOutcome, Option<StoredEvent>, Vec<StoredEvent>)>
+    pending: &'p Pending,
+    mut current: Current<'_>,
+    lock: &str,
+) -> StoreResult<OneWritten<'p>>
 where
     DB: sqlx::Database,
     for<'t> sqlx::Transaction<'t, DB>: Statements,
@@ -367,18 +439,32 @@ where
     let (req, effects) = (pending.request(), pending.effects());
     for _ in 0..MAX_ATTEMPTS {
         match write_contact_in(tx, project, &target, current, &req, &effects, &types).await? {
-            Attempt::Written(outcome, tracked, events) => return Ok((outcome, tracked, events)),
-            Attempt::Unchanged(outcome, tracked) => return Ok((outcome, tracked, Vec::new())),
+            Attempt::Written(outcome, tracked, events) => {
+                return Ok(OneWritten {
+                    outcome,
+                    tracked,
+                    events,
+                    types,
+                });
+            }
+            Attempt::Unchanged(outcome, tracked) => {
+                return Ok(OneWritten {
+                    outcome,
+                    tracked,
+                    events: Vec::new(),
+                    types,
+                });
+            }
             // Another writer created the address since the read (only a contact that was read,
             // and missing, is inserted), and nothing was written: read it again.
-            Attempt::Raced => {}
+            Attempt::Raced => current = Current::Read(lock),
         }
     }
     Err(StoreError::Conflict(Conflict::ContactBusy))
 }
 
 impl Store {
-    /// [`Store::upsert_contact_with`] through the group writer: the write shares one transaction
+    /// [`Store::upsert_contact`] through the group writer: the write shares one transaction
     /// with the others waiting at the same time (see the module's doc); the answer comes once it
     /// is committed.
     #[tracing::instrument(level = "debug", skip_all)]

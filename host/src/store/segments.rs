@@ -739,7 +739,6 @@ impl Store {
     ) -> StoreResult<(usize, i64, Option<String>)> {
         let project = segment.project_id.as_str();
         let id = segment.id.as_str();
-        let write = if enter { INSERT_MEMBER } else { DELETE_MEMBER };
         let now = now_ms();
         let outcome = on_db_write!(self.db(), pool => {
             let mut tx = pool.begin_write().await?;
@@ -747,30 +746,33 @@ impl Store {
                 .fetch_all(&mut *tx)
                 .await?;
             let mut seen = HashSet::new();
-            let mut changed = 0i64;
-            for contact in &ids {
-                if !seen.insert(contact.as_str()) {
-                    continue;
-                }
-                let mut q = sqlx::query(write).bind(project).bind(id).bind(contact.as_str());
-                if enter {
-                    q = q.bind(now);
-                }
-                let n = q.execute(&mut *tx).await?.rows_affected();
-                if n == 0 {
-                    continue;
-                }
-                changed += 1;
-                tx.insert_event(&membership_event(
-                    &segment.project_id,
-                    ContactId::from_trusted(contact.clone()),
-                    id,
-                    &segment.name,
-                    enter,
-                    now,
-                ))
-                .await?;
-            }
+            let unique: Vec<&str> = ids
+                .iter()
+                .map(String::as_str)
+                .filter(|c| seen.insert(*c))
+                .collect();
+            let written: HashSet<String> = tx
+                .write_members(project, id, &unique, enter.then_some(now))
+                .await?
+                .into_iter()
+                .collect();
+            // The chunk's entry or exit events, in id order, inserted together.
+            let events: Vec<StoredEvent> = unique
+                .iter()
+                .filter(|c| written.contains(**c))
+                .map(|c| {
+                    membership_event(
+                        &segment.project_id,
+                        ContactId::from_trusted(c.to_string()),
+                        id,
+                        &segment.name,
+                        enter,
+                        now,
+                    )
+                })
+                .collect();
+            let changed = events.len() as i64;
+            tx.insert_events(&events).await?;
             tx.commit().await?;
             (ids.len(), changed, ids.last().cloned())
         });
@@ -906,48 +908,66 @@ impl Store {
             .await?
             .into_iter()
             .collect();
-            let mut changes = Vec::new();
-            // Each segment's count moves once per transaction (in id order, as every
-            // transaction does), by the sum of its changes.
-            let mut deltas: Vec<i64> = vec![0; segments.len()];
+            // What each contact's answer changes (segment, contact, enters), in contact order.
+            let mut wanted: Vec<(usize, &ContactId, bool)> = Vec::new();
             for contact in &live {
-                let wanted = decide(contact, segments);
-                for ((segment, want), delta) in segments.iter().zip(wanted).zip(deltas.iter_mut()) {
+                let answers = decide(contact, segments);
+                for (i, (segment, want)) in segments.iter().zip(answers).enumerate() {
                     let Some(want) = want else { continue };
                     if !current.contains(segment.id.as_str())
                         || want == contact.memberships.contains(segment.id.as_str())
                     {
                         continue;
                     }
-                    let id = &contact.contact.id;
-                    let mut q = sqlx::query(if want { INSERT_MEMBER } else { DELETE_MEMBER })
-                        .bind(project.as_str())
-                        .bind(segment.id.as_str())
-                        .bind(id.as_str());
-                    if want {
-                        q = q.bind(now);
-                    }
-                    if q.execute(&mut *tx).await?.rows_affected() == 0 {
+                    wanted.push((i, &contact.contact.id, want));
+                }
+            }
+            // The rows each statement wrote (a compute may have written one since the read),
+            // by segment.
+            let mut written: Vec<HashSet<String>> = vec![HashSet::new(); segments.len()];
+            for (i, segment) in segments.iter().enumerate() {
+                for enters in [true, false] {
+                    let these: Vec<&str> = wanted
+                        .iter()
+                        .filter(|(s, _, e)| *s == i && *e == enters)
+                        .map(|(_, c, _)| c.as_str())
+                        .collect();
+                    if these.is_empty() {
                         continue;
                     }
-                    *delta += if want { 1 } else { -1 };
-                    tx.insert_event(&membership_event(
-                        project,
-                        id.clone(),
-                        segment.id.as_str(),
-                        &segment.name,
-                        want,
-                        now,
-                    ))
-                    .await?;
-                    changes.push((
-                        id.clone(),
-                        MembershipChange {
-                            segment_id: segment.id.clone(),
-                            entered: want,
-                        },
-                    ));
+                    let at = enters.then_some(now);
+                    written[i].extend(
+                        tx.write_members(project.as_str(), segment.id.as_str(), &these, at)
+                            .await?,
+                    );
                 }
+            }
+            // Each segment's count moves once per transaction (in id order, as every
+            // transaction does), by the sum of its changes; the events go in one insert.
+            let mut deltas: Vec<i64> = vec![0; segments.len()];
+            let mut events = Vec::new();
+            let mut changes = Vec::new();
+            for (i, id, want) in wanted {
+                if !written[i].contains(id.as_str()) {
+                    continue;
+                }
+                let segment = &segments[i];
+                deltas[i] += if want { 1 } else { -1 };
+                events.push(membership_event(
+                    project,
+                    id.clone(),
+                    segment.id.as_str(),
+                    &segment.name,
+                    want,
+                    now,
+                ));
+                changes.push((
+                    id.clone(),
+                    MembershipChange {
+                        segment_id: segment.id.clone(),
+                        entered: want,
+                    },
+                ));
             }
             for (segment, delta) in segments.iter().zip(deltas) {
                 if delta != 0 {
@@ -959,6 +979,7 @@ impl Store {
                         .await?;
                 }
             }
+            tx.insert_events(&events).await?;
             tx.commit().await?;
             changes
         });
@@ -1015,14 +1036,32 @@ where
     Ok(())
 }
 
-/// Adds one contact (`$3`) to a segment (`$2`) of a project (`$1`) at `$4`; a member already
-/// there changes nothing.
-const INSERT_MEMBER: &str = "INSERT INTO segment_members (segment_id, contact_id, project_id, added_at) \
-     VALUES ($2, $3, $1, $4) ON CONFLICT (segment_id, contact_id) DO NOTHING";
+/// The most contacts one membership statement names ([`add_members_sql`],
+/// [`remove_members_sql`]; `Statements::write_members`).
+pub(super) const MEMBERS_PER_STATEMENT: usize = 500;
 
-/// Removes one contact (`$3`) from a segment (`$2`) of a project (`$1`).
-const DELETE_MEMBER: &str =
-    "DELETE FROM segment_members WHERE project_id = $1 AND segment_id = $2 AND contact_id = $3";
+/// Adds `n` contacts (`$4`…) to a segment (`$2`) of a project (`$1`) at a time (`$3`), leaving
+/// members as they are; returns the contact of each row added.
+pub(super) fn add_members_sql(n: usize) -> String {
+    let rows = (0..n)
+        .map(|i| format!("($2, ${}, $1, $3)", 4 + i))
+        .collect::<Vec<_>>()
+        .join(", ");
+    format!(
+        "INSERT INTO segment_members (segment_id, contact_id, project_id, added_at) VALUES {rows} \
+         ON CONFLICT (segment_id, contact_id) DO NOTHING RETURNING contact_id"
+    )
+}
+
+/// Removes `n` contacts (`$3`…) from a segment (`$2`) of a project (`$1`); returns the contact
+/// of each row removed.
+pub(super) fn remove_members_sql(n: usize) -> String {
+    format!(
+        "DELETE FROM segment_members WHERE project_id = $1 AND segment_id = $2 \
+         AND contact_id IN ({}) RETURNING contact_id",
+        placeholders(3, n)
+    )
+}
 
 /// The tracked dynamic segments of a project (`$1`; `$2` is the dynamic type), in id order.
 fn tracked_segments_sql() -> String {

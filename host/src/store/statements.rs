@@ -38,8 +38,20 @@ pub(crate) trait Statements {
     /// Inserts an event.
     async fn insert_event(&mut self, event: &StoredEvent) -> sqlx::Result<()>;
 
-    /// Inserts events in one statement (none: no statement).
+    /// Inserts events in one statement per [`super::events::MAX_EVENTS_PER_INSERT`] (none: no
+    /// statement).
     async fn insert_events(&mut self, events: &[StoredEvent]) -> sqlx::Result<()>;
+
+    /// Adds `contacts` to a segment of `project` at `entered_at` (`Some`; those already members
+    /// are left as they are) or removes them (`None`); answers the contacts added or removed, in
+    /// no particular order.
+    async fn write_members(
+        &mut self,
+        project: &str,
+        segment: &str,
+        contacts: &[&str],
+        entered_at: Option<i64>,
+    ) -> sqlx::Result<Vec<String>>;
 
     /// Records the first type seen of each custom field key (`(key, type)` pairs).
     async fn insert_field_types(
@@ -126,35 +138,50 @@ where
     for<'r> (String,): sqlx::FromRow<'r, DB::Row>,
 {
     async fn insert_event(&mut self, e: &StoredEvent) -> sqlx::Result<()> {
-        sqlx::query(super::events::INSERT_EVENT)
-            .bind(e.id.as_str())
-            .bind(e.project_id.as_str())
-            .bind(e.contact_id.as_ref().map(|c| c.as_str()))
-            .bind(e.name.as_str())
-            .bind(Json(&e.data))
-            .bind(e.created_at)
-            .execute(&mut **self)
-            .await?;
-        Ok(())
+        self.insert_events(std::slice::from_ref(e)).await
     }
 
     async fn insert_events(&mut self, events: &[StoredEvent]) -> sqlx::Result<()> {
-        if events.is_empty() {
-            return Ok(());
+        for chunk in events.chunks(super::events::MAX_EVENTS_PER_INSERT) {
+            let sql = super::events::insert_events_sql(chunk.len());
+            let mut q = sqlx::query(&sql);
+            for e in chunk {
+                q = q
+                    .bind(e.id.as_str())
+                    .bind(e.project_id.as_str())
+                    .bind(e.contact_id.as_ref().map(|c| c.as_str()))
+                    .bind(e.name.as_str())
+                    .bind(Json(&e.data))
+                    .bind(e.created_at);
+            }
+            q.execute(&mut **self).await?;
         }
-        let sql = super::events::insert_events_sql(events.len());
-        let mut q = sqlx::query(&sql);
-        for e in events {
-            q = q
-                .bind(e.id.as_str())
-                .bind(e.project_id.as_str())
-                .bind(e.contact_id.as_ref().map(|c| c.as_str()))
-                .bind(e.name.as_str())
-                .bind(Json(&e.data))
-                .bind(e.created_at);
-        }
-        q.execute(&mut **self).await?;
         Ok(())
+    }
+
+    async fn write_members(
+        &mut self,
+        project: &str,
+        segment: &str,
+        contacts: &[&str],
+        entered_at: Option<i64>,
+    ) -> sqlx::Result<Vec<String>> {
+        let mut written = Vec::with_capacity(contacts.len());
+        for chunk in contacts.chunks(super::segments::MEMBERS_PER_STATEMENT) {
+            let sql = match entered_at {
+                Some(_) => super::segments::add_members_sql(chunk.len()),
+                None => super::segments::remove_members_sql(chunk.len()),
+            };
+            let mut q = sqlx::query_scalar(&sql).bind(project).bind(segment);
+            if let Some(at) = entered_at {
+                q = q.bind(at);
+            }
+            for contact in chunk {
+                q = q.bind(*contact);
+            }
+            written.extend(q.fetch_all(&mut **self).await?);
+        }
+        Ok(written)
     }
 
     async fn insert_field_types(
