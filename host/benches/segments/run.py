@@ -25,7 +25,6 @@ Needs a release build (cargo build --release; CARGO_TARGET_DIR is honoured), pyt
 module, psql, and PostgreSQL on 127.0.0.1:5432 for the second half (skipped with a note when
 unreachable). HERALD_BIN runs another binary (a debug build, for a quick check of the script).
 """
-import http.client
 import json
 import os
 import shutil
@@ -40,6 +39,8 @@ import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 
 ROOT = os.path.dirname(os.path.abspath(__file__)) + "/../../.."
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from keepalive import Api  # noqa: E402
 BIN = os.environ.get("HERALD_BIN") or (
     os.environ.get("CARGO_TARGET_DIR", os.path.join(ROOT, "target")) + "/release/herald"
 )
@@ -50,24 +51,7 @@ PG = "postgres://postgres@127.0.0.1:5432"
 DAY = 86_400_000
 
 
-_local = threading.local()
-
-
-def call(method, path, key, body=None):
-    """One request on this thread's kept-alive connection; fails loudly on an error status."""
-    conn = getattr(_local, "conn", None)
-    if conn is None:
-        conn = _local.conn = http.client.HTTPConnection("127.0.0.1", PORT, timeout=600)
-    headers = {"Authorization": f"Bearer {key}"}
-    payload = None
-    if body is not None:
-        payload, headers["Content-Type"] = json.dumps(body), "application/json"
-    conn.request(method, path, body=payload, headers=headers)
-    reply = conn.getresponse()
-    text = reply.read()
-    if reply.status >= 400:
-        raise RuntimeError(f"{method} {path}: {reply.status} {text[:300]!r}")
-    return json.loads(text) if text else None
+call = Api(PORT)
 
 
 class Db:
@@ -212,7 +196,7 @@ def live_path(db, key, project):
 
 def bench(label, url, work):
     print(f"### {label}: {N:,} contacts")
-    _local.conn = None
+    call.reset()
     init = json.loads(subprocess.run([BIN, "init", "--json", "--database-url", url, "--data-dir", work], capture_output=True, text=True, check=True).stdout)
     key = init["secretKey"]
     db = Db(url, work)

@@ -21,7 +21,6 @@ earlier commit's build beside this one.)
 Needs a release build (cargo build --release) and PostgreSQL on 127.0.0.1:5432 for the second
 half (skipped with a note when unreachable).
 """
-import http.client
 import json
 import os
 import shutil
@@ -29,12 +28,13 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 
 ROOT = os.path.dirname(os.path.abspath(__file__)) + "/../../.."
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from keepalive import Api  # noqa: E402
 BIN = os.environ.get("HERALD_BIN") or (
     os.environ.get("CARGO_TARGET_DIR", os.path.join(ROOT, "target")) + "/release/herald"
 )
@@ -45,25 +45,7 @@ RATE = int(sys.argv[2]) if len(sys.argv) > 2 else 1000
 SECONDS = int(sys.argv[3]) if len(sys.argv) > 3 else 10
 
 
-_local = threading.local()
-
-
-def call(method, path, key, body=None):
-    """One request on this thread's kept-alive connection (a new TCP connection a request cost
-    the client more CPU than the server, on the same 2 cores); fails loudly on an error status."""
-    conn = getattr(_local, "conn", None)
-    if conn is None:
-        conn = _local.conn = http.client.HTTPConnection("127.0.0.1", PORT, timeout=60)
-    headers = {"Authorization": f"Bearer {key}"}
-    payload = None
-    if body is not None:
-        payload, headers["Content-Type"] = json.dumps(body), "application/json"
-    conn.request(method, path, body=payload, headers=headers)
-    reply = conn.getresponse()
-    text = reply.read()
-    if reply.status >= 400:
-        raise RuntimeError(f"{method} {path}: {reply.status} {text[:300]!r}")
-    return json.loads(text) if text else None
+call = Api(PORT, timeout=60)
 
 
 def query(url, data_dir, sql):
@@ -138,7 +120,7 @@ def wait_exited(key, wf, n, limit=600):
 
 def bench(name, url):
     """`url` None: SQLite in the data directory."""
-    _local.__dict__.pop("conn", None)  # a connection to the previous server
+    call.reset()  # a connection to the previous server
     data = tempfile.mkdtemp()
     db_args = ["--database-url", url] if url else []
     try:
