@@ -586,22 +586,34 @@ impl Store {
     }
 
     /// The attachments of a request's shared content.
+    ///
+    /// The content is megabytes where a row is usually bytes, so the connection that read it
+    /// shrinks its buffers before it goes back to the pool: a PostgreSQL connection's read
+    /// buffer would otherwise stay as large as the largest row it ever received, one such buffer
+    /// per pooled connection.
     #[tracing::instrument(level = "debug", skip(self))]
     pub async fn email_content(&self, id: &str) -> StoreResult<Option<String>> {
         let row = on_db!(self.db(), pool => {
-            sqlx::query_scalar("SELECT attachments FROM email_contents WHERE id = $1")
+            let mut conn = pool.acquire().await?;
+            let row = sqlx::query_scalar("SELECT attachments FROM email_contents WHERE id = $1")
                 .bind(id)
-                .fetch_optional(pool)
-                .await?
+                .fetch_optional(&mut *conn)
+                .await;
+            sqlx::Connection::shrink_buffers(&mut *conn);
+            row?
         });
         Ok(row)
     }
 
-    /// The size in bytes of a shared content's stored attachments (0 when it is gone).
+    /// The size in bytes of a shared content's stored attachments (0 when it is gone), without
+    /// reading them: `octet_length` of a column is answered from the row's header on SQLite
+    /// (where `LENGTH` of text reads the whole value to count its characters, a copy of megabytes
+    /// for every message of a batch, before the hand-off budget is even asked) and from the
+    /// TOAST pointer on PostgreSQL.
     #[tracing::instrument(level = "debug", skip(self))]
     pub async fn email_content_size(&self, id: &str) -> StoreResult<u64> {
         let n: Option<i64> = on_db!(self.db(), pool => {
-            sqlx::query_scalar("SELECT CAST(LENGTH(attachments) AS BIGINT) FROM email_contents WHERE id = $1")
+            sqlx::query_scalar("SELECT CAST(octet_length(attachments) AS BIGINT) FROM email_contents WHERE id = $1")
                 .bind(id)
                 .fetch_optional(pool)
                 .await?
