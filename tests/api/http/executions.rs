@@ -1134,6 +1134,36 @@ async fn count(url: &str, sql: &str) -> i64 {
     }
 }
 
+/// The rows of `sql`, one text column each.
+async fn texts(url: &str, sql: &str) -> Vec<String> {
+    use sqlx::Connection;
+    if url.starts_with("postgres") {
+        let mut c = sqlx::PgConnection::connect(url).await.unwrap();
+        sqlx::query_scalar(sql).fetch_all(&mut c).await.unwrap()
+    } else {
+        let mut c = sqlx::SqliteConnection::connect(url).await.unwrap();
+        sqlx::query_scalar(sql).fetch_all(&mut c).await.unwrap()
+    }
+}
+
+/// What the engine's tables hold, for a test that waited in vain: executions and step runs by
+/// status, jobs by kind, state and attempts, and the distinct errors recorded.
+async fn engine_report(url: &str) -> String {
+    let queries = [
+        "SELECT status || ': ' || CAST(COUNT(*) AS TEXT) FROM workflow_executions GROUP BY status",
+        "SELECT status || ': ' || CAST(COUNT(*) AS TEXT) FROM workflow_step_runs GROUP BY status",
+        "SELECT kind || ' ' || state || ' attempts ' || CAST(attempts AS TEXT) || ': ' || \
+         CAST(COUNT(*) AS TEXT) FROM jobs GROUP BY kind, state, attempts",
+        "SELECT DISTINCT 'step run: ' || error FROM workflow_step_runs WHERE error IS NOT NULL",
+        "SELECT DISTINCT 'job: ' || last_error FROM jobs WHERE last_error IS NOT NULL",
+    ];
+    let mut report = Vec::new();
+    for sql in queries {
+        report.extend(texts(url, sql).await.into_iter().take(12));
+    }
+    report.join("\n")
+}
+
 /// Tracks `event` for `n` new contacts, eight requests at a time, alternating over `apps`.
 async fn track_many(apps: &[&TestApp], p: &TestProject, event: &str, n: usize) {
     use futures::StreamExt;
@@ -1269,7 +1299,12 @@ async fn a_server_killed_mid_workflows_finishes_after_restart_without_doubles() 
     .await
         < n / 4
     {
-        assert!(Instant::now() < deadline, "the executions do not advance");
+        if Instant::now() >= deadline {
+            panic!(
+                "the executions do not advance:\n{}",
+                engine_report(&url).await
+            );
+        }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     doomed.kill();
@@ -1294,13 +1329,18 @@ async fn a_server_killed_mid_workflows_finishes_after_restart_without_doubles() 
     .await
         < n
     {
-        assert!(
-            Instant::now() < deadline,
-            "not every execution finished after the restart"
-        );
+        if Instant::now() >= deadline {
+            panic!(
+                "not every execution finished after the restart:\n{}",
+                engine_report(&url).await
+            );
+        }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     exactly_once(&url, n).await;
+    // The report a stalled run would print reads the same tables.
+    let report = engine_report(&url).await;
+    assert!(report.contains(&format!("COMPLETED: {n}")), "{report}");
     second.stop().await;
 }
 
