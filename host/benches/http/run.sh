@@ -4,6 +4,7 @@
 # Usage: host/benches/http/run.sh [duration, default 20s]
 #        ONLY=verify host/benches/http/run.sh 15s    # one section: contacts, verify, send, million or attachments
 #        DEFAULTS=1 ONLY=send host/benches/http/run.sh  # the queue and SMTP pool at their defaults
+#        BACKEND=postgres ONLY=send host/benches/http/run.sh  # one database: sqlite or postgres
 # Needs: wrk (apt-get install wrk), python3, a release build (cargo build --release),
 # PostgreSQL on 127.0.0.1:5432 for the second half. The server and wrk share the machine's
 # cores. /v1/verify asks a loopback DNS server (dnsd.py, started here), never the network's.
@@ -212,8 +213,10 @@ PY
   kill $SERVER; wait $SERVER 2>/dev/null || true
 }
 
-bench_backend sqlite "sqlite://$WORK/bench.db"
-if pg_isready -h 127.0.0.1 -p 5432 -q; then
+[ "${BACKEND:-sqlite}" = sqlite ] && bench_backend sqlite "sqlite://$WORK/bench.db"
+if [ "${BACKEND:-postgres}" != postgres ]; then
+  :
+elif pg_isready -h 127.0.0.1 -p 5432 -q; then
   DB="herald_bench_$$"
   psql -h 127.0.0.1 -U postgres -qc "CREATE DATABASE $DB"
   bench_backend postgres "postgres://postgres@127.0.0.1:5432/$DB"

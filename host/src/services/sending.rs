@@ -34,7 +34,7 @@ use crate::services::sending_domains::Sender;
 use crate::store::contacts::{Plan, field_types, plan_upsert};
 use crate::store::domains::SigningDomain;
 use crate::store::emails::{EmailContent, NewEmail, PreparedSend};
-use crate::store::idempotency::IdempotentWrite;
+use crate::store::group_commit::{GroupedSend, OwnedResponse};
 use crate::store::{Conflict, Store, StoreError};
 
 /// The default hand-off memory budget (`sending.hand_off_memory_mb`), in kilobytes.
@@ -265,20 +265,23 @@ impl Sending {
         idempotency: Option<&Idempotency<'_>>,
     ) -> Result<Option<Vec<QueuedEmail>>, SendError> {
         let (prepared, queued) = self.prepare_send(project, plan).await?;
-        let response = idempotency.map(|i| (i.respond)(&queued));
-        let write = idempotency
-            .zip(response.as_ref())
-            .map(|(i, response)| IdempotentWrite {
-                key: i.key,
-                endpoint: i.endpoint,
-                request_hash: i.request_hash,
-                status: 200,
-                response,
-            });
-        let max_attempts = crate::store::emails::DELIVER_MAX_ATTEMPTS;
+        let idempotency = idempotency.map(|i| OwnedResponse {
+            key: i.key.to_string(),
+            endpoint: i.endpoint.to_string(),
+            request_hash: i.request_hash.to_string(),
+            status: 200,
+            response: (i.respond)(&queued),
+        });
+        // On SQLite, a send to one recipient shares a transaction with the other writes waiting
+        // then (`Store::commit_send_grouped`); every other send is written alone.
         let wrote = self
             .store
-            .commit_send(&project.id, &prepared, max_attempts, write)
+            .commit_send_grouped(GroupedSend {
+                project: project.id.clone(),
+                send: prepared,
+                max_attempts: crate::store::emails::DELIVER_MAX_ATTEMPTS,
+                idempotency,
+            })
             .await?;
         Ok(wrote.then_some(queued))
     }

@@ -265,37 +265,15 @@ async fn concurrent_tracks_are_grouped_without_loss_and_refusals_stay_their_own(
     let app = TestApp::spawn().await;
     let p = app.project().await;
     let capped = app.project().await;
-    let path = format!("/users/@me/projects/{}/billing-limits", capped.id);
-    let r = app
-        .call_with(
-            &capped.owner,
-            Method::PUT,
-            &path,
-            None,
-            Some(json!({ "events": 5 })),
-            &[],
-        )
-        .await;
-    assert_eq!(r.status, 200, "{}", r.body);
-
-    let post = |key: String, body: Value, idem: Option<&'static str>| {
-        let client = app.client.clone();
-        let url = app.url("/v1/track");
-        tokio::spawn(async move {
-            let mut req = client.post(url).bearer_auth(key).json(&body);
-            if let Some(idem) = idem {
-                req = req.header("Idempotency-Key", idem);
-            }
-            crate::support::harness::read(req.send().await.unwrap()).await
-        })
-    };
+    capped.cap(&app, json!({ "events": 5 })).await;
+    let post = |key: &str, body: Value, idem| app.spawn_post("/v1/track", key, body, idem);
     let mut ours = Vec::new();
     let mut theirs = Vec::new();
     let mut keyed = Vec::new();
     for round in 0..5 {
         for c in 0..20 {
             ours.push(post(
-                p.public_key.clone(),
+                &p.public_key,
                 json!({ "email": format!("g{c}@example.com"), "event": "grouped",
                         "data": { "round": round } }),
                 None,
@@ -303,13 +281,13 @@ async fn concurrent_tracks_are_grouped_without_loss_and_refusals_stay_their_own(
         }
         for c in 0..4 {
             theirs.push(post(
-                capped.public_key.clone(),
+                &capped.public_key,
                 json!({ "email": format!("cap{c}@example.com"), "event": "capped" }),
                 None,
             ));
         }
         keyed.push(post(
-            p.public_key.clone(),
+            &p.public_key,
             json!({ "email": "keyed@example.com", "event": "keyed" }),
             Some("one-key"),
         ));

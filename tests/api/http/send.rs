@@ -1392,3 +1392,114 @@ async fn concurrent_sends_to_many_new_and_shared_recipients_all_succeed() {
     .await;
     assert_eq!(emails, 8 * 50);
 }
+
+/// Concurrent sends to one recipient share write transactions with each other and with tracks
+/// (group commit): each send is written once with its own email, sends and tracks for one
+/// contact all leave their data on it, racing sends with one key send once, and another
+/// project's refusals (its emails cap) fail only its own sends.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_single_recipient_sends_are_grouped_without_loss_and_refusals_stay_their_own() {
+    let Setup { dns, smtp, app, p } = setup(|_| {}).await;
+    let capped = app.project().await;
+    verified_domain(&app, &capped, &dns, "capped.test").await;
+    capped.cap(&app, json!({ "emails": 5 })).await;
+    let post = |path, key: &str, body: Value, idem| app.spawn_post(path, key, body, idem);
+    let (mut ours, mut tracks, mut theirs, mut keyed) = (vec![], vec![], vec![], vec![]);
+    for round in 0..3 {
+        for c in 0..20 {
+            let to = format!("g{c}@example.com");
+            ours.push(post(
+                "/v1/send",
+                &p.secret_key,
+                json!({ "to": to, "from": "hello@acme.test", "subject": "s", "body": "b",
+                        "data": { format!("sent{round}"): round } }),
+                None,
+            ));
+            tracks.push(post(
+                "/v1/track",
+                &p.public_key,
+                json!({ "email": to, "event": "seen", "data": { format!("seen{round}"): round } }),
+                None,
+            ));
+        }
+        for c in 0..4 {
+            theirs.push(post(
+                "/v1/send",
+                &capped.secret_key,
+                json!({ "to": format!("cap{c}@example.com"), "from": "hello@capped.test",
+                        "subject": "s", "body": "b" }),
+                None,
+            ));
+        }
+        for _ in 0..2 {
+            keyed.push(post(
+                "/v1/send",
+                &p.secret_key,
+                json!({ "to": "keyed@example.com", "from": "hello@acme.test", "subject": "s",
+                        "body": "b" }),
+                Some("one-send"),
+            ));
+        }
+    }
+    let mut email_ids = std::collections::HashSet::new();
+    for t in ours {
+        let r = t.await.unwrap();
+        assert_eq!(r.status, 200, "{}", r.body);
+        let id = r.body["data"]["emails"][0]["email"].as_str().unwrap();
+        assert!(email_ids.insert(id.to_string()), "one email a send");
+    }
+    for t in tracks {
+        let r = t.await.unwrap();
+        assert_eq!(r.status, 200, "{}", r.body);
+    }
+    let (mut taken, mut refused) = (0, 0);
+    for t in theirs {
+        let r = t.await.unwrap();
+        match r.status.as_u16() {
+            200 => taken += 1,
+            429 => {
+                assert_eq!(r.body["error"], "BILLING_LIMIT_EXCEEDED", "{}", r.body);
+                refused += 1;
+            }
+            other => panic!("{other}: {}", r.body),
+        }
+    }
+    assert_eq!((taken, refused), (5, 7), "the cap holds exactly");
+    let mut first = None;
+    for t in keyed {
+        let r = t.await.unwrap();
+        assert!(
+            r.status == 200 || r.status == 409,
+            "{}: {}",
+            r.status,
+            r.body
+        );
+        if r.status == 200 {
+            let body = r.body["data"].clone();
+            assert_eq!(*first.get_or_insert(body.clone()), body, "one response");
+        }
+    }
+    assert!(first.is_some(), "one keyed send went through");
+
+    let project = &p.id;
+    let emails = count(
+        &app,
+        &format!("SELECT COUNT(*) FROM emails WHERE project_id = '{project}'"),
+    )
+    .await;
+    assert_eq!(emails, 60 + 1, "each send once");
+    let contacts = app.get("/contacts?limit=100", &p.secret_key).await;
+    assert_eq!(contacts.body["total"], 21, "{}", contacts.body);
+    for c in contacts.body["data"].as_array().unwrap() {
+        if c["email"] == "keyed@example.com" {
+            continue;
+        }
+        for round in 0..3 {
+            assert_eq!(c["data"][format!("sent{round}")], round, "{c}");
+            assert_eq!(c["data"][format!("seen{round}")], round, "{c}");
+        }
+    }
+    received(&smtp, 60 + 1 + 5).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(smtp.log.lock().unwrap().data.len(), 66, "each sent once");
+}

@@ -263,6 +263,26 @@ impl TestApp {
         self.call(Method::DELETE, path, Some(key), None).await
     }
 
+    /// Starts a `POST` of `body` to `path` with `key` (and an `Idempotency-Key`) on a task of its
+    /// own, so that many run at once; its reply comes with the task.
+    pub fn spawn_post(
+        &self,
+        path: &str,
+        key: &str,
+        body: Value,
+        idempotency_key: Option<&'static str>,
+    ) -> tokio::task::JoinHandle<Reply> {
+        let mut req = self
+            .client
+            .post(self.url(path))
+            .bearer_auth(key)
+            .json(&body);
+        if let Some(idem) = idempotency_key {
+            req = req.header("Idempotency-Key", idem);
+        }
+        tokio::spawn(async move { read(req.send().await.unwrap()).await })
+    }
+
     /// Signs a new user up and returns a cookie-carrying client.
     pub async fn user(&self, email: &str) -> reqwest::Client {
         let client = reqwest::Client::builder()
@@ -417,6 +437,15 @@ impl TestProject {
             .await;
         assert!(r.status.is_success(), "{}", r.body);
         r.body["id"].as_str().unwrap().to_string()
+    }
+
+    /// Sets the project's billing caps (`{"emails": 5}`, …) as its owner.
+    pub async fn cap(&self, app: &TestApp, limits: Value) {
+        let path = format!("/users/@me/projects/{}/billing-limits", self.id);
+        let r = app
+            .call_with(&self.owner, Method::PUT, &path, None, Some(limits), &[])
+            .await;
+        assert_eq!(r.status, 200, "{}", r.body);
     }
 }
 
