@@ -283,6 +283,81 @@ impl DkimKey {
     }
 }
 
+/// A freshly generated Ed25519 DKIM key (RFC 8463), which signs beside the RSA key.
+pub struct Ed25519DkimKey {
+    /// The selector, `herald<6 hex>-ed25519` (its own: one selector's record holds one key).
+    pub selector: String,
+    /// The private key: base64 of its PKCS#8 document; stored, used to sign, never shown.
+    pub private_pkcs8: String,
+    /// The public key for the `p=` tag: base64 of the raw 32 bytes (RFC 8463 section 4).
+    pub public_base64: String,
+}
+
+impl Ed25519DkimKey {
+    /// Generates a key with a fresh selector.
+    pub fn generate() -> Result<Ed25519DkimKey, String> {
+        use mail_auth::common::crypto::Ed25519Key;
+        use rand::RngCore;
+        let engine = base64::engine::general_purpose::STANDARD;
+        let pkcs8 = Ed25519Key::generate_pkcs8().map_err(|e| e.to_string())?;
+        let public = Ed25519Key::from_pkcs8_der(&pkcs8)
+            .map_err(|e| e.to_string())?
+            .public_key();
+        let mut tag = [0u8; 3];
+        rand::thread_rng().fill_bytes(&mut tag);
+        Ok(Ed25519DkimKey {
+            selector: format!("herald{}-ed25519", hex::encode(tag)),
+            private_pkcs8: engine.encode(pkcs8),
+            public_base64: engine.encode(public),
+        })
+    }
+}
+
+/// The name of a DKIM key's TXT record: `<selector>._domainkey.<domain>`.
+pub fn dkim_record_name(domain: &str, selector: &str) -> String {
+    format!("{selector}._domainkey.{domain}")
+}
+
+/// The TXT record of a domain's Ed25519 key, not looked up yet. It is recommended, not required:
+/// the domain verifies and sends, signed with RSA, without it, and mail is signed with the
+/// Ed25519 key as well once the record is found.
+pub fn ed25519_record(domain: &str, selector: &str, public_base64: &str) -> DnsRecordState {
+    DnsRecordState {
+        record_type: "TXT".into(),
+        name: dkim_record_name(domain, selector),
+        value: format!("v=DKIM1; k=ed25519; p={public_base64}"),
+        required: false,
+        status: RecordStatus::Pending,
+        found: Vec::new(),
+    }
+}
+
+/// The state of an Ed25519 key's record from the TXT values `found` at its name: verified when
+/// one names `k=ed25519` and the key; failed when one is another DKIM key; pending otherwise.
+pub fn ed25519_record_status(found: &[String], public_base64: &str) -> RecordStatus {
+    let squash = |s: &str| -> String {
+        s.chars()
+            .filter(|c| !c.is_whitespace())
+            .collect::<String>()
+            .to_ascii_lowercase()
+    };
+    let key = format!("p={}", squash(public_base64));
+    let values: Vec<String> = found.iter().map(|v| squash(v)).collect();
+    if values
+        .iter()
+        .any(|v| v.contains("k=ed25519") && v.split(';').any(|tag| tag == key))
+    {
+        RecordStatus::Verified
+    } else if values
+        .iter()
+        .any(|v| v.starts_with("v=dkim1") || v.contains("p="))
+    {
+        RecordStatus::Failed
+    } else {
+        RecordStatus::Pending
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -401,5 +476,53 @@ mod tests {
         assert!(a.private_pem.starts_with("-----BEGIN RSA PRIVATE KEY-----"));
         // SPKI of a 2048-bit key: 294 bytes, 392 base64 characters.
         assert_eq!(a.public_base64.len(), 392);
+    }
+
+    #[test]
+    fn ed25519_keys_have_their_own_selector_and_a_raw_public_key() {
+        use base64::Engine as _;
+        let a = Ed25519DkimKey::generate().unwrap();
+        let b = Ed25519DkimKey::generate().unwrap();
+        assert_ne!(a.selector, b.selector);
+        assert!(a.selector.starts_with("herald") && a.selector.ends_with("-ed25519"));
+        let engine = base64::engine::general_purpose::STANDARD;
+        assert_eq!(engine.decode(&a.public_base64).unwrap().len(), 32);
+        // The stored private key is a PKCS#8 document that signs for the shown public key.
+        let pkcs8 = engine.decode(&a.private_pkcs8).unwrap();
+        let key = mail_auth::common::crypto::Ed25519Key::from_pkcs8_der(&pkcs8).unwrap();
+        assert_eq!(engine.encode(key.public_key()), a.public_base64);
+
+        let record = ed25519_record("acme.io", &a.selector, &a.public_base64);
+        assert_eq!(record.name, format!("{}._domainkey.acme.io", a.selector));
+        assert!(!record.required);
+        let published = vec![record.value.clone()];
+        assert_eq!(
+            ed25519_record_status(&published, &a.public_base64),
+            RecordStatus::Verified
+        );
+        // Split into strings with other spacing, as some DNS consoles publish it.
+        let spaced = vec![format!("v=DKIM1;k=ed25519;  p={}", a.public_base64)];
+        assert_eq!(
+            ed25519_record_status(&spaced, &a.public_base64),
+            RecordStatus::Verified
+        );
+        let rsa = vec![format!("v=DKIM1; k=rsa; p={}", a.public_base64)];
+        assert_eq!(
+            ed25519_record_status(&rsa, &a.public_base64),
+            RecordStatus::Failed
+        );
+        let other = vec![format!("v=DKIM1; k=ed25519; p={}", b.public_base64)];
+        assert_eq!(
+            ed25519_record_status(&other, &a.public_base64),
+            RecordStatus::Failed
+        );
+        assert_eq!(
+            ed25519_record_status(&["hello".into()], &a.public_base64),
+            RecordStatus::Pending
+        );
+        assert_eq!(
+            ed25519_record_status(&[], &a.public_base64),
+            RecordStatus::Pending
+        );
     }
 }

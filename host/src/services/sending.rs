@@ -25,7 +25,7 @@ use crate::domain::send::{Attachment, MAX_MESSAGE_BYTES, Mailbox};
 use crate::domain::template::{CompiledTemplate, Rendered};
 use crate::jobs::JobQueue;
 use crate::jobs::deliver::{BuildError, Built, MessageBuilder};
-use crate::mail::dkim::DkimSigner;
+use crate::mail::dkim::{DkimKey, DkimSigner};
 use crate::mail::links::{ContactUrls, LinkSigner};
 use crate::mail::mime::{self, Outgoing};
 use crate::mail::tracking;
@@ -514,14 +514,25 @@ fn assemble(
         .map_err(|e| e.to_string())?
         .formatted();
     if let Some(s) = signing {
+        let headers = mime::signed_header_names(&outgoing);
         dkim.sign(
             &mut raw,
             &s.name,
             &s.selector,
-            &s.private_key,
-            &mime::signed_header_names(&outgoing),
+            DkimKey::RsaPem(&s.private_key),
+            &headers,
         )
         .map_err(|e| e.to_string())?;
+        if let Some(ed) = &s.ed25519 {
+            dkim.sign(
+                &mut raw,
+                &s.name,
+                &ed.selector,
+                DkimKey::Ed25519Pkcs8(&ed.private_key),
+                &headers,
+            )
+            .map_err(|e| e.to_string())?;
+        }
     }
     if raw.len() > MAX_MESSAGE_BYTES {
         return Err(format!(

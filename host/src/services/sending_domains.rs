@@ -3,6 +3,10 @@
 //! rules of [`crate::domain::sending_domain`], and decides who may send as a `from` address. The
 //! API (checks on request) and the background check job ([`crate::jobs::domains`], through
 //! [`DomainChecker`]) both go through here.
+//!
+//! A domain's optional Ed25519 key (RFC 8463 dual-signing) has a record of the service's own,
+//! added to the plugin's and looked up here through the host's resolver (the one the plugins'
+//! `dns` capability uses): the `dns-verifier` world (0.1.0) carries one DKIM key per domain.
 
 use std::sync::Arc;
 
@@ -10,10 +14,15 @@ use futures::future::BoxFuture;
 
 use crate::domain::email::EmailAddress;
 use crate::domain::ids::ProjectId;
+use hickory_resolver::TokioResolver;
+use hickory_resolver::proto::rr::{RData, RecordType};
+
 use crate::domain::sending_domain::{
-    DnsRecordState, DomainName, DomainStatus, RecordStatus, VerifiedDomain, conclude, covering,
+    DnsRecordState, DomainName, DomainStatus, Ed25519DkimKey, RecordStatus, VerifiedDomain,
+    conclude, covering, ed25519_record, ed25519_record_status,
 };
 use crate::jobs::domains::{CheckIntervals, DomainChecker, next_check};
+use crate::plugins::settings::PluginSettings;
 use crate::plugins::{self, PluginError, Plugins, Requirement, SendingDomain};
 use crate::store::domains::{CheckedDomain, Domain, SigningDomain};
 use crate::store::jobs::NewJob;
@@ -37,6 +46,8 @@ pub struct SendingDomains {
     store: Store,
     plugins: Arc<Plugins>,
     policy: DomainPolicy,
+    /// The host's resolver, for the records of Ed25519 keys; the reason when there is none.
+    resolver: Result<TokioResolver, String>,
 }
 
 fn status(s: plugins::RecordStatus) -> RecordStatus {
@@ -48,13 +59,60 @@ fn status(s: plugins::RecordStatus) -> RecordStatus {
 }
 
 impl SendingDomains {
-    /// The service over `store` and the DNS verifier plugin of `plugins`.
-    pub fn new(store: Store, plugins: Arc<Plugins>, policy: DomainPolicy) -> SendingDomains {
+    /// The service over `store`, the DNS verifier plugin of `plugins`, and the host's resolver
+    /// of `dns` (`plugins.dns_nameservers` or the system's) for Ed25519 keys' records.
+    pub fn new(
+        store: Store,
+        plugins: Arc<Plugins>,
+        policy: DomainPolicy,
+        dns: &PluginSettings,
+    ) -> SendingDomains {
+        let resolver = crate::plugins::host::dns::resolver(dns).map_err(|e| e.to_string());
         SendingDomains {
             store,
             plugins,
             policy,
+            resolver,
         }
+    }
+
+    /// Looks the record of `domain`'s Ed25519 key up, when it has one.
+    async fn check_ed25519(&self, domain: &Domain) -> Option<DnsRecordState> {
+        let mut record = domain.ed25519_record()?;
+        let key = &domain.dkim_ed25519.as_ref()?.public_key;
+        let found = match &self.resolver {
+            Ok(resolver) => match resolver
+                .lookup(format!("{}.", record.name), RecordType::TXT)
+                .await
+            {
+                Ok(answer) => answer
+                    .answers()
+                    .iter()
+                    .filter_map(|r| match &r.data {
+                        RData::TXT(txt) => Some(
+                            txt.txt_data
+                                .iter()
+                                .map(|part| String::from_utf8_lossy(part).into_owned())
+                                .collect::<String>(),
+                        ),
+                        _ => None,
+                    })
+                    .collect(),
+                Err(e) => {
+                    if !(e.is_no_records_found() || e.is_nx_domain()) {
+                        tracing::debug!(record = %record.name, error = %e, "Ed25519 DKIM lookup failed");
+                    }
+                    Vec::new()
+                }
+            },
+            Err(why) => {
+                tracing::debug!(record = %record.name, error = %why, "no resolver for the Ed25519 DKIM record");
+                Vec::new()
+            }
+        };
+        record.status = ed25519_record_status(&found, key);
+        record.found = found;
+        Some(record)
     }
 
     /// What the plugin needs to know of a domain.
@@ -68,15 +126,18 @@ impl SendingDomains {
         }
     }
 
-    /// The records a new domain must publish, all pending.
+    /// The records a new domain must publish, all pending: the plugin's, then the record of the
+    /// Ed25519 key when there is one.
     pub async fn records_to_publish(
         &self,
         name: &DomainName,
         selector: &str,
         public_key: &str,
+        ed25519: Option<&Ed25519DkimKey>,
     ) -> Result<Vec<DnsRecordState>, PluginError> {
         let domain = self.sending_domain(name.as_str(), selector, public_key);
         let records = self.plugins.domain_records(&domain).await?;
+        let ed25519 = ed25519.map(|k| ed25519_record(name.as_str(), &k.selector, &k.public_base64));
         Ok(records
             .into_iter()
             .map(|r| DnsRecordState {
@@ -87,6 +148,7 @@ impl SendingDomains {
                 status: RecordStatus::Pending,
                 found: Vec::new(),
             })
+            .chain(ed25519)
             .collect())
     }
 
@@ -98,7 +160,7 @@ impl SendingDomains {
             &domain.dkim_public_key,
         );
         let checked = self.plugins.verify_domain(&target).await?;
-        let records: Vec<DnsRecordState> = checked
+        let mut records: Vec<DnsRecordState> = checked
             .into_iter()
             .map(|c| DnsRecordState {
                 record_type: c.expected.record_type,
@@ -109,6 +171,8 @@ impl SendingDomains {
                 found: c.found,
             })
             .collect();
+        // Recommended only, so it never changes the domain's status.
+        records.extend(self.check_ed25519(domain).await);
         let outcome = conclude(&records, domain.verified_at.is_some());
         Ok(CheckedDomain {
             status: outcome.status,

@@ -12,7 +12,10 @@ use super::statements::Statements;
 use super::{Conflict, Store, StoreError, StoreResult};
 use super::{on_db, on_db_write};
 use crate::domain::ids::{DomainId, ProjectId};
-use crate::domain::sending_domain::{DnsRecordState, DomainName, DomainStatus, VerifiedDomain};
+use crate::domain::sending_domain::{
+    DnsRecordState, DomainName, DomainStatus, Ed25519DkimKey, RecordStatus, VerifiedDomain,
+    dkim_record_name, ed25519_record,
+};
 use crate::domain::time::now_ms;
 
 /// The job kind of background domain checks (run by `jobs::domains`).
@@ -31,6 +34,8 @@ pub struct Domain {
     pub dkim_selector: String,
     /// The DKIM public key (`p=`).
     pub dkim_public_key: String,
+    /// The Ed25519 key mail is signed with besides the RSA key, when the domain has one.
+    pub dkim_ed25519: Option<Ed25519Public>,
     /// The records to publish with their last known state.
     pub records: Vec<DnsRecordState>,
     /// Why it is not verified.
@@ -43,6 +48,24 @@ pub struct Domain {
     pub last_checked_at: Option<i64>,
 }
 
+/// The public half of a domain's Ed25519 DKIM key.
+#[derive(Clone, Debug)]
+pub struct Ed25519Public {
+    /// Its selector.
+    pub selector: String,
+    /// The public key (`p=`, base64 of the raw 32 bytes).
+    pub public_key: String,
+}
+
+impl Domain {
+    /// The record of the domain's Ed25519 key as it should be published, not looked up.
+    pub fn ed25519_record(&self) -> Option<DnsRecordState> {
+        self.dkim_ed25519
+            .as_ref()
+            .map(|k| ed25519_record(self.name.as_str(), &k.selector, &k.public_key))
+    }
+}
+
 #[derive(FromRow)]
 struct DomainRow {
     id: String,
@@ -52,6 +75,8 @@ struct DomainRow {
     allow_subdomains: bool,
     dkim_selector: String,
     dkim_public_key: String,
+    dkim_ed25519_selector: Option<String>,
+    dkim_ed25519_public_key: Option<String>,
     records: Json<Vec<DnsRecordState>>,
     failure_reason: Option<String>,
     created_at: i64,
@@ -60,7 +85,8 @@ struct DomainRow {
 }
 
 const COLUMNS: &str = "id, project_id, name, status, allow_subdomains, dkim_selector, dkim_public_key, \
-     records, failure_reason, created_at, verified_at, last_checked_at";
+     dkim_ed25519_selector, dkim_ed25519_public_key, records, failure_reason, created_at, \
+     verified_at, last_checked_at";
 
 impl TryFrom<DomainRow> for Domain {
     type Error = StoreError;
@@ -75,6 +101,13 @@ impl TryFrom<DomainRow> for Domain {
             allow_subdomains: r.allow_subdomains,
             dkim_selector: r.dkim_selector,
             dkim_public_key: r.dkim_public_key,
+            dkim_ed25519: match (r.dkim_ed25519_selector, r.dkim_ed25519_public_key) {
+                (Some(selector), Some(public_key)) => Some(Ed25519Public {
+                    selector,
+                    public_key,
+                }),
+                _ => None,
+            },
             records: r.records.0,
             failure_reason: r.failure_reason,
             created_at: r.created_at,
@@ -95,6 +128,8 @@ pub struct NewDomain {
     pub dkim_private_key: String,
     /// DKIM public key, base64 SPKI.
     pub dkim_public_key: String,
+    /// The Ed25519 key to sign with as well, when asked for.
+    pub dkim_ed25519: Option<Ed25519DkimKey>,
     /// The records to publish, all pending.
     pub records: Vec<DnsRecordState>,
 }
@@ -118,6 +153,27 @@ pub struct SigningDomain {
     pub selector: String,
     /// The private key, PKCS#1 PEM.
     pub private_key: String,
+    /// The Ed25519 key that signs as well: set when the domain has one and its record was found.
+    pub ed25519: Option<Ed25519Signing>,
+}
+
+/// The Ed25519 signing key of a domain.
+#[derive(Clone, Debug)]
+pub struct Ed25519Signing {
+    /// Its selector (`s=`).
+    pub selector: String,
+    /// The private key, base64 of its PKCS#8 document.
+    pub private_key: String,
+}
+
+/// The change of `PATCH /domains/:id`: each part is left as it is when `None`.
+#[derive(Default)]
+pub struct DomainChange {
+    /// Whether subdomains may send under the domain.
+    pub allow_subdomains: Option<bool>,
+    /// `Some(Some(key))` signs with Ed25519 as well (the key is used only when the domain has
+    /// none yet: enabling twice keeps the first key); `Some(None)` stops and forgets the key.
+    pub dkim_ed25519: Option<Option<Ed25519DkimKey>>,
 }
 
 /// The check job `job` (whose payload is left to this function) of domain `id`.
@@ -149,8 +205,9 @@ impl Store {
             let mut tx = pool.begin_write().await?;
             sqlx::query(
                 "INSERT INTO domains (id, project_id, name, status, allow_subdomains, dkim_selector, \
-                 dkim_private_key, dkim_public_key, records, created_at, updated_at) \
-                 VALUES ($1, $2, $3, 'pending', $4, $5, $6, $7, $8, $9, $9)",
+                 dkim_private_key, dkim_public_key, records, created_at, updated_at, \
+                 dkim_ed25519_selector, dkim_ed25519_private_key, dkim_ed25519_public_key) \
+                 VALUES ($1, $2, $3, 'pending', $4, $5, $6, $7, $8, $9, $9, $10, $11, $12)",
             )
             .bind(id.as_str())
             .bind(project.as_str())
@@ -161,6 +218,9 @@ impl Store {
             .bind(&domain.dkim_public_key)
             .bind(Json(&domain.records))
             .bind(now)
+            .bind(domain.dkim_ed25519.as_ref().map(|k| &k.selector))
+            .bind(domain.dkim_ed25519.as_ref().map(|k| &k.private_pkcs8))
+            .bind(domain.dkim_ed25519.as_ref().map(|k| &k.public_base64))
             .execute(&mut *tx)
             .await
             .map_err(|e| StoreError::unique(e, Conflict::Domain))?;
@@ -200,30 +260,77 @@ impl Store {
         rows.into_iter().map(Domain::try_from).collect()
     }
 
-    /// Sets whether subdomains may send under a domain.
-    #[tracing::instrument(level = "debug", skip(self))]
-    pub async fn set_domain_subdomains(
+    /// Changes a domain's options (`PATCH /domains/:id`) in one transaction. Starting Ed25519
+    /// signing adds its key's record to the domain's records, pending until a check finds it;
+    /// stopping removes the record and the key.
+    #[tracing::instrument(level = "debug", skip(self, change))]
+    pub async fn update_domain(
         &self,
         project: &ProjectId,
         id: &DomainId,
-        allow: bool,
+        change: &DomainChange,
     ) -> StoreResult<Domain> {
-        let n = on_db_write!(self.db(), pool => {
-            sqlx::query(
-                "UPDATE domains SET allow_subdomains = $3, updated_at = $4 \
-                 WHERE project_id = $1 AND id = $2",
-            )
-            .bind(project.as_str())
-            .bind(id.as_str())
-            .bind(allow)
-            .bind(now_ms())
-            .execute(pool)
-            .await?
-            .rows_affected()
+        let read = format!(
+            "SELECT {COLUMNS} FROM domains WHERE project_id = $1 AND id = $2{}",
+            super::dialect::for_update(self.db().backend())
+        );
+        on_db_write!(self.db(), pool => {
+            let mut tx = pool.begin_write().await?;
+            let row: Option<DomainRow> = sqlx::query_as(&read)
+                .bind(project.as_str())
+                .bind(id.as_str())
+                .fetch_optional(&mut *tx)
+                .await?;
+            let current = Domain::try_from(row.ok_or(StoreError::NotFound)?)?;
+            let now = now_ms();
+            if let Some(allow) = change.allow_subdomains {
+                sqlx::query(
+                    "UPDATE domains SET allow_subdomains = $3, updated_at = $4 \
+                     WHERE project_id = $1 AND id = $2",
+                )
+                .bind(project.as_str())
+                .bind(id.as_str())
+                .bind(allow)
+                .bind(now)
+                .execute(&mut *tx)
+                .await?;
+            }
+            let key = match &change.dkim_ed25519 {
+                // Enabled already: the published key stays.
+                Some(Some(_)) if current.dkim_ed25519.is_some() => None,
+                Some(Some(key)) => Some(Some(key)),
+                Some(None) if current.dkim_ed25519.is_some() => Some(None),
+                _ => None,
+            };
+            if let Some(key) = key {
+                let mut records = current.records.clone();
+                if let Some(old) = current.ed25519_record() {
+                    records.retain(|r| r.name != old.name);
+                }
+                if let Some(key) = key {
+                    records.push(ed25519_record(
+                        current.name.as_str(),
+                        &key.selector,
+                        &key.public_base64,
+                    ));
+                }
+                sqlx::query(
+                    "UPDATE domains SET dkim_ed25519_selector = $3, dkim_ed25519_private_key = $4, \
+                     dkim_ed25519_public_key = $5, records = $6, updated_at = $7 \
+                     WHERE project_id = $1 AND id = $2",
+                )
+                .bind(project.as_str())
+                .bind(id.as_str())
+                .bind(key.map(|k| &k.selector))
+                .bind(key.map(|k| &k.private_pkcs8))
+                .bind(key.map(|k| &k.public_base64))
+                .bind(Json(&records))
+                .bind(now)
+                .execute(&mut *tx)
+                .await?;
+            }
+            tx.commit().await?;
         });
-        if n == 0 {
-            return Err(StoreError::NotFound);
-        }
         self.domain(project, id).await
     }
 
@@ -383,9 +490,18 @@ impl Store {
         project: &ProjectId,
         name: &str,
     ) -> StoreResult<Option<SigningDomain>> {
-        let row: Option<(String, String, String)> = on_db!(self.db(), pool => {
+        type Row = (
+            String,
+            String,
+            String,
+            Option<String>,
+            Option<String>,
+            Json<Vec<DnsRecordState>>,
+        );
+        let row: Option<Row> = on_db!(self.db(), pool => {
             sqlx::query_as(
-                "SELECT name, dkim_selector, dkim_private_key FROM domains \
+                "SELECT name, dkim_selector, dkim_private_key, dkim_ed25519_selector, \
+                 dkim_ed25519_private_key, records FROM domains \
                  WHERE project_id = $1 AND name = $2 AND status = 'verified'",
             )
             .bind(project.as_str())
@@ -393,11 +509,32 @@ impl Store {
             .fetch_optional(pool)
             .await?
         });
-        Ok(row.map(|(name, selector, private_key)| SigningDomain {
-            name,
-            selector,
-            private_key,
-        }))
+        Ok(row.map(
+            |(name, selector, private_key, ed_selector, ed_key, records)| {
+                // Ed25519 signs once its record was found: a signature whose key is not
+                // published would only fail at the receiver.
+                let ed25519 = match (ed_selector, ed_key) {
+                    (Some(selector), Some(private_key)) => {
+                        let record = dkim_record_name(&name, &selector);
+                        records
+                            .0
+                            .iter()
+                            .any(|r| r.name == record && r.status == RecordStatus::Verified)
+                            .then_some(Ed25519Signing {
+                                selector,
+                                private_key,
+                            })
+                    }
+                    _ => None,
+                };
+                SigningDomain {
+                    name,
+                    selector,
+                    private_key,
+                    ed25519,
+                }
+            },
+        ))
     }
 }
 

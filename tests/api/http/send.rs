@@ -103,8 +103,15 @@ fn b64(bytes: &[u8]) -> String {
     base64::engine::general_purpose::STANDARD.encode(bytes)
 }
 
-/// Checks the DKIM signature of `raw` with mail-auth, resolving through `dns`.
+/// Checks the DKIM signatures of `raw` with mail-auth, resolving through `dns`: true when there
+/// is one at least and every one passes.
 async fn dkim_passes(dns: &DnsServer, raw: &[u8]) -> bool {
+    let results = dkim_results(dns, raw).await;
+    !results.is_empty() && results.iter().all(|r| r == &mail_auth::DkimResult::Pass)
+}
+
+/// The result of each DKIM signature of `raw`, checked by mail-auth resolving through `dns`.
+async fn dkim_results(dns: &DnsServer, raw: &[u8]) -> Vec<mail_auth::DkimResult> {
     use hickory_resolver::config::{
         ConnectionConfig, NameServerConfig, ResolverConfig, ResolverOpts,
     };
@@ -122,10 +129,196 @@ async fn dkim_passes(dns: &DnsServer, raw: &[u8]) -> bool {
         mail_auth::MessageAuthenticator::new(config, ResolverOpts::default()).unwrap();
     let message = mail_auth::AuthenticatedMessage::parse(raw).expect("a parsable message");
     let results = authenticator.verify_dkim(&message).await;
-    !results.is_empty()
-        && results
+    results.iter().map(|r| r.result().clone()).collect()
+}
+
+/// The `a=` and `s=` tags of each `DKIM-Signature` header of `raw`, in order.
+fn dkim_signatures(raw: &str) -> Vec<(String, String)> {
+    let message = MessageParser::default()
+        .parse(raw.as_bytes())
+        .expect("MIME parses");
+    message
+        .header_values("DKIM-Signature")
+        .map(|v| {
+            let text = v.as_text().unwrap_or_default().to_string();
+            let tag = |name: &str| {
+                text.split(';')
+                    .map(|t| t.split_whitespace().collect::<String>())
+                    .find_map(|t| t.strip_prefix(&format!("{name}=")).map(str::to_string))
+                    .unwrap_or_default()
+            };
+            (tag("a"), tag("s"))
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn a_domain_with_an_ed25519_key_dual_signs_once_its_record_is_found() {
+    let Setup { dns, smtp, app, p } = setup(|_| {}).await;
+    let listed = app
+        .get(&format!("/domains/project/{}", p.id), &p.secret_key)
+        .await;
+    let domain = listed.body[0].clone();
+    let id = domain["id"].as_str().unwrap().to_string();
+    assert_eq!(domain["dkimEd25519"], false);
+    assert!(domain["dkimEd25519Selector"].is_null());
+    let rsa_selector = domain["dkimSelector"].as_str().unwrap().to_string();
+
+    // Turned on: a key of its own selector and a recommended record; the domain stays verified.
+    let on = app
+        .patch(
+            &format!("/domains/{id}"),
+            &p.secret_key,
+            json!({ "dkimEd25519": true }),
+        )
+        .await;
+    assert_eq!(on.status, 200, "{}", on.body);
+    assert_eq!(on.body["status"], "verified");
+    assert_eq!(on.body["dkimEd25519"], true);
+    assert_eq!(on.body["allowSubdomains"], false, "left as it was");
+    let selector = on.body["dkimEd25519Selector"].as_str().unwrap().to_string();
+    assert!(selector.ends_with("-ed25519"), "{selector}");
+    let name = format!("{selector}._domainkey.acme.test");
+    let record = on.body["records"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["name"] == name.as_str())
+        .unwrap_or_else(|| panic!("no record at {name}: {}", on.body))
+        .clone();
+    assert_eq!(record["type"], "TXT");
+    assert_eq!(record["required"], false);
+    assert_eq!(record["status"], "pending");
+    let value = record["value"].as_str().unwrap().to_string();
+    let public = value.strip_prefix("v=DKIM1; k=ed25519; p=").expect(&value);
+    assert_eq!(
+        base64::engine::general_purpose::STANDARD
+            .decode(public)
+            .unwrap()
+            .len(),
+        32,
+        "RFC 8463: the raw 32-byte public key"
+    );
+    assert!(!on.body.to_string().contains("PRIVATE"));
+    // On again: the same key.
+    let again = app
+        .patch(
+            &format!("/domains/{id}"),
+            &p.secret_key,
+            json!({ "dkimEd25519": true, "allowSubdomains": null }),
+        )
+        .await;
+    assert_eq!(again.status, 200, "{}", again.body);
+    assert_eq!(again.body["dkimEd25519Selector"], selector.as_str());
+
+    // Not published yet: signed with RSA only.
+    send_plain(&app, &p, "ann@example.com").await;
+    let log = received(&smtp, 1).await;
+    assert_eq!(
+        dkim_signatures(&log.data[0]),
+        [("rsa-sha256".to_string(), rsa_selector.clone())]
+    );
+    assert!(dkim_passes(&dns, log.data[0].as_bytes()).await);
+
+    // Published and found: signed with both, and both pass an independent verifier.
+    dns.txt(&name, &value);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let checked = app
+            .get(&format!("/domains/{id}/verify"), &p.secret_key)
+            .await;
+        assert_eq!(checked.status, 200, "{}", checked.body);
+        assert_eq!(checked.body["status"], "verified");
+        let found = checked.body["records"]
+            .as_array()
+            .unwrap()
             .iter()
-            .all(|r| r.result() == &mail_auth::DkimResult::Pass)
+            .any(|r| r["name"] == name.as_str() && r["status"] == "verified");
+        if found {
+            break;
+        }
+        assert!(Instant::now() < deadline, "{}", checked.body);
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    send_plain(&app, &p, "bob@example.com").await;
+    let log = received(&smtp, 2).await;
+    let raw = &log.data[1];
+    let mut signatures = dkim_signatures(raw);
+    signatures.sort();
+    assert_eq!(
+        signatures,
+        [
+            ("ed25519-sha256".to_string(), selector.clone()),
+            ("rsa-sha256".to_string(), rsa_selector.clone())
+        ]
+    );
+    assert_eq!(
+        dkim_results(&dns, raw.as_bytes()).await,
+        [mail_auth::DkimResult::Pass, mail_auth::DkimResult::Pass]
+    );
+    // A changed body fails both.
+    let tampered = raw.replacen("\r\n\r\n", "\r\n\r\nX", 1);
+    let results = dkim_results(&dns, tampered.as_bytes()).await;
+    assert_eq!(results.len(), 2);
+    assert!(
+        results.iter().all(|r| r != &mail_auth::DkimResult::Pass),
+        "{results:?}"
+    );
+
+    // Turned off: the key and its record are gone, and mail is signed with RSA only again.
+    let off = app
+        .patch(
+            &format!("/domains/{id}"),
+            &p.secret_key,
+            json!({ "dkimEd25519": false }),
+        )
+        .await;
+    assert_eq!(off.status, 200, "{}", off.body);
+    assert_eq!(off.body["dkimEd25519"], false);
+    assert!(off.body["dkimEd25519Selector"].is_null());
+    assert!(
+        !off.body["records"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|r| r["name"] == name.as_str()),
+        "{}",
+        off.body
+    );
+    send_plain(&app, &p, "cy@example.com").await;
+    let log = received(&smtp, 3).await;
+    assert_eq!(
+        dkim_signatures(&log.data[2]),
+        [("rsa-sha256".to_string(), rsa_selector)]
+    );
+
+    // Asked for when the domain is added: five records, the Ed25519 one recommended.
+    let added = app
+        .post(
+            "/domains",
+            &p.secret_key,
+            json!({ "domain": "beta.test", "dkimEd25519": true }),
+        )
+        .await;
+    assert_eq!(added.status, 201, "{}", added.body);
+    let records = added.body["records"].as_array().unwrap();
+    assert_eq!(records.len(), 5, "{}", added.body);
+    let selector = added.body["dkimEd25519Selector"].as_str().unwrap();
+    let ed = records
+        .iter()
+        .find(|r| r["name"] == format!("{selector}._domainkey.beta.test").as_str())
+        .expect("the Ed25519 record");
+    assert_eq!(ed["required"], false);
+    // Another project's key cannot change it.
+    let q = app.project().await;
+    let r = app
+        .patch(
+            &format!("/domains/{}", added.body["id"].as_str().unwrap()),
+            &q.secret_key,
+            json!({ "dkimEd25519": false }),
+        )
+        .await;
+    r.assert_error(404, "NOT_FOUND");
 }
 
 #[tokio::test]

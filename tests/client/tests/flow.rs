@@ -197,6 +197,7 @@ async fn the_generated_client_goes_through_the_main_flow() {
             &types::CreateDomain {
                 domain: "client-flow.test".into(),
                 allow_subdomains: None,
+                dkim_ed25519: Some(true),
             },
         )
         .await
@@ -204,6 +205,15 @@ async fn the_generated_client_goes_through_the_main_flow() {
     assert_eq!(domain.status().as_u16(), 201);
     let domain = sk.get_domain(&domain.id, None).await.expect("get domain");
     assert!(!domain.records.is_empty());
+    // Dual-signing with Ed25519: a selector of its own, which the generated type reads as
+    // nullable.
+    assert!(domain.dkim_ed25519);
+    assert!(
+        domain
+            .dkim_ed25519_selector
+            .as_deref()
+            .is_some_and(|s| s.ends_with("-ed25519"))
+    );
     let sent = sk
         .send(
             None,
