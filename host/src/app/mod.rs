@@ -95,7 +95,6 @@ impl AppBuilder {
             store.clone(),
             plugins.clone(),
             domain_policy(&settings),
-            &settings.plugins,
         ));
         let jobs = JobQueue::new(store.clone(), queue.clone());
         // Links in sent mail must keep working for as long as the mail exists (RFC 8058), so they

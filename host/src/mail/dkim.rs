@@ -9,7 +9,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use base64::Engine as _;
-use mail_auth::common::crypto::{Ed25519Key, RsaKey, Sha256};
+use mail_auth::common::crypto::{Ed25519Key, RsaKey, Sha256, SigningKey};
 use mail_auth::common::headers::HeaderWriter;
 use mail_auth::dkim::{Canonicalization, Done};
 use rustls_pki_types::PrivateKeyDer;
@@ -94,28 +94,14 @@ impl DkimSigner {
                 let der =
                     PrivateKeyDer::from_pem_slice(pem.as_bytes()).map_err(|e| e.to_string())?;
                 let rsa = RsaKey::<Sha256>::from_key_der(der).map_err(|e| e.to_string())?;
-                Signer::Rsa(
-                    mail_auth::dkim::DkimSigner::from_key(rsa)
-                        .domain(domain)
-                        .selector(selector)
-                        .headers(headers.iter().copied())
-                        .header_canonicalization(Canonicalization::Relaxed)
-                        .body_canonicalization(Canonicalization::Relaxed),
-                )
+                Signer::Rsa(ready(rsa, domain, selector, headers))
             }
             DkimKey::Ed25519Pkcs8(pkcs8) => {
                 let der = base64::engine::general_purpose::STANDARD
                     .decode(pkcs8.trim())
                     .map_err(|e| format!("the Ed25519 key is not base64: {e}"))?;
                 let ed = Ed25519Key::from_pkcs8_der(&der).map_err(|e| e.to_string())?;
-                Signer::Ed25519(
-                    mail_auth::dkim::DkimSigner::from_key(ed)
-                        .domain(domain)
-                        .selector(selector)
-                        .headers(headers.iter().copied())
-                        .header_canonicalization(Canonicalization::Relaxed)
-                        .body_canonicalization(Canonicalization::Relaxed),
-                )
+                Signer::Ed25519(ready(ed, domain, selector, headers))
             }
         });
         let mut cache = self.signers.lock().expect("DKIM cache lock");
@@ -125,4 +111,19 @@ impl DkimSigner {
         cache.insert(cache_key, signer.clone());
         Ok(signer)
     }
+}
+
+/// A signer of `key` for `domain`/`selector` over `headers`, relaxed/relaxed.
+fn ready<K: SigningKey>(
+    key: K,
+    domain: &str,
+    selector: &str,
+    headers: &[&'static str],
+) -> mail_auth::dkim::DkimSigner<K, Done> {
+    mail_auth::dkim::DkimSigner::from_key(key)
+        .domain(domain)
+        .selector(selector)
+        .headers(headers.iter().copied())
+        .header_canonicalization(Canonicalization::Relaxed)
+        .body_canonicalization(Canonicalization::Relaxed)
 }

@@ -267,7 +267,7 @@ impl Sending {
         let (prepared, queued) = self.prepare_send(project, plan).await?;
         let idempotency = idempotency.map(|i| OwnedResponse {
             key: i.key.to_string(),
-            endpoint: i.endpoint.to_string(),
+            endpoint: i.endpoint,
             request_hash: i.request_hash.to_string(),
             status: 200,
             response: (i.respond)(&queued),
@@ -632,7 +632,8 @@ impl MessageBuilder for Sending {
 pub struct Idempotency<'a> {
     /// The caller's key.
     pub key: &'a str,
-    pub endpoint: &'a str,
+    /// The endpoint it was used on.
+    pub endpoint: &'static str,
     /// Hash of the request.
     pub request_hash: &'a str,
     /// The response for the queued emails.

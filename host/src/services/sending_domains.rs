@@ -14,15 +14,11 @@ use futures::future::BoxFuture;
 
 use crate::domain::email::EmailAddress;
 use crate::domain::ids::ProjectId;
-use hickory_resolver::TokioResolver;
-use hickory_resolver::proto::rr::{RData, RecordType};
-
 use crate::domain::sending_domain::{
     DnsRecordState, DomainName, DomainStatus, Ed25519DkimKey, RecordStatus, VerifiedDomain,
     conclude, covering, ed25519_record, ed25519_record_status,
 };
 use crate::jobs::domains::{CheckIntervals, DomainChecker, next_check};
-use crate::plugins::settings::PluginSettings;
 use crate::plugins::{self, PluginError, Plugins, Requirement, SendingDomain};
 use crate::store::domains::{CheckedDomain, Domain, SigningDomain};
 use crate::store::jobs::NewJob;
@@ -46,8 +42,6 @@ pub struct SendingDomains {
     store: Store,
     plugins: Arc<Plugins>,
     policy: DomainPolicy,
-    /// The host's resolver, for the records of Ed25519 keys; the reason when there is none.
-    resolver: Result<TokioResolver, String>,
 }
 
 fn status(s: plugins::RecordStatus) -> RecordStatus {
@@ -59,20 +53,12 @@ fn status(s: plugins::RecordStatus) -> RecordStatus {
 }
 
 impl SendingDomains {
-    /// The service over `store`, the DNS verifier plugin of `plugins`, and the host's resolver
-    /// of `dns` (`plugins.dns_nameservers` or the system's) for Ed25519 keys' records.
-    pub fn new(
-        store: Store,
-        plugins: Arc<Plugins>,
-        policy: DomainPolicy,
-        dns: &PluginSettings,
-    ) -> SendingDomains {
-        let resolver = crate::plugins::host::dns::resolver(dns).map_err(|e| e.to_string());
+    /// The service over `store` and the DNS verifier plugin of `plugins`.
+    pub fn new(store: Store, plugins: Arc<Plugins>, policy: DomainPolicy) -> SendingDomains {
         SendingDomains {
             store,
             plugins,
             policy,
-            resolver,
         }
     }
 
@@ -80,36 +66,14 @@ impl SendingDomains {
     async fn check_ed25519(&self, domain: &Domain) -> Option<DnsRecordState> {
         let mut record = domain.ed25519_record()?;
         let key = &domain.dkim_ed25519.as_ref()?.public_key;
-        let found = match &self.resolver {
-            Ok(resolver) => match resolver
-                .lookup(format!("{}.", record.name), RecordType::TXT)
-                .await
-            {
-                Ok(answer) => answer
-                    .answers()
-                    .iter()
-                    .filter_map(|r| match &r.data {
-                        RData::TXT(txt) => Some(
-                            txt.txt_data
-                                .iter()
-                                .map(|part| String::from_utf8_lossy(part).into_owned())
-                                .collect::<String>(),
-                        ),
-                        _ => None,
-                    })
-                    .collect(),
-                Err(e) => {
-                    if !(e.is_no_records_found() || e.is_nx_domain()) {
-                        tracing::debug!(record = %record.name, error = %e, "Ed25519 DKIM lookup failed");
-                    }
-                    Vec::new()
-                }
-            },
-            Err(why) => {
-                tracing::debug!(record = %record.name, error = %why, "no resolver for the Ed25519 DKIM record");
+        let found = self
+            .plugins
+            .resolve_txt(&record.name)
+            .await
+            .unwrap_or_else(|e| {
+                tracing::debug!(record = %record.name, error = %e, "Ed25519 DKIM record not found");
                 Vec::new()
-            }
-        };
+            });
         record.status = ed25519_record_status(&found, key);
         record.found = found;
         Some(record)

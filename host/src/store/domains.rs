@@ -167,7 +167,6 @@ pub struct Ed25519Signing {
 }
 
 /// The change of `PATCH /domains/:id`: each part is left as it is when `None`.
-#[derive(Default)]
 pub struct DomainChange {
     /// Whether subdomains may send under the domain.
     pub allow_subdomains: Option<bool>,

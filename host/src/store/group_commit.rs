@@ -73,8 +73,9 @@ pub const POSTGRES_WRITERS: usize = 2;
 /// Builds the response stored under an idempotency key from what was written.
 pub type ResponseFn = fn(&Contact, Option<&StoredEvent>) -> Value;
 
-/// An `Idempotency-Key` claimed by a grouped write.
-pub struct OwnedClaim {
+/// An `Idempotency-Key` stored with a grouped write, owned so that it can wait in the writer's
+/// queue. `R` is the response to replay, or what builds it from the writes.
+pub struct OwnedIdempotency<R> {
     /// The caller's key.
     pub key: String,
     /// The endpoint it was used on.
@@ -83,9 +84,29 @@ pub struct OwnedClaim {
     pub request_hash: String,
     /// The status to replay.
     pub status: u16,
-    /// Builds the body to replay.
-    pub response: ResponseFn,
+    /// The body to replay, or what builds it.
+    pub response: R,
 }
+
+impl<R> OwnedIdempotency<R> {
+    /// The key as a write stores it.
+    fn as_write(&self) -> IdempotentWrite<'_, &R> {
+        IdempotentWrite {
+            key: &self.key,
+            endpoint: self.endpoint,
+            request_hash: &self.request_hash,
+            status: self.status,
+            response: &self.response,
+        }
+    }
+}
+
+/// An `Idempotency-Key` claimed by a grouped contact write: its response is built from what was
+/// written.
+pub type OwnedClaim = OwnedIdempotency<ResponseFn>;
+
+/// The `Idempotency-Key` of a grouped send: its response is known before the write.
+pub type OwnedResponse = OwnedIdempotency<Value>;
 
 /// A contact upsert by address with its effects, owned so that it can wait in the writer's queue.
 pub struct GroupedUpsert {
@@ -103,20 +124,6 @@ pub struct GroupedUpsert {
 
 /// What a grouped write answers: the contact's outcome and the stored event.
 pub type GroupedOutcome = StoreResult<(UpsertOutcome, Option<StoredEvent>)>;
-
-/// The response stored under a send's `Idempotency-Key`, owned.
-pub struct OwnedResponse {
-    /// The caller's key.
-    pub key: String,
-    /// The endpoint it was used on.
-    pub endpoint: String,
-    /// Hash of the request body.
-    pub request_hash: String,
-    /// The status to replay.
-    pub status: u16,
-    /// The body to replay.
-    pub response: Value,
-}
 
 /// A send to one recipient, planned and rendered, owned so that it can wait in the writer's
 /// queue.
@@ -137,13 +144,19 @@ impl GroupedSend {
     }
 
     fn idempotent_write(&self) -> Option<IdempotentWrite<'_, &Value>> {
-        self.idempotency.as_ref().map(|o| IdempotentWrite {
-            key: &o.key,
-            endpoint: &o.endpoint,
-            request_hash: &o.request_hash,
-            status: o.status,
-            response: &o.response,
-        })
+        self.idempotency.as_ref().map(OwnedIdempotency::as_write)
+    }
+
+    /// The send in a transaction of its own ([`Store::commit_send`]).
+    async fn commit_alone(&self, store: &Store) -> SendOutcome {
+        store
+            .commit_send(
+                &self.project,
+                &self.send,
+                self.max_attempts,
+                self.idempotent_write(),
+            )
+            .await
     }
 }
 
@@ -342,15 +355,7 @@ async fn write_group(store: &Store, mut batch: Vec<Pending>) {
                         let _ = p.reply.send(outcome);
                     }
                     Pending::Send { write, reply } => {
-                        let outcome = store
-                            .commit_send(
-                                &write.project,
-                                &write.send,
-                                write.max_attempts,
-                                write.idempotent_write(),
-                            )
-                            .await;
-                        let _ = reply.send(outcome);
+                        let _ = reply.send(write.commit_alone(store).await);
                     }
                 }
             }
@@ -726,14 +731,7 @@ impl Store {
     #[tracing::instrument(level = "debug", skip_all)]
     pub(crate) async fn commit_send_grouped(&self, write: GroupedSend) -> SendOutcome {
         if write.send.contacts.len() != 1 || self.db().backend() == Backend::Postgres {
-            return self
-                .commit_send(
-                    &write.project,
-                    &write.send,
-                    write.max_attempts,
-                    write.idempotent_write(),
-                )
-                .await;
+            return write.commit_alone(self).await;
         }
         let (reply, answer) = oneshot::channel();
         let lane = self.group_commit().lane(&write.project, write.email());
@@ -741,14 +739,7 @@ impl Store {
             lane.send(Pending::Send { write, reply }).await
         {
             // The writers are gone (the runtime is shutting down): write it here.
-            return self
-                .commit_send(
-                    &write.project,
-                    &write.send,
-                    write.max_attempts,
-                    write.idempotent_write(),
-                )
-                .await;
+            return write.commit_alone(self).await;
         }
         answer
             .await

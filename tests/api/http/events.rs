@@ -10,7 +10,7 @@ use herald::outbox::{ConsumerError, EventConsumer};
 use reqwest::Method;
 use serde_json::{Value, json};
 
-use crate::support::harness::{TestApp, TestProject};
+use crate::support::harness::{TestApp, TestProject, one_keyed_response, taken_and_refused};
 
 async fn track(app: &TestApp, key: &str, body: Value) -> crate::support::harness::Reply {
     app.post("/v1/track", key, body).await
@@ -298,41 +298,15 @@ async fn concurrent_tracks_are_grouped_without_loss_and_refusals_stay_their_own(
         assert_eq!(r.status, 200, "{}", r.body);
         assert!(event_ids.insert(r.body["data"]["event"].as_str().unwrap().to_string()));
     }
-    let (mut taken, mut refused) = (0, 0);
-    for t in theirs {
-        let r = t.await.unwrap();
-        match r.status.as_u16() {
-            200 => taken += 1,
-            429 => {
-                r.assert_error(429, "BILLING_LIMIT_EXCEEDED");
-                refused += 1;
-            }
-            other => panic!("{other}: {}", r.body),
-        }
-    }
     assert_eq!(
-        (taken, refused),
+        taken_and_refused(theirs, |r| {
+            r.assert_error(429, "BILLING_LIMIT_EXCEEDED");
+        })
+        .await,
         (5, 15),
         "the cap holds exactly under concurrency"
     );
-    let mut first = None;
-    for t in keyed {
-        let r = t.await.unwrap();
-        assert!(
-            r.status == 200 || r.status == 409,
-            "{}: {}",
-            r.status,
-            r.body
-        );
-        if r.status == 200 {
-            let event = r.body["data"]["event"].clone();
-            assert_eq!(
-                *first.get_or_insert(event.clone()),
-                event,
-                "one response, replayed"
-            );
-        }
-    }
+    one_keyed_response(keyed).await;
 
     // Every event once, each contact once, with the data of its requests.
     let mut seen = 0;

@@ -15,7 +15,7 @@ use serde_json::{Value, json};
 
 use crate::http::domains::{verified_domain, with_dns};
 use crate::support::dnsd::DnsServer;
-use crate::support::harness::{TestApp, TestProject};
+use crate::support::harness::{TestApp, TestProject, one_keyed_response, taken_and_refused};
 use crate::support::smtpd::{SmtpLog, SmtpServer};
 
 /// An app that resolves through `dns` and delivers through the `smtp` transport to `smtp`.
@@ -1645,33 +1645,15 @@ async fn concurrent_single_recipient_sends_are_grouped_without_loss_and_refusals
         let r = t.await.unwrap();
         assert_eq!(r.status, 200, "{}", r.body);
     }
-    let (mut taken, mut refused) = (0, 0);
-    for t in theirs {
-        let r = t.await.unwrap();
-        match r.status.as_u16() {
-            200 => taken += 1,
-            429 => {
-                assert_eq!(r.body["error"], "BILLING_LIMIT_EXCEEDED", "{}", r.body);
-                refused += 1;
-            }
-            other => panic!("{other}: {}", r.body),
-        }
-    }
-    assert_eq!((taken, refused), (5, 7), "the cap holds exactly");
-    let mut first = None;
-    for t in keyed {
-        let r = t.await.unwrap();
-        assert!(
-            r.status == 200 || r.status == 409,
-            "{}: {}",
-            r.status,
-            r.body
-        );
-        if r.status == 200 {
-            let body = r.body["data"].clone();
-            assert_eq!(*first.get_or_insert(body.clone()), body, "one response");
-        }
-    }
+    assert_eq!(
+        taken_and_refused(theirs, |r| {
+            assert_eq!(r.body["error"], "BILLING_LIMIT_EXCEEDED", "{}", r.body);
+        })
+        .await,
+        (5, 7),
+        "the cap holds exactly"
+    );
+    let first = one_keyed_response(keyed).await;
     assert!(first.is_some(), "one keyed send went through");
 
     let project = &p.id;

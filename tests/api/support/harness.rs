@@ -469,3 +469,49 @@ pub async fn store_with_project(
         .id;
     (store, project)
 }
+
+/// Awaits requests of a project with a cap: answers how many were taken (200) and refused (429,
+/// each checked by `refusal`, since endpoints differ in their error body); any other answer fails
+/// the test.
+pub async fn taken_and_refused(
+    tasks: Vec<tokio::task::JoinHandle<Reply>>,
+    refusal: impl Fn(&Reply),
+) -> (usize, usize) {
+    let (mut taken, mut refused) = (0, 0);
+    for t in tasks {
+        let r = t.await.unwrap();
+        match r.status.as_u16() {
+            200 => taken += 1,
+            429 => {
+                refusal(&r);
+                refused += 1;
+            }
+            other => panic!("{other}: {}", r.body),
+        }
+    }
+    (taken, refused)
+}
+
+/// Awaits racing requests under one `Idempotency-Key`: each is 200 or 409, and every 200
+/// carries the same `data`, which is answered (`None` when none went through).
+pub async fn one_keyed_response(tasks: Vec<tokio::task::JoinHandle<Reply>>) -> Option<Value> {
+    let mut first = None;
+    for t in tasks {
+        let r = t.await.unwrap();
+        assert!(
+            r.status == 200 || r.status == 409,
+            "{}: {}",
+            r.status,
+            r.body
+        );
+        if r.status == 200 {
+            let data = r.body["data"].clone();
+            assert_eq!(
+                *first.get_or_insert(data.clone()),
+                data,
+                "one response, replayed"
+            );
+        }
+    }
+    first
+}

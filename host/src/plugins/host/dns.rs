@@ -97,6 +97,53 @@ fn txt(rdata: &RData) -> String {
     }
 }
 
+/// Why a lookup answered no value.
+#[derive(Debug, thiserror::Error)]
+pub enum LookupError {
+    /// The name has no record of the type, or does not exist.
+    #[error("no such record")]
+    NotFound,
+    /// The name cannot be looked up.
+    #[error("`{0}` is not a name that can be looked up")]
+    InvalidName(String),
+    /// No answer (a timeout, a server failure), or no resolver.
+    #[error("{0}")]
+    Failed(String),
+}
+
+impl Dns {
+    /// The values of the `record_type` records at `name`, as text (a TXT record's strings
+    /// joined). The name is fully qualified: search domains never apply.
+    pub(crate) async fn lookup(
+        &self,
+        name: &str,
+        record_type: RecordType,
+    ) -> Result<Vec<String>, LookupError> {
+        let resolver = match &self.0 {
+            Ok(resolver) => resolver,
+            Err(why) => return Err(LookupError::Failed(why.to_string())),
+        };
+        if name.is_empty() || name.len() > 253 {
+            return Err(LookupError::InvalidName(name.to_string()));
+        }
+        let fqdn = if name.ends_with('.') {
+            name.to_string()
+        } else {
+            format!("{name}.")
+        };
+        match resolver.lookup(fqdn.as_str(), record_type).await {
+            Ok(lookup) => Ok(lookup
+                .answers()
+                .iter()
+                .filter(|r| r.data.record_type() == record_type)
+                .map(|r| txt(&r.data))
+                .collect()),
+            Err(e) if e.is_no_records_found() || e.is_nx_domain() => Err(LookupError::NotFound),
+            Err(e) => Err(LookupError::Failed(e.to_string())),
+        }
+    }
+}
+
 impl dns::Host for CallState {
     async fn resolve(
         &mut self,
@@ -106,13 +153,6 @@ impl dns::Host for CallState {
         if !self.granted.grants.dns {
             return Err(self.deny("dns"));
         }
-        let resolver = match &self.services.dns.0 {
-            Ok(resolver) => resolver,
-            Err(why) => return Ok(Err(dns::Error::Failed(why.to_string()))),
-        };
-        if name.is_empty() || name.len() > 253 {
-            return Ok(Err(dns::Error::InvalidName(name)));
-        }
         let rtype = match record_type {
             dns::RecordType::A => RecordType::A,
             dns::RecordType::Aaaa => RecordType::AAAA,
@@ -121,22 +161,11 @@ impl dns::Host for CallState {
             dns::RecordType::Cname => RecordType::CNAME,
             dns::RecordType::Ns => RecordType::NS,
         };
-        // A fully qualified name: never apply search domains.
-        let fqdn = if name.ends_with('.') {
-            name.clone()
-        } else {
-            format!("{name}.")
-        };
-        let answer = timed(&mut self.io_time, resolver.lookup(fqdn.as_str(), rtype)).await;
-        Ok(match answer {
-            Ok(lookup) => Ok(lookup
-                .answers()
-                .iter()
-                .filter(|r| r.data.record_type() == rtype)
-                .map(|r| txt(&r.data))
-                .collect()),
-            Err(e) if e.is_no_records_found() || e.is_nx_domain() => Err(dns::Error::NotFound),
-            Err(e) => Err(dns::Error::Failed(e.to_string())),
-        })
+        let answer = timed(&mut self.io_time, self.services.dns.lookup(&name, rtype)).await;
+        Ok(answer.map_err(|e| match e {
+            LookupError::NotFound => dns::Error::NotFound,
+            LookupError::InvalidName(name) => dns::Error::InvalidName(name),
+            LookupError::Failed(why) => dns::Error::Failed(why),
+        }))
     }
 }

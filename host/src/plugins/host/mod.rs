@@ -20,7 +20,7 @@ use super::bindings::imports::herald::plugin::types;
 use super::manifest::Grants;
 use super::settings::PluginSettings;
 
-pub use dns::DnsSetupError;
+pub use dns::{DnsSetupError, LookupError};
 pub use http::HttpClient;
 pub use outbox::OutboxError;
 pub use smtp::SmtpSetupError;
@@ -46,6 +46,16 @@ impl Services {
             outbox: outbox::Outbox::new(data_dir),
             http: http::HttpLimits::new(settings),
         })
+    }
+
+    /// The values of the `record_type` records at `name`, through the resolver the `dns`
+    /// capability uses.
+    pub async fn resolve(
+        &self,
+        name: &str,
+        record_type: hickory_resolver::proto::rr::RecordType,
+    ) -> Result<Vec<String>, LookupError> {
+        self.dns.lookup(name, record_type).await
     }
 
     /// The folder the outbox writes to.

@@ -5,6 +5,7 @@ use std::sync::Arc;
 use tracing::instrument;
 
 use crate::plugins::call::call;
+use crate::plugins::host::LookupError;
 use crate::plugins::registry::LoadedPlugin;
 use crate::plugins::types::{CheckedRecord, DnsRecord, SendingDomain};
 use crate::plugins::{PluginError, Plugins, World};
@@ -49,5 +50,14 @@ impl Plugins {
             herald_plugin_domain_verifier.call_verify(&wit_domain)
         )?;
         Ok(checked.into_iter().map(CheckedRecord::from).collect())
+    }
+
+    /// The TXT values at `name`, through the host's resolver (the one the plugins' `dns`
+    /// capability uses): for the records the service checks itself (a domain's Ed25519 key).
+    pub async fn resolve_txt(&self, name: &str) -> Result<Vec<String>, LookupError> {
+        self.runtime
+            .services
+            .resolve(name, hickory_resolver::proto::rr::RecordType::TXT)
+            .await
     }
 }
