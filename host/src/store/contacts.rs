@@ -4,6 +4,8 @@
 //! and written back with `WHERE version = <read version>`; a lost race re-reads and retries. This
 //! keeps the patch logic in Rust, identical on both backends, and holds no lock while thinking.
 
+use std::collections::HashMap;
+
 use serde_json::{Map, Value};
 use sqlx::FromRow;
 use sqlx::types::Json;
@@ -26,12 +28,79 @@ pub(super) const COLUMNS: &str =
     "id, project_id, email, subscribed, data, version, created_at, updated_at";
 /// How often a write by address reads again after another writer created the address.
 pub(super) const MAX_ATTEMPTS: usize = 16;
-/// Inserts a contact unless its address is taken; answers the id when it did.
-pub(super) const INSERT_CONTACT: &str = "INSERT INTO contacts (id, project_id, email, subscribed, data, version, created_at, updated_at) \
-     VALUES ($1, $2, $3, $4, $5, 0, $6, $6) ON CONFLICT (project_id, email) DO NOTHING RETURNING id";
-/// Writes a contact's new state.
-pub(super) const UPDATE_CONTACT: &str = "UPDATE contacts SET email = $3, subscribed = $4, data = $5, version = $6, updated_at = $7 \
-     WHERE project_id = $1 AND id = $2";
+/// The most contacts one statement of [`ContactWrites`] writes (8 values a row).
+pub(super) const MAX_CONTACTS_PER_WRITE: usize = 500;
+
+/// Inserts `n` contacts, each unless its address is taken; answers the ids of those inserted.
+/// Binds, a row: id, project, email, subscribed, data, version, created, updated.
+pub(super) fn insert_contacts_sql(n: usize) -> String {
+    format!(
+        "INSERT INTO contacts (id, project_id, email, subscribed, data, version, created_at, updated_at) \
+         VALUES {} ON CONFLICT (project_id, email) DO NOTHING RETURNING id",
+        super::dialect::value_rows(1, n, 8)
+    )
+}
+
+/// Writes the new state of `n` contacts. Binds, a row: id, project, email, subscribed, data,
+/// version, updated.
+pub(super) fn update_contacts_sql(n: usize) -> String {
+    format!(
+        "WITH v (id, project_id, email, subscribed, data, version, updated_at) AS (VALUES {}) \
+         UPDATE contacts SET email = v.email, subscribed = v.subscribed, data = v.data, \
+         version = v.version, updated_at = v.updated_at \
+         FROM v WHERE contacts.project_id = v.project_id AND contacts.id = v.id",
+        super::dialect::value_rows(1, n, 7)
+    )
+}
+
+/// Planned contact writes, made by [`Statements::write_contacts`] in one statement per kind:
+/// each contact's last planned state, inserted when a plan created it. A group of writes in one
+/// transaction (`group_commit`, the recipients of a send) writes its contacts this way instead of
+/// one statement a write; a contact written several times is written once.
+#[derive(Default)]
+pub(crate) struct ContactWrites {
+    pub(super) inserts: Vec<Contact>,
+    pub(super) updates: Vec<Contact>,
+    /// Where each contact's planned state is: `(inserted, index)`.
+    at: HashMap<String, (bool, usize)>,
+}
+
+impl ContactWrites {
+    /// Adds a plan: its contact's state replaces what was planned for it before.
+    pub(super) fn add(&mut self, plan: &Plan) {
+        let (contact, insert) = match plan {
+            Plan::Keep(_) => return,
+            Plan::Insert(c) => (c, true),
+            Plan::Update { after, .. } => (after, false),
+        };
+        match self.at.get(contact.id.as_str()) {
+            Some(&(true, i)) => self.inserts[i] = contact.clone(),
+            Some(&(false, i)) => self.updates[i] = contact.clone(),
+            None if insert => {
+                let at = (true, self.inserts.len());
+                self.at.insert(contact.id.as_str().to_string(), at);
+                self.inserts.push(contact.clone());
+            }
+            None => {
+                let at = (false, self.updates.len());
+                self.at.insert(contact.id.as_str().to_string(), at);
+                self.updates.push(contact.clone());
+            }
+        }
+    }
+
+    /// Whether nothing is planned.
+    pub(super) fn is_empty(&self) -> bool {
+        self.at.is_empty()
+    }
+
+    /// Forgets every plan (once written).
+    pub(super) fn clear(&mut self) {
+        self.inserts.clear();
+        self.updates.clear();
+        self.at.clear();
+    }
+}
 
 #[derive(FromRow)]
 pub(crate) struct ContactRow {
@@ -295,7 +364,10 @@ pub(super) enum Attempt {
 
 /// One attempt of a contact write inside `tx`: reads the contact as `current` says (locked with the
 /// backend's `FOR UPDATE`), applies the rules, and writes it with its new field types (`types`)
-/// and its idempotency key. The caller inserts the events it answers, and commits.
+/// and its idempotency key. The caller inserts the events it answers, and commits. With `later`,
+/// the contact itself is not written but planned there, for the caller to write with others
+/// ([`Statements::write_contacts`]) before the events and the commit.
+#[allow(clippy::too_many_arguments)]
 pub(super) async fn write_contact_in<DB>(
     tx: &mut sqlx::Transaction<'_, DB>,
     project: &ProjectId,
@@ -304,6 +376,7 @@ pub(super) async fn write_contact_in<DB>(
     req: &Request<'_>,
     effects: &Effects<'_>,
     types: &[(&str, &str)],
+    later: Option<&mut ContactWrites>,
 ) -> StoreResult<Attempt>
 where
     DB: sqlx::Database,
@@ -345,7 +418,14 @@ where
         sub_changed.then_some(contact.subscribed),
         effects,
     );
-    if !tx.write_contact_plan(&plan).await? {
+    let written = match later {
+        Some(writes) => {
+            writes.add(&plan);
+            true
+        }
+        None => tx.write_contact_plan(&plan).await?,
+    };
+    if !written {
         return Ok(Attempt::Raced);
     }
     if matches!(plan, Plan::Keep(_)) && events.is_empty() && effects.idempotency.is_none() {
@@ -414,6 +494,7 @@ where
         &req,
         effects,
         types,
+        None,
     )
     .await?
     {
@@ -636,7 +717,7 @@ impl Store {
         for _ in 0..MAX_ATTEMPTS {
             let done: Option<(UpsertOutcome, Option<StoredEvent>)> = on_db_write!(self.db(), pool => {
                 let mut tx = pool.begin_write().await?;
-                match write_contact_in(&mut tx, project, &target, Current::Read(lock), req, effects, &types).await {
+                match write_contact_in(&mut tx, project, &target, Current::Read(lock), req, effects, &types, None).await {
                     Ok(Attempt::Written(outcome, tracked, events)) => {
                         tx.insert_events(&events).await?;
                         tx.commit().await?;

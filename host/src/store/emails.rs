@@ -12,6 +12,7 @@ use serde_json::Value;
 use sqlx::FromRow;
 use sqlx::types::Json;
 
+use super::contacts::ContactWrites;
 use super::dialect::BeginWrite;
 use super::idempotency::IdempotentWrite;
 use super::jobs::{ClaimedJob, DeliverPayload, JobPayload, Lease, NewJob};
@@ -144,43 +145,51 @@ impl PreparedSend {
     }
 }
 
-/// Selects a contact's id and version by address; `lock` is the backend's `FOR UPDATE`.
-pub(super) fn contact_version_sql(lock: &str) -> String {
-    format!("SELECT id, version FROM contacts WHERE project_id = $1 AND email = $2{lock}")
-}
-
 /// Whether the contacts `send` was planned from are still as they were read, checked inside
-/// `tx` with `select` ([`contact_version_sql`]; the rows stay locked on PostgreSQL), in address
-/// order so that two sends to overlapping recipients lock them in the same order and never
-/// deadlock. A new recipient's contact must still be missing.
+/// `tx` by one select of their ids and versions, locked with `lock` (the backend's `FOR UPDATE`;
+/// the rows stay locked on PostgreSQL) in address order, so that two sends to overlapping
+/// recipients lock them in the same order and never deadlock. A new recipient's contact must
+/// still be missing.
 pub(super) async fn contacts_fresh_in<DB>(
     tx: &mut sqlx::Transaction<'_, DB>,
     project: &ProjectId,
     send: &PreparedSend,
-    select: &str,
+    lock: &str,
 ) -> StoreResult<bool>
 where
     DB: sqlx::Database,
     for<'e> &'e mut DB::Connection: sqlx::Executor<'e, Database = DB>,
     for<'q> DB::Arguments<'q>: sqlx::IntoArguments<'q, DB>,
     for<'q> &'q str: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
-    for<'r> (String, i64): sqlx::FromRow<'r, DB::Row>,
+    for<'r> (String, String, i64): sqlx::FromRow<'r, DB::Row>,
 {
-    for plan in send.in_address_order() {
-        let found: Option<(String, i64)> = sqlx::query_as(select)
-            .bind(project.as_str())
-            .bind(plan.contact().email.as_str())
-            .fetch_optional(&mut **tx)
-            .await?;
-        let expected = plan
-            .based_on()
-            .map(|c| (c.id.as_str().to_string(), c.version));
-        if found != expected {
-            return Ok(false);
+    let plans = send.in_address_order();
+    let mut found: HashMap<String, (String, i64)> = HashMap::with_capacity(plans.len());
+    for chunk in plans.chunks(MAX_FRESH_PER_SELECT) {
+        let sql = format!(
+            "SELECT email, id, version FROM contacts WHERE project_id = $1 AND email IN ({}) \
+             ORDER BY email{lock}",
+            super::dialect::placeholders(2, chunk.len())
+        );
+        let mut q = sqlx::query_as::<_, (String, String, i64)>(&sql).bind(project.as_str());
+        for plan in chunk {
+            q = q.bind(plan.contact().email.as_str());
+        }
+        for (email, id, version) in q.fetch_all(&mut **tx).await? {
+            found.insert(email, (id, version));
         }
     }
-    Ok(true)
+    Ok(plans.iter().all(|plan| {
+        let now = found.get(plan.contact().email.as_str());
+        match plan.based_on() {
+            Some(c) => now.is_some_and(|(id, v)| id == c.id.as_str() && *v == c.version),
+            None => now.is_none(),
+        }
+    }))
 }
+
+/// The most recipients one select of [`contacts_fresh_in`] names.
+const MAX_FRESH_PER_SELECT: usize = 500;
 
 /// Writes a send whose contacts [`contacts_fresh_in`] found fresh, inside `tx`: each recipient's
 /// contact as planned (with its subscription event), the new field types `types`, the stored
@@ -204,13 +213,14 @@ where
     for<'q> &'q str: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
     for<'q> i64: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
 {
-    for plan in send.in_address_order() {
-        if !tx.write_contact_plan(plan).await? {
-            return Ok(false);
-        }
+    let plans = send.in_address_order();
+    let mut contacts = ContactWrites::default();
+    let mut events = Vec::new();
+    for plan in &plans {
+        contacts.add(plan);
         if let Some(subscribed) = plan.subscription_changed_to() {
             let event = NewEvent::subscription(subscribed, send.source, None);
-            tx.insert_event(&StoredEvent {
+            events.push(StoredEvent {
                 id: EventId::generate(),
                 project_id: project.clone(),
                 contact_id: Some(plan.contact().id.clone()),
@@ -218,10 +228,13 @@ where
                 name: event.name.as_str().to_string(),
                 data: event.data,
                 created_at: now,
-            })
-            .await?;
+            });
         }
     }
+    if !tx.write_contacts(&contacts).await? {
+        return Ok(false);
+    }
+    tx.insert_events(&events).await?;
     if send.contacts.iter().any(|p| p.changes()) {
         tx.insert_field_types(project.as_str(), types, now).await?;
     }
@@ -234,41 +247,45 @@ where
             .execute(&mut **tx)
             .await?;
     }
-    for e in &send.emails {
-        let job_id = match e.suppressed {
-            None => {
-                let job = NewJob {
-                    kind: DELIVER_KIND.to_string(),
-                    project_id: Some(project.clone()),
-                    payload: DeliverPayload {
-                        email_id: e.id.clone(),
-                    }
-                    .to_json()?,
-                    input: None,
-                    max_attempts,
-                    run_at: now,
-                };
-                Some(tx.insert_job(&job, now).await?)
+    let mut jobs = Vec::with_capacity(send.emails.len());
+    for e in send.emails.iter().filter(|e| e.suppressed.is_none()) {
+        jobs.push(NewJob {
+            kind: DELIVER_KIND.to_string(),
+            project_id: Some(project.clone()),
+            payload: DeliverPayload {
+                email_id: e.id.clone(),
             }
-            Some(_) => None,
-        };
-        let status = if e.suppressed.is_some() {
-            status::SUPPRESSED
-        } else {
-            status::QUEUED
-        };
-        tx.insert_email(&EmailInsert {
-            project: project.as_str(),
-            email: e,
-            contact_id: Some(e.contact_id.as_str()),
-            status,
-            campaign_id: None,
-            test: false,
-            delivery_job_id: job_id.as_ref().map(|j| j.as_str()),
-            now,
-        })
-        .await?;
+            .to_json()?,
+            input: None,
+            max_attempts,
+            run_at: now,
+        });
     }
+    let job_ids = tx
+        .insert_jobs(&jobs.iter().collect::<Vec<_>>(), now)
+        .await?;
+    let mut job_ids = job_ids.iter();
+    let inserts: Vec<EmailInsert<'_>> = send
+        .emails
+        .iter()
+        .map(|e| {
+            let (status, job) = match e.suppressed {
+                None => (status::QUEUED, job_ids.next().map(|j| j.as_str())),
+                Some(_) => (status::SUPPRESSED, None),
+            };
+            EmailInsert {
+                project: project.as_str(),
+                email: e,
+                contact_id: Some(e.contact_id.as_str()),
+                status,
+                campaign_id: None,
+                test: false,
+                delivery_job_id: job,
+                now,
+            }
+        })
+        .collect();
+    tx.insert_emails(&inserts).await?;
     if let Some(idem) = idempotency {
         tx.store_idempotent_response(project.as_str(), idem, idem.response)
             .await?;
@@ -276,13 +293,29 @@ where
     Ok(true)
 }
 
-/// Inserts an email; binds id, project, contact, template, kind, from, to, subject, status,
-/// message id, envelope sender, signer, links, draft, error, created (and updated), campaign,
-/// test, delivery job, content.
-pub(crate) const INSERT_EMAIL: &str = "INSERT INTO emails (id, project_id, contact_id, template_id, kind, \
-     from_address, to_address, subject, status, message_id, envelope_from, signed_by, links, draft, error, \
-     created_at, updated_at, campaign_id, test, delivery_job_id, content_id) \
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $16, $17, $18, $19, $20)";
+/// The most emails one insert of [`Statements::insert_emails`] takes (20 values a row).
+pub(crate) const MAX_EMAILS_PER_INSERT: usize = 500;
+
+/// Inserts `n` emails; binds, a row: id, project, contact, template, kind, from, to, subject,
+/// status, message id, envelope sender, signer, links, draft, error, created (and updated),
+/// campaign, test, delivery job, content.
+pub(crate) fn insert_emails_sql(n: usize) -> String {
+    let rows = (0..n)
+        .map(|r| {
+            let p = |i: usize| format!("${}", r * 20 + i);
+            let mut row: Vec<String> = (1..=16).map(p).collect();
+            row.push(p(16));
+            row.extend((17..=20).map(p));
+            format!("({})", row.join(", "))
+        })
+        .collect::<Vec<_>>()
+        .join(", ");
+    format!(
+        "INSERT INTO emails (id, project_id, contact_id, template_id, kind, \
+         from_address, to_address, subject, status, message_id, envelope_from, signed_by, links, draft, error, \
+         created_at, updated_at, campaign_id, test, delivery_job_id, content_id) VALUES {rows}"
+    )
+}
 
 /// Inserts a request's shared content; binds id, project, attachments, created.
 pub(crate) const INSERT_CONTENT: &str = "INSERT INTO email_contents (id, project_id, attachments, created_at) \
@@ -419,9 +452,13 @@ pub struct RecordedEvent {
     pub first: bool,
 }
 
-/// Inserts one history entry; binds id, project, email, contact, kind, detail, at.
-pub(crate) const INSERT_ACTIVITY: &str = "INSERT INTO email_events (id, project_id, email_id, contact_id, kind, detail, created_at) \
-     VALUES ($1, $2, $3, $4, $5, $6, $7)";
+/// Inserts `n` history entries; binds, a row: id, project, email, contact, kind, detail, at.
+pub(crate) fn insert_activity_sql(n: usize) -> String {
+    format!(
+        "INSERT INTO email_events (id, project_id, email_id, contact_id, kind, detail, created_at) VALUES {}",
+        super::dialect::value_rows(1, n, 7)
+    )
+}
 
 impl Store {
     /// Writes one send request whole, in one transaction: each recipient's contact as planned
@@ -440,10 +477,10 @@ impl Store {
     ) -> StoreResult<bool> {
         let now = now_ms();
         let types = self.known_fields.unknown(project.as_str(), &send.types());
-        let select = contact_version_sql(super::dialect::for_update(self.db().backend()));
+        let lock = super::dialect::for_update(self.db().backend());
         let wrote = on_db_write!(self.db(), pool => {
             let mut tx = pool.begin_write().await?;
-            let fresh = contacts_fresh_in(&mut tx, project, send, &select).await?
+            let fresh = contacts_fresh_in(&mut tx, project, send, lock).await?
                 && write_send_in(&mut tx, project, send, &types, max_attempts, idempotency.as_ref(), now).await?;
             if fresh {
                 tx.commit().await?;
@@ -539,7 +576,7 @@ impl Store {
                     .await?;
             }
             if first || counter.is_none() {
-                sqlx::query(INSERT_ACTIVITY)
+                sqlx::query(&insert_activity_sql(1))
                     .bind(ActivityId::generate().as_str())
                     .bind(&project_id)
                     .bind(email_id)
@@ -782,7 +819,7 @@ impl Store {
                     .await?
                     .rows_affected();
                 if updated == 1 {
-                    sqlx::query(INSERT_ACTIVITY)
+                    sqlx::query(&insert_activity_sql(1))
                         .bind(ActivityId::generate().as_str())
                         .bind(&email.project_id)
                         .bind(&email.id)

@@ -600,7 +600,6 @@ impl Store {
         let now = now_ms();
         let waves = distinct_executions(commits);
         let lock = super::dialect::for_update(self.db().backend());
-        let select = super::emails::contact_version_sql(lock);
         // Field types the effects recorded, remembered once the transaction commits.
         let mut learned: Vec<(String, Vec<(String, &'static str)>)> = Vec::new();
         on_db_write!(self.db(), pool => {
@@ -616,7 +615,7 @@ impl Store {
                     for effect in of(&i).effects {
                         if let EffectWrite::SendEmail { send, .. } = effect {
                             let project = ProjectId::from_trusted(of(&i).project_id.to_string());
-                            ok &= super::emails::contacts_fresh_in(&mut tx, &project, send, &select).await?;
+                            ok &= super::emails::contacts_fresh_in(&mut tx, &project, send, lock).await?;
                         }
                     }
                     if ok {

@@ -13,9 +13,12 @@
 //! statement per project at the start. Each request is still written by the one contact write
 //! (`contacts::write_contact_in`), so the rules are those of a single write; several requests for
 //! one contact see each other's writes in order, each starting from the contact as the group
-//! read or last wrote it. The group's events are
-//! inserted in one statement, so that the triggers that run per statement (billing's metering on
-//! PostgreSQL) run once a group.
+//! read or last wrote it. The contacts themselves are written at the end, in one statement per
+//! kind (the new ones inserted, the others updated; [`ContactWrites`]), each once in its last
+//! state, however many requests of the group changed it; then the group's events are inserted in
+//! one statement. So the triggers that run per statement (counters and billing's metering on
+//! PostgreSQL, the outbox rows of events there) run once a group, and a group is five statements
+//! or so whatever its size.
 //!
 //! A request is answered only after its group committed. When one request fails for a reason of
 //! its own (its idempotency key taken, its project's cap reached, a contact that kept racing), the
@@ -48,11 +51,11 @@ use tokio::sync::{mpsc, oneshot};
 use tracing::Instrument;
 
 use super::contacts::{
-    Attempt, COLUMNS, ContactRow, Current, Effects, IdempotencyClaim, MAX_ATTEMPTS, Request,
-    Target, field_types, write_contact_in,
+    Attempt, COLUMNS, ContactRow, ContactWrites, Current, Effects, IdempotencyClaim, MAX_ATTEMPTS,
+    Request, Target, field_types, write_contact_in,
 };
 use super::dialect::BeginWrite;
-use super::emails::{PreparedSend, contact_version_sql, contacts_fresh_in, write_send_in};
+use super::emails::{PreparedSend, contacts_fresh_in, write_send_in};
 use super::idempotency::IdempotentWrite;
 use super::statements::Statements;
 use super::{Backend, Conflict, Store, StoreError, StoreResult, on_db_write};
@@ -472,23 +475,30 @@ where
     for<'q> &'q str: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
     for<'q> i64: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
     for<'r> ContactRow: sqlx::FromRow<'r, DB::Row>,
-    for<'r> (String, i64): sqlx::FromRow<'r, DB::Row>,
+    for<'r> (String, String, i64): sqlx::FromRow<'r, DB::Row>,
 {
     let mut answers = Vec::with_capacity(batch.len());
     let (mut written, mut absent) = read_group(tx, batch, lock).await?;
-    let version_sql = contact_version_sql(lock);
-    // Without savepoints, the group's events are inserted in one statement at the end.
+    // Without savepoints, the group's contacts are written in one statement per kind (before a
+    // send, which reads them, and at the end) and its events in one statement at the end.
     let mut events = Vec::new();
+    let mut later = ContactWrites::default();
     for member in batch {
         let key = member.key();
         let pending = match member {
             Pending::Upsert(pending) => pending,
             Pending::Send { write, .. } => {
+                if !later.is_empty() {
+                    if !tx.write_contacts(&later).await? {
+                        return Ok(None);
+                    }
+                    later.clear();
+                }
                 // `false` (the contact changed since the send was planned) has its caller plan
                 // and render it again.
                 let answer = if savepoints {
                     let mut savepoint = sqlx::Acquire::begin(&mut *tx).await?;
-                    let (end, types) = write_send(&mut savepoint, store, write, &version_sql).await;
+                    let (end, types) = write_send(&mut savepoint, store, write, lock).await;
                     let outcome = match end {
                         Ok(SendEnd::Written) => {
                             savepoint.commit().await?;
@@ -506,7 +516,7 @@ where
                     };
                     Answer::Send(outcome, types)
                 } else {
-                    match write_send(tx, store, write, &version_sql).await {
+                    match write_send(tx, store, write, lock).await {
                         (Ok(SendEnd::Written), types) => Answer::Send(Ok(true), types),
                         // Nothing of it was written.
                         (Ok(SendEnd::Stale), types) => Answer::Send(Ok(false), types),
@@ -533,7 +543,7 @@ where
         let (outcome, types) = if savepoints {
             let mut savepoint = sqlx::Acquire::begin(&mut *tx).await?;
             let (outcome, types) =
-                match write_one_in(&mut savepoint, store, pending, current, lock).await {
+                match write_one_in(&mut savepoint, store, pending, current, lock, None).await {
                     Ok(one) => (
                         savepoint
                             .insert_events(&one.events)
@@ -551,7 +561,7 @@ where
             }
             (outcome, types)
         } else {
-            match write_one_in(tx, store, pending, current, lock).await {
+            match write_one_in(tx, store, pending, current, lock, Some(&mut later)).await {
                 Ok(one) => {
                     events.extend(one.events);
                     (Ok((one.outcome, one.tracked)), one.types)
@@ -565,6 +575,11 @@ where
             written.insert(key, o.contact.clone());
         }
         answers.push(Answer::Upsert(outcome, types));
+    }
+    // Another writer created one of the group's new contacts since the read: written again
+    // with a savepoint each, where that request reads the contact again.
+    if !tx.write_contacts(&later).await? {
+        return Ok(None);
     }
     match tx.insert_events(&events).await.map_err(StoreError::from) {
         Ok(()) => Ok(Some(answers)),
@@ -583,12 +598,12 @@ enum SendEnd {
     Raced,
 }
 
-/// One send inside `tx`: its contact checked with `version_sql`, then written as planned.
+/// One send inside `tx`: its contact checked (locked with `lock`), then written as planned.
 async fn write_send<'p, DB>(
     tx: &mut sqlx::Transaction<'_, DB>,
     store: &Store,
     write: &'p GroupedSend,
-    version_sql: &str,
+    lock: &str,
 ) -> (StoreResult<SendEnd>, NewTypes<'p>)
 where
     DB: sqlx::Database,
@@ -597,14 +612,14 @@ where
     for<'q> DB::Arguments<'q>: sqlx::IntoArguments<'q, DB>,
     for<'q> &'q str: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
     for<'q> i64: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
-    for<'r> (String, i64): sqlx::FromRow<'r, DB::Row>,
+    for<'r> (String, String, i64): sqlx::FromRow<'r, DB::Row>,
 {
     let project = &write.project;
     let types = store
         .known_fields
         .unknown(project.as_str(), &write.send.types());
     let outcome = async {
-        if !contacts_fresh_in(tx, project, &write.send, version_sql).await? {
+        if !contacts_fresh_in(tx, project, &write.send, lock).await? {
             return Ok(SendEnd::Stale);
         }
         let now = crate::domain::time::now_ms();
@@ -641,13 +656,15 @@ struct OneWritten<'p> {
 }
 
 /// One request inside `tx` from `current`, read again (locked with `lock`) while another writer
-/// keeps creating its address.
+/// keeps creating its address. With `later`, its contact is planned there instead of written
+/// (see [`write_contact_in`]).
 async fn write_one_in<'p, DB>(
     tx: &mut sqlx::Transaction<'_, DB>,
     store: &Store,
     pending: &'p PendingUpsert,
     mut current: Current<'_>,
     lock: &str,
+    mut later: Option<&mut ContactWrites>,
 ) -> StoreResult<OneWritten<'p>>
 where
     DB: sqlx::Database,
@@ -665,7 +682,12 @@ where
     let target = Target::Email(&pending.write.upsert.email);
     let (req, effects) = (pending.request(), pending.effects());
     for _ in 0..MAX_ATTEMPTS {
-        match write_contact_in(tx, project, &target, current, &req, &effects, &types).await? {
+        let writes = later.as_deref_mut();
+        match write_contact_in(
+            tx, project, &target, current, &req, &effects, &types, writes,
+        )
+        .await?
+        {
             Attempt::Written(outcome, tracked, events) => {
                 return Ok(OneWritten {
                     outcome,

@@ -35,9 +35,6 @@ impl RowsAffected for PgQueryResult {
 
 /// Shared statements, run inside the caller's transaction.
 pub(crate) trait Statements {
-    /// Inserts an event.
-    async fn insert_event(&mut self, event: &StoredEvent) -> sqlx::Result<()>;
-
     /// Inserts events in one statement per [`super::events::MAX_EVENTS_PER_INSERT`] (none: no
     /// statement).
     async fn insert_events(&mut self, events: &[StoredEvent]) -> sqlx::Result<()>;
@@ -70,8 +67,9 @@ pub(crate) trait Statements {
     async fn insert_job_once(&mut self, job: &NewJob, now: i64) -> sqlx::Result<Option<JobId>>;
 
     /// Queues jobs in one statement (a singleton kind already queued or running is skipped, as
-    /// by [`Statements::insert_job_once`]).
-    async fn insert_jobs(&mut self, jobs: &[&NewJob], now: i64) -> sqlx::Result<()>;
+    /// by [`Statements::insert_job_once`]); answers the id given to each, in order (a skipped
+    /// one's is stored nowhere).
+    async fn insert_jobs(&mut self, jobs: &[&NewJob], now: i64) -> sqlx::Result<Vec<JobId>>;
 
     /// Completes jobs, each with its result, in one statement; answers the ids of those whose
     /// lease held (the others are left as they are).
@@ -106,8 +104,23 @@ pub(crate) trait Statements {
     /// insert met a contact created with the same address since the read.
     async fn write_contact_plan(&mut self, plan: &super::contacts::Plan) -> StoreResult<bool>;
 
+    /// Writes planned contact changes: the inserts in one statement, then the updates in one
+    /// (per [`super::contacts::MAX_CONTACTS_PER_WRITE`]). False when an insert met a contact
+    /// created with the same address since the read (others may be written: roll back).
+    async fn write_contacts(
+        &mut self,
+        writes: &super::contacts::ContactWrites,
+    ) -> StoreResult<bool>;
+
     /// Inserts an email with its first history entry (its status: `queued` or `suppressed`).
     async fn insert_email(&mut self, email: &super::emails::EmailInsert<'_>) -> sqlx::Result<()>;
+
+    /// Inserts emails, each with its first history entry, in one statement per table (per
+    /// [`super::emails::MAX_EMAILS_PER_INSERT`]).
+    async fn insert_emails(
+        &mut self,
+        emails: &[super::emails::EmailInsert<'_>],
+    ) -> sqlx::Result<()>;
 
     /// Forgets an expired use of `write.key` and stores `response` under it; a live key taken
     /// meanwhile fails with `Conflict(IdempotencyKey)`, so the whole transaction rolls back.
@@ -137,10 +150,6 @@ where
     for<'r> (Option<String>,): sqlx::FromRow<'r, DB::Row>,
     for<'r> (String,): sqlx::FromRow<'r, DB::Row>,
 {
-    async fn insert_event(&mut self, e: &StoredEvent) -> sqlx::Result<()> {
-        self.insert_events(std::slice::from_ref(e)).await
-    }
-
     async fn insert_events(&mut self, events: &[StoredEvent]) -> sqlx::Result<()> {
         for chunk in events.chunks(super::events::MAX_EVENTS_PER_INSERT) {
             let sql = super::events::insert_events_sql(chunk.len());
@@ -214,11 +223,11 @@ where
         Ok((n == 1).then_some(id))
     }
 
-    async fn insert_jobs(&mut self, jobs: &[&NewJob], now: i64) -> sqlx::Result<()> {
+    async fn insert_jobs(&mut self, jobs: &[&NewJob], now: i64) -> sqlx::Result<Vec<JobId>> {
         let ids: Vec<JobId> = jobs.iter().map(|_| JobId::generate()).collect();
         let rows: Vec<(&NewJob, &JobId)> = jobs.iter().copied().zip(&ids).collect();
         insert_job_rows(self, &rows, now).await?;
-        Ok(())
+        Ok(ids)
     }
 
     async fn complete_jobs(
@@ -274,75 +283,113 @@ where
     }
 
     async fn write_contact_plan(&mut self, plan: &super::contacts::Plan) -> StoreResult<bool> {
-        use super::contacts::{INSERT_CONTACT, Plan, UPDATE_CONTACT};
-        match plan {
-            Plan::Insert(c) => {
-                let id: Option<(Option<String>,)> = sqlx::query_as(INSERT_CONTACT)
+        let mut writes = super::contacts::ContactWrites::default();
+        writes.add(plan);
+        self.write_contacts(&writes).await
+    }
+
+    async fn write_contacts(
+        &mut self,
+        writes: &super::contacts::ContactWrites,
+    ) -> StoreResult<bool> {
+        use super::contacts::{MAX_CONTACTS_PER_WRITE, insert_contacts_sql, update_contacts_sql};
+        for chunk in writes.inserts.chunks(MAX_CONTACTS_PER_WRITE) {
+            let sql = insert_contacts_sql(chunk.len());
+            let mut q = sqlx::query_as::<_, (String,)>(&sql);
+            for c in chunk {
+                q = q
                     .bind(c.id.as_str())
                     .bind(c.project_id.as_str())
                     .bind(c.email.as_str())
                     .bind(c.subscribed)
                     .bind(Json(&c.data))
+                    .bind(c.version)
                     .bind(c.created_at)
-                    .fetch_optional(&mut **self)
-                    .await?;
-                Ok(id.is_some())
+                    .bind(c.updated_at);
             }
-            Plan::Update { after, .. } => {
-                sqlx::query(UPDATE_CONTACT)
-                    .bind(after.project_id.as_str())
-                    .bind(after.id.as_str())
-                    .bind(after.email.as_str())
-                    .bind(after.subscribed)
-                    .bind(Json(&after.data))
-                    .bind(after.version)
-                    .bind(after.updated_at)
-                    .execute(&mut **self)
-                    .await
-                    .map_err(|e| StoreError::unique(e, Conflict::Email))?;
-                Ok(true)
+            if q.fetch_all(&mut **self).await?.len() < chunk.len() {
+                return Ok(false);
             }
-            Plan::Keep(_) => Ok(true),
         }
+        for chunk in writes.updates.chunks(MAX_CONTACTS_PER_WRITE) {
+            let sql = update_contacts_sql(chunk.len());
+            let mut q = sqlx::query(&sql);
+            for c in chunk {
+                q = q
+                    .bind(c.id.as_str())
+                    .bind(c.project_id.as_str())
+                    .bind(c.email.as_str())
+                    .bind(c.subscribed)
+                    .bind(Json(&c.data))
+                    .bind(c.version)
+                    .bind(c.updated_at);
+            }
+            q.execute(&mut **self)
+                .await
+                .map_err(|e| StoreError::unique(e, Conflict::Email))?;
+        }
+        Ok(true)
     }
 
     async fn insert_email(&mut self, w: &super::emails::EmailInsert<'_>) -> sqlx::Result<()> {
-        use super::emails::{INSERT_ACTIVITY, INSERT_EMAIL};
-        let e = w.email;
-        let links = Value::from(e.links.clone());
-        sqlx::query(INSERT_EMAIL)
-            .bind(e.id.as_str())
-            .bind(w.project)
-            .bind(w.contact_id)
-            .bind(e.template_id.as_deref())
-            .bind(e.kind)
-            .bind(e.from_address.as_str())
-            .bind(e.to_address.as_str())
-            .bind(e.subject.as_str())
-            .bind(w.status)
-            .bind(e.message_id.as_str())
-            .bind(e.envelope_from.as_str())
-            .bind(e.signed_by.as_deref())
-            .bind(Json(&links))
-            .bind(e.draft.as_deref())
-            .bind(e.suppressed.as_deref())
-            .bind(w.now)
-            .bind(w.campaign_id)
-            .bind(w.test)
-            .bind(w.delivery_job_id)
-            .bind(e.content_id.as_deref())
-            .execute(&mut **self)
-            .await?;
-        sqlx::query(INSERT_ACTIVITY)
-            .bind(crate::domain::ids::ActivityId::generate().as_str())
-            .bind(w.project)
-            .bind(e.id.as_str())
-            .bind(w.contact_id)
-            .bind(w.status)
-            .bind(e.suppressed.as_deref())
-            .bind(w.now)
-            .execute(&mut **self)
-            .await?;
+        self.insert_emails(std::slice::from_ref(w)).await
+    }
+
+    async fn insert_emails(
+        &mut self,
+        emails: &[super::emails::EmailInsert<'_>],
+    ) -> sqlx::Result<()> {
+        use super::emails::{MAX_EMAILS_PER_INSERT, insert_activity_sql, insert_emails_sql};
+        for chunk in emails.chunks(MAX_EMAILS_PER_INSERT) {
+            let links: Vec<Value> = chunk
+                .iter()
+                .map(|w| Value::from(w.email.links.clone()))
+                .collect();
+            let sql = insert_emails_sql(chunk.len());
+            let mut q = sqlx::query(&sql);
+            for (w, links) in chunk.iter().zip(&links) {
+                let e = w.email;
+                q = q
+                    .bind(e.id.as_str())
+                    .bind(w.project)
+                    .bind(w.contact_id)
+                    .bind(e.template_id.as_deref())
+                    .bind(e.kind)
+                    .bind(e.from_address.as_str())
+                    .bind(e.to_address.as_str())
+                    .bind(e.subject.as_str())
+                    .bind(w.status)
+                    .bind(e.message_id.as_str())
+                    .bind(e.envelope_from.as_str())
+                    .bind(e.signed_by.as_deref())
+                    .bind(Json(links))
+                    .bind(e.draft.as_deref())
+                    .bind(e.suppressed.as_deref())
+                    .bind(w.now)
+                    .bind(w.campaign_id)
+                    .bind(w.test)
+                    .bind(w.delivery_job_id)
+                    .bind(e.content_id.as_deref());
+            }
+            q.execute(&mut **self).await?;
+            let ids: Vec<_> = chunk
+                .iter()
+                .map(|_| crate::domain::ids::ActivityId::generate())
+                .collect();
+            let sql = insert_activity_sql(chunk.len());
+            let mut q = sqlx::query(&sql);
+            for (w, id) in chunk.iter().zip(&ids) {
+                q = q
+                    .bind(id.as_str())
+                    .bind(w.project)
+                    .bind(w.email.id.as_str())
+                    .bind(w.contact_id)
+                    .bind(w.status)
+                    .bind(w.email.suppressed.as_deref())
+                    .bind(w.now);
+            }
+            q.execute(&mut **self).await?;
+        }
         Ok(())
     }
 

@@ -275,7 +275,7 @@ async fn concurrent_tracks_are_grouped_without_loss_and_refusals_stay_their_own(
             ours.push(post(
                 &p.public_key,
                 json!({ "email": format!("g{c}@example.com"), "event": "grouped",
-                        "data": { "round": round } }),
+                        "data": { "round": round, format!("r{round}"): true } }),
                 None,
             ));
         }
@@ -334,6 +334,11 @@ async fn concurrent_tracks_are_grouped_without_loss_and_refusals_stay_their_own(
     for c in contacts.body["data"].as_array().unwrap() {
         if c["email"] != "keyed@example.com" {
             assert!(c["data"]["round"].is_number(), "{c}");
+            // A contact written by several requests of one group is written once, in its last
+            // state: every request's key is in it.
+            for round in 0..5 {
+                assert_eq!(c["data"][format!("r{round}")], true, "{c}");
+            }
         }
     }
     assert_eq!(events_named(&app, &capped, "capped").await.len(), 5);
