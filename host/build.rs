@@ -154,6 +154,12 @@ fn main() {
     for dir in ["plugins", "sdk", "filter"] {
         println!("cargo:rerun-if-changed={}", root.join(dir).display());
     }
+    // `sqlx::migrate!` embeds the migrations, but cargo only sees the files it read: a new one
+    // must also rebuild the crate.
+    println!(
+        "cargo:rerun-if-changed={}",
+        root.join("migrations").display()
+    );
 
     for group in &GROUPS {
         cargo(&root, &target_dir, group);
