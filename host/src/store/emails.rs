@@ -191,6 +191,20 @@ where
 /// The most recipients one select of [`contacts_fresh_in`] names.
 const MAX_FRESH_PER_SELECT: usize = 500;
 
+/// One send to write with others ([`write_sends_in`]).
+pub(super) struct SendWrite<'a> {
+    /// The project.
+    pub(super) project: &'a ProjectId,
+    /// The send, planned and rendered.
+    pub(super) send: &'a PreparedSend,
+    /// The field types its data patch shows for the first time.
+    pub(super) types: &'a [(&'a str, &'a str)],
+    /// Attempts of each delivery job.
+    pub(super) max_attempts: i32,
+    /// Its idempotency key, with the response to replay.
+    pub(super) idempotency: Option<&'a IdempotentWrite<'a, &'a Value>>,
+}
+
 /// Writes a send whose contacts [`contacts_fresh_in`] found fresh, inside `tx`: each recipient's
 /// contact as planned (with its subscription event), the new field types `types`, the stored
 /// attachments, every email with its first history entry and, unless suppressed, its delivery
@@ -213,68 +227,98 @@ where
     for<'q> &'q str: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
     for<'q> i64: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
 {
-    let plans = send.in_address_order();
+    let one = SendWrite {
+        project,
+        send,
+        types,
+        max_attempts,
+        idempotency,
+    };
+    write_sends_in(tx, std::slice::from_ref(&one), now).await
+}
+
+/// Writes sends as [`write_send_in`] writes one, all of them in one statement per table: the
+/// recipients' contacts, their subscription events, the delivery jobs, the emails, their first
+/// history entries and the idempotency keys (field types and attachments per send that has
+/// them). A contact several sends plan is written once, as the last of them planned it.
+pub(super) async fn write_sends_in<DB>(
+    tx: &mut sqlx::Transaction<'_, DB>,
+    sends: &[SendWrite<'_>],
+    now: i64,
+) -> StoreResult<bool>
+where
+    DB: sqlx::Database,
+    for<'t> sqlx::Transaction<'t, DB>: Statements,
+    for<'e> &'e mut DB::Connection: sqlx::Executor<'e, Database = DB>,
+    for<'q> DB::Arguments<'q>: sqlx::IntoArguments<'q, DB>,
+    for<'q> &'q str: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+    for<'q> i64: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+{
     let mut contacts = ContactWrites::default();
     let mut events = Vec::new();
-    for plan in &plans {
-        contacts.add(plan);
-        if let Some(subscribed) = plan.subscription_changed_to() {
-            let event = NewEvent::subscription(subscribed, send.source, None);
-            events.push(StoredEvent {
-                id: EventId::generate(),
-                project_id: project.clone(),
-                contact_id: Some(plan.contact().id.clone()),
-                contact_email: None,
-                name: event.name.as_str().to_string(),
-                data: event.data,
-                created_at: now,
-            });
+    for w in sends {
+        for plan in w.send.in_address_order() {
+            contacts.add(plan);
+            if let Some(subscribed) = plan.subscription_changed_to() {
+                let event = NewEvent::subscription(subscribed, w.send.source, None);
+                events.push(StoredEvent {
+                    id: EventId::generate(),
+                    project_id: w.project.clone(),
+                    contact_id: Some(plan.contact().id.clone()),
+                    contact_email: None,
+                    name: event.name.as_str().to_string(),
+                    data: event.data,
+                    created_at: now,
+                });
+            }
         }
     }
     if !tx.write_contacts(&contacts).await? {
         return Ok(false);
     }
     tx.insert_events(&events).await?;
-    if send.contacts.iter().any(|p| p.changes()) {
-        tx.insert_field_types(project.as_str(), types, now).await?;
-    }
-    if let Some(content) = &send.content {
-        sqlx::query(INSERT_CONTENT)
-            .bind(content.id.as_str())
-            .bind(project.as_str())
-            .bind(content.attachments.as_str())
-            .bind(now)
-            .execute(&mut **tx)
-            .await?;
-    }
-    let mut jobs = Vec::with_capacity(send.emails.len());
-    for e in send.emails.iter().filter(|e| e.suppressed.is_none()) {
-        jobs.push(NewJob {
-            kind: DELIVER_KIND.to_string(),
-            project_id: Some(project.clone()),
-            payload: DeliverPayload {
-                email_id: e.id.clone(),
-            }
-            .to_json()?,
-            input: None,
-            max_attempts,
-            run_at: now,
-        });
+    let mut jobs = Vec::new();
+    for w in sends {
+        if !w.types.is_empty() && w.send.contacts.iter().any(|p| p.changes()) {
+            tx.insert_field_types(w.project.as_str(), w.types, now)
+                .await?;
+        }
+        if let Some(content) = &w.send.content {
+            sqlx::query(INSERT_CONTENT)
+                .bind(content.id.as_str())
+                .bind(w.project.as_str())
+                .bind(content.attachments.as_str())
+                .bind(now)
+                .execute(&mut **tx)
+                .await?;
+        }
+        for e in w.send.emails.iter().filter(|e| e.suppressed.is_none()) {
+            jobs.push(NewJob {
+                kind: DELIVER_KIND.to_string(),
+                project_id: Some(w.project.clone()),
+                payload: DeliverPayload {
+                    email_id: e.id.clone(),
+                }
+                .to_json()?,
+                input: None,
+                max_attempts: w.max_attempts,
+                run_at: now,
+            });
+        }
     }
     let job_ids = tx
         .insert_jobs(&jobs.iter().collect::<Vec<_>>(), now)
         .await?;
     let mut job_ids = job_ids.iter();
-    let inserts: Vec<EmailInsert<'_>> = send
-        .emails
-        .iter()
-        .map(|e| {
+    let mut inserts = Vec::new();
+    for w in sends {
+        for e in &w.send.emails {
             let (status, job) = match e.suppressed {
                 None => (status::QUEUED, job_ids.next().map(|j| j.as_str())),
                 Some(_) => (status::SUPPRESSED, None),
             };
-            EmailInsert {
-                project: project.as_str(),
+            inserts.push(EmailInsert {
+                project: w.project.as_str(),
                 email: e,
                 contact_id: Some(e.contact_id.as_str()),
                 status,
@@ -282,14 +326,18 @@ where
                 test: false,
                 delivery_job_id: job,
                 now,
-            }
+            });
+        }
+    }
+    tx.insert_emails(&inserts).await?;
+    let keys: Vec<_> = sends
+        .iter()
+        .filter_map(|w| {
+            w.idempotency
+                .map(|idem| (w.project.as_str(), idem, idem.response))
         })
         .collect();
-    tx.insert_emails(&inserts).await?;
-    if let Some(idem) = idempotency {
-        tx.store_idempotent_response(project.as_str(), idem, idem.response)
-            .await?;
-    }
+    tx.store_idempotent_responses(&keys).await?;
     Ok(true)
 }
 

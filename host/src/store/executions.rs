@@ -693,8 +693,9 @@ impl Store {
                     .flat_map(|c| c.effects.iter().map(move |e| (c.project_id, e)))
                     .collect();
                 effects.sort_by_key(|(_, e)| e.order());
+                self.write_sends(&mut tx, &effects, now, &mut learned).await?;
                 for (project, effect) in effects {
-                    self.write_effect(&mut tx, project, effect, lock, now, &mut learned).await?;
+                    self.write_update(&mut tx, project, effect, lock, &mut learned).await?;
                 }
                 for &k in &held {
                     let c = of(&wave[k]);
@@ -729,14 +730,13 @@ impl Store {
         Ok(outcomes)
     }
 
-    /// Makes one effect's write inside a round's commit; the field types it records are added
-    /// to `learned`.
-    async fn write_effect<DB>(
+    /// Writes the sends among a round's `effects` inside its commit, all in one statement per
+    /// table ([`super::emails::write_sends_in`]); the field types they record are added to
+    /// `learned`.
+    async fn write_sends<DB>(
         &self,
         tx: &mut sqlx::Transaction<'_, DB>,
-        project: &str,
-        effect: &EffectWrite,
-        lock: &str,
+        effects: &[(&str, &EffectWrite)],
         now: i64,
         learned: &mut Vec<(String, Vec<(String, &'static str)>)>,
     ) -> StoreResult<()>
@@ -746,97 +746,129 @@ impl Store {
         for<'e> &'e mut DB::Connection: sqlx::Executor<'e, Database = DB>,
         for<'q> DB::Arguments<'q>: sqlx::IntoArguments<'q, DB>,
         for<'q> &'q str: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
-        for<'r> super::contacts::ContactRow: sqlx::FromRow<'r, DB::Row>,
         for<'q> i64: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
     {
-        match effect {
-            EffectWrite::SendEmail {
+        let mut owned = Vec::new();
+        for (project, effect) in effects {
+            if let EffectWrite::SendEmail {
                 send,
                 key,
                 response,
-            } => {
-                let project_id = ProjectId::from_trusted(project.to_string());
+            } = effect
+            {
                 let types = self.known_fields.unknown(project, &send.types());
                 let idempotency = super::idempotency::IdempotentWrite {
-                    key,
+                    key: key.as_str(),
                     endpoint: EFFECT_ENDPOINT,
-                    request_hash: key,
+                    request_hash: key.as_str(),
                     status: 200,
                     response,
                 };
-                let max_attempts = super::emails::DELIVER_MAX_ATTEMPTS;
-                let written = super::emails::write_send_in(
-                    tx,
-                    &project_id,
+                owned.push((
+                    ProjectId::from_trusted(project.to_string()),
                     send,
-                    &types,
-                    max_attempts,
-                    Some(&idempotency),
-                    now,
-                )
-                .await?;
-                if !written {
-                    // A new recipient's address was taken by a concurrent write since the
-                    // check: the whole round is retried (it finds the contact then).
-                    return Err(StoreError::Conflict(super::Conflict::Busy));
-                }
-                if !types.is_empty() {
+                    types,
+                    idempotency,
+                ));
+            }
+        }
+        if owned.is_empty() {
+            return Ok(());
+        }
+        let sends: Vec<super::emails::SendWrite<'_>> = owned
+            .iter()
+            .map(
+                |(project, send, types, idempotency)| super::emails::SendWrite {
+                    project,
+                    send,
+                    types,
+                    max_attempts: super::emails::DELIVER_MAX_ATTEMPTS,
+                    idempotency: Some(idempotency),
+                },
+            )
+            .collect();
+        if !super::emails::write_sends_in(tx, &sends, now).await? {
+            // A new recipient's address was taken by a concurrent write since the check: the
+            // whole round is retried (it finds the contact then).
+            return Err(StoreError::Conflict(super::Conflict::Busy));
+        }
+        for (project, _, types, _) in &owned {
+            if !types.is_empty() {
+                let types = types.iter().map(|(k, t)| (k.to_string(), *t)).collect();
+                learned.push((project.to_string(), types));
+            }
+        }
+        Ok(())
+    }
+
+    /// Makes an `UPDATE_CONTACT` effect's write inside a round's commit (a send is written by
+    /// [`Store::write_sends`]: nothing here); the field types it records are added to `learned`.
+    async fn write_update<DB>(
+        &self,
+        tx: &mut sqlx::Transaction<'_, DB>,
+        project: &str,
+        effect: &EffectWrite,
+        lock: &str,
+        learned: &mut Vec<(String, Vec<(String, &'static str)>)>,
+    ) -> StoreResult<()>
+    where
+        DB: sqlx::Database,
+        for<'t> sqlx::Transaction<'t, DB>: Statements,
+        for<'e> &'e mut DB::Connection: sqlx::Executor<'e, Database = DB>,
+        for<'q> DB::Arguments<'q>: sqlx::IntoArguments<'q, DB>,
+        for<'q> &'q str: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+        for<'r> super::contacts::ContactRow: sqlx::FromRow<'r, DB::Row>,
+    {
+        let EffectWrite::UpdateContact {
+            contact,
+            change,
+            key,
+            response,
+        } = effect
+        else {
+            return Ok(());
+        };
+        let project_id = ProjectId::from_trusted(project.to_string());
+        let types = self
+            .known_fields
+            .unknown(project, &super::contacts::field_types(&change.data.set));
+        let recorded = response.clone();
+        let respond =
+            move |_: &crate::domain::contact::Contact,
+                  _: Option<&crate::domain::event::StoredEvent>| { recorded.clone() };
+        let effects = super::contacts::Effects {
+            source: SubscriptionSource::Workflow,
+            reason: None,
+            event: None,
+            idempotency: Some(super::idempotency::IdempotentWrite {
+                key,
+                endpoint: EFFECT_ENDPOINT,
+                request_hash: key,
+                status: 200,
+                response: &respond,
+            }),
+        };
+        match super::contacts::change_contact_in(
+            tx,
+            &project_id,
+            contact,
+            change,
+            &effects,
+            lock,
+            &types,
+        )
+        .await
+        {
+            Ok(outcome) => {
+                if outcome.updated && !types.is_empty() {
                     let owned = types.iter().map(|(k, t)| (k.to_string(), *t)).collect();
                     learned.push((project.to_string(), owned));
                 }
                 Ok(())
             }
-            EffectWrite::UpdateContact {
-                contact,
-                change,
-                key,
-                response,
-            } => {
-                let project_id = ProjectId::from_trusted(project.to_string());
-                let types = self
-                    .known_fields
-                    .unknown(project, &super::contacts::field_types(&change.data.set));
-                let recorded = response.clone();
-                let respond =
-                    move |_: &crate::domain::contact::Contact,
-                          _: Option<&crate::domain::event::StoredEvent>| {
-                        recorded.clone()
-                    };
-                let effects = super::contacts::Effects {
-                    source: SubscriptionSource::Workflow,
-                    reason: None,
-                    event: None,
-                    idempotency: Some(super::idempotency::IdempotentWrite {
-                        key,
-                        endpoint: EFFECT_ENDPOINT,
-                        request_hash: key,
-                        status: 200,
-                        response: &respond,
-                    }),
-                };
-                match super::contacts::change_contact_in(
-                    tx,
-                    &project_id,
-                    contact,
-                    change,
-                    &effects,
-                    lock,
-                    &types,
-                )
-                .await
-                {
-                    Ok(outcome) => {
-                        if outcome.updated && !types.is_empty() {
-                            let owned = types.iter().map(|(k, t)| (k.to_string(), *t)).collect();
-                            learned.push((project.to_string(), owned));
-                        }
-                        Ok(())
-                    }
-                    // Deleted meanwhile (nothing was written): there is nothing to update.
-                    Err(StoreError::NotFound) => Ok(()),
-                    Err(e) => Err(e),
-                }
-            }
+            // Deleted meanwhile (nothing was written): there is nothing to update.
+            Err(StoreError::NotFound) => Ok(()),
+            Err(e) => Err(e),
         }
     }
 

@@ -30,13 +30,27 @@ pub struct IdempotentWrite<'a, R> {
     pub response: R,
 }
 
-/// Forgets an expired use of a key; binds project, key, oldest live creation time.
-pub(super) const DELETE_EXPIRED_KEY: &str =
-    "DELETE FROM idempotency_keys WHERE project_id = $1 AND key = $2 AND created_at < $3";
+/// The most keys one statement of [`super::statements::Statements::store_idempotent_responses`]
+/// writes (7 values a row).
+pub(super) const MAX_KEYS_PER_WRITE: usize = 500;
 
-/// Stores a key; binds project, key, endpoint, request hash, status, response, now.
-pub(super) const INSERT_KEY: &str = "INSERT INTO idempotency_keys (project_id, key, endpoint, request_hash, status, response, created_at) \
-     VALUES ($1, $2, $3, $4, $5, $6, $7)";
+/// Forgets expired uses of `n` keys; binds the oldest live creation time, then project and key of
+/// each.
+pub(super) fn delete_expired_keys_sql(n: usize) -> String {
+    format!(
+        "DELETE FROM idempotency_keys WHERE created_at < $1 AND (project_id, key) IN (VALUES {})",
+        super::dialect::value_rows(2, n, 2)
+    )
+}
+
+/// Stores `n` keys; binds, a row: project, key, endpoint, request hash, status, response, now.
+pub(super) fn insert_keys_sql(n: usize) -> String {
+    format!(
+        "INSERT INTO idempotency_keys (project_id, key, endpoint, request_hash, status, response, created_at) \
+         VALUES {}",
+        super::dialect::value_rows(1, n, 7)
+    )
+}
 
 /// A remembered response.
 #[derive(Clone, Debug, PartialEq)]

@@ -130,6 +130,13 @@ pub(crate) trait Statements {
         write: &super::idempotency::IdempotentWrite<'_, R>,
         response: &Value,
     ) -> StoreResult<()>;
+
+    /// [`Statements::store_idempotent_response`] of several keys (project, key, response), in
+    /// one statement of each kind.
+    async fn store_idempotent_responses<R: Sync>(
+        &mut self,
+        keys: &[(&str, &super::idempotency::IdempotentWrite<'_, R>, &Value)],
+    ) -> StoreResult<()>;
 }
 
 impl<DB> Statements for Transaction<'_, DB>
@@ -399,25 +406,41 @@ where
         write: &super::idempotency::IdempotentWrite<'_, R>,
         response: &Value,
     ) -> StoreResult<()> {
-        use super::idempotency::{DELETE_EXPIRED_KEY, INSERT_KEY, TTL_MS};
-        let now = crate::domain::time::now_ms();
-        sqlx::query(DELETE_EXPIRED_KEY)
-            .bind(project)
-            .bind(write.key)
-            .bind(now - TTL_MS)
-            .execute(&mut **self)
-            .await?;
-        sqlx::query(INSERT_KEY)
-            .bind(project)
-            .bind(write.key)
-            .bind(write.endpoint)
-            .bind(write.request_hash)
-            .bind(i32::from(write.status))
-            .bind(Json(response))
-            .bind(now)
-            .execute(&mut **self)
+        self.store_idempotent_responses(&[(project, write, response)])
             .await
-            .map_err(|e| StoreError::unique(e, Conflict::IdempotencyKey))?;
+    }
+
+    async fn store_idempotent_responses<R: Sync>(
+        &mut self,
+        keys: &[(&str, &super::idempotency::IdempotentWrite<'_, R>, &Value)],
+    ) -> StoreResult<()> {
+        use super::idempotency::{
+            MAX_KEYS_PER_WRITE, TTL_MS, delete_expired_keys_sql, insert_keys_sql,
+        };
+        let now = crate::domain::time::now_ms();
+        for chunk in keys.chunks(MAX_KEYS_PER_WRITE) {
+            let sql = delete_expired_keys_sql(chunk.len());
+            let mut q = sqlx::query(&sql).bind(now - TTL_MS);
+            for (project, write, _) in chunk {
+                q = q.bind(*project).bind(write.key);
+            }
+            q.execute(&mut **self).await?;
+            let sql = insert_keys_sql(chunk.len());
+            let mut q = sqlx::query(&sql);
+            for (project, write, response) in chunk {
+                q = q
+                    .bind(*project)
+                    .bind(write.key)
+                    .bind(write.endpoint)
+                    .bind(write.request_hash)
+                    .bind(i32::from(write.status))
+                    .bind(Json(*response))
+                    .bind(now);
+            }
+            q.execute(&mut **self)
+                .await
+                .map_err(|e| StoreError::unique(e, Conflict::IdempotencyKey))?;
+        }
         Ok(())
     }
 }
