@@ -15,6 +15,15 @@ For each database: a fresh `herald serve` (transport `outbox`, 16 job workers) w
 3. Memory: the server's peak RSS (VmHWM) at the end.
 Rows are counted after each run (executions EXITED, step runs, emails) so the figures are real.
 
+Before the measured phases, WARM executions (default 1000; `WARM=0` for none) run through the
+workflow and, on PostgreSQL, the database is analyzed (`ANALYZE`), as a deployment that has been
+running is: its tables have rows and statistics. Without it, PostgreSQL plans each prepared
+statement of the server's connections while the tables are still empty, and keeps those plans
+until an `ANALYZE` replaces them, which autovacuum does within about a minute of a table's growth
+in a default PostgreSQL, but never on a server with `autovacuum = off` (this development
+machine's PostgreSQL is configured so for its CI): the re-entry check then scanned the whole
+executions table on every start.
+
 Usage: host/benches/workflows/run.py [N, default 10000] [RATE, default 1000] [SECONDS, default 10]
 (`ONLY=sqlite` or `ONLY=postgres` runs one database; HERALD_BIN runs another binary, e.g. an
 earlier commit's build beside this one.)
@@ -43,6 +52,7 @@ BASE = f"http://127.0.0.1:{PORT}"
 N = int(sys.argv[1]) if len(sys.argv) > 1 else 10000
 RATE = int(sys.argv[2]) if len(sys.argv) > 2 else 1000
 SECONDS = int(sys.argv[3]) if len(sys.argv) > 3 else 10
+WARM = int(os.environ.get("WARM", "1000"))
 
 
 call = Api(PORT, timeout=60)
@@ -166,6 +176,12 @@ def bench(name, url):
                 call("POST", f"/workflows/{wf}/transitions", key, link)
             call("PATCH", f"/workflows/{wf}", key, {"enabled": True})
 
+            if WARM:
+                track_all(key, [f"w{i}@example.com" for i in range(WARM)], "bench")
+                wait_exited(key, wf, WARM)
+                if url:
+                    subprocess.run(["psql", url, "-qc", "ANALYZE"], check=True)
+
             print(f"### {name}")
             # The ceiling: tracking alone, into an event no workflow uses.
             began = time.perf_counter()
@@ -176,17 +192,18 @@ def bench(name, url):
             began = time.perf_counter()
             track_all(key, [f"c{i}@example.com" for i in range(N)], "bench")
             tracked = time.perf_counter() - began
-            done = wait_exited(key, wf, N)
+            done = wait_exited(key, wf, WARM + N)
             total = done - began
-            runs = int(query(url, data, "SELECT COUNT(*) FROM workflow_step_runs WHERE status = 'COMPLETED'"))
+            runs = int(query(url, data, "SELECT COUNT(*) FROM workflow_step_runs WHERE status = 'COMPLETED'")) - 5 * WARM
             print(f"- {N} executions x 5 steps: {5 * N / total:,.0f} step runs/s end to end "
                   f"({total:.1f} s; tracking took {tracked:.1f} s, {N / tracked:,.0f} events/s); "
-                  f"rows: {exited(key, wf)} executions EXITED, {runs} step runs COMPLETED, "
-                  f"{query(url, data, 'SELECT COUNT(*) FROM emails')} emails")
+                  f"rows: {exited(key, wf) - WARM} executions EXITED, {runs} step runs COMPLETED, "
+                  f"{int(query(url, data, 'SELECT COUNT(*) FROM emails')) - WARM} emails "
+                  f"(beyond the {WARM} warm-up executions)")
 
             count = RATE * SECONDS
             elapsed, late = paced(key, [f"p{i}@example.com" for i in range(count)], "bench", RATE)
-            wait_exited(key, wf, N + count)
+            wait_exited(key, wf, WARM + N + count)
             lat = sorted(rows(url, data, (
                 "SELECT r.finished_at - e.created_at FROM workflow_step_runs r "
                 "JOIN workflow_executions e ON e.id = r.execution_id "
@@ -204,7 +221,7 @@ def bench(name, url):
                   f"p99 {whole[min(len(whole) - 1, int(len(whole) * 0.99))]:.0f} ms, max {whole[-1]:.0f} ms")
             with open(f"/proc/{server.pid}/status") as f:
                 hwm = next(l for l in f if l.startswith("VmHWM")).split()[1]
-            print(f"- peak RSS: {int(hwm) / 1024:.0f} MiB after {N + count} executions "
+            print(f"- peak RSS: {int(hwm) / 1024:.0f} MiB after {WARM + N + count} executions "
                   f"({query(url, data, 'SELECT COUNT(*) FROM workflow_step_runs')} step runs)")
         finally:
             server.terminate()
