@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """The workflow engine end to end, on SQLite and PostgreSQL, against a release build.
 
-For each database: a fresh `herald serve` (transport `outbox`, 16 job workers) with one enabled
-5-step workflow (CONDITION -> UPDATE_CONTACT -> SEND_EMAIL -> DELAY 0 -> EXIT) triggered by
+For each database: a fresh `herald serve` (transport `outbox`, the default 4 job workers, or JOBS)
+with one enabled 5-step workflow (CONDITION -> UPDATE_CONTACT -> SEND_EMAIL -> DELAY 0 -> EXIT) triggered by
 `bench`. Then:
 
 1. Throughput: N events of N new contacts are tracked as fast as 16 client threads can; the run
@@ -53,6 +53,7 @@ N = int(sys.argv[1]) if len(sys.argv) > 1 else 10000
 RATE = int(sys.argv[2]) if len(sys.argv) > 2 else 1000
 SECONDS = int(sys.argv[3]) if len(sys.argv) > 3 else 10
 WARM = int(os.environ.get("WARM", "1000"))
+JOBS = os.environ.get("JOBS")  # job workers; unset: the server's default (4)
 
 
 call = Api(PORT, timeout=60)
@@ -142,9 +143,11 @@ def bench(name, url):
         )
         key = init["secretKey"]
         env = dict(os.environ, HERALD_LOG="warn", HERALD_RATE_LIMIT_PER_MINUTE="100000000",
-                   HERALD_JOBS_CONCURRENCY="16", HERALD_JOBS_POLL_INTERVAL_MS="20",
+                   HERALD_JOBS_POLL_INTERVAL_MS="20",
                    HERALD_DOMAINS__ALLOW_UNVERIFIED="true",
                    HERALD_SENDING__PER_PROJECT_PER_SECOND="0")
+        if JOBS:
+            env["HERALD_JOBS_CONCURRENCY"] = JOBS
         server = subprocess.Popen(
             [BIN, "serve", "--listen", f"127.0.0.1:{PORT}", "--data-dir", data] + db_args,
             env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
