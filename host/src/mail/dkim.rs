@@ -1,9 +1,9 @@
 //! DKIM signing (RSA-SHA256, relaxed/relaxed) of a finished message with its sending domain's
-//! key, through `mail-auth` on `ring` (about a tenth of the pure-Rust `rsa` crate's cost per
-//! signature; figures in docs/benchmarks.md), and with the domain's Ed25519 key as well when it
-//! has one (RFC 8463 dual-signing: receivers that know Ed25519 check that signature, the others
-//! the RSA one). Ready signers (the parsed key with the signature's template) are kept in a small
-//! per-process cache: parsing a key costs more than signing.
+//! key, through `mail-auth` on `aws-lc-rs` (AWS-LC's assembly RSA, at OpenSSL's speed; figures
+//! in docs/benchmarks.md), and with the domain's Ed25519 key as well when it has one (RFC 8463
+//! dual-signing: receivers that know Ed25519 check that signature, the others the RSA one).
+//! Ready signers (the parsed key with the signature's template) are kept in a small per-process
+//! cache: parsing a key costs more than signing.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
