@@ -30,7 +30,8 @@ pub struct Settings {
     pub data_dir: PathBuf,
     /// `sqlite://PATH` or `postgres://…`; defaults to `sqlite://<data_dir>/herald.db`.
     pub database_url: Option<String>,
-    /// Largest number of pooled database connections.
+    /// Largest number of pooled database connections (on SQLite, readers; capped at twice the
+    /// cores, at least 4 and at most 16).
     pub database_max_connections: u32,
     /// The address users reach this service at (for links and the cookie's `Secure` flag);
     /// defaults to `http://<listen>`.
