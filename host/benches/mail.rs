@@ -1,7 +1,8 @@
 //! Mail benchmarks (a plain bench binary): DKIM signing of a typical message with an RSA-2048
 //! key, per signature on one core, beside its ceiling measured in the same run: `openssl speed
 //! rsa2048` (sign operations per second on one core), when `openssl` is installed; and the
-//! Ed25519 signature a domain may add (RFC 8463 dual-signing).
+//! Ed25519 signature a domain may add (RFC 8463 dual-signing); and, as before, the signers it
+//! replaced (`ring`, the `rsa` crate) in the same run.
 //!
 //! Run: `cargo bench -p herald --bench mail` (release build). Figures go to
 //! `docs/benchmarks.md` under "DKIM signing".
