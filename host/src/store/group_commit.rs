@@ -29,13 +29,15 @@
 //! connection lost, a deadlock) rolls the group back and writes each of its requests alone, as
 //! without grouping.
 //!
-//! On SQLite, a send to one recipient (planned and rendered by the sending service) joins the
-//! same groups: its contact is locked with the others at the start, checked to be still as the
-//! send was planned from ([`super::emails::contacts_fresh_in`]; a send planned from an older
-//! contact is answered `false` without writing, to be planned again) and written with its email,
-//! job and key by the same [`super::emails::write_send_in`] as a send alone. Sends to several
-//! recipients lock several contacts and are written alone ([`Store::commit_send`]), and so is
-//! every send on PostgreSQL (see [`Store::commit_send_grouped`]).
+//! A send to one recipient (planned and rendered by the sending service) joins the same groups:
+//! its contact is locked with the others at the start and checked to be still as the send was
+//! planned from ([`super::emails::contacts_fresh_in`]; a send planned from an older contact is
+//! answered `false` without writing, to be planned again). The group's fresh sends are then
+//! written together by [`super::emails::write_sends_in`], one statement per table (contacts,
+//! events, jobs, emails, their history, keys) as one send to many recipients is, before a later
+//! request of the same contact and at the end. Sends to several recipients lock several
+//! contacts and are written alone ([`Store::commit_send`]), and so is every send on PostgreSQL
+//! (see [`Store::commit_send_grouped`]).
 //!
 //! There is no timer: the writer takes what is queued and goes. An idle server writes each
 //! request at once; a loaded one writes larger groups. SQLite has one writer task (it has one
@@ -55,7 +57,7 @@ use super::contacts::{
     Request, Target, field_types, write_contact_in,
 };
 use super::dialect::BeginWrite;
-use super::emails::{PreparedSend, contacts_fresh_in, write_send_in};
+use super::emails::{PreparedSend, SendWrite, contacts_fresh_in, write_send_in, write_sends_in};
 use super::idempotency::IdempotentWrite;
 use super::statements::Statements;
 use super::{Backend, Conflict, Store, StoreError, StoreResult, on_db_write};
@@ -483,8 +485,20 @@ where
     // send, which reads them, and at the end) and its events in one statement at the end.
     let mut events = Vec::new();
     let mut later = ContactWrites::default();
-    for member in batch {
+    // Without savepoints, sends found fresh wait here (by position) and are written together,
+    // one statement per table ([`write_sends`]): before a later member of the same contact
+    // (which must see what its send wrote) and at the end.
+    let mut sends: Vec<usize> = Vec::new();
+    for (at, member) in batch.iter().enumerate() {
         let key = member.key();
+        if sends.last().is_some_and(|&last| batch[last].key() == key) {
+            match write_sends(tx, batch, &answers, &mut sends).await {
+                Ok(true) => {}
+                Ok(false) => return Ok(None),
+                Err(err) if refuses_one(&err) => return Ok(None),
+                Err(err) => return Err(err),
+            }
+        }
         let pending = match member {
             Pending::Upsert(pending) => pending,
             Pending::Send { write, .. } => {
@@ -516,14 +530,19 @@ where
                     };
                     Answer::Send(outcome, types)
                 } else {
-                    match write_send(tx, store, write, lock).await {
-                        (Ok(SendEnd::Written), types) => Answer::Send(Ok(true), types),
-                        // Nothing of it was written.
-                        (Ok(SendEnd::Stale), types) => Answer::Send(Ok(false), types),
-                        // Part of it may be written: again, with a savepoint each.
-                        (Ok(SendEnd::Raced), _) => return Ok(None),
-                        (Err(err), _) if refuses_one(&err) => return Ok(None),
-                        (Err(err), _) => return Err(err),
+                    let types = store
+                        .known_fields
+                        .unknown(write.project.as_str(), &write.send.types());
+                    match contacts_fresh_in(tx, &write.project, &write.send, lock).await {
+                        // Written with the others; answered `true` once the group committed.
+                        Ok(true) => {
+                            sends.push(at);
+                            Answer::Send(Ok(true), types)
+                        }
+                        // Nothing of it is written.
+                        Ok(false) => Answer::Send(Ok(false), types),
+                        Err(err) if refuses_one(&err) => return Ok(None),
+                        Err(err) => return Err(err),
                     }
                 };
                 if let Answer::Send(Ok(true), _) = answer {
@@ -576,6 +595,13 @@ where
         }
         answers.push(Answer::Upsert(outcome, types));
     }
+    match write_sends(tx, batch, &answers, &mut sends).await {
+        Ok(true) => {}
+        // Part of them may be written: again, with a savepoint each.
+        Ok(false) => return Ok(None),
+        Err(err) if refuses_one(&err) => return Ok(None),
+        Err(err) => return Err(err),
+    }
     // Another writer created one of the group's new contacts since the read: written again
     // with a savepoint each, where that request reads the contact again.
     if !tx.write_contacts(&later).await? {
@@ -586,6 +612,50 @@ where
         Err(err) if refuses_one(&err) => Ok(None),
         Err(err) => Err(err),
     }
+}
+
+/// Writes the sends of `batch` at the positions `sends` (found fresh, answered in `answers`
+/// with the field types they see first) in one statement per table, and empties `sends`;
+/// `false` when a new recipient's address was taken meanwhile (part of them may be written:
+/// roll back).
+async fn write_sends<'p, DB>(
+    tx: &mut sqlx::Transaction<'_, DB>,
+    batch: &'p [Pending],
+    answers: &[Answer<'p>],
+    sends: &mut Vec<usize>,
+) -> StoreResult<bool>
+where
+    DB: sqlx::Database,
+    for<'t> sqlx::Transaction<'t, DB>: Statements,
+    for<'e> &'e mut DB::Connection: sqlx::Executor<'e, Database = DB>,
+    for<'q> DB::Arguments<'q>: sqlx::IntoArguments<'q, DB>,
+    for<'q> &'q str: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+    for<'q> i64: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+{
+    if sends.is_empty() {
+        return Ok(true);
+    }
+    let members: Vec<(&GroupedSend, &NewTypes<'p>)> = sends
+        .iter()
+        .filter_map(|&at| match (&batch[at], &answers[at]) {
+            (Pending::Send { write, .. }, Answer::Send(_, types)) => Some((write, types)),
+            _ => None,
+        })
+        .collect();
+    let keys: Vec<_> = members.iter().map(|(w, _)| w.idempotent_write()).collect();
+    let writes: Vec<SendWrite<'_>> = members
+        .iter()
+        .zip(&keys)
+        .map(|((write, types), key)| SendWrite {
+            project: &write.project,
+            send: &write.send,
+            types: types.as_slice(),
+            max_attempts: write.max_attempts,
+            idempotency: key.as_ref(),
+        })
+        .collect();
+    sends.clear();
+    write_sends_in(tx, &writes, crate::domain::time::now_ms()).await
 }
 
 /// How [`write_send`] ended.
@@ -744,12 +814,12 @@ impl Store {
     }
 
     /// [`Store::commit_send`] of a send to one recipient through the group writer on SQLite:
-    /// the send shares one transaction with the other writes waiting at the same time (see the
-    /// module's doc); the answer comes once it is committed. A send to several recipients, and
-    /// every send on PostgreSQL, is written alone: there, concurrent transactions on the pool
-    /// already share their WAL flushes, and a group would run each send's single-row statements
-    /// one after the other on one writer's connection (measured: fewer sends accepted, none
-    /// delivered sooner; `docs/benchmarks.md`).
+    /// the send shares one transaction, and one statement per table, with the other sends and
+    /// writes waiting at the same time (see the module's doc); the answer comes once it is
+    /// committed. A send to several recipients, and every send on PostgreSQL, is written alone:
+    /// grouped there, more single-recipient sends were accepted and delivered (+13-27 %), but
+    /// the 50-recipient backlog that followed them in the benchmark was delivered 35-45 % slower,
+    /// for a reason not yet found (`docs/benchmarks.md`, "Sends grouped and written together").
     #[tracing::instrument(level = "debug", skip_all)]
     pub(crate) async fn commit_send_grouped(&self, write: GroupedSend) -> SendOutcome {
         if write.send.contacts.len() != 1 || self.db().backend() == Backend::Postgres {
