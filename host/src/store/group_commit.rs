@@ -35,7 +35,8 @@
 //! answered `false` without writing, to be planned again). The group's fresh sends are then
 //! written together by [`super::emails::write_sends_in`], one statement per table (contacts,
 //! events, jobs, emails, their history, keys) as one send to many recipients is, before a later
-//! request of the same contact and at the end. Sends to several recipients lock several
+//! request of the same contact and at the end (when the group is written again with savepoints,
+//! each send is written under its own). Sends to several recipients lock several
 //! contacts and are written alone ([`Store::commit_send`]), and so is every send on PostgreSQL
 //! (see [`Store::commit_send_grouped`]).
 //!
@@ -491,13 +492,10 @@ where
     let mut sends: Vec<usize> = Vec::new();
     for (at, member) in batch.iter().enumerate() {
         let key = member.key();
-        if sends.last().is_some_and(|&last| batch[last].key() == key) {
-            match write_sends(tx, batch, &answers, &mut sends).await {
-                Ok(true) => {}
-                Ok(false) => return Ok(None),
-                Err(err) if refuses_one(&err) => return Ok(None),
-                Err(err) => return Err(err),
-            }
+        if sends.last().is_some_and(|&last| batch[last].key() == key)
+            && !write_sends(tx, batch, &answers, &mut sends).await?
+        {
+            return Ok(None);
         }
         let pending = match member {
             Pending::Upsert(pending) => pending,
@@ -595,12 +593,9 @@ where
         }
         answers.push(Answer::Upsert(outcome, types));
     }
-    match write_sends(tx, batch, &answers, &mut sends).await {
-        Ok(true) => {}
-        // Part of them may be written: again, with a savepoint each.
-        Ok(false) => return Ok(None),
-        Err(err) if refuses_one(&err) => return Ok(None),
-        Err(err) => return Err(err),
+    // Part of them may be written: again, with a savepoint each.
+    if !write_sends(tx, batch, &answers, &mut sends).await? {
+        return Ok(None);
     }
     // Another writer created one of the group's new contacts since the read: written again
     // with a savepoint each, where that request reads the contact again.
@@ -616,8 +611,9 @@ where
 
 /// Writes the sends of `batch` at the positions `sends` (found fresh, answered in `answers`
 /// with the field types they see first) in one statement per table, and empties `sends`;
-/// `false` when a new recipient's address was taken meanwhile (part of them may be written:
-/// roll back).
+/// `false` when a new recipient's address was taken meanwhile or one of them was refused alone
+/// (its key taken, its project's cap reached): part of them may be written, so the group is
+/// written again with a savepoint each.
 async fn write_sends<'p, DB>(
     tx: &mut sqlx::Transaction<'_, DB>,
     batch: &'p [Pending],
@@ -655,7 +651,10 @@ where
         })
         .collect();
     sends.clear();
-    write_sends_in(tx, &writes, crate::domain::time::now_ms()).await
+    match write_sends_in(tx, &writes, crate::domain::time::now_ms()).await {
+        Err(err) if refuses_one(&err) => Ok(false),
+        written => written,
+    }
 }
 
 /// How [`write_send`] ended.
