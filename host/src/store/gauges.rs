@@ -30,8 +30,10 @@ impl Store {
         let now = now_ms();
         let (jobs, oldest, outbox): Read = on_db!(self.db(), pool => {
             let jobs = sqlx::query_as(
-                "SELECT kind, state, COUNT(*) FROM jobs WHERE state IN ('queued', 'running') \
-                 GROUP BY kind, state",
+                // One state a part, so that each reads its own partial index
+                // (`jobs_queued_by_queue`, `jobs_running_by_lease`) and never the jobs that ran.
+                "SELECT kind, 'queued', COUNT(*) FROM jobs WHERE state = 'queued' GROUP BY kind \
+                 UNION ALL SELECT kind, 'running', COUNT(*) FROM jobs WHERE state = 'running' GROUP BY kind",
             )
             .fetch_all(pool)
             .await?;

@@ -255,7 +255,8 @@ impl Store {
     pub async fn count_queued_jobs(&self, kind: &str) -> StoreResult<i64> {
         let n: i64 = on_db!(self.db(), pool => {
             sqlx::query_scalar(
-                "SELECT COUNT(*) FROM jobs WHERE kind = $1 AND state IN ('queued', 'running')",
+                "SELECT (SELECT COUNT(*) FROM jobs WHERE kind = $1 AND state = 'queued') \
+                 + (SELECT COUNT(*) FROM jobs WHERE kind = $1 AND state = 'running')",
             )
             .bind(kind)
             .fetch_one(pool)
@@ -522,13 +523,20 @@ impl Store {
 }
 
 /// Lists queues with queued work after `$1`, at most `$2` (see [`Store::job_queue_heads`]).
+///
+/// Each step is `ORDER BY … LIMIT 1`, not `MIN(…)`: PostgreSQL plans `MIN` over an index either
+/// as one seek or as an aggregate over every matching entry, and picks the aggregate whenever its
+/// statistics were taken while no job was queued (a quiet queue, the usual case) — then each
+/// claim in a burst read every queued job (8,452 of them, 24-34 ms a claim, in the send
+/// benchmark). An ordered `LIMIT 1` over the index avoids a sort, so it stays the cheaper plan
+/// whatever the statistics say.
 const QUEUE_HEADS: &str = "WITH RECURSIVE q(queue, n) AS ( \
-     SELECT (SELECT MIN(queue) FROM jobs WHERE state = 'queued' AND queue > $1), 1 \
+     SELECT (SELECT queue FROM jobs WHERE state = 'queued' AND queue > $1 ORDER BY queue LIMIT 1), 1 \
      UNION ALL \
-     SELECT (SELECT MIN(j.queue) FROM jobs j WHERE j.state = 'queued' AND j.queue > q.queue), q.n + 1 \
-     FROM q WHERE q.queue IS NOT NULL AND q.n < $2) \
-     SELECT queue, (SELECT MIN(j.run_at) FROM jobs j WHERE j.state = 'queued' AND j.queue = q.queue) \
-     FROM q WHERE q.queue IS NOT NULL";
+     SELECT (SELECT j.queue FROM jobs j WHERE j.state = 'queued' AND j.queue > q.queue ORDER BY j.queue LIMIT 1), \
+     q.n + 1 FROM q WHERE q.queue IS NOT NULL AND q.n < $2) \
+     SELECT queue, (SELECT j.run_at FROM jobs j WHERE j.state = 'queued' AND j.queue = q.queue \
+     ORDER BY j.run_at LIMIT 1) FROM q WHERE q.queue IS NOT NULL";
 
 /// The claim of [`Store::claim_jobs`] for `queues` queues; binds worker, lease end, now, slots,
 /// then each queue and its count.
