@@ -272,8 +272,8 @@ impl Sending {
             status: 200,
             response: (i.respond)(&queued),
         });
-        // On SQLite, a send to one recipient shares a transaction with the other writes waiting
-        // then (`Store::commit_send_grouped`); every other send is written alone.
+        // A send to one recipient shares a transaction with the other writes waiting then
+        // (`Store::commit_send_grouped`); a send to several is written alone.
         let wrote = self
             .store
             .commit_send_grouped(GroupedSend {

@@ -37,8 +37,7 @@
 //! events, jobs, emails, their history, keys) as one send to many recipients is, before a later
 //! request of the same contact and at the end (when the group is written again with savepoints,
 //! each send is written under its own). Sends to several recipients lock several
-//! contacts and are written alone ([`Store::commit_send`]), and so is every send on PostgreSQL
-//! (see [`Store::commit_send_grouped`]).
+//! contacts and are written alone ([`Store::commit_send`]).
 //!
 //! There is no timer: the writer takes what is queued and goes. An idle server writes each
 //! request at once; a loaded one writes larger groups. SQLite has one writer task (it has one
@@ -812,16 +811,13 @@ impl Store {
             .unwrap_or_else(|_| Err(StoreError::Database(sqlx::Error::WorkerCrashed)))
     }
 
-    /// [`Store::commit_send`] of a send to one recipient through the group writer on SQLite:
-    /// the send shares one transaction, and one statement per table, with the other sends and
-    /// writes waiting at the same time (see the module's doc); the answer comes once it is
-    /// committed. A send to several recipients, and every send on PostgreSQL, is written alone:
-    /// grouped there, more single-recipient sends were accepted and delivered (+13-27 %), but
-    /// the 50-recipient backlog that followed them in the benchmark was delivered 35-45 % slower,
-    /// for a reason not yet found (`docs/benchmarks.md`, "Sends grouped and written together").
+    /// [`Store::commit_send`] of a send to one recipient through the group writer: the send
+    /// shares one transaction, and one statement per table, with the other sends and writes
+    /// waiting at the same time (see the module's doc); the answer comes once it is committed. A
+    /// send to several recipients is written alone.
     #[tracing::instrument(level = "debug", skip_all)]
     pub(crate) async fn commit_send_grouped(&self, write: GroupedSend) -> SendOutcome {
-        if write.send.contacts.len() != 1 || self.db().backend() == Backend::Postgres {
+        if write.send.contacts.len() != 1 {
             return write.commit_alone(self).await;
         }
         let (reply, answer) = oneshot::channel();
