@@ -526,10 +526,12 @@ impl Store {
 ///
 /// Each step is `ORDER BY … LIMIT 1`, not `MIN(…)`: PostgreSQL plans `MIN` over an index either
 /// as one seek or as an aggregate over every matching entry, and picks the aggregate whenever its
-/// statistics were taken while no job was queued (a quiet queue, the usual case) — then each
-/// claim in a burst read every queued job (8,452 of them, 24-34 ms a claim, in the send
-/// benchmark). An ordered `LIMIT 1` over the index avoids a sort, so it stays the cheaper plan
-/// whatever the statistics say.
+/// statistics were taken while few or no jobs were queued (a quiet queue, the usual case); then
+/// each claim in a burst read every queued job (8,452 of them, 24-34 ms a claim, in the send
+/// benchmark). An ordered `LIMIT 1` over `jobs_queued_by_queue` needs no sort, so it stays the
+/// cheaper plan with such statistics, now that no other index holds the queued jobs (migration
+/// 0028). Statistics of a table analyzed while empty still mislead it until the next `ANALYZE`
+/// (`docs/benchmarks.md`, "The queue's search and PostgreSQL's statistics").
 const QUEUE_HEADS: &str = "WITH RECURSIVE q(queue, n) AS ( \
      SELECT (SELECT queue FROM jobs WHERE state = 'queued' AND queue > $1 ORDER BY queue LIMIT 1), 1 \
      UNION ALL \
