@@ -62,6 +62,10 @@ pub struct Settings {
     pub jobs_lease_seconds: u64,
     /// Attempts before a failing job is marked failed.
     pub jobs_max_attempts: i32,
+    /// How long a finished job (completed or failed) is kept, in hours, before the periodic
+    /// maintenance deletes it; an import's or bulk action's status (`GET /contacts/import/:jobId`,
+    /// `GET /contacts/bulk/:jobId`) is 404 afterwards.
+    pub jobs_retention_hours: u64,
     /// How long `POST /v1/verify` waits for each DNS answer, in milliseconds; a domain whose
     /// answers do not come in time is reported as unverified. Nameservers are
     /// `plugins.dns_nameservers`.
@@ -393,6 +397,7 @@ impl Default for Settings {
             jobs_poll_interval_ms: 500,
             jobs_lease_seconds: 30,
             jobs_max_attempts: 5,
+            jobs_retention_hours: 24 * 7,
             verify_dns_timeout_ms: 2_000,
             verify_cache_seconds: 600,
             log: "info".into(),

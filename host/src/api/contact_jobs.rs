@@ -314,6 +314,9 @@ impl ContactJobsApi {
     }
 
     /// Poll an import
+    ///
+    /// A finished job is kept for the server's `jobs_retention_hours` (a week by default); after
+    /// that it is deleted and this answers 404.
     #[oai(
         path = "/contacts/import/:jobId",
         method = "get",
@@ -382,6 +385,9 @@ impl ContactJobsApi {
     }
 
     /// Poll a bulk action
+    ///
+    /// A finished job is kept for the server's `jobs_retention_hours` (a week by default); after
+    /// that it is deleted and this answers 404.
     #[oai(
         path = "/contacts/bulk/:jobId",
         method = "get",

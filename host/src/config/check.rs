@@ -283,11 +283,12 @@ impl LoadedSettings {
                 );
             }
         }
-        let at_least: [(&str, u64, u64); 9] = [
+        let at_least: [(&str, u64, u64); 10] = [
             ("jobs_concurrency", s.jobs_concurrency as u64, 1),
             ("jobs_poll_interval_ms", s.jobs_poll_interval_ms, 1),
             ("jobs_lease_seconds", s.jobs_lease_seconds, 1),
             ("jobs_max_attempts", s.jobs_max_attempts.max(0) as u64, 1),
+            ("jobs_retention_hours", s.jobs_retention_hours, 1),
             (
                 "database_max_connections",
                 u64::from(s.database_max_connections),

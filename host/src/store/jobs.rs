@@ -404,6 +404,29 @@ impl Store {
         Ok(n >= 1)
     }
 
+    /// Deletes up to `limit` jobs that finished (completed or failed) before `before` (unix ms)
+    /// and were created before it too, oldest first, in one statement; answers how many. Job
+    /// ids sort by creation time, so the search is a range of the primary key that starts at
+    /// the oldest job: it steps only over old jobs still queued or running (delayed steps) and
+    /// never reads the recent ones.
+    #[tracing::instrument(level = "debug", skip(self))]
+    pub async fn prune_finished_jobs(&self, before: i64, limit: i64) -> StoreResult<u64> {
+        let created_before = created_before(before);
+        let n = on_db_write!(self.db(), pool => {
+            sqlx::query(
+                "DELETE FROM jobs WHERE id IN (SELECT id FROM jobs WHERE id < $1 \
+                 AND state IN ('completed', 'failed') AND finished_at < $2 ORDER BY id LIMIT $3)",
+            )
+            .bind(created_before.as_str())
+            .bind(before)
+            .bind(limit)
+            .execute(pool)
+            .await?
+            .rows_affected()
+        });
+        Ok(n)
+    }
+
     /// Marks a job completed with its result; false when the worker no longer owns it.
     #[tracing::instrument(level = "debug", skip(self, result))]
     pub async fn complete_job(&self, lease: &Lease, result: &Value) -> StoreResult<bool> {
@@ -650,6 +673,13 @@ pub(super) fn adopt_sql(backend: Backend) -> String {
     )
 }
 
+/// The smallest job id created at `at` (unix ms) or later: a job id is its prefix and a
+/// UUIDv7, whose first 12 hex digits are its creation time in ms, so every id created earlier
+/// sorts below this one and every id created at `at` or later above it.
+fn created_before(at: i64) -> String {
+    format!("{}{:012x}", JobId::PREFIX, at.max(0))
+}
+
 /// Completes a job; binds id, worker, result, now.
 pub(super) const COMPLETE_JOB: &str = "UPDATE jobs SET state = 'completed', result = $3, progress = 100, \
      finished_at = $4, updated_at = $4, locked_by = NULL, locked_until = NULL \
@@ -704,5 +734,15 @@ mod tests {
             ImportPayload { filename: None }.to_json().unwrap(),
             json!({ "filename": null })
         );
+    }
+
+    #[test]
+    fn the_creation_bound_splits_job_ids_by_their_time() {
+        let now = now_ms();
+        let id = JobId::generate();
+        assert!(id.as_str() < created_before(now + 1).as_str());
+        assert!(id.as_str() >= created_before(now - 1).as_str());
+        assert!(created_before(now - 1) < created_before(now));
+        assert_eq!(created_before(0), "job_000000000000");
     }
 }

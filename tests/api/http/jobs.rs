@@ -780,6 +780,45 @@ mod queue {
         }
     }
 
+    /// Workers running [`Flaky`] over a queue of `store`, two at a time.
+    struct Running {
+        queue: JobQueue,
+        stop: tokio::sync::watch::Sender<bool>,
+        workers: tokio::task::JoinHandle<()>,
+    }
+
+    impl Running {
+        fn start(store: &Store, max_attempts: i32, fail_first: usize) -> Running {
+            let config = QueueConfig {
+                concurrency: 2,
+                poll_interval: Duration::from_millis(20),
+                lease: Duration::from_secs(5),
+                max_attempts,
+                throttle: None,
+            };
+            let handler = Arc::new(Flaky {
+                calls: AtomicUsize::new(0),
+                fail_first,
+            });
+            let queue = JobQueue::new(store.clone(), config);
+            let (stop, stopped) = tokio::sync::watch::channel(false);
+            let workers = tokio::spawn(Workers::new(queue.clone(), vec![handler]).run(stopped));
+            Running {
+                queue,
+                stop,
+                workers,
+            }
+        }
+
+        async fn stop(self) {
+            self.stop.send(true).unwrap();
+            tokio::time::timeout(Duration::from_secs(10), self.workers)
+                .await
+                .expect("workers stop cleanly")
+                .unwrap();
+        }
+    }
+
     async fn wait_state(store: &Store, id: &JobId, state: &str) -> herald::store::jobs::JobRecord {
         let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
         loop {
@@ -802,20 +841,8 @@ mod queue {
         let dir = tempfile::tempdir().unwrap();
         let (store, project) = crate::support::harness::store_with_project(dir.path()).await;
 
-        let config = QueueConfig {
-            concurrency: 2,
-            poll_interval: Duration::from_millis(20),
-            lease: Duration::from_secs(5),
-            max_attempts: 3,
-            throttle: None,
-        };
-        let handler = Arc::new(Flaky {
-            calls: AtomicUsize::new(0),
-            fail_first: 2,
-        });
-        let queue = JobQueue::new(store.clone(), config);
-        let (stop, stopped) = tokio::sync::watch::channel(false);
-        let workers = tokio::spawn(Workers::new(queue.clone(), vec![handler.clone()]).run(stopped));
+        let running = Running::start(&store, 3, 2);
+        let queue = &running.queue;
 
         let flaky = queue
             .enqueue("test.flaky", &project, json!({}), None)
@@ -866,11 +893,68 @@ mod queue {
         let job = wait_state(&store, &later, "completed").await;
         assert!(job.finished_at.unwrap() >= later_at);
 
-        stop.send(true).unwrap();
-        tokio::time::timeout(Duration::from_secs(10), workers)
+        running.stop().await;
+        store.db().close().await;
+    }
+
+    #[tokio::test]
+    async fn finished_jobs_are_deleted_after_their_retention_and_waiting_ones_never() {
+        let dir = tempfile::tempdir().unwrap();
+        let (store, project) = crate::support::harness::store_with_project(dir.path()).await;
+        let running = Running::start(&store, 1, 0);
+        let queue = &running.queue;
+
+        let done = queue
+            .enqueue("test.later", &project, json!({}), None)
             .await
-            .expect("workers stop cleanly")
             .unwrap();
+        let failed = queue
+            .enqueue("test.unknown", &project, json!({}), None)
+            .await
+            .unwrap();
+        let an_hour = 3_600_000;
+        let waiting = queue
+            .schedule(
+                "test.later",
+                &project,
+                json!({}),
+                None,
+                chrono::Utc::now().timestamp_millis() + an_hour,
+            )
+            .await
+            .unwrap();
+        wait_state(&store, &done, "completed").await;
+        wait_state(&store, &failed, "failed").await;
+
+        // Finished within the retention: kept.
+        let now = chrono::Utc::now().timestamp_millis();
+        assert_eq!(
+            store.prune_finished_jobs(now - an_hour, 100).await.unwrap(),
+            0
+        );
+        assert!(store.job_by_id(&done).await.unwrap().is_some());
+
+        // Past it: deleted, oldest first, at most `limit` a call.
+        let later = chrono::Utc::now().timestamp_millis() + 1;
+        assert_eq!(store.prune_finished_jobs(later, 1).await.unwrap(), 1);
+        assert!(
+            store.job_by_id(&done).await.unwrap().is_none(),
+            "oldest first"
+        );
+        assert!(store.job_by_id(&failed).await.unwrap().is_some());
+        assert_eq!(store.prune_finished_jobs(later, 100).await.unwrap(), 1);
+        assert!(store.job_by_id(&failed).await.unwrap().is_none());
+        assert_eq!(store.prune_finished_jobs(later, 100).await.unwrap(), 0);
+
+        // A job still queued is never deleted, however old the cut-off.
+        let far = later + 10 * an_hour;
+        assert_eq!(store.prune_finished_jobs(far, 100).await.unwrap(), 0);
+        assert_eq!(
+            store.job_by_id(&waiting).await.unwrap().unwrap().state,
+            "queued"
+        );
+
+        running.stop().await;
         store.db().close().await;
     }
 }
