@@ -31,7 +31,7 @@ impl Store {
         let (jobs, oldest, outbox): Read = on_db!(self.db(), pool => {
             let jobs = sqlx::query_as(
                 // One state a part, so that each reads its own partial index
-                // (`jobs_queued_by_queue`, `jobs_running_by_lease`) and never the jobs that ran.
+                // (`jobs_queued_by_queue`, `jobs_running_by_id`) and never the jobs that ran.
                 "SELECT kind, 'queued', COUNT(*) FROM jobs WHERE state = 'queued' GROUP BY kind \
                  UNION ALL SELECT kind, 'running', COUNT(*) FROM jobs WHERE state = 'running' GROUP BY kind",
             )
