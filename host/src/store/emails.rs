@@ -6,7 +6,7 @@
 //! then records the outcome, the email's new status and the job's completion in one
 //! transaction (see `jobs/send.rs` for what a crash between the two can cause).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use serde_json::Value;
 use sqlx::FromRow;
@@ -813,10 +813,13 @@ impl Store {
         let now = now_ms();
         let recorded = on_db_write!(self.db(), pool => {
             let mut tx = pool.begin_write().await?;
-            let mut recorded = Vec::with_capacity(ends.len());
-            for (email, lease, end) in ends {
-                let outcome = match end {
-                    HandOffEnd::Delivered(outcome) => outcome,
+            let mut recorded = vec![false; ends.len()];
+            let mut delivered: Vec<Outcome<'_>> = Vec::with_capacity(ends.len());
+            for (at, (email, lease, end)) in ends.iter().enumerate() {
+                match end {
+                    HandOffEnd::Delivered(outcome) => {
+                        delivered.push(Outcome::of(at, email, lease, outcome));
+                    }
                     HandOffEnd::Deferred { error, retry_at } => {
                         sqlx::query(
                             "UPDATE emails SET handed_off_at = NULL, hand_off_token = NULL, updated_at = $3 \
@@ -836,49 +839,56 @@ impl Store {
                             .execute(&mut *tx)
                             .await?
                             .rows_affected();
-                        recorded.push(owned == 1);
-                        continue;
+                        recorded[at] = owned == 1;
                     }
-                };
-                let (new_status, detail, provider_id, error) = match outcome {
-                    DeliveryOutcome::Sent {
-                        provider_id,
-                        detail,
-                    } => (status::SENT, *detail, Some(*provider_id), None),
-                    DeliveryOutcome::Failed { error } => {
-                        (status::FAILED, Some(*error), None, Some(*error))
-                    }
-                };
-                let result = serde_json::json!({ "emailId": email.id, "status": new_status });
-                let owned = tx.complete_job(lease, &result, now).await?;
-                let update = if new_status == status::SENT {
-                    FINISH_SENT
-                } else {
-                    FINISH_FAILED
-                };
-                let updated = sqlx::query(update)
-                    .bind(&email.id)
-                    .bind(new_status)
-                    .bind(provider_id)
-                    .bind(error)
-                    .bind(now)
-                    .bind(lease.worker.as_str())
-                    .execute(&mut *tx)
-                    .await?
-                    .rows_affected();
-                if updated == 1 {
-                    sqlx::query(&insert_activity_sql(1))
-                        .bind(ActivityId::generate().as_str())
-                        .bind(&email.project_id)
-                        .bind(&email.id)
-                        .bind(email.contact_id.as_deref())
-                        .bind(new_status)
-                        .bind(detail)
-                        .bind(now)
-                        .execute(&mut *tx)
-                        .await?;
                 }
-                recorded.push(updated == 1 || owned);
+            }
+            if !delivered.is_empty() {
+                // Three statements for the whole batch: the jobs completed where their claim
+                // still holds, the outcomes written where the hand-off is still the email's,
+                // and a history entry for each outcome written.
+                let results: Vec<Value> = delivered
+                    .iter()
+                    .map(|d| serde_json::json!({ "emailId": d.email.id, "status": d.status }))
+                    .collect();
+                let jobs: Vec<(&Lease, &Value)> =
+                    delivered.iter().zip(&results).map(|(d, r)| (d.lease, r)).collect();
+                let owned: HashSet<String> = tx.complete_jobs(&jobs, now).await?.into_iter().collect();
+                let sql = finish_outcomes_sql(delivered.len());
+                let mut q = sqlx::query_scalar::<_, String>(&sql).bind(now);
+                for d in &delivered {
+                    q = q
+                        .bind(&d.email.id)
+                        .bind(d.status)
+                        .bind(d.provider_id)
+                        .bind(d.error)
+                        .bind(d.lease.worker.as_str());
+                }
+                for d in &delivered {
+                    q = q.bind(&d.email.id);
+                }
+                let updated: HashSet<String> = q.fetch_all(&mut *tx).await?.into_iter().collect();
+                let written: Vec<&Outcome<'_>> =
+                    delivered.iter().filter(|d| updated.contains(&d.email.id)).collect();
+                if !written.is_empty() {
+                    let sql = insert_activity_sql(written.len());
+                    let mut q = sqlx::query(&sql);
+                    for d in &written {
+                        q = q
+                            .bind(ActivityId::generate().into_string())
+                            .bind(&d.email.project_id)
+                            .bind(&d.email.id)
+                            .bind(d.email.contact_id.as_deref())
+                            .bind(d.status)
+                            .bind(d.detail)
+                            .bind(now);
+                    }
+                    q.execute(&mut *tx).await?;
+                }
+                for d in &delivered {
+                    recorded[d.at] =
+                        updated.contains(&d.email.id) || owned.contains(d.lease.job.as_str());
+                }
             }
             tx.commit().await?;
             recorded
@@ -1062,13 +1072,58 @@ impl Store {
     }
 }
 
-/// Records a delivery's outcome keyed on its hand-off; binds id, status, provider id, error,
-/// now, hand-off token.
-const FINISH_SENT: &str = "UPDATE emails SET status = $2, provider_id = COALESCE($3, provider_id), error = $4, \
-     raw = NULL, draft = NULL, hand_off_token = NULL, sent_at = $5, updated_at = $5 \
-     WHERE id = $1 AND status = 'queued' AND hand_off_token = $6";
+/// One delivered entry of a batch that [`Store::finish_deliveries`] ends.
+struct Outcome<'a> {
+    /// Its place in the batch.
+    at: usize,
+    email: &'a Deliverable,
+    lease: &'a Lease,
+    status: &'static str,
+    detail: Option<&'a str>,
+    provider_id: Option<&'a str>,
+    error: Option<&'a str>,
+}
 
-/// [`FINISH_SENT`] for a delivery that failed.
-const FINISH_FAILED: &str = "UPDATE emails SET status = $2, provider_id = COALESCE($3, provider_id), error = $4, \
-     raw = NULL, draft = NULL, hand_off_token = NULL, failed_at = $5, updated_at = $5 \
-     WHERE id = $1 AND status = 'queued' AND hand_off_token = $6";
+impl<'a> Outcome<'a> {
+    fn of(
+        at: usize,
+        email: &'a Deliverable,
+        lease: &'a Lease,
+        outcome: &'a DeliveryOutcome<'a>,
+    ) -> Outcome<'a> {
+        let (status, detail, provider_id, error) = match outcome {
+            DeliveryOutcome::Sent {
+                provider_id,
+                detail,
+            } => (status::SENT, *detail, Some(*provider_id), None),
+            DeliveryOutcome::Failed { error } => (status::FAILED, Some(*error), None, Some(*error)),
+        };
+        Outcome {
+            at,
+            email,
+            lease,
+            status,
+            detail,
+            provider_id,
+            error,
+        }
+    }
+}
+
+/// Records the outcomes of `n` deliveries, each keyed on its hand-off (the email still queued
+/// and its token the claim's), and answers the ids written; binds now, then, a row: id, status
+/// (`sent` or `failed`), provider id, error, hand-off token; then the ids again
+/// (`jobs::by_ids`). The stored message and draft go.
+fn finish_outcomes_sql(n: usize) -> String {
+    format!(
+        "WITH v (v_id, v_status, v_provider, v_error, v_token) AS (VALUES {}) \
+         UPDATE emails SET status = v_status, provider_id = COALESCE(v_provider, provider_id), error = v_error, \
+         raw = NULL, draft = NULL, hand_off_token = NULL, \
+         sent_at = CASE WHEN v_status = '{sent}' THEN $1 ELSE sent_at END, \
+         failed_at = CASE WHEN v_status = '{sent}' THEN failed_at ELSE $1 END, updated_at = $1 \
+         FROM v WHERE id = v_id AND status = 'queued' AND hand_off_token = v_token AND {ids} RETURNING id",
+        super::dialect::value_rows(2, n, 5),
+        sent = status::SENT,
+        ids = super::jobs::by_ids(2 + 5 * n, n),
+    )
+}
