@@ -864,9 +864,6 @@ impl Store {
                         .bind(d.error)
                         .bind(d.lease.worker.as_str());
                 }
-                for d in &delivered {
-                    q = q.bind(&d.email.id);
-                }
                 let updated: HashSet<String> = q.fetch_all(&mut *tx).await?.into_iter().collect();
                 let written: Vec<&Outcome<'_>> =
                     delivered.iter().filter(|d| updated.contains(&d.email.id)).collect();
@@ -1112,8 +1109,7 @@ impl<'a> Outcome<'a> {
 
 /// Records the outcomes of `n` deliveries, each keyed on its hand-off (the email still queued
 /// and its token the claim's), and answers the ids written; binds now, then, a row: id, status
-/// (`sent` or `failed`), provider id, error, hand-off token; then the ids again
-/// (`jobs::by_ids`). The stored message and draft go.
+/// (`sent` or `failed`), provider id, error, hand-off token. The stored message and draft go.
 fn finish_outcomes_sql(n: usize) -> String {
     format!(
         "WITH v (v_id, v_status, v_provider, v_error, v_token) AS (VALUES {}) \
@@ -1124,6 +1120,6 @@ fn finish_outcomes_sql(n: usize) -> String {
          FROM v WHERE id = v_id AND status = 'queued' AND hand_off_token = v_token AND {ids} RETURNING id",
         super::dialect::value_rows(2, n, 5),
         sent = status::SENT,
-        ids = super::jobs::by_ids(2 + 5 * n, n),
+        ids = super::jobs::by_ids(2, n, 5),
     )
 }

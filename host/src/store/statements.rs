@@ -472,9 +472,6 @@ where
             .bind(lease.worker.as_str())
             .bind(Json(*value));
     }
-    for (lease, _) in jobs {
-        q = q.bind(lease.job.as_str());
-    }
     q.fetch_all(&mut **tx).await
 }
 
