@@ -40,6 +40,7 @@ use super::{JobContext, JobError, JobHandler, backoff_ms, jittered};
 use crate::domain::ids::EmailId;
 use crate::plugins::{DeliveryError, OutgoingMessage, Plugins};
 use crate::store::Store;
+use crate::store::domains::SigningDomain;
 use crate::store::emails::{DELIVER_KIND, Deliverable, DeliveryOutcome, HandOffEnd, status};
 use crate::store::jobs::{DeliverPayload, Lease};
 
@@ -67,14 +68,43 @@ pub struct Built {
 pub trait MessageBuilder: Send + Sync {
     /// The complete signed message of `draft` (JSON) with the shared content `content_id`;
     /// waits for room in the hand-off memory budget when `wait`, else fails with
-    /// [`BuildError::NoRoom`].
+    /// [`BuildError::NoRoom`]. What the builds of one batch read alike (the signing domain)
+    /// is read once into `memo`.
     fn build<'a>(
         &'a self,
         project_id: &'a str,
         draft: String,
         content_id: Option<String>,
         wait: bool,
+        memo: &'a BatchMemo,
     ) -> BoxFuture<'a, Result<Built, BuildError>>;
+}
+
+/// What the builds of one batch (one project, one claim) share: the signing domains read for
+/// it, by name (`None`: not verified). It lives for one batch, so a domain that loses its
+/// verification stops signing from the next batch on.
+#[derive(Default)]
+pub struct BatchMemo {
+    signing: std::sync::Mutex<std::collections::HashMap<String, Option<Arc<SigningDomain>>>>,
+}
+
+impl BatchMemo {
+    /// The signing domain `name` if this batch read it already.
+    pub fn signing(&self, name: &str) -> Option<Option<Arc<SigningDomain>>> {
+        self.signing
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .get(name)
+            .cloned()
+    }
+
+    /// Remembers what was read for the signing domain `name`.
+    pub fn remember_signing(&self, name: &str, domain: Option<Arc<SigningDomain>>) {
+        self.signing
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .insert(name.to_string(), domain);
+    }
 }
 
 /// Runs deliveries.
@@ -248,6 +278,7 @@ impl JobHandler for Deliveries {
 
             // Build the messages: the first waits for room in the memory budget, the others
             // join only when there is room now.
+            let memo = BatchMemo::default();
             let mut ends: Vec<(usize, Deliverable, End)> = Vec::new();
             let mut ready: Vec<Ready> = Vec::new();
             let mut builds = Vec::new();
@@ -276,9 +307,9 @@ impl JobHandler for Deliveries {
                         waited = true;
                         let content = email.content_id.clone();
                         let project = email.project_id.clone();
-                        let builder = &self.builder;
+                        let (builder, memo) = (&self.builder, &memo);
                         builds.push(async move {
-                            let built = builder.build(&project, draft, content, wait).await;
+                            let built = builder.build(&project, draft, content, wait, memo).await;
                             (i, email, built)
                         });
                     }

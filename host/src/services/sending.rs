@@ -24,7 +24,7 @@ use crate::domain::project::Project;
 use crate::domain::send::{Attachment, MAX_MESSAGE_BYTES, Mailbox};
 use crate::domain::template::{CompiledTemplate, Rendered};
 use crate::jobs::JobQueue;
-use crate::jobs::deliver::{BuildError, Built, MessageBuilder};
+use crate::jobs::deliver::{BatchMemo, BuildError, Built, MessageBuilder};
 use crate::mail::dkim::{DkimKey, DkimSigner};
 use crate::mail::links::{ContactUrls, LinkSigner};
 use crate::mail::mime::{self, Outgoing};
@@ -550,6 +550,7 @@ impl MessageBuilder for Sending {
         draft: String,
         content_id: Option<String>,
         wait: bool,
+        memo: &'a BatchMemo,
     ) -> BoxFuture<'a, Result<Built, BuildError>> {
         Box::pin(async move {
             // Room in the memory budget first, before anything large is read.
@@ -595,18 +596,28 @@ impl MessageBuilder for Sending {
                 None => None,
             };
             let signing = match &draft.dkim_domain {
-                Some(name) => Some(
-                    self.store
-                        .signing_domain(&ProjectId::from_trusted(project_id.to_string()), name)
-                        .await
-                        .map_err(|e| BuildError::Retry(e.to_string()))?
-                        .ok_or_else(|| {
-                            BuildError::Permanent(format!(
-                                "the sending domain {name} is no longer verified; the email was \
-                                 not sent unsigned"
-                            ))
-                        })?,
-                ),
+                Some(name) => {
+                    let domain = match memo.signing(name) {
+                        Some(known) => known,
+                        None => {
+                            let project = ProjectId::from_trusted(project_id.to_string());
+                            let read = self
+                                .store
+                                .signing_domain(&project, name)
+                                .await
+                                .map_err(|e| BuildError::Retry(e.to_string()))?
+                                .map(Arc::new);
+                            memo.remember_signing(name, read.clone());
+                            read
+                        }
+                    };
+                    Some(domain.ok_or_else(|| {
+                        BuildError::Permanent(format!(
+                            "the sending domain {name} is no longer verified; the email was \
+                             not sent unsigned"
+                        ))
+                    })?)
+                }
                 None => None,
             };
             let dkim = self.signers.dkim.clone();
@@ -616,7 +627,7 @@ impl MessageBuilder for Sending {
                         Some(stored) => decode_attachments(&stored)?,
                         None => Vec::new(),
                     };
-                    assemble(&draft, &attachments, signing.as_ref(), &dkim)
+                    assemble(&draft, &attachments, signing.as_deref(), &dkim)
                 })
                 .await
                 .map(|raw| Built {
