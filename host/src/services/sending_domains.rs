@@ -161,15 +161,14 @@ impl SendingDomains {
     ) -> Result<Sender, SenderError> {
         let store = &self.store;
         let candidates = DomainName::self_and_parents(from.domain());
-        let verified: Vec<VerifiedDomain> = store.verified_domains(project, &candidates).await?;
+        let found = store.verified_domains(project, &candidates).await?;
+        let verified: Vec<VerifiedDomain> = found.iter().map(|(v, _)| v.clone()).collect();
         match covering(from.domain(), &verified) {
-            Some(domain) => {
-                let signing = store
-                    .signing_domain(project, &domain.name)
-                    .await?
-                    .ok_or_else(|| SenderError::NotVerified(from.domain().to_string()))?;
-                Ok(Sender::Verified(signing))
-            }
+            Some(domain) => found
+                .into_iter()
+                .find(|(v, _)| v.name == domain.name)
+                .map(|(_, signing)| Sender::Verified(signing))
+                .ok_or_else(|| SenderError::NotVerified(from.domain().to_string())),
             None if self.policy.allow_unverified => Ok(Sender::Unverified),
             None => Err(SenderError::NotVerified(from.domain().to_string())),
         }

@@ -50,6 +50,18 @@ pub(crate) fn like_escape(s: &str) -> String {
     out
 }
 
+/// Whether a statement whose best plan depends on how many rows match right now (the queued
+/// jobs, from none to a burst between two `ANALYZE`s) stays prepared: on SQLite, yes (its plans
+/// do not follow statistics this way); on PostgreSQL, no, so that each execution is planned
+/// for its parameters and the table's current size instead of reusing a generic plan made
+/// from statistics of another moment.
+pub(crate) fn keeps_plans(backend: super::Backend) -> bool {
+    match backend {
+        super::Backend::Sqlite => true,
+        super::Backend::Postgres => false,
+    }
+}
+
 /// The suffix that lets concurrent claimers on PostgreSQL skip each other's rows. SQLite has a
 /// single writer, so a claim there is atomic without it.
 pub(crate) fn skip_locked(backend: super::Backend) -> &'static str {

@@ -451,22 +451,23 @@ impl Store {
         Ok(Some(()))
     }
 
-    /// The project's verified domains among `names` (a host and its parents).
+    /// The project's verified domains among `names` (a host and its parents), each with its
+    /// DKIM signing identity: one read answers both who may send and how it is signed.
     #[tracing::instrument(level = "debug", skip(self))]
     pub async fn verified_domains(
         &self,
         project: &ProjectId,
         names: &[String],
-    ) -> StoreResult<Vec<VerifiedDomain>> {
+    ) -> StoreResult<Vec<(VerifiedDomain, SigningDomain)>> {
         if names.is_empty() {
             return Ok(Vec::new());
         }
         let list = super::dialect::placeholders(2, names.len());
         let sql = format!(
-            "SELECT name, allow_subdomains FROM domains \
+            "SELECT {SIGNING_COLUMNS}, allow_subdomains FROM domains \
              WHERE project_id = $1 AND status = 'verified' AND name IN ({list})"
         );
-        let rows: Vec<(String, bool)> = on_db!(self.db(), pool => {
+        let rows: Vec<SigningRow> = on_db!(self.db(), pool => {
             let mut q = sqlx::query_as(&sql).bind(project.as_str());
             for n in names {
                 q = q.bind(n);
@@ -475,9 +476,12 @@ impl Store {
         });
         Ok(rows
             .into_iter()
-            .map(|(name, allow_subdomains)| VerifiedDomain {
-                name,
-                allow_subdomains,
+            .map(|row| {
+                let verified = VerifiedDomain {
+                    name: row.0.clone(),
+                    allow_subdomains: row.6,
+                };
+                (verified, signing_of(row))
             })
             .collect())
     }
@@ -489,51 +493,60 @@ impl Store {
         project: &ProjectId,
         name: &str,
     ) -> StoreResult<Option<SigningDomain>> {
-        type Row = (
-            String,
-            String,
-            String,
-            Option<String>,
-            Option<String>,
-            Json<Vec<DnsRecordState>>,
+        let sql = format!(
+            "SELECT {SIGNING_COLUMNS}, allow_subdomains FROM domains \
+             WHERE project_id = $1 AND name = $2 AND status = 'verified'"
         );
-        let row: Option<Row> = on_db!(self.db(), pool => {
-            sqlx::query_as(
-                "SELECT name, dkim_selector, dkim_private_key, dkim_ed25519_selector, \
-                 dkim_ed25519_private_key, records FROM domains \
-                 WHERE project_id = $1 AND name = $2 AND status = 'verified'",
-            )
-            .bind(project.as_str())
-            .bind(name)
-            .fetch_optional(pool)
-            .await?
+        let row: Option<SigningRow> = on_db!(self.db(), pool => {
+            sqlx::query_as(&sql)
+                .bind(project.as_str())
+                .bind(name)
+                .fetch_optional(pool)
+                .await?
         });
-        Ok(row.map(
-            |(name, selector, private_key, ed_selector, ed_key, records)| {
-                // Ed25519 signs once its record was found: a signature whose key is not
-                // published would only fail at the receiver.
-                let ed25519 = match (ed_selector, ed_key) {
-                    (Some(selector), Some(private_key)) => {
-                        let record = dkim_record_name(&name, &selector);
-                        records
-                            .0
-                            .iter()
-                            .any(|r| r.name == record && r.status == RecordStatus::Verified)
-                            .then_some(Ed25519Signing {
-                                selector,
-                                private_key,
-                            })
-                    }
-                    _ => None,
-                };
-                SigningDomain {
-                    name,
+        Ok(row.map(signing_of))
+    }
+}
+
+/// The columns of a domain's signing identity, in [`SigningRow`]'s order.
+const SIGNING_COLUMNS: &str = "name, dkim_selector, dkim_private_key, dkim_ed25519_selector, \
+     dkim_ed25519_private_key, records";
+
+/// [`SIGNING_COLUMNS`] and `allow_subdomains`.
+type SigningRow = (
+    String,
+    String,
+    String,
+    Option<String>,
+    Option<String>,
+    Json<Vec<DnsRecordState>>,
+    bool,
+);
+
+/// The signing identity of a domain's row.
+fn signing_of(row: SigningRow) -> SigningDomain {
+    let (name, selector, private_key, ed_selector, ed_key, records, _) = row;
+    // Ed25519 signs once its record was found: a signature whose key is not published would
+    // only fail at the receiver.
+    let ed25519 = match (ed_selector, ed_key) {
+        (Some(selector), Some(private_key)) => {
+            let record = dkim_record_name(&name, &selector);
+            records
+                .0
+                .iter()
+                .any(|r| r.name == record && r.status == RecordStatus::Verified)
+                .then_some(Ed25519Signing {
                     selector,
                     private_key,
-                    ed25519,
-                }
-            },
-        ))
+                })
+        }
+        _ => None,
+    };
+    SigningDomain {
+        name,
+        selector,
+        private_key,
+        ed25519,
     }
 }
 

@@ -302,8 +302,17 @@ impl Store {
     /// seeks per queue however many jobs each holds (see `jobs::fairness`).
     #[tracing::instrument(level = "debug", skip(self))]
     pub async fn job_queue_heads(&self, after: &str, limit: i64) -> StoreResult<Vec<QueueHead>> {
+        // Planned at each call on PostgreSQL: a plan kept from when the statistics saw no queued
+        // job scans the whole table at each claim of a burst (docs/benchmarks.md, "The send
+        // benchmark's statistics").
+        let keep = super::dialect::keeps_plans(self.db().backend());
         let rows: Vec<(String, i64)> = on_db!(self.db(), pool => {
-            sqlx::query_as(QUEUE_HEADS).bind(after).bind(limit).fetch_all(pool).await?
+            sqlx::query_as(QUEUE_HEADS)
+                .bind(after)
+                .bind(limit)
+                .persistent(keep)
+                .fetch_all(pool)
+                .await?
         });
         Ok(rows
             .into_iter()
