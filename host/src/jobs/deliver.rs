@@ -89,21 +89,28 @@ pub struct BatchMemo {
 }
 
 impl BatchMemo {
-    /// The signing domain `name` if this batch read it already.
-    pub fn signing(&self, name: &str) -> Option<Option<Arc<SigningDomain>>> {
-        self.signing
+    /// The signing domain `name` (`None`: not verified), read by `read` the first time this
+    /// batch asks for it and remembered for the rest of the batch. Two builds asking at once
+    /// may both read; both find the same.
+    pub async fn signing<E, F>(&self, name: &str, read: F) -> Result<Option<Arc<SigningDomain>>, E>
+    where
+        F: std::future::Future<Output = Result<Option<SigningDomain>, E>>,
+    {
+        let known = self
+            .signing
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .get(name)
-            .cloned()
-    }
-
-    /// Remembers what was read for the signing domain `name`.
-    pub fn remember_signing(&self, name: &str, domain: Option<Arc<SigningDomain>>) {
+            .cloned();
+        if let Some(known) = known {
+            return Ok(known);
+        }
+        let read = read.await?.map(Arc::new);
         self.signing
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .insert(name.to_string(), domain);
+            .insert(name.to_string(), read.clone());
+        Ok(read)
     }
 }
 

@@ -597,20 +597,11 @@ impl MessageBuilder for Sending {
             };
             let signing = match &draft.dkim_domain {
                 Some(name) => {
-                    let domain = match memo.signing(name) {
-                        Some(known) => known,
-                        None => {
-                            let project = ProjectId::from_trusted(project_id.to_string());
-                            let read = self
-                                .store
-                                .signing_domain(&project, name)
-                                .await
-                                .map_err(|e| BuildError::Retry(e.to_string()))?
-                                .map(Arc::new);
-                            memo.remember_signing(name, read.clone());
-                            read
-                        }
-                    };
+                    let project = ProjectId::from_trusted(project_id.to_string());
+                    let domain = memo
+                        .signing(name, self.store.signing_domain(&project, name))
+                        .await
+                        .map_err(|e| BuildError::Retry(e.to_string()))?;
                     Some(domain.ok_or_else(|| {
                         BuildError::Permanent(format!(
                             "the sending domain {name} is no longer verified; the email was \

@@ -118,6 +118,17 @@ pub(crate) fn value_rows(first: usize, rows: usize, cols: usize) -> String {
         .join(", ")
 }
 
+/// `id IN ($first, $first + width, …)`: the ids of a multi-row update's `n` `VALUES` rows of
+/// `width` placeholders each (the id first in each), named once more as a condition on the
+/// table, so that it is reached by one seek an id whatever the planner estimates. With the
+/// join condition alone, PostgreSQL may scan a partial index that the statement's state
+/// condition matches (`state = 'running'`, `status = 'queued'`) in full for the join, which
+/// statistics taken while few rows were in that state make look cheap.
+pub(crate) fn by_ids(first: usize, n: usize, width: usize) -> String {
+    let ids: Vec<String> = (0..n).map(|r| format!("${}", first + r * width)).collect();
+    format!("id IN ({})", ids.join(", "))
+}
+
 /// The JSON text at the top-level `key` of the JSON `column`, as SQL text (`key` is a fixed
 /// identifier or an already validated data key, never raw user input).
 pub(crate) fn json_text(backend: super::Backend, column: &str, key: &str) -> String {

@@ -1120,6 +1120,6 @@ fn finish_outcomes_sql(n: usize) -> String {
          FROM v WHERE id = v_id AND status = 'queued' AND hand_off_token = v_token AND {ids} RETURNING id",
         super::dialect::value_rows(2, n, 5),
         sent = status::SENT,
-        ids = super::jobs::by_ids(2, n, 5),
+        ids = super::dialect::by_ids(2, n, 5),
     )
 }

@@ -643,19 +643,8 @@ pub(super) fn complete_jobs_sql(n: usize) -> String {
          locked_by = NULL, locked_until = NULL FROM v WHERE id = v_id AND locked_by = v_worker AND state = 'running' \
          AND {} RETURNING id",
         super::dialect::value_rows(2, n, 3),
-        by_ids(2, n, 3),
+        super::dialect::by_ids(2, n, 3),
     )
-}
-
-/// `id IN ($first, $first + width, …)`: the ids of a multi-row update's `n` `VALUES` rows of
-/// `width` placeholders each (the id first in each), named once more as a condition on the
-/// table, so that it is reached by one seek an id whatever the planner estimates. With the
-/// join condition alone, PostgreSQL may scan a partial index that the statement's state
-/// condition matches (`state = 'running'`, `status = 'queued'`) in full for the join, which
-/// statistics taken while few rows were in that state make look cheap.
-pub(super) fn by_ids(first: usize, n: usize, width: usize) -> String {
-    let ids: Vec<String> = (0..n).map(|r| format!("${}", first + r * width)).collect();
-    format!("id IN ({})", ids.join(", "))
 }
 
 /// Hands running jobs on, each to the next piece of work of the same kind (a workflow's next
@@ -668,7 +657,7 @@ pub(super) fn chain_jobs_sql(n: usize) -> String {
          UPDATE jobs SET payload = v_payload, attempts = 1, checkpoint = NULL, last_error = NULL, updated_at = $1 \
          FROM v WHERE id = v_id AND locked_by = v_worker AND state = 'running' AND {} RETURNING id",
         super::dialect::value_rows(2, n, 3),
-        by_ids(2, n, 3),
+        super::dialect::by_ids(2, n, 3),
     )
 }
 
@@ -760,7 +749,7 @@ mod tests {
 
     #[test]
     fn the_ids_of_a_multi_row_update_are_its_rows_first_placeholders() {
-        assert_eq!(by_ids(2, 3, 3), "id IN ($2, $5, $8)");
+        assert_eq!(crate::store::dialect::by_ids(2, 3, 3), "id IN ($2, $5, $8)");
         assert!(complete_jobs_sql(2).ends_with("AND id IN ($2, $5) RETURNING id"));
     }
 
