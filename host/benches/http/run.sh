@@ -28,6 +28,14 @@ if command -v smtp-sink >/dev/null; then
 fi
 trap 'kill $SERVER $DNSD $SINK 2>/dev/null || true; rm -rf "$WORK"' EXIT
 want() { [ -z "${ONLY:-}" ] || [ "$ONLY" = "$1" ]; }
+# Waits until the project has no queued email left (all handed to the transport).
+wait_drained() {
+  while :; do
+    Q=$(curl -sf "http://127.0.0.1:$PORT/activity/upcoming" -H "Authorization: Bearer $HERALD_BENCH_KEY" | python3 -c "import json,sys;print(json.load(sys.stdin)['queuedEmails'])")
+    [ "$Q" = 0 ] && break
+    sleep 0.2
+  done
+}
 
 bench_backend() {
   local name=$1 url=$2
@@ -121,11 +129,7 @@ PY
   # benchmark's statistics").
   if [ "${WARM:-1}" != 0 ]; then
     HERALD_BENCH_FROM=hello@plain-bench.example wrk -t2 -c32 -d3s -s "$HERE/send.lua" http://127.0.0.1:$PORT >/dev/null
-    while :; do
-      Q=$(curl -sf "http://127.0.0.1:$PORT/activity/upcoming" -H "Authorization: Bearer $HERALD_BENCH_KEY" | python3 -c "import json,sys;print(json.load(sys.stdin)['queuedEmails'])")
-      [ "$Q" = 0 ] && break
-      sleep 0.2
-    done
+    wait_drained
     case "$url" in postgres*) psql "$url" -qc ANALYZE ;; esac
   fi
   for run in "signed dkim-bench.test" "unsigned plain-bench.example"; do
@@ -135,11 +139,7 @@ PY
     echo "-- POST /v1/send, $1 ($2), into smtp-sink"
     START=$(date +%s.%N)
     wrk -t2 -c32 -d"$DURATION" --latency -s "$HERE/send.lua" http://127.0.0.1:$PORT | grep -E "Requests/sec|Latency|50%|99%|requests in|Non-2xx"
-    while :; do
-      Q=$(curl -sf "http://127.0.0.1:$PORT/activity/upcoming" -H "Authorization: Bearer $HERALD_BENCH_KEY" | python3 -c "import json,sys;print(json.load(sys.stdin)['queuedEmails'])")
-      [ "$Q" = 0 ] && break
-      sleep 0.2
-    done
+    wait_drained
     END=$(date +%s.%N)
     SENT=$(curl -sf "http://127.0.0.1:$PORT/activity/stats?days=1" -H "Authorization: Bearer $HERALD_BENCH_KEY" | python3 -c "import json,sys;print(json.load(sys.stdin)['totals'].get('sent',0))")
     python3 -c "n=$SENT-$BEFORE; t=$END-$START; print(f'   end to end: {n} emails handed to SMTP in {t:.1f} s = {n/t:.0f} emails/s')"
@@ -228,11 +228,7 @@ start = time.time()
 assert urllib.request.urlopen(req).status == 200
 print(f"   queued in {time.time() - start:.2f} s")
 PY
-  while :; do
-    Q=$(curl -sf "http://127.0.0.1:$PORT/activity/upcoming" -H "Authorization: Bearer $HERALD_BENCH_KEY" | python3 -c "import json,sys;print(json.load(sys.stdin)['queuedEmails'])")
-    [ "$Q" = 0 ] && break
-    sleep 0.2
-  done
+  wait_drained
   grep -E "VmHWM" /proc/$SERVER/status | tr -s ' ' | sed 's/^/   after delivery: /'
   fi
   kill $SERVER; wait $SERVER 2>/dev/null || true

@@ -161,14 +161,15 @@ impl SendingDomains {
     ) -> Result<Sender, SenderError> {
         let store = &self.store;
         let candidates = DomainName::self_and_parents(from.domain());
-        let found = store.verified_domains(project, &candidates).await?;
-        let verified: Vec<VerifiedDomain> = found.iter().map(|(v, _)| v.clone()).collect();
-        match covering(from.domain(), &verified) {
-            Some(domain) => found
-                .into_iter()
-                .find(|(v, _)| v.name == domain.name)
-                .map(|(_, signing)| Sender::Verified(signing))
-                .ok_or_else(|| SenderError::NotVerified(from.domain().to_string())),
+        let (verified, mut signing): (Vec<VerifiedDomain>, Vec<_>) = store
+            .verified_domains(project, &candidates)
+            .await?
+            .into_iter()
+            .unzip();
+        let covered = covering(from.domain(), &verified)
+            .and_then(|domain| verified.iter().position(|v| v.name == domain.name));
+        match covered {
+            Some(i) => Ok(Sender::Verified(signing.swap_remove(i))),
             None if self.policy.allow_unverified => Ok(Sender::Unverified),
             None => Err(SenderError::NotVerified(from.domain().to_string())),
         }

@@ -467,7 +467,7 @@ impl Store {
             "SELECT {SIGNING_COLUMNS}, allow_subdomains FROM domains \
              WHERE project_id = $1 AND status = 'verified' AND name IN ({list})"
         );
-        let rows: Vec<SigningRow> = on_db!(self.db(), pool => {
+        let rows: Vec<VerifiedRow> = on_db!(self.db(), pool => {
             let mut q = sqlx::query_as(&sql).bind(project.as_str());
             for n in names {
                 q = q.bind(n);
@@ -478,10 +478,10 @@ impl Store {
             .into_iter()
             .map(|row| {
                 let verified = VerifiedDomain {
-                    name: row.0.clone(),
-                    allow_subdomains: row.6,
+                    name: row.signing.name.clone(),
+                    allow_subdomains: row.allow_subdomains,
                 };
-                (verified, signing_of(row))
+                (verified, signing_of(row.signing))
             })
             .collect())
     }
@@ -494,7 +494,7 @@ impl Store {
         name: &str,
     ) -> StoreResult<Option<SigningDomain>> {
         let sql = format!(
-            "SELECT {SIGNING_COLUMNS}, allow_subdomains FROM domains \
+            "SELECT {SIGNING_COLUMNS} FROM domains \
              WHERE project_id = $1 AND name = $2 AND status = 'verified'"
         );
         let row: Option<SigningRow> = on_db!(self.db(), pool => {
@@ -512,20 +512,35 @@ impl Store {
 const SIGNING_COLUMNS: &str = "name, dkim_selector, dkim_private_key, dkim_ed25519_selector, \
      dkim_ed25519_private_key, records";
 
-/// [`SIGNING_COLUMNS`] and `allow_subdomains`.
-type SigningRow = (
-    String,
-    String,
-    String,
-    Option<String>,
-    Option<String>,
-    Json<Vec<DnsRecordState>>,
-    bool,
-);
+/// A domain's signing identity as stored ([`SIGNING_COLUMNS`]).
+#[derive(FromRow)]
+struct SigningRow {
+    name: String,
+    dkim_selector: String,
+    dkim_private_key: String,
+    dkim_ed25519_selector: Option<String>,
+    dkim_ed25519_private_key: Option<String>,
+    records: Json<Vec<DnsRecordState>>,
+}
+
+/// A verified domain's row: its signing identity and whether its subdomains may send.
+#[derive(FromRow)]
+struct VerifiedRow {
+    #[sqlx(flatten)]
+    signing: SigningRow,
+    allow_subdomains: bool,
+}
 
 /// The signing identity of a domain's row.
 fn signing_of(row: SigningRow) -> SigningDomain {
-    let (name, selector, private_key, ed_selector, ed_key, records, _) = row;
+    let SigningRow {
+        name,
+        dkim_selector: selector,
+        dkim_private_key: private_key,
+        dkim_ed25519_selector: ed_selector,
+        dkim_ed25519_private_key: ed_key,
+        records,
+    } = row;
     // Ed25519 signs once its record was found: a signature whose key is not published would
     // only fail at the receiver.
     let ed25519 = match (ed_selector, ed_key) {
