@@ -4,7 +4,7 @@
 //! execution (by event or timeout, whichever commits first), cancelling, and the reads of the
 //! executions API.
 
-use std::collections::HashSet;
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -101,6 +101,12 @@ pub struct StepRunRecord {
     pub started_at: Option<i64>,
     pub finished_at: Option<i64>,
 }
+
+/// Ids that one look-up of [`Store::start_executions`] names.
+const LOOKUP_CHUNK: usize = 500;
+
+/// Executions that one insert of [`Store::start_executions`] writes (8 values each).
+const INSERT_CHUNK: usize = 200;
 
 const RUN_COLUMNS: &str = "id, step_id, step_type, status, branch, input, output, error, attempts, \
      created_at, started_at, finished_at";
@@ -380,75 +386,124 @@ impl Store {
             return Ok(Vec::new());
         }
         let now = now_ms();
-        let insert_sql = format!(
-            "INSERT INTO workflow_executions (id, project_id, workflow_id, contact_id, status, trigger_event_id, \
-             trigger, context, current_step_id, created_at, updated_at) \
-             VALUES ($1, $2, $3, $4, 'RUNNING', $5, $6, $7, $8, $9, $9) ON CONFLICT DO NOTHING \
-             RETURNING {EXECUTION_COLUMNS}"
-        );
+        // What the database holds, read once per workflow of the batch (not once per start).
+        let mut per_workflow: BTreeMap<&str, (bool, Vec<&str>, Vec<&str>)> = BTreeMap::new();
+        for new in starts {
+            let entry = per_workflow
+                .entry(new.workflow.as_str())
+                .or_insert_with(|| (new.allow_reentry, Vec::new(), Vec::new()));
+            entry.1.extend(new.trigger_event_id);
+            entry.2.push(new.contact.as_str());
+        }
         let outcomes = on_db_write!(self.db(), pool => {
             let mut tx = pool.begin_write().await?;
-            let mut outcomes = Vec::with_capacity(starts.len());
-            // The entry step runs and their jobs, written together after the starts (the
-            // checks of later starts read only executions).
-            let mut runs = Vec::new();
-            for new in starts {
-                let prior_sql = if new.allow_reentry {
-                    "SELECT id FROM workflow_executions WHERE workflow_id = $1 AND contact_id = $2 \
-                     AND status IN ('RUNNING', 'WAITING') LIMIT 1"
-                } else {
-                    "SELECT id FROM workflow_executions WHERE workflow_id = $1 AND contact_id = $2 LIMIT 1"
-                };
-                // The checks only read, so a start refused here leaves the others of the batch
-                // as they are.
-                if let Some(trigger) = new.trigger_event_id {
-                    let seen: Option<String> = sqlx::query_scalar(
-                        "SELECT id FROM workflow_executions WHERE workflow_id = $1 AND trigger_event_id = $2",
-                    )
-                    .bind(new.workflow.as_str())
-                    .bind(trigger)
-                    .fetch_optional(&mut *tx)
-                    .await?;
-                    if seen.is_some() {
-                        outcomes.push(Err(NotStarted::Duplicate));
-                        continue;
-                    }
-                }
-                let prior: Option<String> = sqlx::query_scalar(prior_sql)
-                    .bind(new.workflow.as_str())
-                    .bind(new.contact.as_str())
-                    .fetch_optional(&mut *tx)
-                    .await?;
-                if prior.is_some() {
-                    outcomes.push(Err(if new.allow_reentry { NotStarted::Active } else { NotStarted::AlreadyEntered }));
-                    continue;
-                }
-                let row: Option<ExecutionRecord> = sqlx::query_as(&insert_sql)
-                    .bind(new.id.as_str())
-                    .bind(new.project.as_str())
-                    .bind(new.workflow.as_str())
-                    .bind(new.contact.as_str())
-                    .bind(new.trigger_event_id)
-                    .bind(new.trigger.as_ref().map(Json))
-                    .bind(Json(new.context))
-                    .bind(new.entry.step_id.as_str())
-                    .bind(now)
-                    .fetch_optional(&mut *tx)
-                    .await?;
-                match row {
-                    // A concurrent start took the trigger or the contact's active slot (the
-                    // insert wrote nothing).
-                    None => outcomes.push(Err(if new.trigger_event_id.is_some() {
-                        NotStarted::Duplicate
-                    } else {
-                        NotStarted::Active
-                    })),
-                    Some(row) => {
-                        runs.push((new.project.as_str(), new.id.as_str(), &new.entry));
-                        outcomes.push(Ok(row));
+            // (workflow, trigger event) pairs that started an execution, and (workflow,
+            // contact) pairs that bar a start: any execution, or an active one where the
+            // workflow allows re-entry. The checks only read, so a start refused leaves the
+            // others of the batch as they are.
+            let mut triggers: HashSet<(String, String)> = HashSet::new();
+            let mut contacts: HashSet<(String, String)> = HashSet::new();
+            for (workflow, (reentry, trigger_ids, contact_ids)) in &per_workflow {
+                let active = if *reentry { " AND status IN ('RUNNING', 'WAITING')" } else { "" };
+                let lookups = [
+                    ("trigger_event_id", trigger_ids, "", &mut triggers),
+                    ("contact_id", contact_ids, active, &mut contacts),
+                ];
+                for (column, ids, only, found) in lookups {
+                    for chunk in ids.chunks(LOOKUP_CHUNK) {
+                        let sql = format!(
+                            "SELECT DISTINCT {column} FROM workflow_executions \
+                             WHERE workflow_id = $1 AND {column} IN ({}){only}",
+                            placeholders(2, chunk.len())
+                        );
+                        let mut q = sqlx::query_scalar::<_, String>(&sql).bind(*workflow);
+                        for id in chunk {
+                            q = q.bind(*id);
+                        }
+                        for id in q.fetch_all(&mut *tx).await? {
+                            found.insert((workflow.to_string(), id));
+                        }
                     }
                 }
             }
+            // In order: a start sees the ones before it in the batch as started.
+            let mut outcomes: Vec<Option<Result<ExecutionRecord, NotStarted>>> =
+                Vec::with_capacity(starts.len());
+            let mut accepted: Vec<usize> = Vec::new();
+            for (i, new) in starts.iter().enumerate() {
+                let workflow = new.workflow.as_str();
+                if let Some(trigger) = new.trigger_event_id
+                    && triggers.contains(&(workflow.to_string(), trigger.to_string()))
+                {
+                    outcomes.push(Some(Err(NotStarted::Duplicate)));
+                    continue;
+                }
+                if !contacts.insert((workflow.to_string(), new.contact.as_str().to_string())) {
+                    outcomes.push(Some(Err(if new.allow_reentry { NotStarted::Active } else { NotStarted::AlreadyEntered })));
+                    continue;
+                }
+                if let Some(trigger) = new.trigger_event_id {
+                    triggers.insert((workflow.to_string(), trigger.to_string()));
+                }
+                outcomes.push(None);
+                accepted.push(i);
+            }
+            let mut inserted: HashMap<String, ExecutionRecord> = HashMap::new();
+            for chunk in accepted.chunks(INSERT_CHUNK) {
+                let sql = format!(
+                    "INSERT INTO workflow_executions (id, project_id, workflow_id, contact_id, status, trigger_event_id, \
+                     trigger, context, current_step_id, created_at, updated_at) \
+                     VALUES {} ON CONFLICT DO NOTHING RETURNING {EXECUTION_COLUMNS}",
+                    (0..chunk.len())
+                        .map(|r| {
+                            let f = 2 + r * 8;
+                            format!(
+                                "(${}, ${}, ${}, ${}, 'RUNNING', ${}, ${}, ${}, ${}, $1, $1)",
+                                f, f + 1, f + 2, f + 3, f + 4, f + 5, f + 6, f + 7
+                            )
+                        })
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                );
+                let mut q = sqlx::query_as::<_, ExecutionRecord>(&sql).bind(now);
+                for &i in chunk {
+                    let new = &starts[i];
+                    q = q
+                        .bind(new.id.as_str())
+                        .bind(new.project.as_str())
+                        .bind(new.workflow.as_str())
+                        .bind(new.contact.as_str())
+                        .bind(new.trigger_event_id)
+                        .bind(new.trigger.as_ref().map(Json))
+                        .bind(Json(new.context))
+                        .bind(new.entry.step_id.as_str());
+                }
+                for row in q.fetch_all(&mut *tx).await? {
+                    inserted.insert(row.id.clone(), row);
+                }
+            }
+            // The entry step runs and their jobs, written together after the starts.
+            let mut runs = Vec::new();
+            let outcomes: Vec<Result<ExecutionRecord, NotStarted>> = outcomes
+                .into_iter()
+                .zip(starts)
+                .map(|(outcome, new)| match outcome {
+                    Some(refused) => refused,
+                    None => match inserted.remove(new.id.as_str()) {
+                        Some(row) => {
+                            runs.push((new.project.as_str(), new.id.as_str(), &new.entry));
+                            Ok(row)
+                        }
+                        // A concurrent start took the trigger or the contact's active slot
+                        // (the insert wrote nothing for it).
+                        None => Err(if new.trigger_event_id.is_some() {
+                            NotStarted::Duplicate
+                        } else {
+                            NotStarted::Active
+                        }),
+                    },
+                })
+                .collect();
             insert_runs(&mut tx, &runs, now).await?;
             tx.insert_jobs(&runs.iter().map(|(_, _, run)| &run.job).collect::<Vec<_>>(), now).await?;
             tx.commit().await?;

@@ -93,6 +93,23 @@ async fn template(app: &TestApp, p: &TestProject, kind: &str) -> String {
     r.body["id"].as_str().unwrap().to_string()
 }
 
+/// A workflow triggered by `event` that waits for `reply`, then exits; re-entry allowed.
+async fn waits_for_reply(app: &TestApp, p: &TestProject, event: &str) -> String {
+    let (wf, _) = workflow(
+        app,
+        p,
+        event,
+        vec![
+            Step("WAIT_FOR_EVENT", json!({ "eventName": "reply" })),
+            Step("EXIT", json!({})),
+        ],
+        &[(0, 1, Some("event"))],
+        json!({ "allowReentry": true }),
+    )
+    .await;
+    wf
+}
+
 async fn track(app: &TestApp, p: &TestProject, email: &str, event: &str, data: Value) {
     let r = app
         .post(
@@ -733,22 +750,68 @@ async fn reentry_is_refused_unless_allowed() {
     settled(&app, &p, &wf, 2, &["COMPLETED"]).await;
 }
 
+/// Several events of one contact dispatched together (the dispatcher polls once a second here,
+/// so concurrent tracks mostly land in one batch) start one execution per workflow, with and
+/// without re-entry: the starts of a batch see each other (and the active-execution index
+/// refuses what they would miss).
+#[tokio::test]
+async fn events_of_one_contact_in_one_batch_start_one_execution_per_workflow() {
+    let app = TestApp::spawn_with(|s| {
+        fast(s);
+        s.jobs_poll_interval_ms = 1000;
+    })
+    .await;
+    let p = app.project().await;
+    let (once, _) = workflow(
+        &app,
+        &p,
+        "joined",
+        vec![Step(
+            "UPDATE_CONTACT",
+            json!({ "data": { "joined": true } }),
+        )],
+        &[],
+        json!({}),
+    )
+    .await;
+    let waits = waits_for_reply(&app, &p, "joined").await;
+    let tracks = (0..8)
+        .flat_map(|c| (0..3).map(move |i| (c, i)))
+        .map(|(c, i)| {
+            let app = &app;
+            let p = &p;
+            async move {
+                track(
+                    app,
+                    p,
+                    &format!("batch{c}@example.com"),
+                    "joined",
+                    json!({ "i": i }),
+                )
+                .await;
+            }
+        });
+    futures::future::join_all(tracks).await;
+    let done = settled(&app, &p, &once, 8, &["COMPLETED"]).await;
+    let waiting = settled(&app, &p, &waits, 8, &["WAITING"]).await;
+    for list in [&done, &waiting] {
+        let contacts: std::collections::BTreeSet<&str> = list
+            .iter()
+            .map(|e| e["contactId"].as_str().unwrap())
+            .collect();
+        assert_eq!(contacts.len(), 8, "one execution per contact: {list:#?}");
+    }
+    // Still one each once every event was dispatched.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert_eq!(executions(&app, &p, &once).await.len(), 8);
+    assert_eq!(executions(&app, &p, &waits).await.len(), 8);
+}
+
 #[tokio::test]
 async fn manual_starts_cancel_one_and_all_and_delete_waits_for_them() {
     let app = TestApp::spawn_with(fast).await;
     let p = app.project().await;
-    let (wf, _) = workflow(
-        &app,
-        &p,
-        "never_tracked",
-        vec![
-            Step("WAIT_FOR_EVENT", json!({ "eventName": "reply" })),
-            Step("EXIT", json!({})),
-        ],
-        &[(0, 1, Some("event"))],
-        json!({ "allowReentry": true }),
-    )
-    .await;
+    let wf = waits_for_reply(&app, &p, "never_tracked").await;
     let hal = p.contact(&app, "hal@example.com", json!({})).await;
     p.contact(&app, "ida@example.com", json!({})).await;
     p.contact(&app, "jo@example.com", json!({})).await;
