@@ -458,8 +458,9 @@ impl Store {
                         .map(|r| {
                             let f = 2 + r * 8;
                             format!(
-                                "(${}, ${}, ${}, ${}, 'RUNNING', ${}, ${}, ${}, ${}, $1, $1)",
-                                f, f + 1, f + 2, f + 3, f + 4, f + 5, f + 6, f + 7
+                                "({}, 'RUNNING', {}, $1, $1)",
+                                placeholders(f, 4),
+                                placeholders(f + 4, 4)
                             )
                         })
                         .collect::<Vec<_>>()
