@@ -72,6 +72,9 @@ pub struct Project {
     pub created_at: i64,
     /// Last change, unix ms.
     pub updated_at: i64,
+    /// Why the project's sending is suspended, while a suspension holds (read with the
+    /// project, so a send checks it without a read of its own).
+    pub sending_suspended: Option<String>,
 }
 
 /// A project's default sender: an address on a verified sending domain, and a display name.

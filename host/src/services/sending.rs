@@ -290,14 +290,14 @@ impl Sending {
     /// email (on the CPU pool), without writing anything: the writes are for
     /// [`Store::commit_send`], or for the commit of a workflow round (the send of a
     /// `SEND_EMAIL` step, written in the same transaction as its step run). Refused while the
-    /// project's sending is suspended.
+    /// project's sending is suspended, as read with `project`.
     pub async fn prepare_send(
         &self,
         project: &Project,
         plan: &SendPlan,
     ) -> Result<(PreparedSend, Vec<QueuedEmail>), SendError> {
-        if let Some(suspension) = self.store.active_suspension(&project.id).await? {
-            return Err(SendError::Suspended(suspension.reason));
+        if let Some(reason) = &project.sending_suspended {
+            return Err(SendError::Suspended(reason.clone()));
         }
         let project_id: &ProjectId = &project.id;
         let addresses: Vec<EmailAddress> =

@@ -12,7 +12,17 @@ use crate::domain::project::{DefaultSender, Project, ProjectName, Role};
 use crate::domain::time::now_ms;
 
 const PROJECT_COLUMNS: &str = "p.id, p.name, p.public_key_hint, p.secret_key_hint, p.disabled, p.track_opens, p.track_clicks, \
-     p.default_from_email, p.default_from_name, p.created_at, p.updated_at";
+     p.default_from_email, p.default_from_name, p.created_at, p.updated_at, \
+     (SELECT s.reason FROM project_suspensions s WHERE s.project_id = p.id AND s.lifted_at IS NULL \
+     ORDER BY s.created_at DESC LIMIT 1) AS sending_suspended";
+
+/// The project's columns in the `RETURNING` clause of a write to `projects`, which names the
+/// table itself (SQLite's `RETURNING` takes no alias).
+fn returning_columns() -> String {
+    PROJECT_COLUMNS
+        .replace("p.id AND", "projects.id AND")
+        .replace("p.", "")
+}
 
 #[derive(FromRow)]
 struct ProjectRow {
@@ -27,6 +37,7 @@ struct ProjectRow {
     default_from_name: Option<String>,
     created_at: i64,
     updated_at: i64,
+    sending_suspended: Option<String>,
 }
 
 impl From<ProjectRow> for Project {
@@ -45,6 +56,7 @@ impl From<ProjectRow> for Project {
             }),
             created_at: r.created_at,
             updated_at: r.updated_at,
+            sending_suspended: r.sending_suspended,
         }
     }
 }
@@ -75,7 +87,7 @@ impl Store {
             "INSERT INTO projects (id, name, public_key_hash, secret_key_hash, public_key_hint, secret_key_hint, \
              disabled, created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $6, FALSE, $7, $7) \
              RETURNING {}",
-            PROJECT_COLUMNS.replace("p.", "")
+            returning_columns()
         );
         let row: ProjectRow = on_db_write!(self.db(), pool => {
             let mut tx = pool.begin_write().await?;
@@ -168,7 +180,7 @@ impl Store {
     ) -> StoreResult<Project> {
         let sql = format!(
             "UPDATE projects SET name = $2, updated_at = $3 WHERE id = $1 RETURNING {}",
-            PROJECT_COLUMNS.replace("p.", "")
+            returning_columns()
         );
         let row: Option<ProjectRow> = on_db_write!(self.db(), pool => {
             sqlx::query_as(&sql)
@@ -192,7 +204,7 @@ impl Store {
         let sql = format!(
             "UPDATE projects SET track_opens = COALESCE($2, track_opens), \
              track_clicks = COALESCE($3, track_clicks), updated_at = $4 WHERE id = $1 RETURNING {}",
-            PROJECT_COLUMNS.replace("p.", "")
+            returning_columns()
         );
         let row: Option<ProjectRow> = on_db_write!(self.db(), pool => {
             sqlx::query_as(&sql)
@@ -216,7 +228,7 @@ impl Store {
         let sql = format!(
             "UPDATE projects SET default_from_email = $2, default_from_name = $3, updated_at = $4 \
              WHERE id = $1 RETURNING {}",
-            PROJECT_COLUMNS.replace("p.", "")
+            returning_columns()
         );
         let row: Option<ProjectRow> = on_db_write!(self.db(), pool => {
             sqlx::query_as(&sql)

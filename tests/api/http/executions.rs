@@ -1027,6 +1027,32 @@ async fn a_trapping_step_fails_its_execution_after_retries_and_others_go_on() {
     assert_eq!(app.get("/health", &p.secret_key).await.status, 200);
 }
 
+/// A `SEND_EMAIL` step of a project whose sending is suspended fails its execution with the
+/// suspension's reason (read with the project in the step's round) and sends nothing.
+#[tokio::test]
+async fn a_send_step_of_a_suspended_project_fails_and_sends_nothing() {
+    let app = TestApp::spawn_with(fast).await;
+    let p = app.project().await;
+    let send = Step(
+        "SEND_EMAIL",
+        json!({ "templateId": template(&app, &p, "TRANSACTIONAL").await }),
+    );
+    let (wf, _) = workflow(&app, &p, "order", vec![send], &[], json!({})).await;
+    execute(
+        &app.database_url,
+        "INSERT INTO project_suspensions \
+         (id, project_id, reason, sent, bounced, complained, created_at) \
+         VALUES ('sus_test', $1, 'sending is suspended: the test''s reason', 4, 2, 0, 1)",
+        &p.id,
+    )
+    .await;
+    track(&app, &p, "sus@example.com", "order", json!({})).await;
+    let e = &settled(&app, &p, &wf, 1, &["FAILED"]).await[0];
+    let error = e["stepRuns"][0]["error"].as_str().unwrap_or_default();
+    assert!(error.contains("the test's reason"), "{e}");
+    assert!(app.outbox_messages().is_empty());
+}
+
 /// Step jobs due at the same moment run in batches (a claimed job adopts its project's other due
 /// step jobs, and each round commits all of them in one transaction): every step runs once, a
 /// trapping step among them is retried alone and fails its own execution only.
@@ -1194,6 +1220,19 @@ async fn count(url: &str, sql: &str) -> i64 {
     } else {
         let mut c = sqlx::SqliteConnection::connect(url).await.unwrap();
         sqlx::query_scalar(sql).fetch_one(&mut c).await.unwrap()
+    }
+}
+
+/// Runs `sql` with one text parameter on the test database (to set up what no endpoint
+/// makes, such as a suspension).
+async fn execute(url: &str, sql: &str, param: &str) {
+    use sqlx::Connection;
+    if url.starts_with("postgres") {
+        let mut c = sqlx::PgConnection::connect(url).await.unwrap();
+        sqlx::query(sql).bind(param).execute(&mut c).await.unwrap();
+    } else {
+        let mut c = sqlx::SqliteConnection::connect(url).await.unwrap();
+        sqlx::query(sql).bind(param).execute(&mut c).await.unwrap();
     }
 }
 
