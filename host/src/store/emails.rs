@@ -130,7 +130,7 @@ pub struct PreparedSend {
 impl PreparedSend {
     /// The recipients' contact plans in address order: the order their contacts are locked in,
     /// so that two sends to overlapping recipients never deadlock.
-    fn in_address_order(&self) -> Vec<&super::contacts::Plan> {
+    pub(super) fn in_address_order(&self) -> Vec<&super::contacts::Plan> {
         let mut ordered: Vec<_> = self.contacts.iter().collect();
         ordered.sort_by(|a, b| a.contact().email.as_str().cmp(b.contact().email.as_str()));
         ordered

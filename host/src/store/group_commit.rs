@@ -460,6 +460,28 @@ where
     Ok((found, missing))
 }
 
+/// Whether a send to one recipient is still as it was planned, answered from the state of its
+/// contact that the group read (and locked) at its start or last wrote, without reading it again;
+/// `None` when the group holds no state of it (a send of the same contact wrote it since), or the
+/// send has several recipients.
+fn fresh_in_group(
+    written: &Written<'_>,
+    absent: &HashSet<(&str, &str)>,
+    key: (&str, &str),
+    send: &PreparedSend,
+) -> Option<bool> {
+    let [plan] = send.in_address_order()[..] else {
+        return None;
+    };
+    if let Some(now) = written.get(&key) {
+        return Some(
+            plan.based_on()
+                .is_some_and(|c| c.id == now.id && c.version == now.version),
+        );
+    }
+    absent.contains(&key).then(|| plan.based_on().is_none())
+}
+
 /// Each request of `batch`, in order, inside `tx` (each under a savepoint with `savepoints`);
 /// `Ok(None)` at the first request refused alone without savepoints.
 async fn write_each_in<'p, DB>(
@@ -530,7 +552,11 @@ where
                     let types = store
                         .known_fields
                         .unknown(write.project.as_str(), &write.send.types());
-                    match contacts_fresh_in(tx, &write.project, &write.send, lock).await {
+                    let fresh = match fresh_in_group(&written, &absent, key, &write.send) {
+                        Some(fresh) => Ok(fresh),
+                        None => contacts_fresh_in(tx, &write.project, &write.send, lock).await,
+                    };
+                    match fresh {
                         // Written with the others; answered `true` once the group committed.
                         Ok(true) => {
                             sends.push(at);
