@@ -30,9 +30,10 @@
 //! without grouping.
 //!
 //! A send to one recipient (planned and rendered by the sending service) joins the same groups:
-//! its contact is locked with the others at the start and checked to be still as the send was
-//! planned from ([`super::emails::contacts_fresh_in`]; a send planned from an older contact is
-//! answered `false` without writing, to be planned again). The group's fresh sends are then
+//! its contact is locked with the others at the start and checked, against that read (or the
+//! group's own last write of it), to be still as the send was planned from (a send planned from
+//! an older contact is answered `false` without writing, to be planned again; only a contact that
+//! an earlier send of the group wrote is read again, by [`super::emails::contacts_fresh_in`]). The group's fresh sends are then
 //! written together by [`super::emails::write_sends_in`], one statement per table (contacts,
 //! events, jobs, emails, their history, keys) as one send to many recipients is, before a later
 //! request of the same contact and at the end (when the group is written again with savepoints,
