@@ -33,12 +33,12 @@
 //! its contact is locked with the others at the start and checked, against that read (or the
 //! group's own last write of it), to be still as the send was planned from (a send planned from
 //! an older contact is answered `false` without writing, to be planned again; only a contact that
-//! an earlier send of the group wrote is read again, by [`super::emails::contacts_fresh_in`]). The group's fresh sends are then
-//! written together by [`super::emails::write_sends_in`], one statement per table (contacts,
-//! events, jobs, emails, their history, keys) as one send to many recipients is, before a later
-//! request of the same contact and at the end (when the group is written again with savepoints,
-//! each send is written under its own). Sends to several recipients lock several
-//! contacts and are written alone ([`Store::commit_send`]).
+//! an earlier send of the group wrote is read again, by [`super::emails::contacts_fresh_in`]).
+//! The group's fresh sends are then written together by [`super::emails::write_sends_in`], one
+//! statement per table (contacts, events, jobs, emails, their history, keys) as one send to many
+//! recipients is, before a later request of the same contact and at the end (when the group is
+//! written again with savepoints, each send is written under its own). Sends to several
+//! recipients lock several contacts and are written alone ([`Store::commit_send`]).
 //!
 //! There is no timer: the writer takes what is queued and goes. An idle server writes each
 //! request at once; a loaded one writes larger groups. SQLite has one writer task (it has one

@@ -1,5 +1,7 @@
 //! Projects, their members and their API keys (stored hashed).
 
+use std::sync::LazyLock;
+
 use sqlx::FromRow;
 
 use super::dialect::BeginWrite;
@@ -11,18 +13,41 @@ use crate::domain::keys::{KeyKind, KeyPair, hash_key, key_hint};
 use crate::domain::project::{DefaultSender, Project, ProjectName, Role};
 use crate::domain::time::now_ms;
 
-const PROJECT_COLUMNS: &str = "p.id, p.name, p.public_key_hint, p.secret_key_hint, p.disabled, p.track_opens, p.track_clicks, \
-     p.default_from_email, p.default_from_name, p.created_at, p.updated_at, \
-     (SELECT s.reason FROM project_suspensions s WHERE s.project_id = p.id AND s.lifted_at IS NULL \
-     ORDER BY s.created_at DESC LIMIT 1) AS sending_suspended";
+/// A project's fields, in [`ProjectRow`]'s order.
+const PROJECT_FIELDS: [&str; 11] = [
+    "id",
+    "name",
+    "public_key_hint",
+    "secret_key_hint",
+    "disabled",
+    "track_opens",
+    "track_clicks",
+    "default_from_email",
+    "default_from_name",
+    "created_at",
+    "updated_at",
+];
 
-/// The project's columns in the `RETURNING` clause of a write to `projects`, which names the
-/// table itself (SQLite's `RETURNING` takes no alias).
-fn returning_columns() -> String {
-    PROJECT_COLUMNS
-        .replace("p.id AND", "projects.id AND")
-        .replace("p.", "")
+/// The columns of a [`ProjectRow`] from the `projects` row named `table` (its alias in a
+/// select; the table's own name in the `RETURNING` clause of a write, where SQLite takes no
+/// alias), with the reason of the suspension in force, if any.
+fn project_columns(table: &str) -> String {
+    let mut columns: Vec<String> = PROJECT_FIELDS
+        .iter()
+        .map(|f| format!("{table}.{f}"))
+        .collect();
+    columns.push(format!(
+        "(SELECT reason {}) AS sending_suspended",
+        super::security::in_force(&format!("{table}.id"))
+    ));
+    columns.join(", ")
 }
+
+/// [`project_columns`] of a select, where `projects` is aliased `p` (built once).
+static SELECTED: LazyLock<String> = LazyLock::new(|| project_columns("p"));
+
+/// [`project_columns`] of a write's `RETURNING` clause (built once).
+static RETURNED: LazyLock<String> = LazyLock::new(|| project_columns("projects"));
 
 #[derive(FromRow)]
 struct ProjectRow {
@@ -87,7 +112,7 @@ impl Store {
             "INSERT INTO projects (id, name, public_key_hash, secret_key_hash, public_key_hint, secret_key_hint, \
              disabled, created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $6, FALSE, $7, $7) \
              RETURNING {}",
-            returning_columns()
+            RETURNED.as_str()
         );
         let row: ProjectRow = on_db_write!(self.db(), pool => {
             let mut tx = pool.begin_write().await?;
@@ -118,8 +143,9 @@ impl Store {
     #[tracing::instrument(level = "debug", skip(self))]
     pub async fn projects_of_user(&self, user: &UserId) -> StoreResult<Vec<(Project, Role)>> {
         let sql = format!(
-            "SELECT {PROJECT_COLUMNS}, m.role FROM memberships m JOIN projects p ON p.id = m.project_id \
-             WHERE m.user_id = $1 ORDER BY p.id"
+            "SELECT {}, m.role FROM memberships m JOIN projects p ON p.id = m.project_id \
+             WHERE m.user_id = $1 ORDER BY p.id",
+            SELECTED.as_str()
         );
         let rows: Vec<ProjectWithRole> = on_db!(self.db(), pool => {
             sqlx::query_as(&sql).bind(user.as_str()).fetch_all(pool).await?
@@ -137,8 +163,9 @@ impl Store {
         project: &ProjectId,
     ) -> StoreResult<Option<(Project, Role)>> {
         let sql = format!(
-            "SELECT {PROJECT_COLUMNS}, m.role FROM memberships m JOIN projects p ON p.id = m.project_id \
-             WHERE m.user_id = $1 AND m.project_id = $2"
+            "SELECT {}, m.role FROM memberships m JOIN projects p ON p.id = m.project_id \
+             WHERE m.user_id = $1 AND m.project_id = $2",
+            SELECTED.as_str()
         );
         let row: Option<ProjectWithRole> = on_db!(self.db(), pool => {
             sqlx::query_as(&sql).bind(user.as_str()).bind(project.as_str()).fetch_optional(pool).await?
@@ -150,7 +177,10 @@ impl Store {
     /// A project by id (for background work that runs outside a request).
     #[tracing::instrument(level = "debug", skip(self))]
     pub async fn project(&self, id: &ProjectId) -> StoreResult<Project> {
-        let sql = format!("SELECT {PROJECT_COLUMNS} FROM projects p WHERE p.id = $1");
+        let sql = format!(
+            "SELECT {} FROM projects p WHERE p.id = $1",
+            SELECTED.as_str()
+        );
         let row: Option<ProjectRow> = on_db!(self.db(), pool => {
             sqlx::query_as(&sql).bind(id.as_str()).fetch_optional(pool).await?
         });
@@ -164,7 +194,10 @@ impl Store {
             KeyKind::Public => "public_key_hash",
             KeyKind::Secret => "secret_key_hash",
         };
-        let sql = format!("SELECT {PROJECT_COLUMNS} FROM projects p WHERE p.{column} = $1");
+        let sql = format!(
+            "SELECT {} FROM projects p WHERE p.{column} = $1",
+            SELECTED.as_str()
+        );
         let row: Option<ProjectRow> = on_db!(self.db(), pool => {
             sqlx::query_as(&sql).bind(hash_key(key)).fetch_optional(pool).await?
         });
@@ -180,7 +213,7 @@ impl Store {
     ) -> StoreResult<Project> {
         let sql = format!(
             "UPDATE projects SET name = $2, updated_at = $3 WHERE id = $1 RETURNING {}",
-            returning_columns()
+            RETURNED.as_str()
         );
         let row: Option<ProjectRow> = on_db_write!(self.db(), pool => {
             sqlx::query_as(&sql)
@@ -204,7 +237,7 @@ impl Store {
         let sql = format!(
             "UPDATE projects SET track_opens = COALESCE($2, track_opens), \
              track_clicks = COALESCE($3, track_clicks), updated_at = $4 WHERE id = $1 RETURNING {}",
-            returning_columns()
+            RETURNED.as_str()
         );
         let row: Option<ProjectRow> = on_db_write!(self.db(), pool => {
             sqlx::query_as(&sql)
@@ -228,7 +261,7 @@ impl Store {
         let sql = format!(
             "UPDATE projects SET default_from_email = $2, default_from_name = $3, updated_at = $4 \
              WHERE id = $1 RETURNING {}",
-            returning_columns()
+            RETURNED.as_str()
         );
         let row: Option<ProjectRow> = on_db_write!(self.db(), pool => {
             sqlx::query_as(&sql)

@@ -26,6 +26,15 @@ pub struct Suspension {
 
 const COLUMNS: &str = "id, reason, sent, bounced, complained, created_at, lifted_at";
 
+/// Where the suspension in force of the project whose id is `project` (an SQL expression: a
+/// parameter, or an outer query's column) is read from: the newest one not lifted.
+pub(super) fn in_force(project: &str) -> String {
+    format!(
+        "FROM project_suspensions WHERE project_id = {project} AND lifted_at IS NULL \
+         ORDER BY created_at DESC LIMIT 1"
+    )
+}
+
 impl Store {
     /// What a project sent since `since` (unix ms) and how much of it bounced or was reported:
     /// one range of the `emails_project_sent` index.
@@ -74,10 +83,7 @@ impl Store {
     /// The suspension in force, if any.
     #[tracing::instrument(level = "debug", skip(self))]
     pub async fn active_suspension(&self, project: &ProjectId) -> StoreResult<Option<Suspension>> {
-        let sql = format!(
-            "SELECT {COLUMNS} FROM project_suspensions WHERE project_id = $1 AND lifted_at IS NULL \
-             ORDER BY created_at DESC LIMIT 1"
-        );
+        let sql = format!("SELECT {COLUMNS} {}", in_force("$1"));
         let row = on_db!(self.db(), pool => {
             sqlx::query_as(&sql).bind(project.as_str()).fetch_optional(pool).await?
         });
