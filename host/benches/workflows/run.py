@@ -208,9 +208,10 @@ def bench(name, url):
             elapsed, late = paced(key, [f"p{i}@example.com" for i in range(count)], "bench", RATE)
             wait_exited(key, wf, WARM + N + count)
             lat = sorted(rows(url, data, (
-                "SELECT r.finished_at - e.created_at FROM workflow_step_runs r "
-                "JOIN workflow_executions e ON e.id = r.execution_id "
-                "WHERE r.step_type = 'CONDITION' AND e.contact_id IN "
+                "SELECT r.finished_at - ev.created_at FROM workflow_step_runs r "
+                "JOIN workflow_executions x ON x.id = r.execution_id "
+                "JOIN events ev ON ev.id = x.trigger_event_id "
+                "WHERE r.step_type = 'CONDITION' AND x.contact_id IN "
                 "(SELECT id FROM contacts WHERE email LIKE 'p%@example.com')")))
             p50 = statistics.median(lat)
             p99 = lat[min(len(lat) - 1, int(len(lat) * 0.99))]
