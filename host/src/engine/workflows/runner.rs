@@ -17,12 +17,12 @@ use crate::domain::workflow::{StepType, execution_status as es, step_run_status 
 use crate::jobs::{JobContext, JobError, JobHandler, backoff_ms, jittered};
 use crate::plugins::PluginError;
 use crate::plugins::types::{self as step, Outcome, StepInput};
-use crate::store::StoreError;
 use crate::store::executions::{
     Committed, EffectWrite, Exit, NextRun, RunContext, STEP_KIND, StepCommit, StepPayload,
     TIMEOUT_KIND, TimeoutPayload,
 };
 use crate::store::jobs::{JobPayload, Lease, NewJob, queue_of};
+use crate::store::{Backend, StoreError};
 
 /// How many step runs one `workflow.step` job runs back to back: when a step's next step is due
 /// at once (a `CONDITION` on to an `UPDATE_CONTACT`, a `DELAY` of 0), the job carries on with it
@@ -108,7 +108,19 @@ fn is_permanent(err: &PluginError) -> bool {
 /// and their step runs are read, run and committed in rounds, with one read of each kind and one
 /// commit transaction a round for all of them (instead of a claim, four reads and a commit per
 /// step run). Each job keeps its own lease, attempts and outcome.
-pub const BATCH_SIZE: usize = 32;
+///
+/// The size depends on the database. On PostgreSQL a round's commit runs beside the API's
+/// writes (they lock rows, not the database), and each statement is a round trip, so larger
+/// rounds are cheaper: 128 took the workflow benchmark's first-step p99 from 10 s to 5 s at
+/// 1,000 events/s. On SQLite every write waits for the one writer, and a round of 128 held it
+/// long enough to slow `/v1/track` below the paced 1,000 events/s, so rounds stay at 32
+/// there (`docs/benchmarks.md`, "Workflow engine").
+pub fn batch_size(backend: Backend) -> usize {
+    match backend {
+        Backend::Sqlite => 32,
+        Backend::Postgres => 128,
+    }
+}
 
 /// One step job of a batch.
 struct Member {
@@ -188,7 +200,7 @@ impl Planned {
 
 impl StepRunner {
     /// Runs the claimed job's step run together with those of the step jobs it adopts (up to
-    /// [`BATCH_SIZE`]), each carrying on with its next step run while one is due at once, up to
+    /// [`batch_size`]), each carrying on with its next step run while one is due at once, up to
     /// [`CHAIN_LIMIT`].
     async fn step(&self, ctx: JobContext) -> Result<(), JobError> {
         let payload: StepPayload = ctx.payload()?;
@@ -206,7 +218,12 @@ impl StepRunner {
         let lease_ms = self.engine.jobs.config().lease.as_millis() as i64;
         let queue = queue_of(Some(project.as_str()), STEP_KIND);
         for job in store
-            .adopt_jobs(&queue, &ctx.lease, BATCH_SIZE as i64 - 1, lease_ms)
+            .adopt_jobs(
+                &queue,
+                &ctx.lease,
+                batch_size(store.db().backend()) as i64 - 1,
+                lease_ms,
+            )
             .await?
         {
             let lease = Lease {
