@@ -62,6 +62,22 @@ pub(crate) fn keeps_plans(backend: super::Backend) -> bool {
     }
 }
 
+/// The statement that, at the start of a transaction whose every statement finds its rows by
+/// key, keeps PostgreSQL from planning them as scans of whole tables (`None` on SQLite, whose
+/// planner takes the key). A multi-row update joins its `VALUES` to the table by primary key
+/// and filters on a status (`status NOT IN (…ended)`) that statistics say almost no row has, so
+/// PostgreSQL estimated one matching row and scanned the table for it, then compared it with
+/// every value: a workflow round of 256 took 203 ms a call that way on a table of 21,000
+/// executions, and 4.5 ms as 256 lookups by key (docs/benchmarks.md, "Workflow engine").
+/// Transaction-local (`SET LOCAL`): later transactions of the connection plan as before, and a
+/// statement that has no index to use still scans.
+pub(crate) fn lookups_by_key(backend: super::Backend) -> Option<&'static str> {
+    match backend {
+        super::Backend::Sqlite => None,
+        super::Backend::Postgres => Some("SET LOCAL enable_seqscan = off"),
+    }
+}
+
 /// The suffix that lets concurrent claimers on PostgreSQL skip each other's rows. SQLite has a
 /// single writer, so a claim there is atomic without it.
 pub(crate) fn skip_locked(backend: super::Backend) -> &'static str {

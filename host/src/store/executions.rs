@@ -656,10 +656,14 @@ impl Store {
         let now = now_ms();
         let waves = distinct_executions(commits);
         let lock = super::dialect::for_update(self.db().backend());
+        let by_key = super::dialect::lookups_by_key(self.db().backend());
         // Field types the effects recorded, remembered once the transaction commits.
         let mut learned: Vec<(String, Vec<(String, &'static str)>)> = Vec::new();
         on_db_write!(self.db(), pool => {
             let mut tx = pool.begin_write().await?;
+            if let Some(sql) = by_key {
+                sqlx::query(sql).execute(&mut *tx).await?;
+            }
             for wave in &waves {
                 let of = |i: &usize| &commits[*i];
                 // A send whose contact changed since it was rendered is not written: its step
