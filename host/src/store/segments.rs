@@ -608,9 +608,10 @@ impl Store {
     /// Reconciles a tracked dynamic segment's stored members with its filter: contacts that
     /// match and are not members enter, members that no longer match leave. Works in chunks of
     /// [`COMPUTE_CHUNK`], each one transaction that writes the membership rows and one event
-    /// per change (`segment.<slug>.entry` / `.exit`, data `{ segmentId, segmentName }`), so a
-    /// crash loses no event and repeats none; the next compute finishes the work. Stores the
-    /// new count. The filter's `now` is fixed at the start.
+    /// per change (`segment.<slug>.entry` / `.exit`, data `{ segmentId, segmentName }`) and
+    /// moves the cached count by its changes, so a crash loses no event and repeats none, and an
+    /// event is never seen before its count; the next compute finishes the work. Ends by
+    /// recounting the members into the cached count. The filter's `now` is fixed at the start.
     #[tracing::instrument(level = "debug", skip(self, segment))]
     pub async fn compute_segment(&self, segment: &Segment) -> StoreResult<ComputeOutcome> {
         let Some(filter) = segment.filter()? else {
@@ -679,17 +680,20 @@ impl Store {
                 }
             }
         }
-        let count_sql =
-            "SELECT COUNT(*) FROM segment_members WHERE project_id = $1 AND segment_id = $2";
-        let total: i64 = on_db!(self.db(), pool => {
-            sqlx::query_scalar(count_sql)
-                .bind(segment.project_id.as_str())
-                .bind(segment.id.as_str())
-                .fetch_one(pool)
-                .await?
+        // The full recount, in one statement: a live change committed meanwhile is counted or
+        // not, never overwritten by a count read before it.
+        let total: Option<i64> = on_db_write!(self.db(), pool => {
+            sqlx::query_scalar(
+                "UPDATE segments SET member_count = (SELECT COUNT(*) FROM segment_members \
+                 WHERE project_id = $1 AND segment_id = $2) WHERE project_id = $1 AND id = $2 \
+                 RETURNING member_count",
+            )
+            .bind(segment.project_id.as_str())
+            .bind(segment.id.as_str())
+            .fetch_optional(pool)
+            .await?
         });
-        self.store_member_count(segment, total).await?;
-        outcome.total = total;
+        outcome.total = total.ok_or(StoreError::NotFound)?;
         Ok(outcome)
     }
 
@@ -773,6 +777,18 @@ impl Store {
                 .collect();
             let changed = events.len() as i64;
             tx.insert_events(&events).await?;
+            // The cached count moves with the members and their events, so that whoever sees
+            // an entry or exit event also sees it counted.
+            if changed > 0 {
+                sqlx::query(
+                    "UPDATE segments SET member_count = member_count + $3 WHERE project_id = $1 AND id = $2",
+                )
+                .bind(project)
+                .bind(id)
+                .bind(if enter { changed } else { -changed })
+                .execute(&mut *tx)
+                .await?;
+            }
             tx.commit().await?;
             (ids.len(), changed, ids.last().cloned())
         });
@@ -1040,13 +1056,11 @@ where
 /// [`remove_members_sql`]; `Statements::write_members`).
 pub(super) const MEMBERS_PER_STATEMENT: usize = 500;
 
-/// Adds `n` contacts (`$4`…) to a segment (`$2`) of a project (`$1`) at a time (`$3`), leaving
-/// members as they are; returns the contact of each row added.
+/// Adds `n` contacts to a segment of a project at a time, leaving members as they are; binds,
+/// a row: segment, contact, project, time (each placeholder once and in order:
+/// `dialect::bound_in_order`). Returns the contact of each row added.
 pub(super) fn add_members_sql(n: usize) -> String {
-    let rows = (0..n)
-        .map(|i| format!("($2, ${}, $1, $3)", 4 + i))
-        .collect::<Vec<_>>()
-        .join(", ");
+    let rows = super::dialect::value_rows(1, n, 4);
     format!(
         "INSERT INTO segment_members (segment_id, contact_id, project_id, added_at) VALUES {rows} \
          ON CONFLICT (segment_id, contact_id) DO NOTHING RETURNING contact_id"
