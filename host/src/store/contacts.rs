@@ -136,16 +136,12 @@ pub(crate) fn field_types(set: &Map<String, Value>) -> Vec<(&str, &'static str)>
         .collect()
 }
 
-/// `INSERT … ON CONFLICT DO NOTHING` for the inferred types (the first type seen is kept).
+/// `INSERT … ON CONFLICT DO NOTHING` for the inferred types (the first type seen is kept); binds,
+/// a row: project, key, type, now.
 pub(super) fn field_types_sql(n: usize) -> String {
     let mut sql =
         String::from("INSERT INTO contact_fields (project_id, key, type, created_at) VALUES ");
-    for i in 0..n {
-        if i > 0 {
-            sql.push_str(", ");
-        }
-        sql.push_str(&format!("($1, ${}, ${}, $2)", 3 + 2 * i, 4 + 2 * i));
-    }
+    sql.push_str(&super::dialect::value_rows(1, n, 4));
     sql.push_str(" ON CONFLICT (project_id, key) DO NOTHING");
     sql
 }
@@ -533,6 +529,7 @@ impl Store {
             "SELECT {COLUMNS} FROM contacts WHERE project_id = $1 AND id IN ({})",
             super::dialect::placeholders(2, ids.len())
         );
+        let sql = super::dialect::bound_in_order(self.db().backend(), sql);
         let rows: Vec<ContactRow> = on_db!(self.db(), pool => {
             let mut q = sqlx::query_as(&sql).bind(project.as_str());
             for id in ids {

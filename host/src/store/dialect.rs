@@ -6,10 +6,13 @@
 //! - Locking: [`for_update`] and [`skip_locked`] are PostgreSQL suffixes that SQLite's single
 //!   writer makes unnecessary.
 //! - JSON: [`json_text`] reads a key of a JSON column, [`sqlite_json_path`] names a data key.
+//! - Placeholders: statements are written with numbered `$N`; [`bound_in_order`] turns those of
+//!   a SQLite statement that names each once and in order into anonymous `?`, which SQLite binds
+//!   in constant time each (see there).
 //! - The `data` column is `TEXT` holding JSON on SQLite and `JSONB` on PostgreSQL; both are bound
 //!   and read through `sqlx::types::Json`, so no query text differs for it.
 
-use sqlx::{PgPool, Postgres, Sqlite, SqlitePool, Transaction};
+use sqlx::{Database, PgPool, Postgres, Sqlite, SqlitePool, Transaction};
 
 /// Opens a transaction that will write.
 pub(crate) trait BeginWrite {
@@ -134,15 +137,15 @@ pub(crate) fn value_rows(first: usize, rows: usize, cols: usize) -> String {
         .join(", ")
 }
 
-/// `id IN ($first, $first + width, …)`: the ids of a multi-row update's `n` `VALUES` rows of
-/// `width` placeholders each (the id first in each), named once more as a condition on the
-/// table, so that it is reached by one seek an id whatever the planner estimates. With the
-/// join condition alone, PostgreSQL may scan a partial index that the statement's state
-/// condition matches (`state = 'running'`, `status = 'queued'`) in full for the join, which
-/// statistics taken while few rows were in that state make look cheap.
-pub(crate) fn by_ids(first: usize, n: usize, width: usize) -> String {
-    let ids: Vec<String> = (0..n).map(|r| format!("${}", first + r * width)).collect();
-    format!("id IN ({})", ids.join(", "))
+/// `id IN ($first, …, $first + n - 1)`: the ids of a multi-row update's `n` `VALUES` rows,
+/// bound once more (after the rows, so that each placeholder appears once and in order: see
+/// [`bound_in_order`]) as a condition on the table, so that each row is reached by one seek
+/// whatever the planner estimates. With the join condition alone, PostgreSQL may scan a partial
+/// index that the statement's state condition matches (`state = 'running'`, `status =
+/// 'queued'`) in full for the join, which statistics taken while few rows were in that state
+/// make look cheap.
+pub(crate) fn by_ids(first: usize, n: usize) -> String {
+    format!("id IN ({})", placeholders(first, n))
 }
 
 /// The JSON text at the top-level `key` of the JSON `column`, as SQL text (`key` is a fixed
@@ -165,4 +168,181 @@ pub(crate) fn sqlite_json_path(keys: &[String]) -> String {
         path.push('"');
     }
     path
+}
+
+/// The backend that the sqlx database type `DB` is, for code written once for both.
+pub(crate) fn backend_of<DB: Database>() -> super::Backend {
+    if DB::NAME == Sqlite::NAME {
+        super::Backend::Sqlite
+    } else {
+        super::Backend::Postgres
+    }
+}
+
+/// `sql` with its numbered placeholders made anonymous (`$1, $2, …` to `?, ?, …`) on SQLite,
+/// when each of `$1…$K` appears exactly once and in that order outside quoted text and
+/// comments; otherwise (and on PostgreSQL) `sql` as it is, which binds the same values.
+///
+/// Why: sqlx binds a SQLite statement by asking the name of each of its placeholders
+/// (`sqlite3_bind_parameter_name`), and SQLite finds a numbered placeholder's name by walking
+/// the statement's list of names, so binding `P` numbered placeholders costs `O(P²)`: a
+/// multi-row write of a few hundred values spent about 12 % of the SQLite writer's time there
+/// (docs/benchmarks.md, "Workflow engine", placeholders bound in order). An anonymous
+/// placeholder has no name to look up, and sqlx binds anonymous placeholders in the order they
+/// appear, which is the order of `$1…$K` exactly when each appears once and in order, so the
+/// same binds stay right.
+/// A statement that repeats or reorders its placeholders keeps them numbered (correct, only
+/// slower); the hot multi-row statements are written to qualify, and their tests say so.
+pub(crate) fn bound_in_order(backend: super::Backend, sql: String) -> String {
+    match backend {
+        super::Backend::Sqlite => anonymous_placeholders(&sql).unwrap_or(sql),
+        super::Backend::Postgres => sql,
+    }
+}
+
+/// [`bound_in_order`]'s rewrite: `None` when `sql` does not qualify (a placeholder repeated,
+/// out of order, already anonymous or named by a word) or has none.
+fn anonymous_placeholders(sql: &str) -> Option<String> {
+    let b = sql.as_bytes();
+    let mut out = String::with_capacity(sql.len());
+    let mut next = 1usize;
+    let mut copied = 0;
+    let mut i = 0;
+    while i < b.len() {
+        match b[i] {
+            // A quoted literal or identifier: skipped whole (a doubled quote inside ends it and
+            // opens the next at once, which skips the same text).
+            q @ (b'\'' | b'"') => {
+                i += 1;
+                while i < b.len() && b[i] != q {
+                    i += 1;
+                }
+                i += 1;
+            }
+            b'-' if b.get(i + 1) == Some(&b'-') => {
+                while i < b.len() && b[i] != b'\n' {
+                    i += 1;
+                }
+            }
+            b'/' if b.get(i + 1) == Some(&b'*') => {
+                i += 2;
+                while i < b.len() && !(b[i] == b'*' && b.get(i + 1) == Some(&b'/')) {
+                    i += 1;
+                }
+                i += 2;
+            }
+            b'?' => return None,
+            b'$' => {
+                // `$` inside a word belongs to an identifier, not a placeholder.
+                if i > 0 && (b[i - 1].is_ascii_alphanumeric() || b[i - 1] == b'_') {
+                    i += 1;
+                    continue;
+                }
+                let digits = b[i + 1..].iter().take_while(|c| c.is_ascii_digit()).count();
+                let number: usize = sql.get(i + 1..i + 1 + digits)?.parse().ok()?;
+                let end = i + 1 + digits;
+                if number != next
+                    || b.get(end)
+                        .is_some_and(|c| c.is_ascii_alphabetic() || *c == b'_')
+                {
+                    return None;
+                }
+                out.push_str(&sql[copied..i]);
+                out.push('?');
+                copied = end;
+                next += 1;
+                i = end;
+            }
+            _ => i += 1,
+        }
+    }
+    if next == 1 {
+        return None;
+    }
+    out.push_str(&sql[copied..]);
+    Some(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::Backend;
+
+    #[test]
+    fn placeholders_in_order_become_anonymous_on_sqlite_only() {
+        let sql = "INSERT INTO t (a, b) VALUES ($1, $2), ($3, $4)".to_string();
+        assert_eq!(
+            bound_in_order(Backend::Sqlite, sql.clone()),
+            "INSERT INTO t (a, b) VALUES (?, ?), (?, ?)"
+        );
+        assert_eq!(bound_in_order(Backend::Postgres, sql.clone()), sql);
+    }
+
+    #[test]
+    fn a_repeated_or_reordered_placeholder_keeps_the_numbers() {
+        for sql in [
+            "UPDATE t SET a = $1, b = $1",
+            "SELECT $2, $1",
+            "SELECT $1, $3",
+            "SELECT $1, ?",
+            "SELECT $1, $name",
+            "SELECT $1a",
+            "SELECT 1",
+        ] {
+            assert_eq!(
+                bound_in_order(Backend::Sqlite, sql.to_string()),
+                sql,
+                "{sql}"
+            );
+        }
+    }
+
+    #[test]
+    fn dollars_in_literals_identifiers_and_comments_are_not_placeholders() {
+        let sql = "SELECT json_extract(data, '$.a''$2'), \"c$1\", x$1 -- $9\n, $1 /* $7 */ , $2";
+        assert_eq!(
+            bound_in_order(Backend::Sqlite, sql.to_string()),
+            "SELECT json_extract(data, '$.a''$2'), \"c$1\", x$1 -- $9\n, ? /* $7 */ , ?"
+        );
+    }
+
+    #[test]
+    fn the_hot_multi_row_statements_bind_in_order() {
+        use crate::store::{contacts, emails, events, executions, idempotency, jobs, segments};
+        type Builder = fn(usize) -> String;
+        let builders: [(&str, Builder); 16] = [
+            ("insert_events", events::insert_events_sql),
+            ("insert_contacts", contacts::insert_contacts_sql),
+            ("update_contacts", contacts::update_contacts_sql),
+            ("field_types", contacts::field_types_sql),
+            ("insert_emails", emails::insert_emails_sql),
+            ("insert_activity", emails::insert_activity_sql),
+            ("finish_outcomes", emails::finish_outcomes_sql),
+            ("insert_jobs", jobs::insert_jobs_sql),
+            ("complete_jobs", jobs::complete_jobs_sql),
+            ("chain_jobs", jobs::chain_jobs_sql),
+            ("step_runs_update", executions::step_runs_update_sql),
+            ("executions_update", executions::executions_update_sql),
+            ("add_members", segments::add_members_sql),
+            ("remove_members", segments::remove_members_sql),
+            ("delete_expired_keys", idempotency::delete_expired_keys_sql),
+            ("insert_keys", idempotency::insert_keys_sql),
+        ];
+        for (name, build) in builders {
+            for n in [1, 3] {
+                let sql = bound_in_order(Backend::Sqlite, build(n));
+                assert!(
+                    !sql.contains('$'),
+                    "{name}({n}) keeps numbered placeholders: {sql}"
+                );
+                assert!(sql.contains('?'), "{name}({n})");
+            }
+        }
+    }
+
+    #[test]
+    fn the_backend_of_a_database_type() {
+        assert_eq!(backend_of::<Sqlite>(), Backend::Sqlite);
+        assert_eq!(backend_of::<Postgres>(), Backend::Postgres);
+    }
 }

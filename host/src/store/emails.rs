@@ -13,7 +13,7 @@ use sqlx::FromRow;
 use sqlx::types::Json;
 
 use super::contacts::ContactWrites;
-use super::dialect::BeginWrite;
+use super::dialect::{BeginWrite, bound_in_order};
 use super::idempotency::IdempotentWrite;
 use super::jobs::{ClaimedJob, DeliverPayload, JobPayload, Lease, NewJob};
 use super::statements::Statements;
@@ -341,23 +341,15 @@ where
     Ok(true)
 }
 
-/// The most emails one insert of [`Statements::insert_emails`] takes (20 values a row).
+/// The most emails one insert of [`Statements::insert_emails`] takes (21 values a row).
 pub(crate) const MAX_EMAILS_PER_INSERT: usize = 500;
 
 /// Inserts `n` emails; binds, a row: id, project, contact, template, kind, from, to, subject,
-/// status, message id, envelope sender, signer, links, draft, error, created (and updated),
-/// campaign, test, delivery job, content.
+/// status, message id, envelope sender, signer, links, draft, error, created, updated,
+/// campaign, test, delivery job, content (each placeholder once and in order:
+/// `dialect::bound_in_order`).
 pub(crate) fn insert_emails_sql(n: usize) -> String {
-    let rows = (0..n)
-        .map(|r| {
-            let p = |i: usize| format!("${}", r * 20 + i);
-            let mut row: Vec<String> = (1..=16).map(p).collect();
-            row.push(p(16));
-            row.extend((17..=20).map(p));
-            format!("({})", row.join(", "))
-        })
-        .collect::<Vec<_>>()
-        .join(", ");
+    let rows = super::dialect::value_rows(1, n, 21);
     format!(
         "INSERT INTO emails (id, project_id, contact_id, template_id, kind, \
          from_address, to_address, subject, status, message_id, envelope_from, signed_by, links, draft, error, \
@@ -739,6 +731,7 @@ impl Store {
              content_id, handed_off_at, created_at FROM emails WHERE id IN ({})",
             super::dialect::placeholders(1, ids.len())
         );
+        let sql = bound_in_order(self.db().backend(), sql);
         let rows = on_db!(self.db(), pool => {
             let mut query = sqlx::query_as(&sql);
             for id in ids {
@@ -811,6 +804,7 @@ impl Store {
         ends: &[(&Deliverable, &Lease, HandOffEnd<'_>)],
     ) -> StoreResult<Vec<bool>> {
         let now = now_ms();
+        let backend = self.db().backend();
         let recorded = on_db_write!(self.db(), pool => {
             let mut tx = pool.begin_write().await?;
             let mut recorded = vec![false; ends.len()];
@@ -854,8 +848,8 @@ impl Store {
                 let jobs: Vec<(&Lease, &Value)> =
                     delivered.iter().zip(&results).map(|(d, r)| (d.lease, r)).collect();
                 let owned: HashSet<String> = tx.complete_jobs(&jobs, now).await?.into_iter().collect();
-                let sql = finish_outcomes_sql(delivered.len());
-                let mut q = sqlx::query_scalar::<_, String>(&sql).bind(now);
+                let sql = bound_in_order(backend, finish_outcomes_sql(delivered.len()));
+                let mut q = sqlx::query_scalar::<_, String>(&sql);
                 for d in &delivered {
                     q = q
                         .bind(&d.email.id)
@@ -864,11 +858,15 @@ impl Store {
                         .bind(d.error)
                         .bind(d.lease.worker.as_str());
                 }
+                q = q.bind(now).bind(now).bind(now);
+                for d in &delivered {
+                    q = q.bind(&d.email.id);
+                }
                 let updated: HashSet<String> = q.fetch_all(&mut *tx).await?.into_iter().collect();
                 let written: Vec<&Outcome<'_>> =
                     delivered.iter().filter(|d| updated.contains(&d.email.id)).collect();
                 if !written.is_empty() {
-                    let sql = insert_activity_sql(written.len());
+                    let sql = bound_in_order(backend, insert_activity_sql(written.len()));
                     let mut q = sqlx::query(&sql);
                     for d in &written {
                         q = q
@@ -1108,18 +1106,22 @@ impl<'a> Outcome<'a> {
 }
 
 /// Records the outcomes of `n` deliveries, each keyed on its hand-off (the email still queued
-/// and its token the claim's), and answers the ids written; binds now, then, a row: id, status
-/// (`sent` or `failed`), provider id, error, hand-off token. The stored message and draft go.
-fn finish_outcomes_sql(n: usize) -> String {
+/// and its token the claim's), and answers the ids written; binds, a row: id, status (`sent` or
+/// `failed`), provider id, error, hand-off token; then now three times and each id again (each
+/// placeholder once and in order: `dialect::bound_in_order`). The stored message and draft go.
+pub(super) fn finish_outcomes_sql(n: usize) -> String {
     format!(
         "WITH v (v_id, v_status, v_provider, v_error, v_token) AS (VALUES {}) \
          UPDATE emails SET status = v_status, provider_id = COALESCE(v_provider, provider_id), error = v_error, \
          raw = NULL, draft = NULL, hand_off_token = NULL, \
-         sent_at = CASE WHEN v_status = '{sent}' THEN $1 ELSE sent_at END, \
-         failed_at = CASE WHEN v_status = '{sent}' THEN failed_at ELSE $1 END, updated_at = $1 \
+         sent_at = CASE WHEN v_status = '{sent}' THEN ${a} ELSE sent_at END, \
+         failed_at = CASE WHEN v_status = '{sent}' THEN failed_at ELSE ${b} END, updated_at = ${c} \
          FROM v WHERE id = v_id AND status = 'queued' AND hand_off_token = v_token AND {ids} RETURNING id",
-        super::dialect::value_rows(2, n, 5),
+        super::dialect::value_rows(1, n, 5),
         sent = status::SENT,
-        ids = super::dialect::by_ids(2, n, 5),
+        a = 5 * n + 1,
+        b = 5 * n + 2,
+        c = 5 * n + 3,
+        ids = super::dialect::by_ids(5 * n + 4, n),
     )
 }

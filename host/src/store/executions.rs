@@ -11,7 +11,7 @@ use serde_json::{Map, Value};
 use sqlx::FromRow;
 use sqlx::types::Json;
 
-use super::dialect::{BeginWrite, placeholders};
+use super::dialect::{BeginWrite, bound_in_order, placeholders};
 use super::emails::PreparedSend;
 use super::jobs::{JobPayload, Lease, NewJob};
 use super::statements::Statements;
@@ -386,6 +386,7 @@ impl Store {
             return Ok(Vec::new());
         }
         let now = now_ms();
+        let backend = self.db().backend();
         // What the database holds, read once per workflow of the batch (not once per start).
         let mut per_workflow: BTreeMap<&str, (bool, Vec<&str>, Vec<&str>)> = BTreeMap::new();
         for new in starts {
@@ -416,6 +417,7 @@ impl Store {
                              WHERE workflow_id = $1 AND {column} IN ({}){only}",
                             placeholders(2, chunk.len())
                         );
+                        let sql = bound_in_order(backend, sql);
                         let mut q = sqlx::query_scalar::<_, String>(&sql).bind(*workflow);
                         for id in chunk {
                             q = q.bind(*id);
@@ -456,17 +458,18 @@ impl Store {
                      VALUES {} ON CONFLICT DO NOTHING RETURNING {EXECUTION_COLUMNS}",
                     (0..chunk.len())
                         .map(|r| {
-                            let f = 2 + r * 8;
+                            let f = 1 + r * 10;
                             format!(
-                                "({}, 'RUNNING', {}, $1, $1)",
+                                "({}, 'RUNNING', {})",
                                 placeholders(f, 4),
-                                placeholders(f + 4, 4)
+                                placeholders(f + 4, 6)
                             )
                         })
                         .collect::<Vec<_>>()
                         .join(", ")
                 );
-                let mut q = sqlx::query_as::<_, ExecutionRecord>(&sql).bind(now);
+                let sql = bound_in_order(backend, sql);
+                let mut q = sqlx::query_as::<_, ExecutionRecord>(&sql);
                 for &i in chunk {
                     let new = &starts[i];
                     q = q
@@ -477,7 +480,9 @@ impl Store {
                         .bind(new.trigger_event_id)
                         .bind(new.trigger.as_ref().map(Json))
                         .bind(Json(new.context))
-                        .bind(new.entry.step_id.as_str());
+                        .bind(new.entry.step_id.as_str())
+                        .bind(now)
+                        .bind(now);
                 }
                 for row in q.fetch_all(&mut *tx).await? {
                     inserted.insert(row.id.clone(), row);
@@ -549,6 +554,7 @@ impl Store {
              LEFT JOIN workflow_steps s ON s.id = r.step_id WHERE r.id IN ({})",
             placeholders(1, runs.len())
         );
+        let sql = bound_in_order(self.db().backend(), sql);
         let rows = on_db!(self.db(), pool => {
             let mut q = sqlx::query_as(&sql);
             for run in runs {
@@ -575,6 +581,7 @@ impl Store {
              JOIN workflow_steps s ON s.id = t.to_step_id WHERE t.from_step_id IN ({}) ORDER BY t.id",
             placeholders(1, steps.len())
         );
+        let sql = bound_in_order(self.db().backend(), sql);
         let rows: Vec<(String, String, Option<String>, String)> = on_db!(self.db(), pool => {
             let mut q = sqlx::query_as(&sql);
             for step in steps {
@@ -655,8 +662,9 @@ impl Store {
         }
         let now = now_ms();
         let waves = distinct_executions(commits);
-        let lock = super::dialect::for_update(self.db().backend());
-        let by_key = super::dialect::lookups_by_key(self.db().backend());
+        let backend = self.db().backend();
+        let lock = super::dialect::for_update(backend);
+        let by_key = super::dialect::lookups_by_key(backend);
         // Field types the effects recorded, remembered once the transaction commits.
         let mut learned: Vec<(String, Vec<(String, &'static str)>)> = Vec::new();
         on_db_write!(self.db(), pool => {
@@ -707,7 +715,7 @@ impl Store {
                 if held.is_empty() {
                     continue;
                 }
-                let sql = step_runs_update_sql(held.len());
+                let sql = bound_in_order(backend, step_runs_update_sql(held.len()));
                 let mut q = sqlx::query(&sql);
                 for &k in &held {
                     let c = of(&wave[k]);
@@ -723,8 +731,8 @@ impl Store {
                         .bind((c.run_status != rs::WAITING).then_some(now));
                 }
                 q.execute(&mut *tx).await?;
-                let sql = executions_update_sql(held.len());
-                let mut q = sqlx::query_scalar::<_, String>(&sql).bind(now);
+                let sql = bound_in_order(backend, executions_update_sql(held.len()));
+                let mut q = sqlx::query_scalar::<_, String>(&sql);
                 for &k in &held {
                     let c = of(&wave[k]);
                     q = q
@@ -739,7 +747,7 @@ impl Store {
                         .bind(c.exit_reason)
                         .bind(is_final(c.execution_status).then_some(now));
                 }
-                let advanced: HashSet<String> = q.fetch_all(&mut *tx).await?.into_iter().collect();
+                let advanced: HashSet<String> = q.bind(now).fetch_all(&mut *tx).await?.into_iter().collect();
                 let mut runs = Vec::new();
                 let mut jobs = Vec::new();
                 let mut ended_chains = Vec::new();
@@ -1303,14 +1311,8 @@ where
     }
     let rows = (0..runs.len())
         .map(|i| {
-            let b = 2 + 5 * i;
-            format!(
-                "(${b}, ${}, ${}, ${}, ${}, 'PENDING', 0, $1)",
-                b + 1,
-                b + 2,
-                b + 3,
-                b + 4
-            )
+            let b = 1 + 6 * i;
+            format!("({}, 'PENDING', 0, ${})", placeholders(b, 5), b + 5)
         })
         .collect::<Vec<_>>()
         .join(", ");
@@ -1318,14 +1320,16 @@ where
         "INSERT INTO workflow_step_runs (id, execution_id, project_id, step_id, step_type, status, attempts, created_at) \
          VALUES {rows}"
     );
-    let mut q = sqlx::query(&sql).bind(now);
+    let sql = bound_in_order(super::dialect::backend_of::<DB>(), sql);
+    let mut q = sqlx::query(&sql);
     for (project, execution, run) in runs {
         q = q
             .bind(run.run_id.as_str())
             .bind(*execution)
             .bind(*project)
             .bind(run.step_id.as_str())
-            .bind(run.step_type.as_str());
+            .bind(run.step_type.as_str())
+            .bind(now);
     }
     q.execute(&mut **tx).await?;
     Ok(())
@@ -1359,7 +1363,7 @@ fn chains<'a>(c: &StepCommit<'a>) -> Option<&'a NextRun> {
 
 /// Records `n` step runs' outcomes (those still `PENDING`); binds per run its id, status,
 /// branch, input, output, error, attempts, start and end.
-fn step_runs_update_sql(n: usize) -> String {
+pub(super) fn step_runs_update_sql(n: usize) -> String {
     format!(
         "WITH v (v_id, v_status, v_branch, v_input, v_output, v_error, v_attempts, v_started, v_finished) AS \
          (VALUES {}) UPDATE workflow_step_runs SET status = v_status, branch = v_branch, input = v_input, \
@@ -1369,23 +1373,25 @@ fn step_runs_update_sql(n: usize) -> String {
     )
 }
 
-/// Advances `n` executions still `RUNNING` or `WAITING`, answering their ids; binds now, then
-/// per execution its id, status, context, current step, waiting event, waiting run, waiting
-/// since, error, exit reason and end.
+/// Advances `n` executions still `RUNNING` or `WAITING`, answering their ids; binds per
+/// execution its id, status, context, current step, waiting event, waiting run, waiting since,
+/// error, exit reason and end, then now (each placeholder once, in order: see
+/// [`bound_in_order`]).
 ///
 /// "Still active" is written as "not ended" on purpose: `status IN ('RUNNING', 'WAITING')` is
 /// the predicate of the partial index of active executions, and PostgreSQL, estimating a few
 /// active rows (statistics of a table that grew since its last analyze), then hash-joined the
 /// values against a scan of every active execution (22-25 ms a call with thousands running)
 /// instead of looking each one up by primary key.
-fn executions_update_sql(n: usize) -> String {
+pub(super) fn executions_update_sql(n: usize) -> String {
     format!(
         "WITH v (v_id, v_status, v_context, v_step, v_event, v_run, v_since, v_error, v_exit, v_finished) AS \
          (VALUES {}) UPDATE workflow_executions SET status = v_status, context = v_context, current_step_id = v_step, \
          waiting_event = v_event, waiting_run_id = v_run, waiting_since = v_since, error = v_error, \
-         exit_reason = v_exit, updated_at = $1, finished_at = v_finished \
+         exit_reason = v_exit, updated_at = ${now}, finished_at = v_finished \
          FROM v WHERE id = v_id AND status NOT IN ('COMPLETED', 'EXITED', 'FAILED', 'CANCELLED') \
          RETURNING id",
-        super::dialect::value_rows(2, n, 10)
+        super::dialect::value_rows(1, n, 10),
+        now = 10 * n + 1
     )
 }

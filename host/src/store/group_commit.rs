@@ -445,13 +445,16 @@ where
                  ORDER BY email{lock}",
                 super::dialect::placeholders(2, chunk.len())
             );
+            let sql = super::dialect::bound_in_order(super::dialect::backend_of::<DB>(), sql);
             let mut q = sqlx::query_as::<_, ContactRow>(&sql).bind(project);
             for (_, email) in chunk {
                 q = q.bind(*email);
             }
+            let by_email: HashMap<&str, (&str, &str)> =
+                chunk.iter().map(|&key| (key.1, key)).collect();
             for row in q.fetch_all(&mut **tx).await? {
                 let contact: Contact = row.into();
-                if let Some(&key) = chunk.iter().find(|(_, e)| *e == contact.email.as_str()) {
+                if let Some(&key) = by_email.get(contact.email.as_str()) {
                     missing.remove(&key);
                     found.insert(key, contact);
                 }

@@ -610,20 +610,21 @@ pub(super) fn delete_queued_jobs_for_sql(backend: Backend, key: &'static str) ->
     format!("DELETE FROM jobs WHERE kind = $1 AND state = 'queued' AND {field} = $2")
 }
 
-/// Inserts `n` queued jobs in one statement; binds now, then each job's id, project, kind,
-/// payload, input, max attempts, run at and queue (`jobs::fairness::queue_of`). A fresh id never
+/// Inserts `n` queued jobs in one statement; binds each job's id, project, kind, payload,
+/// input, max attempts, run at, now (created), now (updated) and queue
+/// (`jobs::fairness::queue_of`), each placeholder once and in order
+/// (`dialect::bound_in_order`). A fresh id never
 /// conflicts; the unique index of a singleton kind does when one is queued or running, and then
 /// that job is not inserted.
 pub(super) fn insert_jobs_sql(n: usize) -> String {
     use super::dialect::placeholders;
     let rows = (0..n)
         .map(|i| {
-            let b = 2 + 8 * i;
+            let b = 1 + 10 * i;
             format!(
-                "({}, 'queued', 0, 0, {}, $1, $1, ${})",
+                "({}, 'queued', 0, 0, {})",
                 placeholders(b, 5),
-                placeholders(b + 5, 2),
-                b + 7
+                placeholders(b + 5, 5)
             )
         })
         .collect::<Vec<_>>()
@@ -635,29 +636,33 @@ pub(super) fn insert_jobs_sql(n: usize) -> String {
 }
 
 /// [`COMPLETE_JOB`] for `n` jobs in one statement, answering the ids whose lease held; binds
-/// now, then each job's id, worker and result.
+/// each job's id, worker and result, now twice, then each job's id again (each placeholder
+/// once and in order: `dialect::bound_in_order`).
 pub(super) fn complete_jobs_sql(n: usize) -> String {
     format!(
         "WITH v (v_id, v_worker, v_result) AS (VALUES {}) \
-         UPDATE jobs SET state = 'completed', result = v_result, progress = 100, finished_at = $1, updated_at = $1, \
+         UPDATE jobs SET state = 'completed', result = v_result, progress = 100, finished_at = ${}, updated_at = ${}, \
          locked_by = NULL, locked_until = NULL FROM v WHERE id = v_id AND locked_by = v_worker AND state = 'running' \
          AND {} RETURNING id",
-        super::dialect::value_rows(2, n, 3),
-        super::dialect::by_ids(2, n, 3),
+        super::dialect::value_rows(1, n, 3),
+        3 * n + 1,
+        3 * n + 2,
+        super::dialect::by_ids(3 * n + 3, n),
     )
 }
 
 /// Hands running jobs on, each to the next piece of work of the same kind (a workflow's next
 /// step run, due now): a new payload, its attempts counted afresh, no checkpoint. The claim
-/// stays, so nothing else can run it meanwhile. Answers the ids whose lease held; binds now,
-/// then each job's id, worker and payload.
+/// stays, so nothing else can run it meanwhile. Answers the ids whose lease held; binds
+/// each job's id, worker and payload, now, then each job's id again.
 pub(super) fn chain_jobs_sql(n: usize) -> String {
     format!(
         "WITH v (v_id, v_worker, v_payload) AS (VALUES {}) \
-         UPDATE jobs SET payload = v_payload, attempts = 1, checkpoint = NULL, last_error = NULL, updated_at = $1 \
+         UPDATE jobs SET payload = v_payload, attempts = 1, checkpoint = NULL, last_error = NULL, updated_at = ${} \
          FROM v WHERE id = v_id AND locked_by = v_worker AND state = 'running' AND {} RETURNING id",
-        super::dialect::value_rows(2, n, 3),
-        super::dialect::by_ids(2, n, 3),
+        super::dialect::value_rows(1, n, 3),
+        3 * n + 1,
+        super::dialect::by_ids(3 * n + 2, n),
     )
 }
 
@@ -748,9 +753,10 @@ mod tests {
     }
 
     #[test]
-    fn the_ids_of_a_multi_row_update_are_its_rows_first_placeholders() {
-        assert_eq!(crate::store::dialect::by_ids(2, 3, 3), "id IN ($2, $5, $8)");
-        assert!(complete_jobs_sql(2).ends_with("AND id IN ($2, $5) RETURNING id"));
+    fn the_ids_of_a_multi_row_update_are_bound_again_after_its_rows() {
+        assert_eq!(crate::store::dialect::by_ids(2, 3), "id IN ($2, $3, $4)");
+        assert!(complete_jobs_sql(2).ends_with("AND id IN ($9, $10) RETURNING id"));
+        assert!(chain_jobs_sql(2).ends_with("AND id IN ($8, $9) RETURNING id"));
     }
 
     #[test]

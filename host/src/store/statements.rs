@@ -10,6 +10,7 @@ use sqlx::sqlite::SqliteQueryResult;
 use sqlx::types::Json;
 use sqlx::{Database, Encode, Executor, IntoArguments, Transaction, Type};
 
+use super::dialect::backend_of;
 use super::jobs::{CHECKPOINT_JOB, COMPLETE_JOB, Lease, NewJob};
 use super::{Conflict, StoreError, StoreResult};
 use crate::domain::event::StoredEvent;
@@ -159,7 +160,7 @@ where
 {
     async fn insert_events(&mut self, events: &[StoredEvent]) -> sqlx::Result<()> {
         for chunk in events.chunks(super::events::MAX_EVENTS_PER_INSERT) {
-            let sql = super::events::insert_events_sql(chunk.len());
+            let sql = in_order::<DB>(super::events::insert_events_sql(chunk.len()));
             let mut q = sqlx::query(&sql);
             for e in chunk {
                 q = q
@@ -184,16 +185,23 @@ where
     ) -> sqlx::Result<Vec<String>> {
         let mut written = Vec::with_capacity(contacts.len());
         for chunk in contacts.chunks(super::segments::MEMBERS_PER_STATEMENT) {
-            let sql = match entered_at {
+            let sql = in_order::<DB>(match entered_at {
                 Some(_) => super::segments::add_members_sql(chunk.len()),
                 None => super::segments::remove_members_sql(chunk.len()),
-            };
-            let mut q = sqlx::query_scalar(&sql).bind(project).bind(segment);
-            if let Some(at) = entered_at {
-                q = q.bind(at);
-            }
-            for contact in chunk {
-                q = q.bind(*contact);
+            });
+            let mut q = sqlx::query_scalar(&sql);
+            match entered_at {
+                Some(at) => {
+                    for contact in chunk {
+                        q = q.bind(segment).bind(*contact).bind(project).bind(at);
+                    }
+                }
+                None => {
+                    q = q.bind(project).bind(segment);
+                    for contact in chunk {
+                        q = q.bind(*contact);
+                    }
+                }
             }
             written.extend(q.fetch_all(&mut **self).await?);
         }
@@ -209,10 +217,10 @@ where
         if types.is_empty() {
             return Ok(());
         }
-        let sql = super::contacts::field_types_sql(types.len());
-        let mut q = sqlx::query(&sql).bind(project).bind(now);
+        let sql = in_order::<DB>(super::contacts::field_types_sql(types.len()));
+        let mut q = sqlx::query(&sql);
         for (k, t) in types {
-            q = q.bind(*k).bind(*t);
+            q = q.bind(project).bind(*k).bind(*t).bind(now);
         }
         q.execute(&mut **self).await?;
         Ok(())
@@ -242,7 +250,8 @@ where
         jobs: &[(&Lease, &Value)],
         now: i64,
     ) -> sqlx::Result<Vec<String>> {
-        leased_update(self, &super::jobs::complete_jobs_sql(jobs.len()), jobs, now).await
+        let sql = in_order::<DB>(super::jobs::complete_jobs_sql(jobs.len()));
+        leased_update(self, &sql, jobs, now, 2).await
     }
 
     async fn chain_jobs(
@@ -250,7 +259,8 @@ where
         jobs: &[(&Lease, &Value)],
         now: i64,
     ) -> sqlx::Result<Vec<String>> {
-        leased_update(self, &super::jobs::chain_jobs_sql(jobs.len()), jobs, now).await
+        let sql = in_order::<DB>(super::jobs::chain_jobs_sql(jobs.len()));
+        leased_update(self, &sql, jobs, now, 1).await
     }
 
     async fn complete_job(
@@ -301,7 +311,7 @@ where
     ) -> StoreResult<bool> {
         use super::contacts::{MAX_CONTACTS_PER_WRITE, insert_contacts_sql, update_contacts_sql};
         for chunk in writes.inserts.chunks(MAX_CONTACTS_PER_WRITE) {
-            let sql = insert_contacts_sql(chunk.len());
+            let sql = in_order::<DB>(insert_contacts_sql(chunk.len()));
             let mut q = sqlx::query_as::<_, (String,)>(&sql);
             for c in chunk {
                 q = q
@@ -319,7 +329,7 @@ where
             }
         }
         for chunk in writes.updates.chunks(MAX_CONTACTS_PER_WRITE) {
-            let sql = update_contacts_sql(chunk.len());
+            let sql = in_order::<DB>(update_contacts_sql(chunk.len()));
             let mut q = sqlx::query(&sql);
             for c in chunk {
                 q = q
@@ -352,7 +362,7 @@ where
                 .iter()
                 .map(|w| Value::from(w.email.links.clone()))
                 .collect();
-            let sql = insert_emails_sql(chunk.len());
+            let sql = in_order::<DB>(insert_emails_sql(chunk.len()));
             let mut q = sqlx::query(&sql);
             for (w, links) in chunk.iter().zip(&links) {
                 let e = w.email;
@@ -373,6 +383,7 @@ where
                     .bind(e.draft.as_deref())
                     .bind(e.suppressed.as_deref())
                     .bind(w.now)
+                    .bind(w.now)
                     .bind(w.campaign_id)
                     .bind(w.test)
                     .bind(w.delivery_job_id)
@@ -383,7 +394,7 @@ where
                 .iter()
                 .map(|_| crate::domain::ids::ActivityId::generate())
                 .collect();
-            let sql = insert_activity_sql(chunk.len());
+            let sql = in_order::<DB>(insert_activity_sql(chunk.len()));
             let mut q = sqlx::query(&sql);
             for (w, id) in chunk.iter().zip(&ids) {
                 q = q
@@ -419,13 +430,13 @@ where
         };
         let now = crate::domain::time::now_ms();
         for chunk in keys.chunks(MAX_KEYS_PER_WRITE) {
-            let sql = delete_expired_keys_sql(chunk.len());
+            let sql = in_order::<DB>(delete_expired_keys_sql(chunk.len()));
             let mut q = sqlx::query(&sql).bind(now - TTL_MS);
             for (project, write, _) in chunk {
                 q = q.bind(*project).bind(write.key);
             }
             q.execute(&mut **self).await?;
-            let sql = insert_keys_sql(chunk.len());
+            let sql = in_order::<DB>(insert_keys_sql(chunk.len()));
             let mut q = sqlx::query(&sql);
             for (project, write, response) in chunk {
                 q = q
@@ -445,13 +456,20 @@ where
     }
 }
 
-/// Runs `sql` (binding now, then each job's id, worker and value) over `jobs`; answers the ids
-/// it returned. Nothing runs for no jobs.
+/// `sql` with its placeholders anonymous where `DB` is SQLite and they qualify
+/// ([`super::dialect::bound_in_order`]).
+fn in_order<DB: Database>(sql: String) -> String {
+    super::dialect::bound_in_order(backend_of::<DB>(), sql)
+}
+
+/// Runs `sql` (binding each job's id, worker and value, then now `nows` times, then each job's
+/// id again) over `jobs`; answers the ids it returned. Nothing runs for no jobs.
 async fn leased_update<DB>(
     tx: &mut Transaction<'_, DB>,
     sql: &str,
     jobs: &[(&Lease, &Value)],
     now: i64,
+    nows: usize,
 ) -> sqlx::Result<Vec<String>>
 where
     DB: Database,
@@ -465,12 +483,18 @@ where
     if jobs.is_empty() {
         return Ok(Vec::new());
     }
-    let mut q = sqlx::query_scalar::<_, String>(sql).bind(now);
+    let mut q = sqlx::query_scalar::<_, String>(sql);
     for (lease, value) in jobs {
         q = q
             .bind(lease.job.as_str())
             .bind(lease.worker.as_str())
             .bind(Json(*value));
+    }
+    for _ in 0..nows {
+        q = q.bind(now);
+    }
+    for (lease, _) in jobs {
+        q = q.bind(lease.job.as_str());
     }
     q.fetch_all(&mut **tx).await
 }
@@ -501,8 +525,8 @@ where
         .iter()
         .map(|(j, _)| super::jobs::queue_of(j.project_id.as_ref().map(|p| p.as_str()), &j.kind))
         .collect();
-    let sql = super::jobs::insert_jobs_sql(jobs.len());
-    let mut q = sqlx::query(&sql).bind(now);
+    let sql = in_order::<DB>(super::jobs::insert_jobs_sql(jobs.len()));
+    let mut q = sqlx::query(&sql);
     for ((job, id), queue) in jobs.iter().zip(&queues) {
         q = q
             .bind(id.as_str())
@@ -512,6 +536,8 @@ where
             .bind(job.input.as_deref())
             .bind(job.max_attempts)
             .bind(job.run_at)
+            .bind(now)
+            .bind(now)
             .bind(queue.as_str());
     }
     Ok(q.execute(&mut **tx).await?.rows())
