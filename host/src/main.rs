@@ -199,7 +199,10 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             tracing::info!(database = %redact(&url), "opening database and applying migrations");
             let app = herald::app::App::build(settings).await?;
             app.state().plugins().reload_on_sighup();
+            // Its own target, so that a log filter can keep this line alone
+            // (`HERALD_LOG=warn,herald::serve=info`): tests read the bound port from it.
             tracing::info!(
+                target: "herald::serve",
                 address = %app.addr(),
                 database = app.state().store().db().backend().name(),
                 "herald listening on http://{}", app.addr()

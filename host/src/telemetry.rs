@@ -6,9 +6,10 @@ use std::io::IsTerminal;
 
 use opentelemetry::trace::TracerProvider as _;
 use opentelemetry_otlp::{Protocol, WithExportConfig};
-use tracing::Level;
-use tracing_subscriber::filter::Targets;
-use tracing_subscriber::layer::SubscriberExt;
+use tracing::subscriber::Interest;
+use tracing::{Event, Level, Metadata, span};
+use tracing_subscriber::filter::{LevelFilter, Targets};
+use tracing_subscriber::layer::{Context, Filter, SubscriberExt};
 use tracing_subscriber::util::SubscriberInitExt;
 use tracing_subscriber::{EnvFilter, Layer};
 
@@ -64,7 +65,7 @@ pub fn init(settings: &Settings) -> Telemetry {
             .with_ansi(ansi)
             .boxed(),
     }
-    .with_filter(filter);
+    .with_filter(AskedEachTime(filter));
     let (traces, provider) = match traces(settings) {
         Ok(Some((layer, provider))) => (Some(layer), Some(provider)),
         Ok(None) => (None, None),
@@ -112,7 +113,61 @@ fn traces(
         .with_default(Level::INFO);
     let layer = tracing_opentelemetry::layer()
         .with_tracer(tracer)
-        .with_filter(spans)
+        .with_filter(AskedEachTime(spans))
         .boxed();
     Ok(Some((layer, provider)))
+}
+
+/// A per-layer filter that is asked about every span and event, never only once per callsite.
+///
+/// `tracing-subscriber` hands a per-layer filter's answer to its layer through a thread-local
+/// set by the last `enabled` call. A callsite whose interest is cached as `always` skips that
+/// call, so its layer reads whatever the previous `enabled` call on the thread left, and any
+/// crate that asks `enabled` with other metadata in between leaves a stale "no" there: sqlx does
+/// after every query (`log::log_enabled!` through `tracing-log`), and lines such as "herald
+/// listening on …" were then lost without a trace (tokio-rs/tracing#2519). Capping the interest
+/// at `sometimes` makes every dispatch ask the filter first, which costs one filter check an
+/// event.
+struct AskedEachTime<F>(F);
+
+impl<S, F: Filter<S>> Filter<S> for AskedEachTime<F> {
+    fn enabled(&self, meta: &Metadata<'_>, cx: &Context<'_, S>) -> bool {
+        self.0.enabled(meta, cx)
+    }
+
+    fn callsite_enabled(&self, meta: &'static Metadata<'static>) -> Interest {
+        if self.0.callsite_enabled(meta).is_never() {
+            Interest::never()
+        } else {
+            Interest::sometimes()
+        }
+    }
+
+    fn event_enabled(&self, event: &Event<'_>, cx: &Context<'_, S>) -> bool {
+        self.0.event_enabled(event, cx)
+    }
+
+    fn max_level_hint(&self) -> Option<LevelFilter> {
+        self.0.max_level_hint()
+    }
+
+    fn on_new_span(&self, attrs: &span::Attributes<'_>, id: &span::Id, ctx: Context<'_, S>) {
+        self.0.on_new_span(attrs, id, ctx)
+    }
+
+    fn on_record(&self, id: &span::Id, values: &span::Record<'_>, ctx: Context<'_, S>) {
+        self.0.on_record(id, values, ctx)
+    }
+
+    fn on_enter(&self, id: &span::Id, ctx: Context<'_, S>) {
+        self.0.on_enter(id, ctx)
+    }
+
+    fn on_exit(&self, id: &span::Id, ctx: Context<'_, S>) {
+        self.0.on_exit(id, ctx)
+    }
+
+    fn on_close(&self, id: span::Id, ctx: Context<'_, S>) {
+        self.0.on_close(id, ctx)
+    }
 }

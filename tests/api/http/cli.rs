@@ -1,11 +1,12 @@
 //! The `herald` binary: `init`, `openapi`, `migrate` and `serve` with a clean shutdown.
 
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::Duration;
 
 use serde_json::Value;
 
 use crate::support::harness::fresh_database_url;
+use crate::support::serve::Served;
 
 const BIN: &str = env!("CARGO_BIN_EXE_herald");
 
@@ -119,10 +120,9 @@ async fn serve_logs_answers_and_stops_on_sigterm() {
         !dir.path().join("plugin-cache").exists(),
         "a first start compiled plugins instead of using the embedded artifacts"
     );
-    let status = stop(&mut child).await;
+    let status = stop(&mut child.child).await;
     assert!(status.success(), "clean exit, got {status}");
-    let mut logs = String::new();
-    std::io::Read::read_to_string(child.stderr.as_mut().unwrap(), &mut logs).unwrap();
+    let logs = child.wait_log();
     assert!(logs.contains("herald listening"), "{logs}");
     assert!(logs.contains(&listen), "{logs}");
     let backend = if url.starts_with("postgres") {
@@ -154,48 +154,25 @@ async fn stop(child: &mut std::process::Child) -> std::process::ExitStatus {
     panic!("herald serve did not stop on SIGTERM");
 }
 
-/// Starts `herald serve` on `url` in `dir` on a free port, with `env` (and its log on a pipe
-/// when `logs`); answers the child and its base URL once it is ready.
+/// Starts `herald serve` on `url` in `dir` on a port of its own, with `env` (its log kept
+/// when `logs`; `HERALD_LOG` in `env` sets the level, `info` when absent).
 async fn serve(
     dir: &std::path::Path,
     url: &str,
     env: &[(&str, &str)],
     logs: bool,
-) -> (std::process::Child, String) {
-    // Find a free port, then hand it to the process.
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let listen = format!("127.0.0.1:{port}");
-    let mut child = Command::new(BIN)
-        .args([
-            "serve",
-            "--listen",
-            &listen,
-            "--database-url",
-            url,
-            "--data-dir",
-        ])
+) -> (Served, String) {
+    let mut cmd = Command::new(BIN);
+    cmd.args(["serve", "--database-url", url, "--data-dir"])
         .arg(dir)
-        .envs(env.iter().copied())
-        .stdout(Stdio::null())
-        .stderr(if logs { Stdio::piped() } else { Stdio::null() })
-        .spawn()
-        .unwrap();
-    let client = reqwest::Client::new();
-    for _ in 0..200 {
-        if let Ok(r) = client.get(format!("http://{listen}/ready")).send().await
-            && r.status() == 200
-        {
-            return (child, format!("http://{listen}"));
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    let _ = child.kill();
-    let _ = child.wait();
-    panic!("herald serve did not become ready");
+        .envs(env.iter().copied());
+    let level = env
+        .iter()
+        .find(|(k, _)| *k == "HERALD_LOG")
+        .map_or("info", |(_, v)| *v);
+    let served = Served::start(cmd, level, logs).await;
+    let base = served.base.clone();
+    (served, base)
 }
 
 #[tokio::test]
@@ -215,7 +192,7 @@ async fn a_backup_taken_under_write_load_restores_every_committed_row() {
         ("HERALD_LOG", "warn"),
         ("HERALD_RATE_LIMIT_PER_MINUTE", "1000000"),
     ];
-    let (mut server, base) = serve(live.path(), &url, &quiet, false).await;
+    let (server, base) = serve(live.path(), &url, &quiet, false).await;
 
     // Writers create contacts without pause; each one acknowledged (201) is committed.
     let acked: Arc<Mutex<Vec<String>>> = Arc::default();
@@ -300,7 +277,7 @@ async fn a_backup_taken_under_write_load_restores_every_committed_row() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let (mut second, second_base) = serve(restored.path(), &restored_url, &quiet, false).await;
+    let (second, second_base) = serve(restored.path(), &restored_url, &quiet, false).await;
     let client = reqwest::Client::new();
     let mut found = std::collections::BTreeSet::new();
     let mut cursor: Option<String> = None;
@@ -335,10 +312,7 @@ async fn a_backup_taken_under_write_load_restores_every_committed_row() {
         "{} committed rows missing: {missing:?}",
         missing.len()
     );
-    for child in [&mut server, &mut second] {
-        let _ = child.kill();
-        let _ = child.wait();
-    }
+    drop((server, second));
     // Not a backup at all.
     let junk = copy_dir.path().join("junk.db");
     std::fs::write(&junk, b"not a database").unwrap();
@@ -520,8 +494,7 @@ async fn with_an_otlp_endpoint_spans_of_requests_and_store_calls_are_exported() 
         ("HERALD_TRACES__OTLP_ENDPOINT", endpoint.as_str()),
         ("HERALD_TRACES__PROTOCOL", "json"),
         ("HERALD_TRACES__SERVICE_NAME", "herald-under-test"),
-        // Warnings only on the piped log (the exporter's own complaints among them), so the
-        // pipe never fills before it is read after the stop.
+        // Warnings only in the kept log (the exporter's own complaints among them).
         ("HERALD_LOG", "warn"),
     ];
     let (mut child, base) = serve(dir.path(), &url, &env, true).await;
@@ -533,9 +506,8 @@ async fn with_an_otlp_endpoint_spans_of_requests_and_store_calls_are_exported() 
         .unwrap();
     assert!(r.status().is_success(), "{}", r.status());
     // SIGTERM: the server stops and flushes the spans still buffered.
-    stop(&mut child).await;
-    let mut log = String::new();
-    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut log).unwrap();
+    stop(&mut child.child).await;
+    let log = child.wait_log();
     let exports = exports.lock().unwrap().clone();
     assert!(!exports.is_empty(), "nothing was exported");
     let mut names = Vec::new();

@@ -2,12 +2,13 @@
 //! retries, a job finished after its server was killed, and each job run exactly once by two
 //! server processes sharing one database.
 
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::Duration;
 
 use serde_json::{Value, json};
 
 use crate::support::harness::{Reply, TestApp, fresh_database_url, read};
+use crate::support::serve::Served;
 
 /// Uploads a file to `/contacts/import`.
 pub async fn upload(
@@ -520,62 +521,16 @@ async fn lookup_and_field_endpoints() {
 
 const BIN: &str = env!("CARGO_BIN_EXE_herald");
 
-struct Process {
-    child: Child,
-    base: String,
-}
-
-impl Process {
-    async fn start(url: &str, dir: &std::path::Path, extra: &[(&str, &str)]) -> Process {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let listen = format!("127.0.0.1:{port}");
-        let mut cmd = Command::new(BIN);
-        cmd.args([
-            "serve",
-            "--listen",
-            &listen,
-            "--database-url",
-            url,
-            "--data-dir",
-        ])
+/// Starts `herald serve` on `url` in `dir` with the extra environment.
+async fn start(url: &str, dir: &std::path::Path, extra: &[(&str, &str)]) -> Served {
+    let mut cmd = Command::new(BIN);
+    cmd.args(["serve", "--database-url", url, "--data-dir"])
         .arg(dir)
-        .env("HERALD_LOG", "warn")
-        .env("HERALD_JOBS_POLL_INTERVAL_MS", "50")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null());
-        for (k, v) in extra {
-            cmd.env(k, v);
-        }
-        let process = Process {
-            child: cmd.spawn().unwrap(),
-            base: format!("http://{listen}"),
-        };
-        let client = reqwest::Client::new();
-        for _ in 0..200 {
-            let ready = client.get(format!("{}/ready", process.base)).send().await;
-            if ready.is_ok_and(|r| r.status() == 200) {
-                return process;
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-        panic!("herald serve did not start");
+        .env("HERALD_JOBS_POLL_INTERVAL_MS", "50");
+    for (k, v) in extra {
+        cmd.env(k, v);
     }
-
-    fn kill9(mut self) {
-        self.child.kill().unwrap();
-        self.child.wait().unwrap();
-    }
-}
-
-impl Drop for Process {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+    Served::start(cmd, "warn", false).await
 }
 
 async fn project_on(base: &str) -> (reqwest::Client, String) {
@@ -608,7 +563,7 @@ async fn an_import_interrupted_by_kill_9_finishes_after_restart() {
     let dir = tempfile::tempdir().unwrap();
     let url = fresh_database_url(dir.path()).await;
     let lease = [("HERALD_JOBS_LEASE_SECONDS", "2")];
-    let first = Process::start(&url, dir.path(), &lease).await;
+    let first = start(&url, dir.path(), &lease).await;
     let (client, key) = project_on(&first.base).await;
     let rows = 40_000;
     let mut csv = String::from("email,n\n");
@@ -656,7 +611,7 @@ async fn an_import_interrupted_by_kill_9_finishes_after_restart() {
     }
     first.kill9();
 
-    let second = Process::start(&url, dir.path(), &lease).await;
+    let second = start(&url, dir.path(), &lease).await;
     let job = wait_job_at(&client, &second.base, &key, "import", &job_id).await;
     assert_eq!(job["state"], "completed", "{job}");
     assert_eq!(job["attempts"], 2, "resumed once after the lease expired");
@@ -679,8 +634,8 @@ async fn an_import_interrupted_by_kill_9_finishes_after_restart() {
 async fn two_processes_on_one_database_run_each_job_exactly_once() {
     let dir = tempfile::tempdir().unwrap();
     let url = fresh_database_url(dir.path()).await;
-    let one = Process::start(&url, dir.path(), &[]).await;
-    let two = Process::start(&url, dir.path(), &[]).await;
+    let one = start(&url, dir.path(), &[]).await;
+    let two = start(&url, dir.path(), &[]).await;
     let (client, key) = project_on(&one.base).await;
     let mut ids = Vec::new();
     for i in 0..20 {

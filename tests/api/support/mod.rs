@@ -4,5 +4,6 @@ pub mod dnsd;
 pub mod harness;
 pub mod httpd;
 pub mod oidc;
+pub mod serve;
 pub mod smtpd;
 pub mod stripe;
