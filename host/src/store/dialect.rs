@@ -310,7 +310,7 @@ mod tests {
     fn the_hot_multi_row_statements_bind_in_order() {
         use crate::store::{contacts, emails, events, executions, idempotency, jobs, segments};
         type Builder = fn(usize) -> String;
-        let builders: [(&str, Builder); 16] = [
+        let builders: [(&str, Builder); 17] = [
             ("insert_events", events::insert_events_sql),
             ("insert_contacts", contacts::insert_contacts_sql),
             ("update_contacts", contacts::update_contacts_sql),
@@ -323,6 +323,7 @@ mod tests {
             ("chain_jobs", jobs::chain_jobs_sql),
             ("step_runs_update", executions::step_runs_update_sql),
             ("executions_update", executions::executions_update_sql),
+            ("finished_runs_insert", executions::finished_runs_insert_sql),
             ("add_members", segments::add_members_sql),
             ("remove_members", segments::remove_members_sql),
             ("delete_expired_keys", idempotency::delete_expired_keys_sql),

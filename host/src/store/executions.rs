@@ -61,6 +61,8 @@ pub struct Exit {
     pub branch: Option<String>,
     /// The type of the step it leads to.
     pub to_step_type: String,
+    /// The config of the step it leads to.
+    pub to_step_config: Json<Value>,
 }
 
 /// An execution as the API shows it.
@@ -199,17 +201,10 @@ pub enum NotStarted {
 pub struct StepCommit<'a> {
     /// The job's lease: nothing is written when another worker owns the job now.
     pub lease: &'a Lease,
-    pub run_id: &'a str,
+    /// The step run's outcome.
+    pub run: RunOutcome<'a>,
     pub execution_id: &'a str,
     pub project_id: &'a str,
-    /// `COMPLETED`, `WAITING` or `FAILED`.
-    pub run_status: &'static str,
-    pub branch: Option<&'a str>,
-    pub input: &'a Value,
-    pub output: &'a Value,
-    pub error: Option<&'a str>,
-    pub attempts: i32,
-    pub started_at: i64,
     /// The execution afterwards.
     pub execution_status: &'static str,
     pub context: &'a Map<String, Value>,
@@ -229,6 +224,35 @@ pub struct StepCommit<'a> {
     /// The writes of the step's effects, made in the same transaction as the rest (when the
     /// lease held and the execution is still active).
     pub effects: &'a [EffectWrite],
+    /// The step runs the job ran before this one in the same round, oldest first: each went on
+    /// to the next at once and asked for no effect. The first is the job's own step run, whose
+    /// row exists; the others and this one are created by the commit, finished (only when the
+    /// execution is still active: otherwise the first alone is recorded). Empty when this is
+    /// the job's own step run.
+    pub earlier: Vec<RunOutcome<'a>>,
+}
+
+/// A step run's outcome as it is recorded.
+#[derive(Clone, Copy, Debug)]
+pub struct RunOutcome<'a> {
+    pub run_id: &'a str,
+    pub step_id: &'a str,
+    pub step_type: &'a str,
+    /// `COMPLETED`, `WAITING` or `FAILED`.
+    pub status: &'static str,
+    pub branch: Option<&'a str>,
+    pub input: &'a Value,
+    pub output: &'a Value,
+    pub error: Option<&'a str>,
+    pub attempts: i32,
+    pub started_at: i64,
+}
+
+impl<'a> StepCommit<'a> {
+    /// The outcome of the step run whose row exists: the job's own.
+    fn first(&self) -> RunOutcome<'a> {
+        self.earlier.first().copied().unwrap_or(self.run)
+    }
 }
 
 /// A write a step's effect asks for, made in its round's commit ([`Store::commit_steps`]) and
@@ -320,8 +344,9 @@ impl Store {
     pub async fn transitions_from(&self, step: &str) -> StoreResult<Vec<Exit>> {
         let rows = on_db!(self.db(), pool => {
             sqlx::query_as(
-                "SELECT t.to_step_id, t.branch, s.type AS to_step_type FROM workflow_transitions t \
-                 JOIN workflow_steps s ON s.id = t.to_step_id WHERE t.from_step_id = $1 ORDER BY t.id",
+                "SELECT t.to_step_id, t.branch, s.type AS to_step_type, s.config AS to_step_config \
+                 FROM workflow_transitions t JOIN workflow_steps s ON s.id = t.to_step_id \
+                 WHERE t.from_step_id = $1 ORDER BY t.id",
             )
             .bind(step)
             .fetch_all(pool)
@@ -565,35 +590,39 @@ impl Store {
         Ok(rows)
     }
 
-    /// [`Store::transitions_from`] of many steps in one read, by step (a step with no
-    /// transition is left out).
-    #[tracing::instrument(level = "debug", skip_all, fields(steps = steps.len()))]
-    pub async fn transitions_from_steps(
+    /// Every transition of each of `workflows`, by the step it leaves (a step with no
+    /// transition is left out), in one read: a round follows its step runs' transitions and
+    /// those of the steps it runs on to in memory.
+    #[tracing::instrument(level = "debug", skip_all, fields(workflows = workflows.len()))]
+    pub async fn transitions_of_workflows(
         &self,
-        steps: &[&str],
+        workflows: &[&str],
     ) -> StoreResult<std::collections::HashMap<String, Vec<Exit>>> {
         let mut out: std::collections::HashMap<String, Vec<Exit>> = Default::default();
-        if steps.is_empty() {
+        if workflows.is_empty() {
             return Ok(out);
         }
         let sql = format!(
-            "SELECT t.from_step_id, t.to_step_id, t.branch, s.type AS to_step_type FROM workflow_transitions t \
-             JOIN workflow_steps s ON s.id = t.to_step_id WHERE t.from_step_id IN ({}) ORDER BY t.id",
-            placeholders(1, steps.len())
+            "SELECT t.from_step_id, t.to_step_id, t.branch, s.type AS to_step_type, s.config AS to_step_config \
+             FROM workflow_transitions t JOIN workflow_steps s ON s.id = t.to_step_id \
+             WHERE t.workflow_id IN ({}) ORDER BY t.id",
+            placeholders(1, workflows.len())
         );
         let sql = bound_in_order(self.db().backend(), sql);
-        let rows: Vec<(String, String, Option<String>, String)> = on_db!(self.db(), pool => {
+        type Row = (String, String, Option<String>, String, Json<Value>);
+        let rows: Vec<Row> = on_db!(self.db(), pool => {
             let mut q = sqlx::query_as(&sql);
-            for step in steps {
-                q = q.bind(*step);
+            for workflow in workflows {
+                q = q.bind(*workflow);
             }
             q.fetch_all(pool).await?
         });
-        for (from, to_step_id, branch, to_step_type) in rows {
+        for (from, to_step_id, branch, to_step_type, to_step_config) in rows {
             out.entry(from).or_default().push(Exit {
                 to_step_id,
                 branch,
                 to_step_type,
+                to_step_config,
             });
         }
         Ok(out)
@@ -697,7 +726,7 @@ impl Store {
                 // on in the same transaction.
                 let results: Vec<Value> = wave
                     .iter()
-                    .map(|i| serde_json::json!({ "stepRunId": of(i).run_id, "status": of(i).run_status }))
+                    .map(|i| serde_json::json!({ "stepRunId": of(i).run.run_id, "status": of(i).run.status }))
                     .collect();
                 let mut chained = Vec::new();
                 let mut completed = Vec::new();
@@ -718,17 +747,7 @@ impl Store {
                 let sql = bound_in_order(backend, step_runs_update_sql(held.len()));
                 let mut q = sqlx::query(&sql);
                 for &k in &held {
-                    let c = of(&wave[k]);
-                    q = q
-                        .bind(c.run_id)
-                        .bind(c.run_status)
-                        .bind(c.branch)
-                        .bind(Json(c.input))
-                        .bind(Json(c.output))
-                        .bind(c.error)
-                        .bind(c.attempts)
-                        .bind(c.started_at)
-                        .bind((c.run_status != rs::WAITING).then_some(now));
+                    q = bind_outcome!(q, of(&wave[k]).first(), now);
                 }
                 q.execute(&mut *tx).await?;
                 let sql = bound_in_order(backend, executions_update_sql(held.len()));
@@ -741,13 +760,39 @@ impl Store {
                         .bind(Json(c.context))
                         .bind(c.current_step)
                         .bind(c.waiting_event)
-                        .bind(c.waiting_event.map(|_| c.run_id))
+                        .bind(c.waiting_event.map(|_| c.run.run_id))
                         .bind(c.waiting_event.map(|_| now))
                         .bind(c.execution_error)
                         .bind(c.exit_reason)
                         .bind(is_final(c.execution_status).then_some(now));
                 }
                 let advanced: HashSet<String> = q.bind(now).fetch_all(&mut *tx).await?.into_iter().collect();
+                // The step runs run on to in memory, created finished.
+                let finished: Vec<(&str, &str, RunOutcome<'_>)> = held
+                    .iter()
+                    .map(|&k| of(&wave[k]))
+                    .filter(|c| !c.earlier.is_empty() && advanced.contains(c.execution_id))
+                    .flat_map(|c| {
+                        c.earlier[1..]
+                            .iter()
+                            .copied()
+                            .chain([c.run])
+                            .map(move |r| (c.project_id, c.execution_id, r))
+                    })
+                    .collect();
+                if !finished.is_empty() {
+                    let sql = bound_in_order(backend, finished_runs_insert_sql(finished.len()));
+                    let mut q = sqlx::query(&sql);
+                    for (project, execution, r) in &finished {
+                        q = bind_outcome!(q, *r, now)
+                            .bind(*execution)
+                            .bind(*project)
+                            .bind(r.step_id)
+                            .bind(r.step_type)
+                            .bind(now);
+                    }
+                    q.execute(&mut *tx).await?;
+                }
                 let mut runs = Vec::new();
                 let mut jobs = Vec::new();
                 let mut ended_chains = Vec::new();
@@ -1361,6 +1406,24 @@ fn chains<'a>(c: &StepCommit<'a>) -> Option<&'a NextRun> {
     c.next.filter(|_| c.chain)
 }
 
+/// Binds a step run's outcome ([`RunOutcome`]) to a query: id, status, branch, input, output,
+/// error, attempts, start and end (`now`, unless it waits).
+macro_rules! bind_outcome {
+    ($q:expr, $r:expr, $now:expr) => {{
+        let r: RunOutcome<'_> = $r;
+        $q.bind(r.run_id)
+            .bind(r.status)
+            .bind(r.branch)
+            .bind(Json(r.input))
+            .bind(Json(r.output))
+            .bind(r.error)
+            .bind(r.attempts)
+            .bind(r.started_at)
+            .bind((r.status != rs::WAITING).then_some($now))
+    }};
+}
+use bind_outcome;
+
 /// Records `n` step runs' outcomes (those still `PENDING`); binds per run its id, status,
 /// branch, input, output, error, attempts, start and end.
 pub(super) fn step_runs_update_sql(n: usize) -> String {
@@ -1370,6 +1433,17 @@ pub(super) fn step_runs_update_sql(n: usize) -> String {
          output = v_output, error = v_error, attempts = v_attempts, started_at = v_started, finished_at = v_finished \
          FROM v WHERE id = v_id AND status = 'PENDING'",
         super::dialect::value_rows(1, n, 9)
+    )
+}
+
+/// Creates `n` step runs finished (run on to in memory, see [`StepCommit::earlier`]); binds per
+/// run its outcome as [`bind_outcome!`] does, then its execution, project, step, step type and
+/// creation.
+pub(super) fn finished_runs_insert_sql(n: usize) -> String {
+    format!(
+        "INSERT INTO workflow_step_runs (id, status, branch, input, output, error, attempts, started_at, \
+         finished_at, execution_id, project_id, step_id, step_type, created_at) VALUES {}",
+        super::dialect::value_rows(1, n, 14)
     )
 }
 

@@ -1027,6 +1027,144 @@ async fn a_trapping_step_fails_its_execution_after_retries_and_others_go_on() {
     assert_eq!(app.get("/health", &p.secret_key).await.status, 200);
 }
 
+/// Steps that go on at once without effects are run on in memory and committed with the step
+/// after them; a step run on to that traps writes nothing then and is run again from its own
+/// row, where its attempts count and its failure is recorded as for any step.
+#[tokio::test]
+async fn steps_run_on_in_memory_record_each_run_and_a_trap_among_them_retries_from_its_row() {
+    let (_dir, app) = with_hostile_plugin().await;
+    let p = app.project().await;
+    let yes_again = || {
+        json!({ "filter": { "logic": "AND", "groups": [ { "filters": [
+            { "field": "email", "operator": "contains", "value": "@" }
+        ] } ] } })
+    };
+    let yes = yes_again();
+    let now = json!({ "amount": 0, "unit": "minutes" });
+    let (good, _) = workflow(
+        &app,
+        &p,
+        "chain",
+        vec![
+            Step("CONDITION", yes.clone()),
+            Step("DELAY", now.clone()),
+            Step("UPDATE_CONTACT", json!({ "data": { "chained": true } })),
+            Step("DELAY", now.clone()),
+            Step("EXIT", json!({ "reason": "done" })),
+        ],
+        &[
+            (0, 1, Some("yes")),
+            (1, 2, None),
+            (2, 3, None),
+            (3, 4, None),
+        ],
+        json!({}),
+    )
+    .await;
+    let (bad, _) = workflow(
+        &app,
+        &p,
+        "chain",
+        vec![
+            Step("CONDITION", yes),
+            Step("DELAY", now),
+            Step("PLUGIN", json!({ "plugin": "hostile", "mode": "panic" })),
+        ],
+        &[(0, 1, Some("yes")), (1, 2, None)],
+        json!({}),
+    )
+    .await;
+    let (waits, _) = workflow(
+        &app,
+        &p,
+        "chain",
+        vec![
+            Step("CONDITION", yes_again()),
+            Step("WAIT_FOR_EVENT", json!({ "eventName": "go" })),
+            Step("EXIT", json!({ "reason": "went" })),
+        ],
+        &[(0, 1, Some("yes")), (1, 2, Some("event"))],
+        json!({}),
+    )
+    .await;
+    track(&app, &p, "chain@example.com", "chain", json!({})).await;
+
+    // A wait run on to parks the execution on the step run the commit created.
+    let e = &settled(&app, &p, &waits, 1, &["WAITING"]).await[0];
+    assert_eq!(e["waitingForEvent"], "go");
+    assert_eq!(
+        runs(e),
+        vec![
+            run("CONDITION", "COMPLETED", Some("yes")),
+            run("WAIT_FOR_EVENT", "WAITING", None),
+        ]
+    );
+    track(&app, &p, "chain@example.com", "go", json!({})).await;
+    let e = &settled(&app, &p, &waits, 1, &["EXITED"]).await[0];
+    assert_eq!(
+        runs(e),
+        vec![
+            run("CONDITION", "COMPLETED", Some("yes")),
+            run("WAIT_FOR_EVENT", "COMPLETED", Some("event")),
+            run("EXIT", "COMPLETED", None),
+        ]
+    );
+
+    let e = &settled(&app, &p, &good, 1, &["EXITED"]).await[0];
+    assert_eq!(
+        runs(e),
+        vec![
+            run("CONDITION", "COMPLETED", Some("yes")),
+            run("DELAY", "COMPLETED", None),
+            run("UPDATE_CONTACT", "COMPLETED", None),
+            run("DELAY", "COMPLETED", None),
+            run("EXIT", "COMPLETED", None),
+        ]
+    );
+    for r in e["stepRuns"].as_array().unwrap() {
+        assert_eq!(r["attempts"], 1, "{r}");
+        assert!(
+            r["startedAt"].is_string() && r["finishedAt"].is_string(),
+            "{r}"
+        );
+        assert!(r["input"]["contactId"].is_string(), "{r}");
+    }
+    // Committed in two rounds: the condition and the delay with the update after them, then
+    // the second delay with the exit.
+    let finished: Vec<&Value> = e["stepRuns"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| &r["finishedAt"])
+        .collect();
+    assert!(
+        finished[0] == finished[1] && finished[1] == finished[2],
+        "{e}"
+    );
+    assert_eq!(finished[3], finished[4], "{e}");
+    assert_eq!(e["exitReason"], "done");
+    let contact = contact_by_email(&app, &p, "chain@example.com").await;
+    assert_eq!(contact["data"]["chained"], true, "{contact}");
+
+    let e = &settled(&app, &p, &bad, 1, &["FAILED"]).await[0];
+    assert_eq!(
+        runs(e),
+        vec![
+            run("CONDITION", "COMPLETED", Some("yes")),
+            run("DELAY", "COMPLETED", None),
+            run("PLUGIN", "FAILED", None),
+        ]
+    );
+    let trapped = &e["stepRuns"][2];
+    assert_eq!(trapped["attempts"], 2, "{trapped}");
+    assert!(
+        trapped["error"]
+            .as_str()
+            .is_some_and(|m| m.contains("PLUGIN step failed")),
+        "{trapped}"
+    );
+}
+
 /// A `SEND_EMAIL` step of a project whose sending is suspended fails its execution with the
 /// suspension's reason (read with the project in the step's round) and sends nothing.
 #[tokio::test]

@@ -18,8 +18,8 @@ use crate::jobs::{JobContext, JobError, JobHandler, backoff_ms, jittered};
 use crate::plugins::PluginError;
 use crate::plugins::types::{self as step, Outcome, StepInput};
 use crate::store::executions::{
-    Committed, EffectWrite, Exit, NextRun, RunContext, STEP_KIND, StepCommit, StepPayload,
-    TIMEOUT_KIND, TimeoutPayload,
+    Committed, EffectWrite, Exit, NextRun, RunContext, RunOutcome, STEP_KIND, StepCommit,
+    StepPayload, TIMEOUT_KIND, TimeoutPayload,
 };
 use crate::store::jobs::{JobPayload, Lease, NewJob, queue_of};
 use crate::store::{Backend, StoreError};
@@ -146,6 +146,10 @@ enum Ran {
     Commit(Box<Planned>),
     /// Ended outside the round's commit (skipped, failed, retried, gone).
     Finished(Result<(), JobError>),
+    /// A step run run on to in memory that did not come to an outcome to commit (its plugin or
+    /// an effect failed, a read failed): nothing was written for it, and it runs in the next
+    /// round from its own row, where a failure is retried or recorded as usual.
+    Back,
 }
 
 /// A step run's outcome, owned until the round commits it (see [`StepCommit`]).
@@ -168,22 +172,59 @@ struct Planned {
     chain: bool,
     /// The effects' writes, made in the round's commit.
     effects: Vec<EffectWrite>,
+    /// The step runs run before this one in the same round, oldest first (see
+    /// [`StepCommit::earlier`]).
+    earlier: Vec<Planned>,
 }
 
 impl Planned {
-    fn commit<'a>(&'a self, lease: &'a Lease) -> StepCommit<'a> {
-        StepCommit {
-            lease,
+    fn outcome(&self) -> RunOutcome<'_> {
+        RunOutcome {
             run_id: &self.run.run_id,
-            execution_id: &self.run.execution_id,
-            project_id: &self.run.project_id,
-            run_status: self.run_status,
+            step_id: &self.run.step_id,
+            step_type: self.run.step_type.as_deref().unwrap_or_default(),
+            status: self.run_status,
             branch: self.branch.as_deref(),
             input: &self.input,
             output: &self.output,
             error: self.error.as_deref(),
             attempts: self.attempts,
             started_at: self.started_at,
+        }
+    }
+
+    /// Whether the job may run the next step run on in memory: it goes on to it at once
+    /// ([`Planned::chain`]) and neither sends nor updates the contact (context values are not
+    /// writes), so the contact the round read is still the contact's.
+    fn runs_on(&self) -> bool {
+        self.chain && self.effects.is_empty() && self.next.is_some()
+    }
+
+    /// The next step run's context, as the commit will leave it: the same execution, trigger
+    /// and contact, this step's context, the next step's `config`.
+    fn next_context(&self, next: &NextRun, config: &Value) -> RunContext {
+        RunContext {
+            run_id: next.run_id.as_str().to_string(),
+            run_status: rs::PENDING.to_string(),
+            step_id: next.step_id.clone(),
+            execution_id: self.run.execution_id.clone(),
+            project_id: self.run.project_id.clone(),
+            workflow_id: self.run.workflow_id.clone(),
+            contact_id: self.run.contact_id.clone(),
+            execution_status: self.execution_status.to_string(),
+            trigger: self.run.trigger.clone(),
+            context: sqlx::types::Json(self.context.clone()),
+            step_type: Some(next.step_type.clone()),
+            config: Some(sqlx::types::Json(config.clone())),
+        }
+    }
+
+    fn commit<'a>(&'a self, lease: &'a Lease) -> StepCommit<'a> {
+        StepCommit {
+            lease,
+            run: self.outcome(),
+            execution_id: &self.run.execution_id,
+            project_id: &self.run.project_id,
             execution_status: self.execution_status,
             context: &self.context,
             current_step: self.current_step.as_deref(),
@@ -194,6 +235,7 @@ impl Planned {
             timeout_job: self.timeout_job.as_ref(),
             chain: self.chain,
             effects: &self.effects,
+            earlier: self.earlier.iter().map(Planned::outcome).collect(),
         }
     }
 }
@@ -331,9 +373,9 @@ impl StepRunner {
             .into_iter()
             .map(|c| (c.id.as_str().to_string(), c))
             .collect();
-        let step_ids: BTreeSet<&str> = runs.values().map(|r| r.step_id.as_str()).collect();
-        let step_ids: Vec<&str> = step_ids.into_iter().collect();
-        let transitions = store.transitions_from_steps(&step_ids).await?;
+        let workflow_ids: BTreeSet<&str> = runs.values().map(|r| r.workflow_id.as_str()).collect();
+        let workflow_ids: Vec<&str> = workflow_ids.into_iter().collect();
+        let transitions = store.transitions_of_workflows(&workflow_ids).await?;
         // One after the other: on SQLite every effect waits for the one writer anyway, and
         // running a batch's steps at once only lengthens the writer's queue in front of the API's
         // requests (measured: no faster on either database, and /v1/track slowed by half).
@@ -349,10 +391,41 @@ impl StepRunner {
                 .and_then(|r| transitions.get(&r.step_id))
                 .map_or(&[][..], Vec::as_slice);
             let may_chain = m.chainable && m.ran + 1 < CHAIN_LIMIT;
-            ran.push(
-                self.run_member(&mut reads, m, run, contact, exits, may_chain)
-                    .await,
-            );
+            let mut outcome = self
+                .run_member(&mut reads, m, run, contact.clone(), exits, may_chain)
+                .await;
+            // Runs on in memory while a step run goes on at once without effects, so that a
+            // chain of such steps and the step after them are read and committed once.
+            while let Ran::Commit(planned) = &outcome
+                && planned.runs_on()
+                && let Some(contact) = &contact
+            {
+                let next = planned.next.as_ref().expect("runs_on");
+                let Some(config) = transitions
+                    .get(&planned.run.step_id)
+                    .and_then(|exits| exits.iter().find(|t| t.to_step_id == next.step_id))
+                    .map(|t| &t.to_step_config.0)
+                else {
+                    break;
+                };
+                let run = planned.next_context(next, config);
+                let exits = transitions.get(&run.step_id).map_or(&[][..], Vec::as_slice);
+                let ahead = planned.earlier.len() as u32 + 1;
+                let may_chain = m.ran + 1 + ahead < CHAIN_LIMIT;
+                let Ran::Commit(mut then) = self
+                    .run_ahead(&mut reads, m, run, contact.clone(), exits, may_chain)
+                    .await
+                else {
+                    break;
+                };
+                let Ran::Commit(mut planned) = outcome else {
+                    unreachable!("matched above")
+                };
+                then.earlier = std::mem::take(&mut planned.earlier);
+                then.earlier.push(*planned);
+                outcome = Ran::Commit(then);
+            }
+            ran.push(outcome);
         }
         let mut ended: Vec<Option<Result<(), JobError>>> = Vec::with_capacity(ran.len());
         let mut planned: Vec<(usize, Box<Planned>)> = Vec::new();
@@ -363,6 +436,7 @@ impl StepRunner {
                     ended.push(None);
                 }
                 Ran::Finished(result) => ended.push(Some(result)),
+                Ran::Back => unreachable!("only a step run run on to comes back"),
             }
         }
         let commits: Vec<StepCommit<'_>> = planned
@@ -372,7 +446,7 @@ impl StepRunner {
         let committed = store.commit_steps(&commits).await?;
         drop(commits);
         let mut wake = false;
-        let mut next_runs: HashMap<usize, String> = HashMap::new();
+        let mut next_runs: HashMap<usize, (String, u32)> = HashMap::new();
         for ((i, p), committed) in planned.iter().zip(committed) {
             if committed == Committed::Stale {
                 let stale = "a contact changed while its email was being rendered; retrying";
@@ -388,13 +462,15 @@ impl StepRunner {
                 status = p.run_status,
                 execution_status = p.execution_status,
                 chained = committed == Committed::Chained,
+                ran_before = p.earlier.len(),
                 "step run finished"
             );
             match committed {
                 Committed::LeaseLost => ended[*i] = Some(Err(JobError::LeaseLost)),
                 Committed::Chained => {
                     if let Some(next) = &p.next {
-                        next_runs.insert(*i, next.run_id.as_str().to_string());
+                        let ran = 1 + p.earlier.len() as u32;
+                        next_runs.insert(*i, (next.run_id.as_str().to_string(), ran));
                     }
                 }
                 Committed::Done => {
@@ -411,11 +487,11 @@ impl StepRunner {
         let mut out = Vec::new();
         let mut staying = Vec::with_capacity(next_runs.len());
         for (i, (mut member, end)) in members.drain(..).zip(ended).enumerate() {
-            if let Some(next) = next_runs.remove(&i) {
+            if let Some((next, ran)) = next_runs.remove(&i) {
                 // The job row now names `next`, with its attempts counted afresh.
                 member.run_id = next;
                 member.attempts = 1;
-                member.ran += 1;
+                member.ran += ran;
                 staying.push(member);
             } else {
                 out.push((member, end.unwrap_or(Ok(()))));
@@ -451,7 +527,7 @@ impl StepRunner {
         };
         let span = tracing::info_span!("step_run", step_run_id = %run.run_id, execution_id = %run.execution_id, workflow_id = %run.workflow_id, step_type = run.step_type.as_deref().unwrap_or("?"));
         match self
-            .run_step(reads, member, run, contact, transitions, may_chain)
+            .run_step(reads, member, run, contact, transitions, may_chain, false)
             .instrument(span)
             .await
         {
@@ -460,7 +536,51 @@ impl StepRunner {
         }
     }
 
-    /// Runs one step run: its plugin and effects, answering the outcome to commit.
+    /// Runs on in memory to `run`, the step run that `member`'s step run goes on to at once:
+    /// [`Ran::Commit`] with its outcome, or [`Ran::Back`] (nothing written) when it does not
+    /// come to one.
+    async fn run_ahead(
+        &self,
+        reads: &mut SendReads,
+        member: &Member,
+        run: RunContext,
+        contact: Contact,
+        transitions: &[Exit],
+        may_chain: bool,
+    ) -> Ran {
+        let span = tracing::info_span!("step_run", step_run_id = %run.run_id, execution_id = %run.execution_id, workflow_id = %run.workflow_id, step_type = run.step_type.as_deref().unwrap_or("?"));
+        // Its first attempt, under the job's lease.
+        let first = Member {
+            lease: member.lease.clone(),
+            attempts: 1,
+            max_attempts: member.max_attempts,
+            run_id: run.run_id.clone(),
+            chainable: true,
+            ran: 0,
+            claimed: false,
+        };
+        match self
+            .run_step(
+                reads,
+                &first,
+                run,
+                Some(contact),
+                transitions,
+                may_chain,
+                true,
+            )
+            .instrument(span)
+            .await
+        {
+            Ok(Ran::Commit(planned)) => Ran::Commit(planned),
+            Ok(_) | Err(_) => Ran::Back,
+        }
+    }
+
+    /// Runs one step run: its plugin and effects, answering the outcome to commit. `ahead`: it
+    /// is run on to in memory (its row does not exist yet), so where it cannot come to an
+    /// outcome it answers [`Ran::Back`] and writes nothing.
+    #[allow(clippy::too_many_arguments)]
     async fn run_step(
         &self,
         reads: &mut SendReads,
@@ -469,8 +589,17 @@ impl StepRunner {
         contact: Option<Contact>,
         transitions: &[Exit],
         may_chain: bool,
+        ahead: bool,
     ) -> Result<Ran, JobError> {
         let store = &self.engine.store;
+        if ahead
+            && (run.run_status != rs::PENDING
+                || run.step_type.is_none()
+                || run.config.is_none()
+                || contact.is_none())
+        {
+            return Ok(Ran::Back);
+        }
         if run.run_status != rs::PENDING || !es::ACTIVE.contains(&run.execution_status.as_str()) {
             if !store.skip_step_run(&member.lease, &run.run_id).await? {
                 return Err(JobError::LeaseLost);
@@ -519,6 +648,7 @@ impl StepRunner {
         let started = now_ms();
         let result = match self.engine.plugins.run_step(&step_type, &input).await {
             Ok(r) => r,
+            Err(_) if ahead => return Ok(Ran::Back),
             Err(err) => {
                 let message = format!("the {step_type} step failed: {err}");
                 if is_permanent(&err) {
@@ -541,6 +671,7 @@ impl StepRunner {
             .await
         {
             Ok(out) => out,
+            Err(_) if ahead => return Ok(Ran::Back),
             Err(EffectError::Fail(message)) => {
                 return self.fail(member, &run, &message).await;
             }
@@ -573,6 +704,7 @@ impl StepRunner {
             timeout_job: None,
             chain: false,
             effects: writes,
+            earlier: Vec::new(),
             run,
         };
         let run = &planned.run;
