@@ -1034,12 +1034,9 @@ async fn a_trapping_step_fails_its_execution_after_retries_and_others_go_on() {
 async fn steps_run_on_in_memory_record_each_run_and_a_trap_among_them_retries_from_its_row() {
     let (_dir, app) = with_hostile_plugin().await;
     let p = app.project().await;
-    let yes_again = || {
-        json!({ "filter": { "logic": "AND", "groups": [ { "filters": [
-            { "field": "email", "operator": "contains", "value": "@" }
-        ] } ] } })
-    };
-    let yes = yes_again();
+    let yes = json!({ "filter": { "logic": "AND", "groups": [ { "filters": [
+        { "field": "email", "operator": "contains", "value": "@" }
+    ] } ] } });
     let now = json!({ "amount": 0, "unit": "minutes" });
     let (good, _) = workflow(
         &app,
@@ -1066,7 +1063,7 @@ async fn steps_run_on_in_memory_record_each_run_and_a_trap_among_them_retries_fr
         &p,
         "chain",
         vec![
-            Step("CONDITION", yes),
+            Step("CONDITION", yes.clone()),
             Step("DELAY", now),
             Step("PLUGIN", json!({ "plugin": "hostile", "mode": "panic" })),
         ],
@@ -1079,7 +1076,7 @@ async fn steps_run_on_in_memory_record_each_run_and_a_trap_among_them_retries_fr
         &p,
         "chain",
         vec![
-            Step("CONDITION", yes_again()),
+            Step("CONDITION", yes),
             Step("WAIT_FOR_EVENT", json!({ "eventName": "go" })),
             Step("EXIT", json!({ "reason": "went" })),
         ],

@@ -95,6 +95,11 @@ fn reads_history(step_type: &str, config: &Value) -> bool {
     }
 }
 
+/// The span of one step run.
+fn step_span(run: &RunContext) -> tracing::Span {
+    tracing::info_span!("step_run", step_run_id = %run.run_id, execution_id = %run.execution_id, workflow_id = %run.workflow_id, step_type = run.step_type.as_deref().unwrap_or("?"))
+}
+
 /// Plugin failures that a retry cannot fix.
 fn is_permanent(err: &PluginError) -> bool {
     matches!(
@@ -525,7 +530,7 @@ impl StepRunner {
                 Err(e) => Err(e.into()),
             });
         };
-        let span = tracing::info_span!("step_run", step_run_id = %run.run_id, execution_id = %run.execution_id, workflow_id = %run.workflow_id, step_type = run.step_type.as_deref().unwrap_or("?"));
+        let span = step_span(&run);
         match self
             .run_step(reads, member, run, contact, transitions, may_chain, false)
             .instrument(span)
@@ -548,7 +553,7 @@ impl StepRunner {
         transitions: &[Exit],
         may_chain: bool,
     ) -> Ran {
-        let span = tracing::info_span!("step_run", step_run_id = %run.run_id, execution_id = %run.execution_id, workflow_id = %run.workflow_id, step_type = run.step_type.as_deref().unwrap_or("?"));
+        let span = step_span(&run);
         // Its first attempt, under the job's lease.
         let first = Member {
             lease: member.lease.clone(),
@@ -592,14 +597,6 @@ impl StepRunner {
         ahead: bool,
     ) -> Result<Ran, JobError> {
         let store = &self.engine.store;
-        if ahead
-            && (run.run_status != rs::PENDING
-                || run.step_type.is_none()
-                || run.config.is_none()
-                || contact.is_none())
-        {
-            return Ok(Ran::Back);
-        }
         if run.run_status != rs::PENDING || !es::ACTIVE.contains(&run.execution_status.as_str()) {
             if !store.skip_step_run(&member.lease, &run.run_id).await? {
                 return Err(JobError::LeaseLost);
