@@ -47,6 +47,17 @@ const MAX_ATTEMPTS: usize = 8;
 pub const UNSUBSCRIBED_REASON: &str =
     "the contact is unsubscribed and the template is a marketing template";
 
+/// A recipient's contact that the caller of [`Sending::prepare_send`] has read: `stored` as the
+/// database holds it (the send is planned from it, and the commit checks that it is still so),
+/// `now` as the caller's own writes, made in the same commit after the send's check, will leave
+/// it (a workflow's `UPDATE_CONTACT` run before the `SEND_EMAIL` in the same round): the email
+/// is rendered for `now`. Both are the same contact when the caller writes nothing before.
+#[derive(Clone, Copy)]
+pub struct KnownContact<'a> {
+    pub stored: &'a Contact,
+    pub now: &'a Contact,
+}
+
 /// A checked send request, ready to go out.
 #[derive(Clone)]
 pub struct SendPlan {
@@ -264,7 +275,7 @@ impl Sending {
         plan: &SendPlan,
         idempotency: Option<&Idempotency<'_>>,
     ) -> Result<Option<Vec<QueuedEmail>>, SendError> {
-        let (prepared, queued) = self.prepare_send(project, plan).await?;
+        let (prepared, queued) = self.prepare_send(project, plan, None).await?;
         let idempotency = idempotency.map(|i| OwnedResponse {
             key: i.key.to_string(),
             endpoint: i.endpoint,
@@ -291,24 +302,39 @@ impl Sending {
     /// [`Store::commit_send`], or for the commit of a workflow round (the send of a
     /// `SEND_EMAIL` step, written in the same transaction as its step run). Refused while the
     /// project's sending is suspended, as read with `project`.
+    ///
+    /// `known`: a recipient's contact the caller has read already (not read again; see
+    /// [`KnownContact`]).
     pub async fn prepare_send(
         &self,
         project: &Project,
         plan: &SendPlan,
+        known: Option<KnownContact<'_>>,
     ) -> Result<(PreparedSend, Vec<QueuedEmail>), SendError> {
         if let Some(reason) = &project.sending_suspended {
             return Err(SendError::Suspended(reason.clone()));
         }
         let project_id: &ProjectId = &project.id;
-        let addresses: Vec<EmailAddress> =
-            plan.recipients.iter().map(|r| r.email.clone()).collect();
-        let mut current: HashMap<String, Contact> = self
-            .store
-            .contacts_with_emails(project_id, &addresses)
-            .await?
-            .into_iter()
-            .map(|c| (c.email.as_str().to_string(), c))
+        let known_address = known.as_ref().map(|k| k.stored.email.as_str());
+        let addresses: Vec<EmailAddress> = plan
+            .recipients
+            .iter()
+            .filter(|r| Some(r.email.as_str()) != known_address)
+            .map(|r| r.email.clone())
             .collect();
+        let mut current: HashMap<String, Contact> = if addresses.is_empty() {
+            HashMap::new()
+        } else {
+            self.store
+                .contacts_with_emails(project_id, &addresses)
+                .await?
+                .into_iter()
+                .map(|c| (c.email.as_str().to_string(), c))
+                .collect()
+        };
+        if let Some(k) = &known {
+            current.insert(k.stored.email.as_str().to_string(), k.stored.clone());
+        }
         // One plan per distinct address; a repeated recipient gets one more email to the same
         // contact, as the first of its plans leaves it.
         let mut contacts: Vec<Plan> = Vec::new();
@@ -324,7 +350,13 @@ impl Sending {
                 data: plan.data.clone(),
             };
             let p = plan_upsert(project_id, &upsert, current.remove(to.email.as_str()));
-            planned.insert(to.email.as_str().to_string(), p.contact().clone());
+            // Rendered for the known contact as the caller's writes will leave it, when the send
+            // itself keeps it as stored (a workflow's send always does).
+            let rendered = match (&known, &p) {
+                (Some(k), Plan::Keep(c)) if c.id == k.stored.id => k.now.clone(),
+                _ => p.contact().clone(),
+            };
+            planned.insert(to.email.as_str().to_string(), rendered);
             contacts.push(p);
         }
         // One copy of the request for the blocking tasks, shared by every recipient's.

@@ -4,7 +4,7 @@
 //! and written back with `WHERE version = <read version>`; a lost race re-reads and retries. This
 //! keeps the patch logic in Rust, identical on both backends, and holds no lock while thinking.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 
 use serde_json::{Map, Value};
 use sqlx::FromRow;
@@ -334,6 +334,18 @@ pub(crate) fn would_change(current: &Contact, change: &ContactChange) -> bool {
     plan_change(current.clone(), &req).changes()
 }
 
+/// `current` as `change` leaves it, by the same rules as the write (what a workflow's step runs
+/// run on in memory see after an `UPDATE_CONTACT` among them, before the commit writes it).
+pub(crate) fn changed(current: &Contact, change: &ContactChange) -> Contact {
+    let req = Request {
+        email: change.email.as_ref(),
+        subscribed: change.subscribed,
+        subscribed_default: false,
+        data: &change.data,
+    };
+    plan_change(current.clone(), &req).contact().clone()
+}
+
 /// How a contact write has the contact it changes.
 #[derive(Clone, Copy)]
 pub(super) enum Current<'a> {
@@ -455,19 +467,29 @@ where
     Ok(Attempt::Written(outcome, tracked, events))
 }
 
-/// Changes the contact `id` inside the caller's transaction `tx`, as
-/// [`Store::update_contact_with`] does in one of its own: read locked with `lock` (the backend's
-/// `FOR UPDATE`), changed, written with its events, its new field types (`types`, see
-/// [`field_types`]) and its idempotency key. `NotFound` when the contact is gone.
-pub(super) async fn change_contact_in<DB>(
+/// One change of a group that [`change_contacts_in`] writes together.
+pub(super) struct GroupChange<'a> {
+    pub(super) id: &'a ContactId,
+    pub(super) change: &'a ContactChange,
+    pub(super) effects: Effects<'a>,
+    /// The field types its data shows for the first time (see [`field_types`]).
+    pub(super) types: Vec<(&'a str, &'static str)>,
+}
+
+/// Changes contacts of `project` by id inside the caller's transaction `tx`, as
+/// [`Store::update_contact_with`] changes one in a transaction of its own, with one statement of
+/// each kind for them all: one read of the contacts (locked with `lock`, in id
+/// order, so that two groups lock them in the same order), each change applied in turn to the
+/// contact as the changes before it left it, then the contacts written once each, their events,
+/// the new field types of the changes that change their contact and the idempotency keys.
+/// Answers each change's outcome, in order: `None` for a contact that is gone (nothing is
+/// written for it).
+pub(super) async fn change_contacts_in<DB>(
     tx: &mut sqlx::Transaction<'_, DB>,
     project: &ProjectId,
-    id: &ContactId,
-    change: &ContactChange,
-    effects: &Effects<'_>,
+    changes: &[GroupChange<'_>],
     lock: &str,
-    types: &[(&str, &str)],
-) -> StoreResult<UpsertOutcome>
+) -> StoreResult<Vec<Option<UpsertOutcome>>>
 where
     DB: sqlx::Database,
     for<'t> sqlx::Transaction<'t, DB>: Statements,
@@ -476,32 +498,85 @@ where
     for<'q> &'q str: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
     for<'r> ContactRow: sqlx::FromRow<'r, DB::Row>,
 {
-    let req = Request {
-        email: change.email.as_ref(),
-        subscribed: change.subscribed,
-        subscribed_default: false,
-        data: &change.data,
-    };
-    match write_contact_in(
-        tx,
-        project,
-        &Target::Id(id),
-        Current::Read(lock),
-        &req,
-        effects,
-        types,
-        None,
-    )
-    .await?
-    {
-        Attempt::Written(outcome, _, events) => {
-            tx.insert_events(&events).await?;
-            Ok(outcome)
+    let ids: BTreeSet<&str> = changes.iter().map(|c| c.id.as_str()).collect();
+    let ids: Vec<&str> = ids.into_iter().collect();
+    let mut state: HashMap<String, Contact> = HashMap::with_capacity(ids.len());
+    for chunk in ids.chunks(MAX_CONTACTS_PER_WRITE) {
+        let sql = format!(
+            "SELECT {COLUMNS} FROM contacts WHERE project_id = $1 AND id IN ({}) ORDER BY id{lock}",
+            super::dialect::placeholders(2, chunk.len())
+        );
+        let sql = super::dialect::bound_in_order(super::dialect::backend_of::<DB>(), sql);
+        let mut q = sqlx::query_as::<_, ContactRow>(&sql).bind(project.as_str());
+        for id in chunk {
+            q = q.bind(*id);
         }
-        Attempt::Unchanged(outcome, _) => Ok(outcome),
-        // Only a write by address inserts, and only an insert races.
-        Attempt::Raced => Err(StoreError::Conflict(Conflict::ContactBusy)),
+        for row in q.fetch_all(&mut **tx).await? {
+            let contact: Contact = row.into();
+            state.insert(contact.id.as_str().to_string(), contact);
+        }
     }
+    let mut writes = ContactWrites::default();
+    let mut events = Vec::new();
+    let mut types: Vec<(&str, &str)> = Vec::new();
+    let mut bodies = Vec::new();
+    let mut outcomes = Vec::with_capacity(changes.len());
+    for c in changes {
+        let Some(current) = state.get(c.id.as_str()) else {
+            outcomes.push(None);
+            continue;
+        };
+        let req = Request {
+            email: c.change.email.as_ref(),
+            subscribed: c.change.subscribed,
+            subscribed_default: false,
+            data: &c.change.data,
+        };
+        let plan = plan_change(current.clone(), &req);
+        let previous = current.subscribed;
+        let contact = plan.contact().clone();
+        let sub_changed = previous != contact.subscribed;
+        let (planned, tracked) = plan_events(
+            project,
+            &contact.id,
+            sub_changed.then_some(contact.subscribed),
+            &c.effects,
+        );
+        writes.add(&plan);
+        events.extend(planned);
+        if plan.changes() {
+            for t in &c.types {
+                if !types.contains(t) {
+                    types.push(*t);
+                }
+            }
+        }
+        if let Some(claim) = &c.effects.idempotency {
+            bodies.push((claim, (claim.response)(&contact, tracked.as_ref())));
+        }
+        outcomes.push(Some(UpsertOutcome {
+            created: false,
+            updated: plan.changes(),
+            subscription_changed_from: sub_changed.then_some(previous),
+            contact: contact.clone(),
+        }));
+        state.insert(contact.id.as_str().to_string(), contact);
+    }
+    if !tx.write_contacts(&writes).await? {
+        // Only an insert races, and a change inserts nothing.
+        return Err(StoreError::Conflict(Conflict::ContactBusy));
+    }
+    tx.insert_events(&events).await?;
+    tx.insert_field_types(project.as_str(), &types, now_ms())
+        .await?;
+    let keys: Vec<_> = bodies
+        .iter()
+        .map(|(claim, body)| (project.as_str(), *claim, body))
+        .collect();
+    if !keys.is_empty() {
+        tx.store_idempotent_responses(&keys).await?;
+    }
+    Ok(outcomes)
 }
 
 impl Store {

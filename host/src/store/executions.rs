@@ -16,8 +16,8 @@ use super::emails::PreparedSend;
 use super::jobs::{JobPayload, Lease, NewJob};
 use super::statements::Statements;
 use super::{Store, StoreError, StoreResult, on_db, on_db_write};
-use crate::domain::contact::ContactChange;
-use crate::domain::event::SubscriptionSource;
+use crate::domain::contact::{Contact, ContactChange};
+use crate::domain::event::{StoredEvent, SubscriptionSource};
 use crate::domain::ids::{ContactId, ExecutionId, ProjectId, StepRunId, WorkflowId};
 use crate::domain::pagination::{Page, PageRequest};
 use crate::domain::time::now_ms;
@@ -221,11 +221,14 @@ pub struct StepCommit<'a> {
     /// Run `next` in this same job instead of queueing a job for it (it is due now): the job's
     /// payload becomes `next`'s and the claim stays.
     pub chain: bool,
-    /// The writes of the step's effects, made in the same transaction as the rest (when the
-    /// lease held and the execution is still active).
+    /// The writes of the effects of the step run and of those in `earlier`, in order, made in
+    /// the same transaction as the rest (when the lease held and the execution is still
+    /// active). A send's contact is checked first: it must still be as the round read it (a
+    /// contact update among them is written after, and the send was rendered for the contact
+    /// as that update leaves it).
     pub effects: &'a [EffectWrite],
     /// The step runs the job ran before this one in the same round, oldest first: each went on
-    /// to the next at once and asked for no effect. The first is the job's own step run, whose
+    /// to the next at once. The first is the job's own step run, whose
     /// row exists; the others and this one are created by the commit, finished (only when the
     /// execution is still active: otherwise the first alone is recorded). Empty when this is
     /// the job's own step run.
@@ -807,9 +810,7 @@ impl Store {
                     .collect();
                 effects.sort_by_key(|(_, e)| e.order());
                 self.write_sends(&mut tx, &effects, now, &mut learned).await?;
-                for (project, effect) in effects {
-                    self.write_update(&mut tx, project, effect, lock, &mut learned).await?;
-                }
+                self.write_updates(&mut tx, &effects, lock, &mut learned).await?;
                 for &k in &held {
                     let c = of(&wave[k]);
                     let i = wave[k];
@@ -914,13 +915,15 @@ impl Store {
         Ok(())
     }
 
-    /// Makes an `UPDATE_CONTACT` effect's write inside a round's commit (a send is written by
-    /// [`Store::write_sends`]: nothing here); the field types it records are added to `learned`.
-    async fn write_update<DB>(
+    /// Makes the `UPDATE_CONTACT` writes among a round's `effects` inside its commit, in their
+    /// order, with one statement of each kind for those of a project
+    /// ([`super::contacts::change_contacts_in`]; a send is written by [`Store::write_sends`]:
+    /// nothing here); the field types they record are added to `learned`. Nothing is written
+    /// for a contact deleted meanwhile.
+    async fn write_updates<DB>(
         &self,
         tx: &mut sqlx::Transaction<'_, DB>,
-        project: &str,
-        effect: &EffectWrite,
+        effects: &[(&str, &EffectWrite)],
         lock: &str,
         learned: &mut Vec<(String, Vec<(String, &'static str)>)>,
     ) -> StoreResult<()>
@@ -932,57 +935,77 @@ impl Store {
         for<'q> &'q str: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
         for<'r> super::contacts::ContactRow: sqlx::FromRow<'r, DB::Row>,
     {
-        let EffectWrite::UpdateContact {
-            contact,
-            change,
-            key,
-            response,
-        } = effect
-        else {
-            return Ok(());
-        };
-        let project_id = ProjectId::from_trusted(project.to_string());
-        let types = self
-            .known_fields
-            .unknown(project, &super::contacts::field_types(&change.data.set));
-        let recorded = response.clone();
-        let respond =
-            move |_: &crate::domain::contact::Contact,
-                  _: Option<&crate::domain::event::StoredEvent>| { recorded.clone() };
-        let effects = super::contacts::Effects {
-            source: SubscriptionSource::Workflow,
-            reason: None,
-            event: None,
-            idempotency: Some(super::idempotency::IdempotentWrite {
-                key,
-                endpoint: EFFECT_ENDPOINT,
-                request_hash: key,
-                status: 200,
-                response: &respond,
-            }),
-        };
-        match super::contacts::change_contact_in(
-            tx,
-            &project_id,
-            contact,
-            change,
-            &effects,
-            lock,
-            &types,
-        )
-        .await
-        {
-            Ok(outcome) => {
-                if outcome.updated && !types.is_empty() {
-                    let owned = types.iter().map(|(k, t)| (k.to_string(), *t)).collect();
-                    learned.push((project.to_string(), owned));
-                }
-                Ok(())
+        let mut projects: Vec<&str> = Vec::new();
+        for (project, effect) in effects {
+            if matches!(effect, EffectWrite::UpdateContact { .. }) && !projects.contains(project) {
+                projects.push(project);
             }
-            // Deleted meanwhile (nothing was written): there is nothing to update.
-            Err(StoreError::NotFound) => Ok(()),
-            Err(e) => Err(e),
         }
+        for project in projects {
+            let updates: Vec<(&ContactId, &ContactChange, &String, &Value)> = effects
+                .iter()
+                .filter(|(p, _)| *p == project)
+                .filter_map(|(_, effect)| match effect {
+                    EffectWrite::UpdateContact {
+                        contact,
+                        change,
+                        key,
+                        response,
+                    } => Some((contact, &**change, key, response)),
+                    EffectWrite::SendEmail { .. } => None,
+                })
+                .collect();
+            // Each replays the response recorded with its effect.
+            let responders: Vec<_> = updates
+                .iter()
+                .map(|(_, _, _, response)| {
+                    let recorded = (*response).clone();
+                    move |_: &Contact, _: Option<&StoredEvent>| recorded.clone()
+                })
+                .collect();
+            let changes: Vec<super::contacts::GroupChange<'_>> = updates
+                .iter()
+                .zip(&responders)
+                .map(
+                    |((contact, change, key, _), respond)| super::contacts::GroupChange {
+                        id: contact,
+                        change,
+                        effects: super::contacts::Effects {
+                            source: SubscriptionSource::Workflow,
+                            reason: None,
+                            event: None,
+                            idempotency: Some(super::idempotency::IdempotentWrite {
+                                key,
+                                endpoint: EFFECT_ENDPOINT,
+                                request_hash: key,
+                                status: 200,
+                                response: respond as &super::contacts::Respond,
+                            }),
+                        },
+                        types: self
+                            .known_fields
+                            .unknown(project, &super::contacts::field_types(&change.data.set)),
+                    },
+                )
+                .collect();
+            let project_id = ProjectId::from_trusted(project.to_string());
+            let outcomes =
+                super::contacts::change_contacts_in(tx, &project_id, &changes, lock).await?;
+            let mut types: Vec<(String, &'static str)> = Vec::new();
+            for (change, outcome) in changes.iter().zip(outcomes) {
+                if outcome.is_some_and(|o| o.updated) {
+                    for (k, t) in &change.types {
+                        if !types.iter().any(|(known, _)| known == k) {
+                            types.push((k.to_string(), *t));
+                        }
+                    }
+                }
+            }
+            if !types.is_empty() {
+                learned.push((project.to_string(), types));
+            }
+        }
+        Ok(())
     }
 
     /// Marks a step run and its execution failed because the step cannot run at all (its

@@ -3,7 +3,7 @@
 
 use herald_sdk::bindings::herald::plugin::step_types as wit;
 use herald_sdk::http::{Request, send};
-use herald_sdk::step::{Input, Output, Step};
+use herald_sdk::step::{Effect, Input, Output, Step};
 use serde::Deserialize;
 
 #[derive(Deserialize)]
@@ -74,6 +74,16 @@ impl Step for Hostile {
                 }
             }
             "echo" => Output::next().set_context("email", input.contact.email.into()),
+            "two-updates" => {
+                // Two writes: the host makes them one by one, each in its own transaction.
+                let update = |key: &str, value: u32| Effect::UpdateContact {
+                    data: Some([(key.to_string(), value.into())].into_iter().collect()),
+                    subscribed: None,
+                };
+                Output::next()
+                    .effect(update("first", 1))
+                    .effect(update("second", 2))
+            }
             "wasi-time" => {
                 // What WASI's clocks and randomness give this plugin: the wall clock in
                 // milliseconds, and a hash keyed by the standard library's random seed.

@@ -385,8 +385,8 @@ async fn onboarding_branches_sends_updates_and_exits() {
 
 /// A step's write commits with its step run: an `UPDATE_CONTACT` that unsubscribes records
 /// `contact.unsubscribed` with source `workflow`, and the `SEND_EMAIL` of a marketing template
-/// after it (rendered in a later round, from the contact as the update left it) is suppressed.
-/// Twice in a row for one contact (re-entry), the second update changes nothing.
+/// after it (run on in memory, for the contact as the update leaves it, and committed with it)
+/// is suppressed. Twice in a row for one contact (re-entry), the second update changes nothing.
 #[tokio::test]
 async fn an_update_commits_with_its_step_run_and_the_next_send_sees_it() {
     let app = TestApp::spawn_with(fast).await;
@@ -429,6 +429,12 @@ async fn an_update_commits_with_its_step_run_and_the_next_send_sees_it() {
     let r = app.get(&format!("/emails/{email_id}"), &p.secret_key).await;
     assert_eq!(r.status, 200, "{}", r.body);
     assert_eq!(r.body["status"], "suppressed", "{}", r.body);
+    // One commit recorded the three.
+    let finished: Vec<&Value> = (0..3).map(|i| &e["stepRuns"][i]["finishedAt"]).collect();
+    assert!(
+        finished[0].is_string() && finished[0] == finished[1] && finished[1] == finished[2],
+        "{e}"
+    );
 
     let contact = contact_by_email(&app, &p, "cy@example.com").await;
     assert_eq!(contact["subscribed"], false, "{contact}");
@@ -451,16 +457,107 @@ async fn an_update_commits_with_its_step_run_and_the_next_send_sees_it() {
     let done = settled(&app, &p, &wf, 2, &["EXITED"]).await;
     let update = &done[1]["stepRuns"][0]["output"]["effects"][0];
     assert_eq!(update["updated"], false, "{:?}", done[1]);
+    assert_eq!(events_named(&app, &p, id, "contact.unsubscribed").await, 1);
+}
+
+/// How many events named `name` the contact `id` has.
+async fn events_named(app: &TestApp, p: &TestProject, id: &str, name: &str) -> usize {
     let r = app
         .get(&format!("/events/contact/{id}"), &p.secret_key)
         .await;
-    let unsubscribed = r.body["data"]
+    assert_eq!(r.status, 200, "{}", r.body);
+    r.body["data"]
         .as_array()
         .unwrap()
         .iter()
-        .filter(|e| e["name"] == "contact.unsubscribed")
-        .count();
-    assert_eq!(unsubscribed, 1, "{}", r.body);
+        .filter(|e| e["name"] == name)
+        .count()
+}
+
+/// Step runs run on in memory past an `UPDATE_CONTACT`: the `SEND_EMAIL` after it renders the
+/// contact as the update leaves it and both commit together, with the contact written once; a
+/// `CONDITION` on the event history after them runs from its own row in the next round, so it
+/// sees the `contact.unsubscribed` event the update recorded. A step that makes several writes
+/// is not run on to (its writes wait for its own row) and makes each once.
+#[tokio::test]
+async fn a_chain_sends_what_its_update_leaves_and_stops_before_history_and_multiple_writes() {
+    let (_dir, app) = with_hostile_plugin().await;
+    let p = app.project().await;
+    let tpl = template(&app, &p, "TRANSACTIONAL").await;
+    let saw = json!({ "filter": { "logic": "AND", "groups": [ { "filters": [
+        { "field": "event.contact.unsubscribed", "operator": "triggered" }
+    ] } ] } });
+    let (wf, _) = workflow(
+        &app,
+        &p,
+        "upgrade",
+        vec![
+            Step(
+                "UPDATE_CONTACT",
+                json!({ "subscribed": false, "data": { "plan": "pro" } }),
+            ),
+            Step("SEND_EMAIL", json!({ "templateId": tpl })),
+            Step("CONDITION", saw),
+            Step("EXIT", json!({ "reason": "saw it" })),
+            Step("EXIT", json!({ "reason": "missed it" })),
+            Step(
+                "PLUGIN",
+                json!({ "plugin": "hostile", "mode": "two-updates" }),
+            ),
+        ],
+        &[
+            (0, 1, None),
+            (1, 2, None),
+            (2, 5, Some("yes")),
+            (2, 4, Some("no")),
+            (5, 3, None),
+        ],
+        json!({}),
+    )
+    .await;
+    let r = app
+        .post(
+            "/contacts",
+            &p.secret_key,
+            json!({ "email": "zed@example.com", "subscribed": true, "data": { "firstName": "Zed", "plan": "free" } }),
+        )
+        .await;
+    assert!(r.status.is_success(), "{}", r.body);
+    track(&app, &p, "zed@example.com", "upgrade", json!({})).await;
+    let e = &settled(&app, &p, &wf, 1, &["EXITED"]).await[0];
+    assert_eq!(
+        runs(e),
+        vec![
+            run("UPDATE_CONTACT", "COMPLETED", None),
+            run("SEND_EMAIL", "COMPLETED", None),
+            run("CONDITION", "COMPLETED", Some("yes")),
+            run("PLUGIN", "COMPLETED", None),
+            run("EXIT", "COMPLETED", None),
+        ]
+    );
+    assert_eq!(e["exitReason"], "saw it", "{e}");
+    let at = |i: usize| e["stepRuns"][i]["finishedAt"].clone();
+    assert_eq!(at(0), at(1), "{e}");
+    for r in e["stepRuns"].as_array().unwrap() {
+        assert_eq!(r["attempts"], 1, "{r}");
+    }
+    // The email shows the plan the update set, rendered before it was written.
+    let messages = delivered(&app, 1).await;
+    assert_eq!(messages.len(), 1);
+    assert!(messages[0].contains("your plan is pro"), "{}", messages[0]);
+    let contact = contact_by_email(&app, &p, "zed@example.com").await;
+    assert_eq!(contact["subscribed"], false, "{contact}");
+    assert_eq!(contact["data"]["plan"], "pro", "{contact}");
+    assert_eq!(contact["data"]["first"], 1, "{contact}");
+    assert_eq!(contact["data"]["second"], 2, "{contact}");
+    let id = contact["id"].as_str().unwrap();
+    assert_eq!(events_named(&app, &p, id, "contact.unsubscribed").await, 1);
+    let emails = count(
+        &app.database_url,
+        "SELECT COUNT(*) FROM emails WHERE to_address = 'zed@example.com'",
+    )
+    .await;
+    assert_eq!(emails, 1);
 }
 
 /// A `CONDITION` on the contact's history (an `event.<name>` condition) is given the event
@@ -1126,19 +1223,14 @@ async fn steps_run_on_in_memory_record_each_run_and_a_trap_among_them_retries_fr
         );
         assert!(r["input"]["contactId"].is_string(), "{r}");
     }
-    // Committed in two rounds: the condition and the delay with the update after them, then
-    // the second delay with the exit.
+    // Committed in one round: the update's write waits for the commit of the exit.
     let finished: Vec<&Value> = e["stepRuns"]
         .as_array()
         .unwrap()
         .iter()
         .map(|r| &r["finishedAt"])
         .collect();
-    assert!(
-        finished[0] == finished[1] && finished[1] == finished[2],
-        "{e}"
-    );
-    assert_eq!(finished[3], finished[4], "{e}");
+    assert!(finished.iter().all(|f| *f == finished[0]), "{e}");
     assert_eq!(e["exitReason"], "done");
     let contact = contact_by_email(&app, &p, "chain@example.com").await;
     assert_eq!(contact["data"]["chained"], true, "{contact}");

@@ -23,7 +23,7 @@ use crate::domain::template::CompiledTemplate;
 use crate::domain::template::fields::TemplateType;
 use crate::domain::workflow::MAX_CONFIG_BYTES;
 use crate::plugins::types::Effect;
-use crate::services::sending::{Idempotency, QueuedEmail, SendError, SendPlan};
+use crate::services::sending::{Idempotency, KnownContact, QueuedEmail, SendError, SendPlan};
 use crate::services::sending_domains::{Sender, SenderError};
 use crate::store::contacts::{Effects, would_change};
 use crate::store::executions::{EFFECT_ENDPOINT, EffectWrite};
@@ -136,7 +136,10 @@ fn deferred_update(
 }
 
 impl WorkflowEngine {
-    /// Performs `effects` in order for `contact`; set-context effects change `context`.
+    /// Performs `effects` in order for `known.now`, the contact as the step saw it; `known.stored`
+    /// is the same contact as the database holds it (they differ when step runs run on in memory
+    /// before this one updated it: their writes come in the same commit, after the check that
+    /// `stored` is still so). Set-context effects change `context`.
     /// Answers what each did (for the step run's output) and the writes left to the round's
     /// commit: a step's one write (a send, planned and rendered here, or a contact update) is
     /// made in the same transaction as its step run (see [`EffectWrite`]). A step with several
@@ -149,13 +152,14 @@ impl WorkflowEngine {
     pub(crate) async fn apply_effects(
         &self,
         reads: &mut SendReads,
-        contact: &Contact,
+        known: KnownContact<'_>,
         run: &str,
         first_attempt: bool,
         effects: &[Effect],
         context: &mut Map<String, Value>,
     ) -> Result<(Vec<Value>, Vec<EffectWrite>), EffectError> {
         let project = &reads.project.clone();
+        let contact = known.now;
         let mut done = Vec::with_capacity(effects.len());
         let mut writes = Vec::new();
         // The one write of a step (every built-in step's case) waits for the round's commit;
@@ -195,7 +199,7 @@ impl WorkflowEngine {
                                     .await?;
                                 let (send, queued) = self
                                     .sending
-                                    .prepare_send(&project, &plan)
+                                    .prepare_send(&project, &plan, Some(known))
                                     .await
                                     .map_err(send_error)?;
                                 let response = send_response(&queued);

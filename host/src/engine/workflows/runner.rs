@@ -1,7 +1,7 @@
 //! Running step runs (`workflow.step` jobs, in batches of a project's due jobs) and resuming a
 //! wait on its timeout (`workflow.timeout` jobs).
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap, HashSet};
 
 use futures::future::BoxFuture;
 use serde::Deserialize;
@@ -17,6 +17,8 @@ use crate::domain::workflow::{StepType, execution_status as es, step_run_status 
 use crate::jobs::{JobContext, JobError, JobHandler, backoff_ms, jittered};
 use crate::plugins::PluginError;
 use crate::plugins::types::{self as step, Outcome, StepInput};
+use crate::services::sending::KnownContact;
+use crate::store::contacts::changed;
 use crate::store::executions::{
     Committed, EffectWrite, Exit, NextRun, RunContext, RunOutcome, STEP_KIND, StepCommit,
     StepPayload, TIMEOUT_KIND, TimeoutPayload,
@@ -92,6 +94,15 @@ fn reads_history(step_type: &str, config: &Value) -> bool {
                 .map_or(true, |filter| filter.reads_history())
         }),
         Some(t) => t.reads_history(),
+    }
+}
+
+/// `contact` as the `UPDATE_CONTACT` writes among `effects` leave it.
+fn apply_updates(contact: &mut Contact, effects: &[EffectWrite]) {
+    for effect in effects {
+        if let EffectWrite::UpdateContact { change, .. } = effect {
+            *contact = changed(contact, change);
+        }
     }
 }
 
@@ -175,8 +186,12 @@ struct Planned {
     next: Option<NextRun>,
     timeout_job: Option<NewJob>,
     chain: bool,
-    /// The effects' writes, made in the round's commit.
+    /// The writes of its effects and of those of the step runs run before it in the same chain,
+    /// in order, made in the round's commit.
     effects: Vec<EffectWrite>,
+    /// Its effects were written before the commit, one by one (a step with several writes), so
+    /// the contact the round read may no longer be the contact's.
+    wrote_alone: bool,
     /// The step runs run before this one in the same round, oldest first (see
     /// [`StepCommit::earlier`]).
     earlier: Vec<Planned>,
@@ -199,10 +214,18 @@ impl Planned {
     }
 
     /// Whether the job may run the next step run on in memory: it goes on to it at once
-    /// ([`Planned::chain`]) and neither sends nor updates the contact (context values are not
-    /// writes), so the contact the round read is still the contact's.
+    /// ([`Planned::chain`]) and did not write its effects before the commit. Its writes and
+    /// those of the step runs before it wait for the commit of the last step run of the chain
+    /// ([`StepRunner::round`] says when an update of the contact ends the chain).
     fn runs_on(&self) -> bool {
-        self.chain && self.effects.is_empty() && self.next.is_some()
+        self.chain && self.next.is_some() && !self.wrote_alone
+    }
+
+    /// Whether this step run, or one run before it in the same chain, updates the contact.
+    fn updates_contact(&self) -> bool {
+        self.effects
+            .iter()
+            .any(|e| matches!(e, EffectWrite::UpdateContact { .. }))
     }
 
     /// The next step run's context, as the commit will leave it: the same execution, trigger
@@ -378,6 +401,14 @@ impl StepRunner {
             .into_iter()
             .map(|c| (c.id.as_str().to_string(), c))
             .collect();
+        // Contacts that more than one of the round's step runs is for.
+        let mut once = HashSet::new();
+        let shared: HashSet<String> = runs
+            .values()
+            .filter(|r| !once.insert(r.contact_id.as_str()))
+            .map(|r| r.contact_id.clone())
+            .collect();
+        drop(once);
         let workflow_ids: BTreeSet<&str> = runs.values().map(|r| r.workflow_id.as_str()).collect();
         let workflow_ids: Vec<&str> = workflow_ids.into_iter().collect();
         let transitions = store.transitions_of_workflows(&workflow_ids).await?;
@@ -399,11 +430,18 @@ impl StepRunner {
             let mut outcome = self
                 .run_member(&mut reads, m, run, contact.clone(), exits, may_chain)
                 .await;
-            // Runs on in memory while a step run goes on at once without effects, so that a
-            // chain of such steps and the step after them are read and committed once.
+            // The contact as the chain's step runs so far leave it: their updates are written by
+            // the commit, after it checks that the contact is still as the round read it.
+            let mut current = contact.clone();
+            if let (Ran::Commit(p), Some(current)) = (&outcome, &mut current) {
+                apply_updates(current, &p.effects);
+            }
+            // Runs on in memory while a step run goes on at once, so that a chain of such steps
+            // and the step after them are read and committed once, their effects' writes with
+            // them.
             while let Ran::Commit(planned) = &outcome
                 && planned.runs_on()
-                && let Some(contact) = &contact
+                && let (Some(stored), Some(seen)) = (&contact, &current)
             {
                 let next = planned.next.as_ref().expect("runs_on");
                 let Some(config) = transitions
@@ -413,12 +451,23 @@ impl StepRunner {
                 else {
                     break;
                 };
+                // Past an update of the contact, only when no other step run of the round is for
+                // the same contact (two chains that each updated it, both checked against the one
+                // read, would each miss the other's update), and not into a step that reads the
+                // contact's events or segments (its subscription events are written by the
+                // commit).
+                if planned.updates_contact()
+                    && (shared.contains(stored.id.as_str())
+                        || reads_history(&next.step_type, config))
+                {
+                    break;
+                }
                 let run = planned.next_context(next, config);
                 let exits = transitions.get(&run.step_id).map_or(&[][..], Vec::as_slice);
                 let ahead = planned.earlier.len() as u32 + 1;
                 let may_chain = m.ran + 1 + ahead < CHAIN_LIMIT;
                 let Ran::Commit(mut then) = self
-                    .run_ahead(&mut reads, m, run, contact.clone(), exits, may_chain)
+                    .run_ahead(&mut reads, m, run, stored, seen.clone(), exits, may_chain)
                     .await
                 else {
                     break;
@@ -426,6 +475,12 @@ impl StepRunner {
                 let Ran::Commit(mut planned) = outcome else {
                     unreachable!("matched above")
                 };
+                if let Some(current) = &mut current {
+                    apply_updates(current, &then.effects);
+                }
+                let mut effects = std::mem::take(&mut planned.effects);
+                effects.append(&mut then.effects);
+                then.effects = effects;
                 then.earlier = std::mem::take(&mut planned.earlier);
                 then.earlier.push(*planned);
                 outcome = Ran::Commit(then);
@@ -532,7 +587,16 @@ impl StepRunner {
         };
         let span = step_span(&run);
         match self
-            .run_step(reads, member, run, contact, transitions, may_chain, false)
+            .run_step(
+                reads,
+                member,
+                run,
+                None,
+                contact,
+                transitions,
+                may_chain,
+                false,
+            )
             .instrument(span)
             .await
         {
@@ -541,14 +605,17 @@ impl StepRunner {
         }
     }
 
-    /// Runs on in memory to `run`, the step run that `member`'s step run goes on to at once:
+    /// Runs on in memory to `run`, the step run that `member`'s step run goes on to at once, for
+    /// `contact` as the step runs before it leave it (`stored`: as the round read it):
     /// [`Ran::Commit`] with its outcome, or [`Ran::Back`] (nothing written) when it does not
     /// come to one.
+    #[allow(clippy::too_many_arguments)]
     async fn run_ahead(
         &self,
         reads: &mut SendReads,
         member: &Member,
         run: RunContext,
+        stored: &Contact,
         contact: Contact,
         transitions: &[Exit],
         may_chain: bool,
@@ -569,6 +636,7 @@ impl StepRunner {
                 reads,
                 &first,
                 run,
+                Some(stored),
                 Some(contact),
                 transitions,
                 may_chain,
@@ -582,15 +650,17 @@ impl StepRunner {
         }
     }
 
-    /// Runs one step run: its plugin and effects, answering the outcome to commit. `ahead`: it
-    /// is run on to in memory (its row does not exist yet), so where it cannot come to an
-    /// outcome it answers [`Ran::Back`] and writes nothing.
+    /// Runs one step run for `contact` (`stored`: the contact as the round read it, when the
+    /// step runs run on to before it updated it): its plugin and effects, answering the outcome
+    /// to commit. `ahead`: it is run on to in memory (its row does not exist yet), so where it
+    /// cannot come to an outcome it answers [`Ran::Back`] and writes nothing.
     #[allow(clippy::too_many_arguments)]
     async fn run_step(
         &self,
         reads: &mut SendReads,
         member: &Member,
         run: RunContext,
+        stored: Option<&Contact>,
         contact: Option<Contact>,
         transitions: &[Exit],
         may_chain: bool,
@@ -654,12 +724,26 @@ impl StepRunner {
                 return self.retry_or_fail(member, &run, message).await;
             }
         };
+        let write_count = result
+            .effects
+            .iter()
+            .filter(|e| !matches!(e, step::Effect::SetContext { .. }))
+            .count();
+        if ahead && write_count > 1 {
+            // Several writes are made one by one, each in a transaction of its own under this
+            // step run's keys: they wait for its own row (the next round), so that a round
+            // retried does not make them again under another step run's keys.
+            return Ok(Ran::Back);
+        }
         let mut context = run.context.0.clone();
         let (effects, writes) = match self
             .engine
             .apply_effects(
                 reads,
-                &contact,
+                KnownContact {
+                    stored: stored.unwrap_or(&contact),
+                    now: &contact,
+                },
                 &run.run_id,
                 member.attempts == 1,
                 &result.effects,
@@ -701,6 +785,7 @@ impl StepRunner {
             timeout_job: None,
             chain: false,
             effects: writes,
+            wrote_alone: write_count > 1,
             earlier: Vec::new(),
             run,
         };
