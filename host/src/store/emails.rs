@@ -163,29 +163,57 @@ where
     for<'q> &'q str: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
     for<'r> (String, String, i64): sqlx::FromRow<'r, DB::Row>,
 {
-    let plans = send.in_address_order();
-    let mut found: HashMap<String, (String, i64)> = HashMap::with_capacity(plans.len());
-    for chunk in plans.chunks(MAX_FRESH_PER_SELECT) {
+    Ok(sends_fresh_in(tx, project, &[send], lock).await?[0])
+}
+
+/// [`contacts_fresh_in`] of several sends of `project` at once: one select (per
+/// [`MAX_FRESH_PER_SELECT`] addresses) of all their recipients, locked in address order; answers
+/// whether each send is fresh, in order.
+pub(super) async fn sends_fresh_in<DB>(
+    tx: &mut sqlx::Transaction<'_, DB>,
+    project: &ProjectId,
+    sends: &[&PreparedSend],
+    lock: &str,
+) -> StoreResult<Vec<bool>>
+where
+    DB: sqlx::Database,
+    for<'e> &'e mut DB::Connection: sqlx::Executor<'e, Database = DB>,
+    for<'q> DB::Arguments<'q>: sqlx::IntoArguments<'q, DB>,
+    for<'q> &'q str: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+    for<'r> (String, String, i64): sqlx::FromRow<'r, DB::Row>,
+{
+    let addresses: std::collections::BTreeSet<&str> = sends
+        .iter()
+        .flat_map(|send| send.contacts.iter().map(|p| p.contact().email.as_str()))
+        .collect();
+    let addresses: Vec<&str> = addresses.into_iter().collect();
+    let mut found: HashMap<String, (String, i64)> = HashMap::with_capacity(addresses.len());
+    for chunk in addresses.chunks(MAX_FRESH_PER_SELECT) {
         let sql = format!(
             "SELECT email, id, version FROM contacts WHERE project_id = $1 AND email IN ({}) \
              ORDER BY email{lock}",
             super::dialect::placeholders(2, chunk.len())
         );
         let mut q = sqlx::query_as::<_, (String, String, i64)>(&sql).bind(project.as_str());
-        for plan in chunk {
-            q = q.bind(plan.contact().email.as_str());
+        for address in chunk {
+            q = q.bind(*address);
         }
         for (email, id, version) in q.fetch_all(&mut **tx).await? {
             found.insert(email, (id, version));
         }
     }
-    Ok(plans.iter().all(|plan| {
-        let now = found.get(plan.contact().email.as_str());
-        match plan.based_on() {
-            Some(c) => now.is_some_and(|(id, v)| id == c.id.as_str() && *v == c.version),
-            None => now.is_none(),
-        }
-    }))
+    Ok(sends
+        .iter()
+        .map(|send| {
+            send.contacts.iter().all(|plan| {
+                let now = found.get(plan.contact().email.as_str());
+                match plan.based_on() {
+                    Some(c) => now.is_some_and(|(id, v)| id == c.id.as_str() && *v == c.version),
+                    None => now.is_none(),
+                }
+            })
+        })
+        .collect())
 }
 
 /// The most recipients one select of [`contacts_fresh_in`] names.

@@ -707,21 +707,42 @@ impl Store {
             for wave in &waves {
                 let of = |i: &usize| &commits[*i];
                 // A send whose contact changed since it was rendered is not written: its step
-                // run is retried (and rendered again), the others go on. The contacts stay locked
-                // until the commit (PostgreSQL; SQLite's writer excludes the others anyway).
-                let mut fresh = Vec::with_capacity(wave.len());
-                for &i in wave {
-                    let mut ok = true;
-                    for effect in of(&i).effects {
-                        if let EffectWrite::SendEmail { send, .. } = effect {
-                            let project = ProjectId::from_trusted(of(&i).project_id.to_string());
-                            ok &= super::emails::contacts_fresh_in(&mut tx, &project, send, lock).await?;
+                // run is retried (and rendered again), the others go on. The wave's sends are
+                // checked with one select a project; the contacts stay locked until the commit
+                // (PostgreSQL; SQLite's writer excludes the others anyway).
+                let mut stale: HashSet<usize> = HashSet::new();
+                let mut projects: Vec<&str> = wave.iter().map(|i| of(i).project_id).collect();
+                projects.sort_unstable();
+                projects.dedup();
+                for project in projects {
+                    let sends: Vec<(usize, &PreparedSend)> = wave
+                        .iter()
+                        .filter(|i| of(i).project_id == project)
+                        .flat_map(|&i| {
+                            of(&i).effects.iter().filter_map(move |e| match e {
+                                EffectWrite::SendEmail { send, .. } => Some((i, &**send)),
+                                EffectWrite::UpdateContact { .. } => None,
+                            })
+                        })
+                        .collect();
+                    if sends.is_empty() {
+                        continue;
+                    }
+                    let project = ProjectId::from_trusted(project.to_string());
+                    let checked: Vec<&PreparedSend> = sends.iter().map(|(_, s)| *s).collect();
+                    let fresh = super::emails::sends_fresh_in(&mut tx, &project, &checked, lock).await?;
+                    for ((i, _), fresh) in sends.iter().zip(fresh) {
+                        if !fresh {
+                            stale.insert(*i);
                         }
                     }
-                    if ok {
-                        fresh.push(i);
-                    } else {
+                }
+                let mut fresh = Vec::with_capacity(wave.len());
+                for &i in wave {
+                    if stale.contains(&i) {
                         outcomes[i] = Committed::Stale;
+                    } else {
+                        fresh.push(i);
                     }
                 }
                 let wave = &fresh;
