@@ -145,30 +145,12 @@ impl PreparedSend {
     }
 }
 
-/// Whether the contacts `send` was planned from are still as they were read, checked inside
-/// `tx` by one select of their ids and versions, locked with `lock` (the backend's `FOR UPDATE`;
-/// the rows stay locked on PostgreSQL) in address order, so that two sends to overlapping
-/// recipients lock them in the same order and never deadlock. A new recipient's contact must
-/// still be missing.
-pub(super) async fn contacts_fresh_in<DB>(
-    tx: &mut sqlx::Transaction<'_, DB>,
-    project: &ProjectId,
-    send: &PreparedSend,
-    lock: &str,
-) -> StoreResult<bool>
-where
-    DB: sqlx::Database,
-    for<'e> &'e mut DB::Connection: sqlx::Executor<'e, Database = DB>,
-    for<'q> DB::Arguments<'q>: sqlx::IntoArguments<'q, DB>,
-    for<'q> &'q str: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
-    for<'r> (String, String, i64): sqlx::FromRow<'r, DB::Row>,
-{
-    Ok(sends_fresh_in(tx, project, &[send], lock).await?[0])
-}
-
-/// [`contacts_fresh_in`] of several sends of `project` at once: one select (per
-/// [`MAX_FRESH_PER_SELECT`] addresses) of all their recipients, locked in address order; answers
-/// whether each send is fresh, in order.
+/// Whether the contacts each of `sends` (of `project`) was planned from are still as they were
+/// read, checked inside `tx` by one select of their ids and versions (per
+/// [`MAX_FRESH_PER_SELECT`] addresses), locked with `lock` (the backend's `FOR UPDATE`; the rows
+/// stay locked on PostgreSQL) in address order, so that two sends to overlapping recipients lock
+/// them in the same order and never deadlock. A new recipient's contact must still be missing.
+/// Answers whether each send is fresh, in order.
 pub(super) async fn sends_fresh_in<DB>(
     tx: &mut sqlx::Transaction<'_, DB>,
     project: &ProjectId,
@@ -216,7 +198,7 @@ where
         .collect())
 }
 
-/// The most recipients one select of [`contacts_fresh_in`] names.
+/// The most recipients one select of [`sends_fresh_in`] names.
 const MAX_FRESH_PER_SELECT: usize = 500;
 
 /// One send to write with others ([`write_sends_in`]).
@@ -233,7 +215,7 @@ pub(super) struct SendWrite<'a> {
     pub(super) idempotency: Option<&'a IdempotentWrite<'a, &'a Value>>,
 }
 
-/// Writes a send whose contacts [`contacts_fresh_in`] found fresh, inside `tx`: each recipient's
+/// Writes a send whose contacts [`sends_fresh_in`] found fresh, inside `tx`: each recipient's
 /// contact as planned (with its subscription event), the new field types `types`, the stored
 /// attachments, every email with its first history entry and, unless suppressed, its delivery
 /// job, and the idempotency key. `false` when a new recipient's address was taken meanwhile
@@ -548,7 +530,7 @@ impl Store {
         let lock = super::dialect::for_update(self.db().backend());
         let wrote = on_db_write!(self.db(), pool => {
             let mut tx = pool.begin_write().await?;
-            let fresh = contacts_fresh_in(&mut tx, project, send, lock).await?
+            let fresh = sends_fresh_in(&mut tx, project, &[send], lock).await?[0]
                 && write_send_in(&mut tx, project, send, &types, max_attempts, idempotency.as_ref(), now).await?;
             if fresh {
                 tx.commit().await?;

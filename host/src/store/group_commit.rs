@@ -33,7 +33,7 @@
 //! its contact is locked with the others at the start and checked, against that read (or the
 //! group's own last write of it), to be still as the send was planned from (a send planned from
 //! an older contact is answered `false` without writing, to be planned again; only a contact that
-//! an earlier send of the group wrote is read again, by [`super::emails::contacts_fresh_in`]).
+//! an earlier send of the group wrote is read again, by [`super::emails::sends_fresh_in`]).
 //! The group's fresh sends are then written together by [`super::emails::write_sends_in`], one
 //! statement per table (contacts, events, jobs, emails, their history, keys) as one send to many
 //! recipients is, before a later request of the same contact and at the end (when the group is
@@ -58,7 +58,7 @@ use super::contacts::{
     Request, Target, field_types, write_contact_in,
 };
 use super::dialect::BeginWrite;
-use super::emails::{PreparedSend, SendWrite, contacts_fresh_in, write_send_in, write_sends_in};
+use super::emails::{PreparedSend, SendWrite, sends_fresh_in, write_send_in, write_sends_in};
 use super::idempotency::IdempotentWrite;
 use super::statements::Statements;
 use super::{Backend, Conflict, Store, StoreError, StoreResult, on_db_write};
@@ -558,7 +558,9 @@ where
                         .unknown(write.project.as_str(), &write.send.types());
                     let fresh = match fresh_in_group(&written, &absent, key, &write.send) {
                         Some(fresh) => Ok(fresh),
-                        None => contacts_fresh_in(tx, &write.project, &write.send, lock).await,
+                        None => sends_fresh_in(tx, &write.project, &[&write.send], lock)
+                            .await
+                            .map(|fresh| fresh[0]),
                     };
                     match fresh {
                         // Written with the others; answered `true` once the group committed.
@@ -717,7 +719,7 @@ where
         .known_fields
         .unknown(project.as_str(), &write.send.types());
     let outcome = async {
-        if !contacts_fresh_in(tx, project, &write.send, lock).await? {
+        if !sends_fresh_in(tx, project, &[&write.send], lock).await?[0] {
             return Ok(SendEnd::Stale);
         }
         let now = crate::domain::time::now_ms();
