@@ -1124,9 +1124,9 @@ async fn a_trapping_step_fails_its_execution_after_retries_and_others_go_on() {
     assert_eq!(app.get("/health", &p.secret_key).await.status, 200);
 }
 
-/// Steps that go on at once without effects are run on in memory and committed with the step
-/// after them; a step run on to that traps writes nothing then and is run again from its own
-/// row, where its attempts count and its failure is recorded as for any step.
+/// Steps that go on at once are run on in memory and committed together, two contact updates
+/// among them written in their order; a step run on to that traps writes nothing then and is run
+/// again from its own row, where its attempts count and its failure is recorded as for any step.
 #[tokio::test]
 async fn steps_run_on_in_memory_record_each_run_and_a_trap_among_them_retries_from_its_row() {
     let (_dir, app) = with_hostile_plugin().await;
@@ -1135,15 +1135,24 @@ async fn steps_run_on_in_memory_record_each_run_and_a_trap_among_them_retries_fr
         { "field": "email", "operator": "contains", "value": "@" }
     ] } ] } });
     let now = json!({ "amount": 0, "unit": "minutes" });
+    // Its own event and contact: two executions of one contact in one round stop after an
+    // update (the other workflows' executions could share its round).
     let (good, _) = workflow(
         &app,
         &p,
-        "chain",
+        "chained",
         vec![
             Step("CONDITION", yes.clone()),
             Step("DELAY", now.clone()),
-            Step("UPDATE_CONTACT", json!({ "data": { "chained": true } })),
+            Step(
+                "UPDATE_CONTACT",
+                json!({ "data": { "chained": true, "n": 1 } }),
+            ),
             Step("DELAY", now.clone()),
+            Step(
+                "UPDATE_CONTACT",
+                json!({ "data": { "n": 2 }, "subscribed": false }),
+            ),
             Step("EXIT", json!({ "reason": "done" })),
         ],
         &[
@@ -1151,6 +1160,7 @@ async fn steps_run_on_in_memory_record_each_run_and_a_trap_among_them_retries_fr
             (1, 2, None),
             (2, 3, None),
             (3, 4, None),
+            (4, 5, None),
         ],
         json!({}),
     )
@@ -1182,6 +1192,7 @@ async fn steps_run_on_in_memory_record_each_run_and_a_trap_among_them_retries_fr
     )
     .await;
     track(&app, &p, "chain@example.com", "chain", json!({})).await;
+    track(&app, &p, "chained@example.com", "chained", json!({})).await;
 
     // A wait run on to parks the execution on the step run the commit created.
     let e = &settled(&app, &p, &waits, 1, &["WAITING"]).await[0];
@@ -1212,6 +1223,7 @@ async fn steps_run_on_in_memory_record_each_run_and_a_trap_among_them_retries_fr
             run("DELAY", "COMPLETED", None),
             run("UPDATE_CONTACT", "COMPLETED", None),
             run("DELAY", "COMPLETED", None),
+            run("UPDATE_CONTACT", "COMPLETED", None),
             run("EXIT", "COMPLETED", None),
         ]
     );
@@ -1223,7 +1235,7 @@ async fn steps_run_on_in_memory_record_each_run_and_a_trap_among_them_retries_fr
         );
         assert!(r["input"]["contactId"].is_string(), "{r}");
     }
-    // Committed in one round: the update's write waits for the commit of the exit.
+    // Committed in one round: the updates are written by the commit of the exit.
     let finished: Vec<&Value> = e["stepRuns"]
         .as_array()
         .unwrap()
@@ -1232,8 +1244,18 @@ async fn steps_run_on_in_memory_record_each_run_and_a_trap_among_them_retries_fr
         .collect();
     assert!(finished.iter().all(|f| *f == finished[0]), "{e}");
     assert_eq!(e["exitReason"], "done");
-    let contact = contact_by_email(&app, &p, "chain@example.com").await;
+    // Both updates landed, the second after the first, and the unsubscription once.
+    let contact = contact_by_email(&app, &p, "chained@example.com").await;
     assert_eq!(contact["data"]["chained"], true, "{contact}");
+    assert_eq!(contact["data"]["n"], 2, "{contact}");
+    assert_eq!(contact["subscribed"], false, "{contact}");
+    let id = contact["id"].as_str().unwrap();
+    assert_eq!(events_named(&app, &p, id, "contact.unsubscribed").await, 1);
+    let outputs: Vec<&Value> = [2, 4]
+        .iter()
+        .map(|&i| &e["stepRuns"][i]["output"]["effects"][0]["updated"])
+        .collect();
+    assert_eq!(outputs, [&json!(true), &json!(true)], "{e}");
 
     let e = &settled(&app, &p, &bad, 1, &["FAILED"]).await[0];
     assert_eq!(
