@@ -482,14 +482,13 @@ pub(super) struct GroupChange<'a> {
 /// order, so that two groups lock them in the same order), each change applied in turn to the
 /// contact as the changes before it left it, then the contacts written once each, their events,
 /// the new field types of the changes that change their contact and the idempotency keys.
-/// Answers each change's outcome, in order: `None` for a contact that is gone (nothing is
-/// written for it).
+/// Nothing is written for a contact that is gone. Answers the field types it recorded.
 pub(super) async fn change_contacts_in<DB>(
     tx: &mut sqlx::Transaction<'_, DB>,
     project: &ProjectId,
     changes: &[GroupChange<'_>],
     lock: &str,
-) -> StoreResult<Vec<Option<UpsertOutcome>>>
+) -> StoreResult<Vec<(String, &'static str)>>
 where
     DB: sqlx::Database,
     for<'t> sqlx::Transaction<'t, DB>: Statements,
@@ -518,12 +517,10 @@ where
     }
     let mut writes = ContactWrites::default();
     let mut events = Vec::new();
-    let mut types: Vec<(&str, &str)> = Vec::new();
+    let mut types: Vec<(&str, &'static str)> = Vec::new();
     let mut bodies = Vec::new();
-    let mut outcomes = Vec::with_capacity(changes.len());
     for c in changes {
         let Some(current) = state.get(c.id.as_str()) else {
-            outcomes.push(None);
             continue;
         };
         let req = Request {
@@ -533,9 +530,8 @@ where
             data: &c.change.data,
         };
         let plan = plan_change(current.clone(), &req);
-        let previous = current.subscribed;
         let contact = plan.contact().clone();
-        let sub_changed = previous != contact.subscribed;
+        let sub_changed = current.subscribed != contact.subscribed;
         let (planned, tracked) = plan_events(
             project,
             &contact.id,
@@ -554,12 +550,6 @@ where
         if let Some(claim) = &c.effects.idempotency {
             bodies.push((claim, (claim.response)(&contact, tracked.as_ref())));
         }
-        outcomes.push(Some(UpsertOutcome {
-            created: false,
-            updated: plan.changes(),
-            subscription_changed_from: sub_changed.then_some(previous),
-            contact: contact.clone(),
-        }));
         state.insert(contact.id.as_str().to_string(), contact);
     }
     if !tx.write_contacts(&writes).await? {
@@ -576,7 +566,7 @@ where
     if !keys.is_empty() {
         tx.store_idempotent_responses(&keys).await?;
     }
-    Ok(outcomes)
+    Ok(types.into_iter().map(|(k, t)| (k.to_string(), t)).collect())
 }
 
 impl Store {

@@ -1010,18 +1010,8 @@ impl Store {
                 )
                 .collect();
             let project_id = ProjectId::from_trusted(project.to_string());
-            let outcomes =
+            let types =
                 super::contacts::change_contacts_in(tx, &project_id, &changes, lock).await?;
-            let mut types: Vec<(String, &'static str)> = Vec::new();
-            for (change, outcome) in changes.iter().zip(outcomes) {
-                if outcome.is_some_and(|o| o.updated) {
-                    for (k, t) in &change.types {
-                        if !types.iter().any(|(known, _)| known == k) {
-                            types.push((k.to_string(), *t));
-                        }
-                    }
-                }
-            }
             if !types.is_empty() {
                 learned.push((project.to_string(), types));
             }

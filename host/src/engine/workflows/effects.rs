@@ -75,6 +75,14 @@ struct PreparedTemplate {
     content: CompiledTemplate,
 }
 
+/// How many of `effects` write (sends and contact updates; context values are not writes).
+pub(crate) fn write_count(effects: &[Effect]) -> usize {
+    effects
+        .iter()
+        .filter(|e| !matches!(e, Effect::SetContext { .. }))
+        .count()
+}
+
 /// What a step run's output (and the idempotency record) says of a send.
 fn send_response(queued: &[QueuedEmail]) -> Value {
     json!({
@@ -165,11 +173,7 @@ impl WorkflowEngine {
         // The one write of a step (every built-in step's case) waits for the round's commit;
         // several are written one by one, in order, each in a transaction of its own, so that a
         // send renders the contact as an earlier update left it.
-        let writes_alone = effects
-            .iter()
-            .filter(|e| !matches!(e, Effect::SetContext { .. }))
-            .count()
-            == 1;
+        let writes_alone = write_count(effects) == 1;
         for (i, effect) in effects.iter().enumerate() {
             let key = format!("wf:{run}:{i}");
             let out = match effect {

@@ -9,7 +9,7 @@ use serde_json::{Map, Value, json};
 use tracing::Instrument;
 
 use super::WorkflowEngine;
-use super::effects::{EffectError, SendReads};
+use super::effects::{EffectError, SendReads, write_count};
 use crate::domain::contact::Contact;
 use crate::domain::ids::{ContactId, ProjectId};
 use crate::domain::time::now_ms;
@@ -724,11 +724,7 @@ impl StepRunner {
                 return self.retry_or_fail(member, &run, message).await;
             }
         };
-        let write_count = result
-            .effects
-            .iter()
-            .filter(|e| !matches!(e, step::Effect::SetContext { .. }))
-            .count();
+        let write_count = write_count(&result.effects);
         if ahead && write_count > 1 {
             // Several writes are made one by one, each in a transaction of its own under this
             // step run's keys: they wait for its own row (the next round), so that a round
