@@ -6,7 +6,7 @@ use rand::Rng;
 use sha2::{Digest, Sha256};
 
 /// The kind of an API key, read from its prefix.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum KeyKind {
     /// `pk_`: may call `POST /v1/track` only.
     Public,

@@ -10,12 +10,10 @@
 //! request, with the same counts as one at a time.
 
 use std::collections::HashMap;
-use std::collections::hash_map::Entry;
 use std::sync::Mutex;
 
-use tokio::sync::oneshot;
-
 use crate::domain::time::now_ms;
+use crate::store::rounds::Rounds;
 use crate::store::{Backend, Store};
 
 const WINDOW_MS: i64 = 60_000;
@@ -47,102 +45,20 @@ pub enum RateLimiter {
 pub struct SharedCounters {
     store: Store,
     /// Per `(bucket, window)` with a write in flight: the hits waiting for the next round.
-    rounds: Mutex<HashMap<(String, i64), Waiting>>,
-}
-
-/// The hits waiting for the next round of one counter.
-type Waiting = Vec<oneshot::Sender<Turn>>;
-
-/// What a waiting hit is told.
-#[derive(Debug)]
-enum Turn {
-    /// Its count (this hit included).
-    Counted(i64),
-    /// It leads the next round.
-    Lead,
+    rounds: Rounds<(String, i64), i64>,
 }
 
 impl SharedCounters {
     /// Counts one hit of `bucket` in `window`: the hits so far, this one included.
     async fn hit(&self, bucket: &str, window: i64) -> Result<i64, crate::store::StoreError> {
-        let key = (bucket.to_string(), window);
-        let waiting = {
-            let mut rounds = self.rounds.lock().unwrap_or_else(|p| p.into_inner());
-            match rounds.entry(key.clone()) {
-                Entry::Occupied(mut e) => {
-                    let (tx, rx) = oneshot::channel();
-                    e.get_mut().push(tx);
-                    Some(rx)
-                }
-                Entry::Vacant(e) => {
-                    e.insert(Vec::new());
-                    None
-                }
-            }
-        };
-        if let Some(rx) = waiting {
-            match rx.await {
-                Ok(Turn::Counted(hits)) => return Ok(hits),
-                Ok(Turn::Lead) => {}
-                // The leader was dropped with these hits taken: count this one alone.
-                Err(_) => return self.store.rate_limit_add(bucket, window, 1).await,
-            }
-        }
-        let lead = Leader {
-            counters: self,
-            key: &key,
-        };
-        let waiters = lead.take();
-        let n = 1 + waiters.len() as i64;
-        let counted = self.store.rate_limit_add(bucket, window, n).await;
-        // Hand the next round on before answering this one's hits.
-        drop(lead);
-        let total = counted?;
-        for (i, waiter) in waiters.into_iter().enumerate() {
-            let _ = waiter.send(Turn::Counted(total - n + 2 + i as i64));
-        }
-        Ok(total - n + 1)
-    }
-}
-
-/// The leader of a round; dropped (also when its request is), it hands the next round to the
-/// first hit still waiting, or ends the rounds of its key.
-struct Leader<'a> {
-    counters: &'a SharedCounters,
-    key: &'a (String, i64),
-}
-
-impl Leader<'_> {
-    /// The hits that queued since the last round.
-    fn take(&self) -> Waiting {
-        let mut rounds = self
-            .counters
-            .rounds
-            .lock()
-            .unwrap_or_else(|p| p.into_inner());
-        rounds
-            .get_mut(self.key)
-            .map(std::mem::take)
-            .unwrap_or_default()
-    }
-}
-
-impl Drop for Leader<'_> {
-    fn drop(&mut self) {
-        let mut rounds = self
-            .counters
-            .rounds
-            .lock()
-            .unwrap_or_else(|p| p.into_inner());
-        let Some(waiting) = rounds.get_mut(self.key) else {
-            return;
-        };
-        while !waiting.is_empty() {
-            if waiting.remove(0).send(Turn::Lead).is_ok() {
-                return;
-            }
-        }
-        rounds.remove(self.key);
+        self.rounds
+            .join(
+                (bucket.to_string(), window),
+                |n| self.store.rate_limit_add(bucket, window, n as i64),
+                // The round's hits are numbered up to the counter's new total, leader first.
+                |&total, i| total - i as i64,
+            )
+            .await
     }
 }
 
@@ -153,7 +69,7 @@ impl RateLimiter {
             Backend::Sqlite => RateLimiter::Local(Mutex::new(HashMap::new())),
             Backend::Postgres => RateLimiter::Shared(SharedCounters {
                 store: store.clone(),
-                rounds: Mutex::new(HashMap::new()),
+                rounds: Rounds::default(),
             }),
         }
     }

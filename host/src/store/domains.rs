@@ -144,6 +144,10 @@ pub struct CheckedDomain {
     pub failure_reason: Option<String>,
 }
 
+/// The reads of a project's verified domains in flight: by project and the names asked.
+pub(crate) type DomainLookups =
+    super::rounds::Rounds<(String, Vec<String>), Vec<(VerifiedDomain, SigningDomain)>>;
+
 /// The signing identity of a verified domain.
 #[derive(Clone, Debug)]
 pub struct SigningDomain {
@@ -453,6 +457,8 @@ impl Store {
 
     /// The project's verified domains among `names` (a host and its parents), each with its
     /// DKIM signing identity: one read answers both who may send and how it is signed.
+    /// Concurrent sends from one domain share a read ([`super::rounds`]), each answered by a
+    /// read that started after it asked.
     #[tracing::instrument(level = "debug", skip(self))]
     pub async fn verified_domains(
         &self,
@@ -462,6 +468,20 @@ impl Store {
         if names.is_empty() {
             return Ok(Vec::new());
         }
+        self.domain_lookups
+            .join(
+                (project.as_str().to_string(), names.to_vec()),
+                |_| self.read_verified_domains(project, names),
+                |found, _| found.clone(),
+            )
+            .await
+    }
+
+    async fn read_verified_domains(
+        &self,
+        project: &ProjectId,
+        names: &[String],
+    ) -> StoreResult<Vec<(VerifiedDomain, SigningDomain)>> {
         let list = super::dialect::placeholders(2, names.len());
         let sql = format!(
             "SELECT {SIGNING_COLUMNS}, allow_subdomains FROM domains \

@@ -820,6 +820,8 @@ impl Store {
                 db: self.db.clone(),
                 known_fields: self.known_fields.clone(),
                 group: Default::default(),
+                key_lookups: self.key_lookups.clone(),
+                domain_lookups: self.domain_lookups.clone(),
             })
         })
     }

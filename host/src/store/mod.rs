@@ -29,6 +29,7 @@ pub mod members;
 pub mod migrations;
 pub mod projects;
 pub mod rate_limits;
+pub mod rounds;
 pub mod security;
 pub mod segments;
 pub mod settings;
@@ -283,6 +284,10 @@ pub struct Store {
     known_fields: std::sync::Arc<KnownFields>,
     /// The group writer of contact writes by address, started on first use.
     group: std::sync::Arc<std::sync::OnceLock<group_commit::GroupCommit>>,
+    /// The lookups of projects by API key in flight, shared by the requests that present one key.
+    key_lookups: std::sync::Arc<projects::KeyLookups>,
+    /// The reads of verified sending domains in flight, shared by concurrent sends from one.
+    domain_lookups: std::sync::Arc<domains::DomainLookups>,
 }
 
 /// Custom field types this instance has recently seen recorded, so that writes skip
@@ -343,6 +348,8 @@ impl Store {
             db,
             known_fields: Default::default(),
             group: Default::default(),
+            key_lookups: Default::default(),
+            domain_lookups: Default::default(),
         }
     }
 

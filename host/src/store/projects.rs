@@ -44,6 +44,9 @@ fn project_columns(table: &str) -> String {
 }
 
 /// [`project_columns`] of a select, where `projects` is aliased `p` (built once).
+/// The lookups of projects by API key in flight: by the key's kind and hash.
+pub(crate) type KeyLookups = super::rounds::Rounds<(KeyKind, String), Option<Project>>;
+
 static SELECTED: LazyLock<String> = LazyLock::new(|| project_columns("p"));
 
 /// [`project_columns`] of a write's `RETURNING` clause (built once).
@@ -187,9 +190,22 @@ impl Store {
         row.map(Into::into).ok_or(StoreError::NotFound)
     }
 
-    /// The project a presented key belongs to, looked up by the key's kind.
+    /// The project a presented key belongs to, looked up by the key's kind. Concurrent requests
+    /// with one key share a read ([`super::rounds`]): each is answered by a read that started
+    /// after it asked, so a regenerated key or a disabled project is seen at once.
     #[tracing::instrument(level = "debug", skip(self, key))]
     pub async fn project_by_key(&self, kind: KeyKind, key: &str) -> StoreResult<Option<Project>> {
+        let hash = hash_key(key);
+        self.key_lookups
+            .join(
+                (kind, hash.clone()),
+                |_| self.read_project_by_key(kind, &hash),
+                |project, _| project.clone(),
+            )
+            .await
+    }
+
+    async fn read_project_by_key(&self, kind: KeyKind, hash: &str) -> StoreResult<Option<Project>> {
         let column = match kind {
             KeyKind::Public => "public_key_hash",
             KeyKind::Secret => "secret_key_hash",
@@ -199,7 +215,7 @@ impl Store {
             SELECTED.as_str()
         );
         let row: Option<ProjectRow> = on_db!(self.db(), pool => {
-            sqlx::query_as(&sql).bind(hash_key(key)).fetch_optional(pool).await?
+            sqlx::query_as(&sql).bind(hash).fetch_optional(pool).await?
         });
         Ok(row.map(Into::into))
     }

@@ -3,7 +3,7 @@
 use reqwest::Method;
 use serde_json::json;
 
-use crate::support::harness::TestApp;
+use crate::support::harness::{Reply, TestApp, TestProject};
 
 #[tokio::test]
 async fn missing_unknown_and_malformed_credentials_are_401() {
@@ -60,11 +60,8 @@ async fn a_public_key_is_the_wrong_kind_outside_track() {
     assert_eq!(app.get("/contacts", &p.secret_key).await.status, 200);
 }
 
-#[tokio::test]
-async fn rotated_keys_stop_working_at_once() {
-    let app = TestApp::spawn().await;
-    let p = app.project().await;
-    assert_eq!(app.get("/contacts", &p.secret_key).await.status, 200);
+/// The owner regenerates the project's keys (asserted to succeed); the answer names the new ones.
+async fn regenerate_keys(app: &TestApp, p: &TestProject) -> Reply {
     let r = app
         .call_with(
             &p.owner,
@@ -76,6 +73,15 @@ async fn rotated_keys_stop_working_at_once() {
         )
         .await;
     assert_eq!(r.status, 200, "{}", r.body);
+    r
+}
+
+#[tokio::test]
+async fn rotated_keys_stop_working_at_once() {
+    let app = TestApp::spawn().await;
+    let p = app.project().await;
+    assert_eq!(app.get("/contacts", &p.secret_key).await.status, 200);
+    let r = regenerate_keys(&app, &p).await;
     let new_secret = r.body["secretKey"].as_str().unwrap();
     let new_public = r.body["publicKey"].as_str().unwrap();
     assert!(new_secret.starts_with("sk_") && new_public.starts_with("pk_"));
@@ -90,6 +96,43 @@ async fn rotated_keys_stop_working_at_once() {
     app.get("/contacts", new_public)
         .await
         .assert_error(401, "INVALID_API_KEY");
+}
+
+/// Requests that present one key at the same time share reads of its project, and nothing is
+/// kept between reads: every request sent after the key was rotated is refused, while requests of
+/// the old key keep arriving. (That a request never joins a read that started before it is
+/// `store::rounds`'s own test.)
+#[tokio::test]
+async fn a_rotated_key_stops_at_once_under_concurrent_requests_of_it() {
+    let app = TestApp::spawn().await;
+    let p = app.project().await;
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    let served = std::sync::atomic::AtomicUsize::new(0);
+    // Requests of the old key in flight all along, so that its reads are shared.
+    let load = async {
+        while !stop.load(std::sync::atomic::Ordering::SeqCst) {
+            let calls = (0..16).map(|_| app.get("/contacts", &p.secret_key));
+            for r in futures::future::join_all(calls).await {
+                if r.status == 200 {
+                    served.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                }
+            }
+        }
+    };
+    let rotate = async {
+        while served.load(std::sync::atomic::Ordering::SeqCst) < 64 {
+            tokio::task::yield_now().await;
+        }
+        regenerate_keys(&app, &p).await;
+        for _ in 0..5 {
+            let calls = (0..16).map(|_| app.get("/contacts", &p.secret_key));
+            for r in futures::future::join_all(calls).await {
+                r.assert_error(401, "UNAUTHORIZED");
+            }
+        }
+        stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    };
+    futures::join!(load, rotate);
 }
 
 #[tokio::test]
