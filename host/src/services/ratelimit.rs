@@ -55,7 +55,7 @@ impl SharedCounters {
             .join(
                 (bucket.to_string(), window),
                 |n| self.store.rate_limit_add(bucket, window, n as i64),
-                // The round's hits are numbered up to the counter's new total, leader first.
+                // The round's hits take the counts up to the counter's new total, one each.
                 |&total, i| total - i as i64,
             )
             .await
