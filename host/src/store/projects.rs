@@ -43,10 +43,10 @@ fn project_columns(table: &str) -> String {
     columns.join(", ")
 }
 
-/// [`project_columns`] of a select, where `projects` is aliased `p` (built once).
 /// The lookups of projects by API key in flight: by the key's kind and hash.
 pub(crate) type KeyLookups = super::rounds::Rounds<(KeyKind, String), Option<Project>>;
 
+/// [`project_columns`] of a select, where `projects` is aliased `p` (built once).
 static SELECTED: LazyLock<String> = LazyLock::new(|| project_columns("p"));
 
 /// [`project_columns`] of a write's `RETURNING` clause (built once).
