@@ -817,11 +817,8 @@ impl Store {
     fn group_commit(&self) -> &GroupCommit {
         self.group.get_or_init(|| {
             GroupCommit::start(Store {
-                db: self.db.clone(),
-                known_fields: self.known_fields.clone(),
                 group: Default::default(),
-                key_lookups: self.key_lookups.clone(),
-                domain_lookups: self.domain_lookups.clone(),
+                ..self.clone()
             })
         })
     }
