@@ -28,8 +28,8 @@ executions table on every start.
 Usage: host/benches/workflows/run.py [N, default 10000] [RATE, default 1000] [SECONDS, default 10]
 (`ONLY=sqlite` or `ONLY=postgres` runs one database; HERALD_BIN runs another binary, e.g. an
 earlier commit's build beside this one.)
-Needs a release build (cargo build --release), wrk (apt-get install wrk) and PostgreSQL on 127.0.0.1:5432 for the second
-half (skipped with a note when unreachable).
+Needs a release build (cargo build --release), wrk (apt-get install wrk), and PostgreSQL on
+127.0.0.1:5432 for the second half (skipped with a note when unreachable).
 """
 import json
 import os
@@ -213,7 +213,7 @@ def bench(name, url):
                 "(SELECT id FROM contacts WHERE email LIKE 'p%@example.com')")))
             p50 = statistics.median(lat)
             p99 = lat[min(len(lat) - 1, int(len(lat) * 0.99))]
-            print(f"- trigger to first step at {count / SECONDS:,.0f} events/s offered ({summary}): "
+            print(f"- trigger to first step at {count / SECONDS:,.0f} events/s taken of {RATE:,} offered ({summary}): "
                   f"p50 {p50:.0f} ms, p99 {p99:.0f} ms, max {lat[-1]:.0f} ms ({len(lat)} executions)")
             # Where that time goes: from the event to its execution's start (the outbox's
             # dispatch and the trigger consumer), the rest being the step job's wait and run.
