@@ -44,7 +44,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = HERE + "/../../.."
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+sys.path.insert(0, os.path.join(HERE, ".."))
 from keepalive import Api  # noqa: E402
 BIN = os.environ.get("HERALD_BIN") or (
     os.environ.get("CARGO_TARGET_DIR", os.path.join(ROOT, "target")) + "/release/herald"
