@@ -211,6 +211,32 @@ fn sqlite_readers() -> u32 {
     u32::try_from(cores * 2).unwrap_or(u32::MAX).clamp(4, 16)
 }
 
+/// A pooled connection idle longer than this is pinged before it is handed out.
+const PING_AFTER_IDLE: Duration = Duration::from_secs(1);
+
+/// PostgreSQL pool options that ping a connection before handing it out only when it has been
+/// idle for [`PING_AFTER_IDLE`]. sqlx pings every connection it takes back into the pool (and
+/// closes it when the ping fails), and by default pings it again when it hands it out: two
+/// round trips to a backend around every statement run on the pool, each a wake-up of that
+/// backend on the database server that every instance shares. A connection handed out within a
+/// second of such a check is used as it is; one that died since (the server restarted) fails
+/// that one statement, and the ping when it is taken back closes it. The SQLite pools keep
+/// sqlx's default: there a ping is a hand-off to the connection's own thread, and the send and
+/// track benchmarks showed no gain without it (docs/benchmarks.md, "Fewer pings of pooled
+/// connections").
+fn checked_when_idle(options: PgPoolOptions) -> PgPoolOptions {
+    options
+        .test_before_acquire(false)
+        .before_acquire(|conn, meta| {
+            Box::pin(async move {
+                if meta.idle_for >= PING_AFTER_IDLE {
+                    sqlx::Connection::ping(conn).await?;
+                }
+                Ok(true)
+            })
+        })
+}
+
 static SQLITE_MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../migrations/sqlite");
 static POSTGRES_MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../migrations/postgres");
 
@@ -219,7 +245,7 @@ impl Db {
     pub async fn connect(url: &str, max_connections: u32) -> StoreResult<Db> {
         if url.starts_with("postgres://") || url.starts_with("postgresql://") {
             let options = PgConnectOptions::from_str(url)?;
-            let pool = PgPoolOptions::new()
+            let pool = checked_when_idle(PgPoolOptions::new())
                 .max_connections(max_connections)
                 .acquire_timeout(Duration::from_secs(10))
                 .connect_with(options)
