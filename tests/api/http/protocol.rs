@@ -229,3 +229,55 @@ async fn the_spec_is_served_and_matches_the_committed_file() {
     );
     assert!(page.contains("Idempotent-Replayed"));
 }
+
+/// PostgreSQL only. The pool pings a connection before handing it out only after a second
+/// idle (sqlx pings each one it takes back), so once every connection of the server is cut, as
+/// when PostgreSQL restarts, the requests that come a second later all find live connections:
+/// each connection was either idle that long and is checked, or was used since and, if it was
+/// dead, closed by the check when it was taken back.
+#[tokio::test]
+async fn a_second_after_its_database_connections_are_cut_every_request_succeeds() {
+    use sqlx::Connection;
+    let Some(admin_url) = crate::support::harness::postgres_url() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let name = format!("herald_{}", uuid::Uuid::new_v4().simple());
+    let url = format!(
+        "{}&application_name={name}",
+        crate::support::harness::fresh_database_url(dir.path()).await
+    );
+    let app = TestApp::spawn_on(&url, |_| {}).await;
+    let p = app.project().await;
+    let key = &p.secret_key;
+    // Several connections in use at once, then back in the pool.
+    let reads: Vec<_> = (0..16).map(|_| app.get("/contacts?limit=1", key)).collect();
+    for r in futures::future::join_all(reads).await {
+        assert_eq!(r.status, 200, "{}", r.body);
+    }
+    let mut admin = sqlx::PgConnection::connect(&admin_url).await.unwrap();
+    let cut: i64 = sqlx::query_scalar(
+        "SELECT COUNT(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = $1",
+    )
+    .bind(&name)
+    .fetch_one(&mut admin)
+    .await
+    .unwrap();
+    assert!(cut > 0, "the server had no connection to cut");
+    tokio::time::sleep(std::time::Duration::from_millis(1100)).await;
+    for i in 0..40 {
+        let r = app
+            .post(
+                "/contacts",
+                key,
+                json!({ "email": format!("after-{i}@example.com") }),
+            )
+            .await;
+        assert!(r.status.is_success(), "write {i}: {} {}", r.status, r.body);
+        let r = app.get("/contacts?limit=1", key).await;
+        assert_eq!(r.status, 200, "read {i}: {}", r.body);
+    }
+    let r = app.get("/contacts?limit=1", key).await;
+    assert_eq!(r.body["total"], 40);
+    app.stop().await;
+}
