@@ -52,7 +52,7 @@ pub enum BuildError {
     Permanent(String),
     /// Try again later (the database did not answer).
     Retry(String),
-    /// The hand-off memory budget has no room for it now, and the build was asked not to wait.
+    /// The hand-off memory budget has no room for it now, and it is not the first of its batch.
     NoRoom,
 }
 
@@ -64,20 +64,26 @@ pub struct Built {
     pub room: Option<tokio::sync::OwnedSemaphorePermit>,
 }
 
-/// Builds and signs the MIME message of a stored draft (`services::sending` implements it).
+/// One message of a batch to build: its stored draft and the content it shares with the other
+/// emails of its send.
+pub struct ToBuild {
+    /// The stored draft (JSON).
+    pub draft: String,
+    /// The shared content (the attachments), when the send had any.
+    pub content_id: Option<String>,
+}
+
+/// Builds and signs the MIME messages of stored drafts (`services::sending` implements it).
 pub trait MessageBuilder: Send + Sync {
-    /// The complete signed message of `draft` (JSON) with the shared content `content_id`;
-    /// waits for room in the hand-off memory budget when `wait`, else fails with
-    /// [`BuildError::NoRoom`]. What the builds of one batch read alike (the signing domain)
-    /// is read once into `memo`.
-    fn build<'a>(
+    /// The complete signed messages of one batch's drafts (one project): one result a draft,
+    /// in their order. The first waits for room in the hand-off memory budget; each other fails
+    /// with [`BuildError::NoRoom`] when there is no room for it at once. What the builds read
+    /// alike (the signing domain) is read once for the batch.
+    fn build_batch<'a>(
         &'a self,
         project_id: &'a str,
-        draft: String,
-        content_id: Option<String>,
-        wait: bool,
-        memo: &'a BatchMemo,
-    ) -> BoxFuture<'a, Result<Built, BuildError>>;
+        drafts: Vec<ToBuild>,
+    ) -> BoxFuture<'a, Vec<Result<Built, BuildError>>>;
 }
 
 /// What the builds of one batch (one project, one claim) share: the signing domains read for
@@ -285,11 +291,10 @@ impl JobHandler for Deliveries {
 
             // Build the messages: the first waits for room in the memory budget, the others
             // join only when there is room now.
-            let memo = BatchMemo::default();
             let mut ends: Vec<(usize, Deliverable, End)> = Vec::new();
             let mut ready: Vec<Ready> = Vec::new();
-            let mut builds = Vec::new();
-            let mut waited = false;
+            let mut to_build: Vec<(usize, Deliverable)> = Vec::new();
+            let mut drafts: Vec<ToBuild> = Vec::new();
             for (i, member) in members.iter().enumerate() {
                 let Some(mut email) = emails.remove(member.email_id.as_str()) else {
                     let why = Value::from("the email was deleted");
@@ -310,15 +315,11 @@ impl JobHandler for Deliveries {
                         _room: None,
                     }),
                     (None, Some(draft)) => {
-                        let wait = !waited;
-                        waited = true;
-                        let content = email.content_id.clone();
-                        let project = email.project_id.clone();
-                        let (builder, memo) = (&self.builder, &memo);
-                        builds.push(async move {
-                            let built = builder.build(&project, draft, content, wait, memo).await;
-                            (i, email, built)
+                        drafts.push(ToBuild {
+                            draft,
+                            content_id: email.content_id.clone(),
                         });
+                        to_build.push((i, email));
                     }
                     (None, None) => {
                         store.complete_job(&member.lease, &handed_off()).await?;
@@ -326,15 +327,16 @@ impl JobHandler for Deliveries {
                 }
             }
             let mut unbuildable: Vec<(usize, Deliverable, String)> = Vec::new();
-            let mut builds = builds.into_iter();
-            let first = match builds.next() {
-                Some(first) => vec![first.await],
+            let built = match to_build.first() {
+                Some((_, email)) => {
+                    let project = email.project_id.clone();
+                    self.builder.build_batch(&project, drafts).await
+                }
                 None => Vec::new(),
             };
-            let rest = futures::future::join_all(builds).await;
             let mut bytes = ready.iter().map(|r| r.raw.len()).sum::<usize>();
             let now = crate::domain::time::now_ms();
-            for (i, email, built) in first.into_iter().chain(rest) {
+            for ((i, email), built) in to_build.into_iter().zip(built) {
                 let member = &members[i];
                 match built {
                     Ok(Built { raw, room }) => {

@@ -11,6 +11,7 @@ use tokio::sync::Semaphore;
 #[derive(Clone, Debug)]
 pub struct CpuPool {
     permits: Arc<Semaphore>,
+    width: usize,
 }
 
 impl CpuPool {
@@ -18,6 +19,7 @@ impl CpuPool {
     pub fn new(tasks: usize) -> CpuPool {
         CpuPool {
             permits: Arc::new(Semaphore::new(tasks.max(1))),
+            width: tasks.max(1),
         }
     }
 
@@ -43,6 +45,32 @@ impl CpuPool {
             // them; there is no result to give, so wait to be dropped instead of panicking.
             Err(_) => std::future::pending().await,
         }
+    }
+}
+
+impl CpuPool {
+    /// Runs `work` on each of `items`, spread over at most one task a slot of the pool (a task
+    /// an item would cost a hand-off between threads each), and returns the results in the
+    /// items' order.
+    pub async fn map<I, T, F>(&self, items: Vec<I>, work: F) -> Vec<T>
+    where
+        I: Send + 'static,
+        T: Send + 'static,
+        F: Fn(I) -> T + Clone + Send + 'static,
+    {
+        let per_task = items.len().div_ceil(self.width).max(1);
+        let mut tasks = Vec::new();
+        let mut items = items.into_iter().peekable();
+        while items.peek().is_some() {
+            let chunk: Vec<I> = items.by_ref().take(per_task).collect();
+            let work = work.clone();
+            tasks.push(self.run(move || chunk.into_iter().map(work).collect::<Vec<T>>()));
+        }
+        futures::future::join_all(tasks)
+            .await
+            .into_iter()
+            .flatten()
+            .collect()
     }
 }
 
@@ -78,6 +106,23 @@ mod tests {
         }
         assert_eq!(results, (0..8).map(|i| i * 2).collect::<Vec<_>>());
         assert_eq!(most.load(Ordering::SeqCst), 2);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn map_keeps_the_order_in_at_most_a_task_a_slot() {
+        let pool = CpuPool::new(3);
+        let threads = Arc::new(std::sync::Mutex::new(std::collections::HashSet::new()));
+        let seen = threads.clone();
+        let out = pool
+            .map((0..10).collect(), move |i: u32| {
+                seen.lock().unwrap().insert(std::thread::current().id());
+                i * 3
+            })
+            .await;
+        assert_eq!(out, (0..10).map(|i| i * 3).collect::<Vec<_>>());
+        let used = threads.lock().unwrap().len();
+        assert!((1..=3).contains(&used), "{used} threads");
+        assert!(pool.map(Vec::<u32>::new(), |i| i).await.is_empty());
     }
 
     #[tokio::test]

@@ -24,7 +24,7 @@ use crate::domain::project::Project;
 use crate::domain::send::{Attachment, MAX_MESSAGE_BYTES, Mailbox};
 use crate::domain::template::{CompiledTemplate, Rendered};
 use crate::jobs::JobQueue;
-use crate::jobs::deliver::{BatchMemo, BuildError, Built, MessageBuilder};
+use crate::jobs::deliver::{BatchMemo, BuildError, Built, MessageBuilder, ToBuild};
 use crate::mail::dkim::{DkimKey, DkimSigner};
 use crate::mail::links::{ContactUrls, LinkSigner};
 use crate::mail::mime::{self, Outgoing};
@@ -239,33 +239,21 @@ impl Sending {
         plan: &Arc<SendPlan>,
         contacts: Vec<Contact>,
     ) -> Vec<(Contact, Result<NewEmail, SendError>)> {
-        let width = std::thread::available_parallelism().map_or(1, |n| n.get());
-        let per_task = contacts.len().div_ceil(width).max(1);
-        let project = Arc::new(project.clone());
-        let mut tasks = Vec::new();
-        let mut contacts = contacts.into_iter().peekable();
-        while contacts.peek().is_some() {
-            let chunk: Vec<Contact> = contacts.by_ref().take(per_task).collect();
-            let (signers, plan, project) = (self.signers.clone(), plan.clone(), project.clone());
-            tasks.push(self.cpu.run(move || {
-                chunk
-                    .into_iter()
-                    .map(|c| {
-                        let to = Mailbox {
-                            name: None,
-                            email: c.email.clone(),
-                        };
-                        let email = signers.build_email(&project, &plan, &c, &to, None);
-                        (c, email)
-                    })
-                    .collect::<Vec<_>>()
-            }));
-        }
-        futures::future::join_all(tasks)
+        let (signers, plan, project) = (
+            self.signers.clone(),
+            plan.clone(),
+            Arc::new(project.clone()),
+        );
+        self.cpu
+            .map(contacts, move |c: Contact| {
+                let to = Mailbox {
+                    name: None,
+                    email: c.email.clone(),
+                };
+                let email = signers.build_email(&project, &plan, &c, &to, None);
+                (c, email)
+            })
             .await
-            .into_iter()
-            .flatten()
-            .collect()
     }
 
     /// One attempt of [`Sending::send`]; `None` when a contact changed meanwhile.
@@ -376,16 +364,24 @@ impl Sending {
             })
         };
         let content_id = content.as_ref().map(|c| c.id.clone());
+        // Rendered in at most one blocking task per core, the recipients in their order.
+        let recipients: Vec<(Contact, Mailbox)> = plan
+            .recipients
+            .iter()
+            .map(|to| (planned[to.email.as_str()].clone(), to.clone()))
+            .collect();
+        let (signers, job, shared_id) = (self.signers.clone(), shared.clone(), content_id.clone());
+        let built = self
+            .cpu
+            .map(recipients, move |(c, to): (Contact, Mailbox)| {
+                let email = signers.build_email(&job.0, &job.1, &c, &to, shared_id.as_deref());
+                (c, email)
+            })
+            .await;
         let mut queued = Vec::with_capacity(plan.recipients.len());
         let mut emails = Vec::with_capacity(plan.recipients.len());
-        for to in &plan.recipients {
-            let contact = planned[to.email.as_str()].clone();
-            let (signers, job) = (self.signers.clone(), shared.clone());
-            let (c, to, content) = (contact.clone(), to.clone(), content_id.clone());
-            let email = self
-                .cpu
-                .run(move || signers.build_email(&job.0, &job.1, &c, &to, content.as_deref()))
-                .await?;
+        for (contact, email) in built {
+            let email = email?;
             queued.push(QueuedEmail {
                 contact,
                 email_id: email.id.clone(),
@@ -575,89 +571,148 @@ fn assemble(
     Ok(raw)
 }
 
-impl MessageBuilder for Sending {
-    fn build<'a>(
-        &'a self,
-        project_id: &'a str,
-        draft: String,
-        content_id: Option<String>,
+/// A message of a batch ready to be built: what its build reads, and its room in the memory
+/// budget.
+struct ToAssemble {
+    draft: MessageDraft,
+    attachments: Option<String>,
+    signing: Option<Arc<SigningDomain>>,
+    room: tokio::sync::OwnedSemaphorePermit,
+}
+
+impl Sending {
+    /// Reads what one message of a batch needs to be built, after taking its room in the memory
+    /// budget (waiting for it when `wait`).
+    async fn before_build(
+        &self,
+        project_id: &str,
+        to_build: ToBuild,
         wait: bool,
-        memo: &'a BatchMemo,
-    ) -> BoxFuture<'a, Result<Built, BuildError>> {
-        Box::pin(async move {
-            // Room in the memory budget first, before anything large is read.
-            let content_bytes = match &content_id {
-                Some(id) => self
-                    .store
-                    .email_content_size(id)
-                    .await
-                    .map_err(|e| BuildError::Retry(e.to_string()))?,
-                None => 0,
-            };
-            let kb = (draft.len() as u64 + content_bytes).saturating_mul(8) / 1024 + 1;
-            let kb = u32::try_from(kb)
-                .unwrap_or(u32::MAX)
-                .min(self.hand_off_room_kb);
-            let room = if wait {
-                self.hand_off_room
-                    .clone()
-                    .acquire_many_owned(kb)
+        memo: &BatchMemo,
+    ) -> Result<ToAssemble, BuildError> {
+        let ToBuild { draft, content_id } = to_build;
+        // Room in the memory budget first, before anything large is read.
+        let content_bytes = match &content_id {
+            Some(id) => self
+                .store
+                .email_content_size(id)
+                .await
+                .map_err(|e| BuildError::Retry(e.to_string()))?,
+            None => 0,
+        };
+        let kb = (draft.len() as u64 + content_bytes).saturating_mul(8) / 1024 + 1;
+        let kb = u32::try_from(kb)
+            .unwrap_or(u32::MAX)
+            .min(self.hand_off_room_kb);
+        let room = if wait {
+            self.hand_off_room
+                .clone()
+                .acquire_many_owned(kb)
+                .await
+                .map_err(|e| BuildError::Retry(e.to_string()))?
+        } else {
+            self.hand_off_room
+                .clone()
+                .try_acquire_many_owned(kb)
+                .map_err(|_| BuildError::NoRoom)?
+        };
+        let draft: MessageDraft = serde_json::from_str(&draft)
+            .map_err(|e| BuildError::Permanent(format!("the stored draft is unreadable: {e}")))?;
+        let attachments = match content_id {
+            Some(id) => Some(
+                self.store
+                    .email_content(&id)
                     .await
                     .map_err(|e| BuildError::Retry(e.to_string()))?
-            } else {
-                self.hand_off_room
-                    .clone()
-                    .try_acquire_many_owned(kb)
-                    .map_err(|_| BuildError::NoRoom)?
-            };
-            let draft: MessageDraft = serde_json::from_str(&draft).map_err(|e| {
-                BuildError::Permanent(format!("the stored draft is unreadable: {e}"))
-            })?;
-            let attachments = match content_id {
-                Some(id) => {
-                    let stored = self
-                        .store
-                        .email_content(&id)
-                        .await
-                        .map_err(|e| BuildError::Retry(e.to_string()))?
-                        .ok_or_else(|| {
-                            BuildError::Permanent("the email's attachments are gone".into())
-                        })?;
-                    Some(stored)
+                    .ok_or_else(|| {
+                        BuildError::Permanent("the email's attachments are gone".into())
+                    })?,
+            ),
+            None => None,
+        };
+        let signing = match &draft.dkim_domain {
+            Some(name) => {
+                let project = ProjectId::from_trusted(project_id.to_string());
+                let domain = memo
+                    .signing(name, self.store.signing_domain(&project, name))
+                    .await
+                    .map_err(|e| BuildError::Retry(e.to_string()))?;
+                Some(domain.ok_or_else(|| {
+                    BuildError::Permanent(format!(
+                        "the sending domain {name} is no longer verified; the email was not \
+                         sent unsigned"
+                    ))
+                })?)
+            }
+            None => None,
+        };
+        Ok(ToAssemble {
+            draft,
+            attachments,
+            signing,
+            room,
+        })
+    }
+}
+
+impl MessageBuilder for Sending {
+    fn build_batch<'a>(
+        &'a self,
+        project_id: &'a str,
+        drafts: Vec<ToBuild>,
+    ) -> BoxFuture<'a, Vec<Result<Built, BuildError>>> {
+        Box::pin(async move {
+            let memo = BatchMemo::default();
+            let mut drafts = drafts.into_iter();
+            let mut read: Vec<Result<ToAssemble, BuildError>> = Vec::new();
+            if let Some(first) = drafts.next() {
+                read.push(self.before_build(project_id, first, true, &memo).await);
+            }
+            let rest = drafts.map(|d| self.before_build(project_id, d, false, &memo));
+            read.extend(futures::future::join_all(rest).await);
+
+            // The MIME building and signing in at most one blocking task per core (a task per
+            // message would cost a hand-off between threads each), in the batch's order.
+            let mut results: Vec<Option<Result<Built, BuildError>>> = Vec::new();
+            let mut work: Vec<(usize, ToAssemble)> = Vec::new();
+            for (i, r) in read.into_iter().enumerate() {
+                match r {
+                    Ok(a) => {
+                        results.push(None);
+                        work.push((i, a));
+                    }
+                    Err(e) => results.push(Some(Err(e))),
                 }
-                None => None,
-            };
-            let signing = match &draft.dkim_domain {
-                Some(name) => {
-                    let project = ProjectId::from_trusted(project_id.to_string());
-                    let domain = memo
-                        .signing(name, self.store.signing_domain(&project, name))
-                        .await
-                        .map_err(|e| BuildError::Retry(e.to_string()))?;
-                    Some(domain.ok_or_else(|| {
-                        BuildError::Permanent(format!(
-                            "the sending domain {name} is no longer verified; the email was \
-                             not sent unsigned"
-                        ))
-                    })?)
-                }
-                None => None,
-            };
+            }
             let dkim = self.signers.dkim.clone();
-            self.hand_off_cpu
-                .run(move || {
-                    let attachments = match attachments {
-                        Some(stored) => decode_attachments(&stored)?,
-                        None => Vec::new(),
-                    };
-                    assemble(&draft, &attachments, signing.as_deref(), &dkim)
+            let built = self
+                .hand_off_cpu
+                .map(work, move |(i, a): (usize, ToAssemble)| {
+                    let raw = match &a.attachments {
+                        Some(stored) => decode_attachments(stored),
+                        None => Ok(Vec::new()),
+                    }
+                    .and_then(|attachments| {
+                        assemble(&a.draft, &attachments, a.signing.as_deref(), &dkim)
+                    });
+                    let built = raw
+                        .map(|raw| Built {
+                            raw,
+                            room: Some(a.room),
+                        })
+                        .map_err(BuildError::Permanent);
+                    (i, built)
                 })
-                .await
-                .map(|raw| Built {
-                    raw,
-                    room: Some(room),
+                .await;
+            for (i, built) in built {
+                results[i] = Some(built);
+            }
+            results
+                .into_iter()
+                .map(|r| {
+                    r.unwrap_or_else(|| Err(BuildError::Retry("the build did not run".into())))
                 })
-                .map_err(BuildError::Permanent)
+                .collect()
         })
     }
 }
