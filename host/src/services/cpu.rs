@@ -3,7 +3,9 @@
 //! time, so an expensive request never holds an async worker (and `/health` and every other
 //! request keep answering) and never takes more than the cores it is given.
 
+use std::collections::VecDeque;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use tokio::sync::Semaphore;
 
@@ -48,29 +50,68 @@ impl CpuPool {
     }
 }
 
+/// How long one task of [`CpuPool::map`] runs items before it gives its slot back (and waits
+/// for it again behind the work queued meanwhile), at least one item a task.
+pub const MAP_SLICE: Duration = Duration::from_millis(5);
+
 impl CpuPool {
-    /// Runs `work` on each of `items`, spread over at most one task a slot of the pool (a task
-    /// an item would cost a hand-off between threads each), and returns the results in the
-    /// items' order.
-    pub async fn map<I, T, F>(&self, items: Vec<I>, work: F) -> Vec<T>
+    /// The most closures this pool runs at once.
+    pub fn width(&self) -> usize {
+        self.width
+    }
+
+    /// Runs `work` on each of `items` and returns the results in the items' order. The items
+    /// are split into at most `lanes` runs of neighbours (at most the pool's width), each run
+    /// in turns of [`MAP_SLICE`] on the pool: cheap items share a task (a task an item would
+    /// cost a hand-off between threads each), and costly ones still give their slot back after
+    /// each item, so one caller's many items never keep other work off the pool for long.
+    pub async fn map<I, T, F>(&self, lanes: usize, items: Vec<I>, work: F) -> Vec<T>
     where
         I: Send + 'static,
         T: Send + 'static,
         F: Fn(I) -> T + Clone + Send + 'static,
     {
-        let per_task = items.len().div_ceil(self.width).max(1);
-        let mut tasks = Vec::new();
+        let per_lane = items.len().div_ceil(lanes.clamp(1, self.width)).max(1);
+        let mut runs = Vec::new();
         let mut items = items.into_iter().peekable();
         while items.peek().is_some() {
-            let chunk: Vec<I> = items.by_ref().take(per_task).collect();
-            let work = work.clone();
-            tasks.push(self.run(move || chunk.into_iter().map(work).collect::<Vec<T>>()));
+            let lane: VecDeque<I> = items.by_ref().take(per_lane).collect();
+            runs.push(self.lane(lane, work.clone()));
         }
-        futures::future::join_all(tasks)
+        futures::future::join_all(runs)
             .await
             .into_iter()
             .flatten()
             .collect()
+    }
+
+    /// One lane of [`CpuPool::map`]: its items in order, a slice at a time.
+    async fn lane<I, T, F>(&self, mut left: VecDeque<I>, work: F) -> Vec<T>
+    where
+        I: Send + 'static,
+        T: Send + 'static,
+        F: Fn(I) -> T + Clone + Send + 'static,
+    {
+        let mut done = Vec::with_capacity(left.len());
+        while !left.is_empty() {
+            let work = work.clone();
+            let (out, rest) = self
+                .run(move || {
+                    let started = Instant::now();
+                    let mut out = Vec::new();
+                    while let Some(item) = left.pop_front() {
+                        out.push(work(item));
+                        if started.elapsed() >= MAP_SLICE {
+                            break;
+                        }
+                    }
+                    (out, left)
+                })
+                .await;
+            done.extend(out);
+            left = rest;
+        }
+        done
     }
 }
 
@@ -109,20 +150,46 @@ mod tests {
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn map_keeps_the_order_in_at_most_a_task_a_slot() {
+    async fn map_keeps_the_order_in_at_most_a_task_a_lane() {
         let pool = CpuPool::new(3);
-        let threads = Arc::new(std::sync::Mutex::new(std::collections::HashSet::new()));
-        let seen = threads.clone();
+        let tasks = Arc::new(std::sync::Mutex::new(std::collections::HashSet::new()));
+        let seen = tasks.clone();
         let out = pool
-            .map((0..10).collect(), move |i: u32| {
+            .map(8, (0..10).collect(), move |i: u32| {
                 seen.lock().unwrap().insert(std::thread::current().id());
                 i * 3
             })
             .await;
         assert_eq!(out, (0..10).map(|i| i * 3).collect::<Vec<_>>());
-        let used = threads.lock().unwrap().len();
+        // Cheap items: one task a lane, and no more lanes than the pool is wide.
+        let used = tasks.lock().unwrap().len();
         assert!((1..=3).contains(&used), "{used} threads");
-        assert!(pool.map(Vec::<u32>::new(), |i| i).await.is_empty());
+        assert!(pool.map(2, Vec::<u32>::new(), |i| i).await.is_empty());
+        let one_lane = pool.map(1, (0..5).collect(), |i: u32| i + 1).await;
+        assert_eq!(one_lane, vec![1, 2, 3, 4, 5]);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_map_of_costly_items_lets_other_work_in_between() {
+        let pool = CpuPool::new(1);
+        let slow = pool.clone();
+        let map = tokio::spawn(async move {
+            let out = slow
+                .map(1, vec![40u64; 4], |ms| {
+                    std::thread::sleep(Duration::from_millis(ms));
+                    ms
+                })
+                .await;
+            (out, Instant::now())
+        });
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        let other_done = pool.run(Instant::now).await;
+        let (out, map_done) = map.await.unwrap();
+        assert_eq!(out, vec![40; 4]);
+        assert!(
+            other_done + Duration::from_millis(60) < map_done,
+            "the other work ran after one item, not after the whole map"
+        );
     }
 
     #[tokio::test]

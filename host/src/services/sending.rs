@@ -245,7 +245,7 @@ impl Sending {
             Arc::new(project.clone()),
         );
         self.cpu
-            .map(contacts, move |c: Contact| {
+            .map(self.cpu.width(), contacts, move |c: Contact| {
                 let to = Mailbox {
                     name: None,
                     email: c.email.clone(),
@@ -364,7 +364,7 @@ impl Sending {
             })
         };
         let content_id = content.as_ref().map(|c| c.id.clone());
-        // Rendered in at most one blocking task per core, the recipients in their order.
+        // Rendered in turns on one lane of the pool, as one request's work.
         let recipients: Vec<(Contact, Mailbox)> = plan
             .recipients
             .iter()
@@ -373,7 +373,7 @@ impl Sending {
         let (signers, job, shared_id) = (self.signers.clone(), shared.clone(), content_id.clone());
         let built = self
             .cpu
-            .map(recipients, move |(c, to): (Contact, Mailbox)| {
+            .map(1, recipients, move |(c, to): (Contact, Mailbox)| {
                 let email = signers.build_email(&job.0, &job.1, &c, &to, shared_id.as_deref());
                 (c, email)
             })
@@ -671,8 +671,8 @@ impl MessageBuilder for Sending {
             let rest = drafts.map(|d| self.before_build(project_id, d, false, &memo));
             read.extend(futures::future::join_all(rest).await);
 
-            // The MIME building and signing in at most one blocking task per core (a task per
-            // message would cost a hand-off between threads each), in the batch's order.
+            // The MIME building and signing over as many lanes as the pool has slots, in turns
+            // (`CpuPool::map`), in the batch's order.
             let mut results: Vec<Option<Result<Built, BuildError>>> = Vec::new();
             let mut work: Vec<(usize, ToAssemble)> = Vec::new();
             for (i, r) in read.into_iter().enumerate() {
@@ -687,22 +687,26 @@ impl MessageBuilder for Sending {
             let dkim = self.signers.dkim.clone();
             let built = self
                 .hand_off_cpu
-                .map(work, move |(i, a): (usize, ToAssemble)| {
-                    let raw = match &a.attachments {
-                        Some(stored) => decode_attachments(stored),
-                        None => Ok(Vec::new()),
-                    }
-                    .and_then(|attachments| {
-                        assemble(&a.draft, &attachments, a.signing.as_deref(), &dkim)
-                    });
-                    let built = raw
-                        .map(|raw| Built {
-                            raw,
-                            room: Some(a.room),
-                        })
-                        .map_err(BuildError::Permanent);
-                    (i, built)
-                })
+                .map(
+                    self.hand_off_cpu.width(),
+                    work,
+                    move |(i, a): (usize, ToAssemble)| {
+                        let raw = match &a.attachments {
+                            Some(stored) => decode_attachments(stored),
+                            None => Ok(Vec::new()),
+                        }
+                        .and_then(|attachments| {
+                            assemble(&a.draft, &attachments, a.signing.as_deref(), &dkim)
+                        });
+                        let built = raw
+                            .map(|raw| Built {
+                                raw,
+                                room: Some(a.room),
+                            })
+                            .map_err(BuildError::Permanent);
+                        (i, built)
+                    },
+                )
                 .await;
             for (i, built) in built {
                 results[i] = Some(built);
