@@ -51,8 +51,9 @@ impl CpuPool {
 }
 
 /// How long one task of [`CpuPool::map`] runs items before it gives its slot back (and waits
-/// for it again behind the work queued meanwhile), at least one item a task.
-pub const MAP_SLICE: Duration = Duration::from_millis(5);
+/// for it again behind the work queued meanwhile), at least one item a task, on a pool that
+/// requests share.
+pub const TURN: Duration = Duration::from_millis(5);
 
 impl CpuPool {
     /// The most closures this pool runs at once.
@@ -62,10 +63,11 @@ impl CpuPool {
 
     /// Runs `work` on each of `items` and returns the results in the items' order. The items
     /// are split into at most `lanes` runs of neighbours (at most the pool's width), each run
-    /// in turns of [`MAP_SLICE`] on the pool: cheap items share a task (a task an item would
-    /// cost a hand-off between threads each), and costly ones still give their slot back after
-    /// each item, so one caller's many items never keep other work off the pool for long.
-    pub async fn map<I, T, F>(&self, lanes: usize, items: Vec<I>, work: F) -> Vec<T>
+    /// on the pool in turns of `turn` (at least one item a turn): cheap items share a task (a
+    /// task an item would cost a hand-off between threads each), and with a short turn costly
+    /// ones give their slot back after each, so one caller's many items never keep other work
+    /// off the pool for long. `Duration::MAX`: a lane runs in one task, first come first served.
+    pub async fn map<I, T, F>(&self, lanes: usize, turn: Duration, items: Vec<I>, work: F) -> Vec<T>
     where
         I: Send + 'static,
         T: Send + 'static,
@@ -76,7 +78,7 @@ impl CpuPool {
         let mut items = items.into_iter().peekable();
         while items.peek().is_some() {
             let lane: VecDeque<I> = items.by_ref().take(per_lane).collect();
-            runs.push(self.lane(lane, work.clone()));
+            runs.push(self.lane(lane, turn, work.clone()));
         }
         futures::future::join_all(runs)
             .await
@@ -86,7 +88,7 @@ impl CpuPool {
     }
 
     /// One lane of [`CpuPool::map`]: its items in order, a slice at a time.
-    async fn lane<I, T, F>(&self, mut left: VecDeque<I>, work: F) -> Vec<T>
+    async fn lane<I, T, F>(&self, mut left: VecDeque<I>, turn: Duration, work: F) -> Vec<T>
     where
         I: Send + 'static,
         T: Send + 'static,
@@ -101,7 +103,7 @@ impl CpuPool {
                     let mut out = Vec::new();
                     while let Some(item) = left.pop_front() {
                         out.push(work(item));
-                        if started.elapsed() >= MAP_SLICE {
+                        if started.elapsed() >= turn {
                             break;
                         }
                     }
@@ -155,7 +157,7 @@ mod tests {
         let tasks = Arc::new(std::sync::Mutex::new(std::collections::HashSet::new()));
         let seen = tasks.clone();
         let out = pool
-            .map(8, (0..10).collect(), move |i: u32| {
+            .map(8, TURN, (0..10).collect(), move |i: u32| {
                 seen.lock().unwrap().insert(std::thread::current().id());
                 i * 3
             })
@@ -164,8 +166,10 @@ mod tests {
         // Cheap items: one task a lane, and no more lanes than the pool is wide.
         let used = tasks.lock().unwrap().len();
         assert!((1..=3).contains(&used), "{used} threads");
-        assert!(pool.map(2, Vec::<u32>::new(), |i| i).await.is_empty());
-        let one_lane = pool.map(1, (0..5).collect(), |i: u32| i + 1).await;
+        assert!(pool.map(2, TURN, Vec::<u32>::new(), |i| i).await.is_empty());
+        let one_lane = pool
+            .map(1, Duration::MAX, (0..5).collect(), |i: u32| i + 1)
+            .await;
         assert_eq!(one_lane, vec![1, 2, 3, 4, 5]);
     }
 
@@ -175,7 +179,7 @@ mod tests {
         let slow = pool.clone();
         let map = tokio::spawn(async move {
             let out = slow
-                .map(1, vec![40u64; 4], |ms| {
+                .map(1, TURN, vec![40u64; 4], |ms| {
                     std::thread::sleep(Duration::from_millis(ms));
                     ms
                 })

@@ -10,6 +10,7 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::time::Duration;
 
 use futures::future::BoxFuture;
 use serde_json::{Map, Value};
@@ -29,7 +30,7 @@ use crate::mail::dkim::{DkimKey, DkimSigner};
 use crate::mail::links::{ContactUrls, LinkSigner};
 use crate::mail::mime::{self, Outgoing};
 use crate::mail::tracking;
-use crate::services::cpu::CpuPool;
+use crate::services::cpu::{CpuPool, TURN};
 use crate::services::sending_domains::Sender;
 use crate::store::contacts::{Plan, field_types, plan_upsert};
 use crate::store::domains::SigningDomain;
@@ -245,7 +246,7 @@ impl Sending {
             Arc::new(project.clone()),
         );
         self.cpu
-            .map(self.cpu.width(), contacts, move |c: Contact| {
+            .map(self.cpu.width(), TURN, contacts, move |c: Contact| {
                 let to = Mailbox {
                     name: None,
                     email: c.email.clone(),
@@ -373,7 +374,7 @@ impl Sending {
         let (signers, job, shared_id) = (self.signers.clone(), shared.clone(), content_id.clone());
         let built = self
             .cpu
-            .map(1, recipients, move |(c, to): (Contact, Mailbox)| {
+            .map(1, TURN, recipients, move |(c, to): (Contact, Mailbox)| {
                 let email = signers.build_email(&job.0, &job.1, &c, &to, shared_id.as_deref());
                 (c, email)
             })
@@ -671,8 +672,9 @@ impl MessageBuilder for Sending {
             let rest = drafts.map(|d| self.before_build(project_id, d, false, &memo));
             read.extend(futures::future::join_all(rest).await);
 
-            // The MIME building and signing over as many lanes as the pool has slots, in turns
-            // (`CpuPool::map`), in the batch's order.
+            // The MIME building and signing over as many lanes as the pool has slots, each lane
+            // in one task: the hand-off pool serves deliveries alone and a batch is bounded, so
+            // first come first built (turns would interleave the batches and delay them all).
             let mut results: Vec<Option<Result<Built, BuildError>>> = Vec::new();
             let mut work: Vec<(usize, ToAssemble)> = Vec::new();
             for (i, r) in read.into_iter().enumerate() {
@@ -689,6 +691,7 @@ impl MessageBuilder for Sending {
                 .hand_off_cpu
                 .map(
                     self.hand_off_cpu.width(),
+                    Duration::MAX,
                     work,
                     move |(i, a): (usize, ToAssemble)| {
                         let raw = match &a.attachments {
