@@ -87,7 +87,7 @@ impl CpuPool {
             .collect()
     }
 
-    /// One lane of [`CpuPool::map`]: its items in order, a slice at a time.
+    /// One lane of [`CpuPool::map`]: its items in order, a turn at a time.
     async fn lane<I, T, F>(&self, mut left: VecDeque<I>, turn: Duration, work: F) -> Vec<T>
     where
         I: Send + 'static,
