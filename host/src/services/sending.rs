@@ -675,51 +675,29 @@ impl MessageBuilder for Sending {
             // The MIME building and signing over as many lanes as the pool has slots, each lane
             // in one task: the hand-off pool serves deliveries alone and a batch is bounded, so
             // first come first built (turns would interleave the batches and delay them all).
-            let mut results: Vec<Option<Result<Built, BuildError>>> = Vec::new();
-            let mut work: Vec<(usize, ToAssemble)> = Vec::new();
-            for (i, r) in read.into_iter().enumerate() {
-                match r {
-                    Ok(a) => {
-                        results.push(None);
-                        work.push((i, a));
-                    }
-                    Err(e) => results.push(Some(Err(e))),
-                }
-            }
             let dkim = self.signers.dkim.clone();
-            let built = self
-                .hand_off_cpu
+            self.hand_off_cpu
                 .map(
                     self.hand_off_cpu.width(),
                     Duration::MAX,
-                    work,
-                    move |(i, a): (usize, ToAssemble)| {
+                    read,
+                    move |read: Result<ToAssemble, BuildError>| {
+                        let a = read?;
                         let raw = match &a.attachments {
                             Some(stored) => decode_attachments(stored),
                             None => Ok(Vec::new()),
                         }
                         .and_then(|attachments| {
                             assemble(&a.draft, &attachments, a.signing.as_deref(), &dkim)
-                        });
-                        let built = raw
-                            .map(|raw| Built {
-                                raw,
-                                room: Some(a.room),
-                            })
-                            .map_err(BuildError::Permanent);
-                        (i, built)
+                        })
+                        .map_err(BuildError::Permanent)?;
+                        Ok(Built {
+                            raw,
+                            room: Some(a.room),
+                        })
                     },
                 )
-                .await;
-            for (i, built) in built {
-                results[i] = Some(built);
-            }
-            results
-                .into_iter()
-                .map(|r| {
-                    r.unwrap_or_else(|| Err(BuildError::Retry("the build did not run".into())))
-                })
-                .collect()
+                .await
         })
     }
 }
