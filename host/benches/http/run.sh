@@ -169,8 +169,11 @@ threads = [threading.Thread(target=post, args=(b,)) for b in range(8)]
 for t in threads: t.start()
 for t in threads: t.join()
 queued = time.time() - start
-# Counted as sent, not as left queued: a batch's jobs are running, not queued, while it is sent.
-while get("/activity/stats?days=1")["totals"].get("sent", 0) - before < 10_000 and time.time() - start < 300:
+# Waits until no email is left queued (an email being handed off stays queued until its outcome
+# is written), asking the cheap count of queued emails; the sent ones are counted once, after.
+# Polling `/activity/stats` instead (three aggregates over the project's email events, 40-70 ms
+# of PostgreSQL's time each with 40,000 emails sent) took a third of a core from the run.
+while get("/activity/upcoming")["queuedEmails"] > 0 and time.time() - start < 300:
     time.sleep(0.2)
 took = time.time() - start
 sent = get("/activity/stats?days=1")["totals"].get("sent", 0) - before

@@ -137,15 +137,18 @@ pub(crate) fn value_rows(first: usize, rows: usize, cols: usize) -> String {
         .join(", ")
 }
 
-/// `id IN ($first, …, $first + n - 1)`: the ids of a multi-row update's `n` `VALUES` rows,
-/// bound once more (after the rows, so that each placeholder appears once and in order: see
-/// [`bound_in_order`]) as a condition on the table, so that each row is reached by one seek
-/// whatever the planner estimates. With the join condition alone, PostgreSQL may scan a partial
-/// index that the statement's state condition matches (`state = 'running'`, `status =
-/// 'queued'`) in full for the join, which statistics taken while few rows were in that state
-/// make look cheap.
-pub(crate) fn by_ids(first: usize, n: usize) -> String {
-    format!("id IN ({})", placeholders(first, n))
+/// `column = 'value'` written so that no index answers it (`column || '' = 'value'`, the same
+/// test), for a multi-row update that joins its `VALUES` rows by id and also checks the row's
+/// state. Written plainly, the state test is the predicate of a partial index (`state =
+/// 'running'`, `status = 'queued'`), and PostgreSQL, estimating a few rows in that state
+/// (statistics taken while few were), either scans that index whole for a hash join or, given
+/// the ids once more as `id IN (…)`, reads the rows from it and loops over every `VALUES` row
+/// for each one: `n²` comparisons, 2.7 ms of a 50-row outcome write's 4.5 ms, and 468 ms a
+/// write of 500 rows. Unanswerable by an index, the test leaves one plan: for each `VALUES`
+/// row, one seek of the primary key (2.0-2.7 ms and 50 ms; docs/benchmarks.md, "Batch writes
+/// joined by primary key"). SQLite plans it the same either way.
+pub(crate) fn unindexed_equals(column: &str, value: &str) -> String {
+    format!("{column} || '' = '{value}'")
 }
 
 /// The JSON text at the top-level `key` of the JSON `column`, as SQL text (`key` is a fixed

@@ -869,9 +869,6 @@ impl Store {
                         .bind(d.lease.worker.as_str());
                 }
                 q = q.bind(now).bind(now).bind(now);
-                for d in &delivered {
-                    q = q.bind(&d.email.id);
-                }
                 let updated: HashSet<String> = q.fetch_all(&mut *tx).await?.into_iter().collect();
                 let written: Vec<&Outcome<'_>> =
                     delivered.iter().filter(|d| updated.contains(&d.email.id)).collect();
@@ -1117,8 +1114,9 @@ impl<'a> Outcome<'a> {
 
 /// Records the outcomes of `n` deliveries, each keyed on its hand-off (the email still queued
 /// and its token the claim's), and answers the ids written; binds, a row: id, status (`sent` or
-/// `failed`), provider id, error, hand-off token; then now three times and each id again (each
-/// placeholder once and in order: `dialect::bound_in_order`). The stored message and draft go.
+/// `failed`), provider id, error, hand-off token; then now three times (each placeholder once
+/// and in order: `dialect::bound_in_order`). The stored message and draft go. The email is
+/// found by id for each row (`dialect::unindexed_equals`).
 pub(super) fn finish_outcomes_sql(n: usize) -> String {
     format!(
         "WITH v (v_id, v_status, v_provider, v_error, v_token) AS (VALUES {}) \
@@ -1126,12 +1124,12 @@ pub(super) fn finish_outcomes_sql(n: usize) -> String {
          raw = NULL, draft = NULL, hand_off_token = NULL, \
          sent_at = CASE WHEN v_status = '{sent}' THEN ${a} ELSE sent_at END, \
          failed_at = CASE WHEN v_status = '{sent}' THEN failed_at ELSE ${b} END, updated_at = ${c} \
-         FROM v WHERE id = v_id AND status = 'queued' AND hand_off_token = v_token AND {ids} RETURNING id",
+         FROM v WHERE id = v_id AND {queued} AND hand_off_token = v_token RETURNING id",
         super::dialect::value_rows(1, n, 5),
         sent = status::SENT,
         a = 5 * n + 1,
         b = 5 * n + 2,
         c = 5 * n + 3,
-        ids = super::dialect::by_ids(5 * n + 4, n),
+        queued = super::dialect::unindexed_equals("status", status::QUEUED),
     )
 }

@@ -462,8 +462,8 @@ fn in_order<DB: Database>(sql: String) -> String {
     super::dialect::bound_in_order(backend_of::<DB>(), sql)
 }
 
-/// Runs `sql` (binding each job's id, worker and value, then now `nows` times, then each job's
-/// id again) over `jobs`; answers the ids it returned. Nothing runs for no jobs.
+/// Runs `sql` (binding each job's id, worker and value, then now `nows` times) over `jobs`;
+/// answers the ids it returned. Nothing runs for no jobs.
 async fn leased_update<DB>(
     tx: &mut Transaction<'_, DB>,
     sql: &str,
@@ -492,9 +492,6 @@ where
     }
     for _ in 0..nows {
         q = q.bind(now);
-    }
-    for (lease, _) in jobs {
-        q = q.bind(lease.job.as_str());
     }
     q.fetch_all(&mut **tx).await
 }
