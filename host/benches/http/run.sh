@@ -171,7 +171,7 @@ for t in threads: t.join()
 queued = time.time() - start
 # Waits until no email is left queued (an email being handed off stays queued until its outcome
 # is written), asking the cheap count of queued emails; the sent ones are counted once, after.
-# Polling `/activity/stats` instead (three aggregates over the project's email events, 40-70 ms
+# Polling `/activity/stats` instead (three aggregates over the project's email events, 40-75 ms
 # of PostgreSQL's time each with 40,000 emails sent) took a third of a core from the run.
 while get("/activity/upcoming")["queuedEmails"] > 0 and time.time() - start < 300:
     time.sleep(0.2)

@@ -146,8 +146,10 @@ pub(crate) fn value_rows(first: usize, rows: usize, cols: usize) -> String {
 /// for each one: `n²` comparisons, 2.7 ms of a 50-row outcome write's 4.5 ms, and 468 ms a
 /// write of 500 rows. Unanswerable by an index, the test leaves one plan: for each `VALUES`
 /// row, one seek of the primary key (2.0-2.7 ms and 50 ms; docs/benchmarks.md, "Batch writes
-/// joined by primary key"). SQLite plans it the same either way.
-pub(crate) fn unindexed_equals(column: &str, value: &str) -> String {
+/// joined by primary key"). SQLite plans it the same either way. Both are fixed names of the
+/// caller's, never input. (`executions::executions_update_sql` gets the same effect from its
+/// two active states written as "not ended".)
+pub(crate) fn unindexed_equals(column: &'static str, value: &'static str) -> String {
     format!("{column} || '' = '{value}'")
 }
 
