@@ -175,14 +175,16 @@ pub fn parse_data(data: Option<BTreeMap<String, Value>>) -> Result<DataPatch, Ap
 }
 
 /// Re-evaluates a written contact's tracked dynamic segments at once (entry and exit events),
-/// since a data-only change emits no event for the outbox consumer to react to. The write has
-/// committed, so a failure here is logged, not answered: the next event of the contact or the
-/// next compute catches up.
+/// since a data-only change emits no event for the outbox consumer to react to, and wakes the
+/// dispatcher when that fired any. The write has committed, so a failure here is logged, not
+/// answered: the next event of the contact or the next compute catches up.
 async fn live_segments(state: &AppState, contact: &Contact) {
-    if let Err(err) =
-        crate::engine::reevaluate_contact(state.store(), &contact.project_id, &contact.id).await
-    {
-        tracing::warn!(error = %err, contact_id = %contact.id, "could not re-evaluate tracked segments");
+    match crate::engine::reevaluate_contact(state.store(), &contact.project_id, &contact.id).await {
+        Ok(changes) if !changes.is_empty() => state.wake_outbox(),
+        Ok(_) => {}
+        Err(err) => {
+            tracing::warn!(error = %err, contact_id = %contact.id, "could not re-evaluate tracked segments");
+        }
     }
 }
 

@@ -39,6 +39,7 @@ pub(crate) struct Parts {
     pub(crate) uploads: crate::services::uploads::Uploads,
     pub(crate) oauth: crate::services::oauth::OAuth,
     pub(crate) sending_domains: Arc<SendingDomains>,
+    pub(crate) outbox_wake: crate::outbox::OutboxWake,
     pub(crate) jwt_encoding: EncodingKey,
     pub(crate) jwt_decoding: DecodingKey,
 }
@@ -54,6 +55,12 @@ impl AppState {
     /// The store.
     pub fn store(&self) -> &Store {
         &self.inner.store
+    }
+
+    /// Wakes the outbox dispatcher of this instance (after a request wrote events it should
+    /// not leave for the next poll).
+    pub fn wake_outbox(&self) {
+        self.inner.outbox_wake.wake();
     }
 
     /// The settings in effect.

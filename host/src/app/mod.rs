@@ -30,7 +30,7 @@ use crate::jobs::segments::{ReevaluateSegments, next_reevaluation};
 use crate::jobs::{JobHandler, JobQueue, QueueConfig, Workers};
 use crate::mail::dkim::DkimSigner;
 use crate::mail::links::LinkSigner;
-use crate::outbox::{EventConsumer, EventDispatcher};
+use crate::outbox::{EventConsumer, EventDispatcher, OutboxWake};
 use crate::plugins::Plugins;
 use crate::services::ratelimit::RateLimiter;
 use crate::services::sending::Sending;
@@ -173,8 +173,9 @@ impl AppBuilder {
         ];
         ensure_reevaluation(&store, &settings).await?;
         // Herald's own consumers first, then those registered from outside.
+        let outbox_wake = OutboxWake::default();
         let own: [Arc<dyn EventConsumer>; 2] = [
-            Arc::new(LiveSegments::new(store.clone())),
+            Arc::new(LiveSegments::new(store.clone(), outbox_wake.clone())),
             Arc::new(WorkflowTriggers {
                 engine: workflows.clone(),
             }),
@@ -182,8 +183,13 @@ impl AppBuilder {
         let consumers: Vec<Arc<dyn EventConsumer>> = own.into_iter().chain(consumers).collect();
         // The dispatcher's claim on a batch of events lasts as long as a job's: after a crash,
         // another instance takes the batch over that much later.
-        let dispatcher =
-            EventDispatcher::new(store.clone(), consumers, queue.poll_interval, queue.lease);
+        let dispatcher = EventDispatcher::new(
+            store.clone(),
+            consumers,
+            queue.poll_interval,
+            queue.lease,
+            outbox_wake.clone(),
+        );
         let workers = Workers::new(jobs.clone(), handlers);
         let verifier = Verifier::new(
             &settings.plugins,
@@ -230,6 +236,7 @@ impl AppBuilder {
             health_guard,
             uploads,
             oauth,
+            outbox_wake,
             jwt_encoding: EncodingKey::from_secret(secret.as_bytes()),
             jwt_decoding: DecodingKey::from_secret(secret.as_bytes()),
             settings,

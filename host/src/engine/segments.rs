@@ -27,7 +27,7 @@ use herald_filter::{EventStats, Field, Subject};
 use crate::domain::event::StoredEvent;
 use crate::domain::ids::{ContactId, ProjectId};
 use crate::domain::time::now_ms;
-use crate::outbox::{ConsumerError, EventConsumer};
+use crate::outbox::{ConsumerError, EventConsumer, OutboxWake};
 use crate::store::segments::{LiveContact, MembershipChange, TrackedSegment};
 use crate::store::{Store, StoreResult};
 
@@ -134,12 +134,15 @@ pub fn affects(event: &StoredEvent, reads: &Reads) -> bool {
 /// The outbox consumer that keeps tracked membership live.
 pub struct LiveSegments {
     store: Store,
+    /// Woken when a batch wrote entry or exit events, so that they are dispatched right after
+    /// it (a workflow triggered by an entry starts then, not a poll interval later).
+    wake: OutboxWake,
 }
 
 impl LiveSegments {
-    /// A consumer over `store`.
-    pub fn new(store: Store) -> LiveSegments {
-        LiveSegments { store }
+    /// A consumer over `store` that wakes the dispatcher by `wake` after writing events.
+    pub fn new(store: Store, wake: OutboxWake) -> LiveSegments {
+        LiveSegments { store, wake }
     }
 
     /// Re-evaluates, for one project's events of a batch, the segments each event can affect,
@@ -229,6 +232,7 @@ impl EventConsumer for LiveSegments {
                     Ok(0) => {}
                     Ok(changes) => {
                         tracing::debug!(project_id = %project, events = list.len(), changes, "tracked segment membership changed");
+                        self.wake.wake();
                     }
                     Err(err) => {
                         failed.insert(project, err.to_string());

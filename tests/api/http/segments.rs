@@ -241,6 +241,74 @@ async fn tracked_membership_is_kept_live() {
 }
 
 #[tokio::test]
+async fn entry_events_are_dispatched_at_once_not_a_poll_interval_later() {
+    // A poll interval far longer than a dispatch: a tracked event waits for the next poll, the
+    // entry events written by the live consumer or after a PATCH do not.
+    let poll = std::time::Duration::from_secs(8);
+    let app = TestApp::spawn_with(|s| s.jobs_poll_interval_ms = poll.as_millis() as u64).await;
+    let p = app.project().await;
+    for (name, filter) in [
+        (
+            "Loggers",
+            json!({ "field": "event.login", "operator": "triggered" }),
+        ),
+        (
+            "Pros",
+            json!({ "field": "data.plan", "operator": "equals", "value": "pro" }),
+        ),
+    ] {
+        create(
+            &app,
+            &p,
+            json!({ "name": name, "type": "DYNAMIC", "trackMembership": true,
+                    "condition": all_of(json!([filter])) }),
+        )
+        .await;
+    }
+    let ann = p
+        .contact(&app, "ann@example.com", json!({ "plan": "free" }))
+        .await;
+    let drained_soon = |since: std::time::Instant| {
+        let app = &app;
+        async move {
+            while app.state().store().outbox_len().await.unwrap() > 0 {
+                assert!(
+                    since.elapsed() < poll / 2,
+                    "an entry event waited for the next poll"
+                );
+                tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+            }
+        }
+    };
+
+    // Written by the live consumer while the dispatcher hands it the batch of the login; its
+    // own outbox row goes once that batch is done.
+    track(&app, &p, "ann@example.com", "login").await;
+    assert_eq!(
+        wait_for_events(&app, &p, "segment.loggers.entry", 1).await,
+        strings(&["ann@example.com"])
+    );
+    drained_soon(std::time::Instant::now()).await;
+
+    // Written by the API after a data-only PATCH (no event of its own), with the dispatcher
+    // just gone to sleep.
+    let patched = std::time::Instant::now();
+    let r = app
+        .patch(
+            &format!("/contacts/{ann}"),
+            &p.secret_key,
+            json!({ "data": { "plan": "pro" } }),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(
+        event_emails(&app, &p, "segment.pros.entry").await,
+        strings(&["ann@example.com"])
+    );
+    drained_soon(patched).await;
+}
+
+#[tokio::test]
 async fn a_batch_of_events_enters_each_contact_once_in_the_segments_its_events_affect() {
     // A slow poll, so the outbox claims the events tracked meanwhile as one batch.
     let app = TestApp::spawn_with(|s| s.jobs_poll_interval_ms = 1_000).await;
