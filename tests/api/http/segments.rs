@@ -63,6 +63,18 @@ async fn track(app: &TestApp, p: &TestProject, email: &str, event: &str) {
     assert_eq!(r.status, 200, "{}", r.body);
 }
 
+/// Changes a contact's data by `PATCH /contacts/:id`.
+async fn patch_data(app: &TestApp, p: &TestProject, contact: &str, data: Value) {
+    let r = app
+        .patch(
+            &format!("/contacts/{contact}"),
+            &p.secret_key,
+            json!({ "data": data }),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+}
+
 /// The addresses of the events named `name`, sorted.
 async fn event_emails(app: &TestApp, p: &TestProject, name: &str) -> Vec<String> {
     let r = app
@@ -184,14 +196,7 @@ async fn tracked_membership_is_kept_live() {
     }
 
     // A data-only PATCH emits no event; the API re-evaluates at once: she leaves.
-    let r = app
-        .patch(
-            &format!("/contacts/{ann}"),
-            &p.secret_key,
-            json!({ "data": { "plan": "free" } }),
-        )
-        .await;
-    assert_eq!(r.status, 200, "{}", r.body);
+    patch_data(&app, &p, &ann, json!({ "plan": "free" })).await;
     assert_eq!(
         wait_for_events(&app, &p, exit, 1).await,
         strings(&["ann@example.com"])
@@ -200,14 +205,7 @@ async fn tracked_membership_is_kept_live() {
     assert!(members(&app, &p, id).await.is_empty());
 
     // And back: a second entry.
-    let r = app
-        .patch(
-            &format!("/contacts/{ann}"),
-            &p.secret_key,
-            json!({ "data": { "plan": "pro" } }),
-        )
-        .await;
-    assert_eq!(r.status, 200, "{}", r.body);
+    patch_data(&app, &p, &ann, json!({ "plan": "pro" })).await;
     assert_eq!(
         wait_for_events(&app, &p, entry, 2).await,
         strings(&["ann@example.com", "ann@example.com"])
@@ -293,14 +291,7 @@ async fn entry_events_are_dispatched_at_once_not_a_poll_interval_later() {
     // Written by the API after a data-only PATCH (no event of its own), with the dispatcher
     // just gone to sleep.
     let patched = std::time::Instant::now();
-    let r = app
-        .patch(
-            &format!("/contacts/{ann}"),
-            &p.secret_key,
-            json!({ "data": { "plan": "pro" } }),
-        )
-        .await;
-    assert_eq!(r.status, 200, "{}", r.body);
+    patch_data(&app, &p, &ann, json!({ "plan": "pro" })).await;
     assert_eq!(
         event_emails(&app, &p, "segment.pros.entry").await,
         strings(&["ann@example.com"])
