@@ -57,14 +57,23 @@ pub trait EventConsumer: Send + Sync {
     }
 }
 
+/// The largest batch after which a wake-up ([`OutboxWake`]) makes the dispatcher look again
+/// at once instead of after its poll interval.
+pub const WOKEN_AFTER_AT_MOST: usize = 50;
+
+/// The shortest time from the start of one look at the outbox to the next when woken
+/// ([`OutboxWake`]); never more than the poll interval.
+pub const WOKEN_GAP: Duration = Duration::from_millis(100);
+
 /// Attempts before an event is parked (kept in the outbox with its error, not retried).
 pub const MAX_DELIVERY_ATTEMPTS: i32 = 10;
 
 /// Wakes this instance's dispatcher to look at the outbox again now rather than after its
-/// poll interval. A consumer that writes events of its own while it handles a batch (the
-/// segments' entry and exit events) wakes it, so that those events are dispatched right after
-/// the batch that caused them instead of one poll interval later. A hint within one process:
-/// every instance still polls the shared outbox. Cheap to clone.
+/// poll interval, when it is not busy (its last batch was small: [`WOKEN_AFTER_AT_MOST`]). A
+/// consumer that writes events of its own while it handles a batch (the segments' entry and exit
+/// events) wakes it, so that those events are dispatched right after the batch that caused them
+/// instead of one poll interval later. A hint within one process: every instance still polls
+/// the shared outbox. Cheap to clone.
 #[derive(Clone, Default)]
 pub struct OutboxWake(Arc<Notify>);
 
@@ -166,19 +175,31 @@ impl EventDispatcher {
         n
     }
 
-    /// Dispatches until `stop` turns true: again at once after a full batch or when woken
-    /// ([`OutboxWake`]), else after the poll interval.
+    /// Dispatches until `stop` turns true: again at once after a full batch, or when woken
+    /// ([`OutboxWake`]) after a small one, else after the poll interval.
+    ///
+    /// Only a small batch (at most [`WOKEN_AFTER_AT_MOST`] events) lets a wake-up cut the wait
+    /// short, to [`WOKEN_GAP`] after that batch began: that is the quiet case, where an entry
+    /// event would otherwise wait a whole poll interval alone. Under load the interval gathers
+    /// the next batch, as before; waking at once after every batch that wrote entries made the
+    /// batches smaller and their claims more numerous, which slowed tracking on SQLite while
+    /// contacts entered segments (docs/benchmarks.md).
     pub async fn run(self, mut stop: watch::Receiver<bool>) {
         const BATCH: i64 = 500;
         loop {
             if *stop.borrow() {
                 break;
             }
+            let started = tokio::time::Instant::now();
             let n = self.dispatch_once(BATCH).await;
             if n < BATCH as usize {
                 tokio::select! {
                     _ = tokio::time::sleep(self.poll) => {}
-                    _ = self.wake.0.notified() => {}
+                    _ = self.wake.0.notified(), if n <= WOKEN_AFTER_AT_MOST => {
+                        // Not sooner than a short gap after the last look began, so that a
+                        // chain of small batches, each waking the next, gathers events again.
+                        tokio::time::sleep_until(started + self.poll.min(WOKEN_GAP)).await;
+                    }
                     _ = stop.changed() => {}
                 }
             }
