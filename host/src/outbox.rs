@@ -58,7 +58,7 @@ pub trait EventConsumer: Send + Sync {
 }
 
 /// The largest batch after which a wake-up ([`OutboxWake`]) makes the dispatcher look again
-/// at once instead of after its poll interval.
+/// early ([`WOKEN_GAP`] after its last look began) instead of after its poll interval.
 pub const WOKEN_AFTER_AT_MOST: usize = 50;
 
 /// The shortest time from the start of one look at the outbox to the next when woken
@@ -78,8 +78,9 @@ pub const MAX_DELIVERY_ATTEMPTS: i32 = 10;
 pub struct OutboxWake(Arc<Notify>);
 
 impl OutboxWake {
-    /// Asks for another look at the outbox once the batch being dispatched is done (or at once,
-    /// when the dispatcher is idle).
+    /// Asks for another look at the outbox once the batch being dispatched is done, or at once
+    /// when the dispatcher is idle; at the earliest [`WOKEN_GAP`] after its last look began, and
+    /// only when that look found a small batch.
     pub fn wake(&self) {
         self.0.notify_one();
     }
