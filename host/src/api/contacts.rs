@@ -179,12 +179,12 @@ pub fn parse_data(data: Option<BTreeMap<String, Value>>) -> Result<DataPatch, Ap
 /// dispatcher when that fired any. The write has committed, so a failure here is logged, not
 /// answered: the next event of the contact or the next compute catches up.
 async fn live_segments(state: &AppState, contact: &Contact) {
-    match crate::engine::reevaluate_contact(state.store(), &contact.project_id, &contact.id).await {
-        Ok(changes) if !changes.is_empty() => state.wake_outbox(),
-        Ok(_) => {}
-        Err(err) => {
-            tracing::warn!(error = %err, contact_id = %contact.id, "could not re-evaluate tracked segments");
-        }
+    if let Err(err) = state
+        .live_segments()
+        .after_contact_write(&contact.project_id, &contact.id)
+        .await
+    {
+        tracing::warn!(error = %err, contact_id = %contact.id, "could not re-evaluate tracked segments");
     }
 }
 

@@ -39,7 +39,7 @@ pub(crate) struct Parts {
     pub(crate) uploads: crate::services::uploads::Uploads,
     pub(crate) oauth: crate::services::oauth::OAuth,
     pub(crate) sending_domains: Arc<SendingDomains>,
-    pub(crate) outbox_wake: crate::outbox::OutboxWake,
+    pub(crate) live_segments: Arc<crate::engine::LiveSegments>,
     pub(crate) jwt_encoding: EncodingKey,
     pub(crate) jwt_decoding: DecodingKey,
 }
@@ -57,10 +57,9 @@ impl AppState {
         &self.inner.store
     }
 
-    /// Wakes the outbox dispatcher of this instance (after a request wrote events it should
-    /// not leave for the next poll).
-    pub fn wake_outbox(&self) {
-        self.inner.outbox_wake.wake();
+    /// The consumer that keeps tracked segments live, for the writes that emit no event.
+    pub fn live_segments(&self) -> &crate::engine::LiveSegments {
+        &self.inner.live_segments
     }
 
     /// The settings in effect.

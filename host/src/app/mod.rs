@@ -174,8 +174,9 @@ impl AppBuilder {
         ensure_reevaluation(&store, &settings).await?;
         // Herald's own consumers first, then those registered from outside.
         let outbox_wake = OutboxWake::default();
+        let live_segments = Arc::new(LiveSegments::new(store.clone(), outbox_wake.clone()));
         let own: [Arc<dyn EventConsumer>; 2] = [
-            Arc::new(LiveSegments::new(store.clone(), outbox_wake.clone())),
+            live_segments.clone(),
             Arc::new(WorkflowTriggers {
                 engine: workflows.clone(),
             }),
@@ -188,7 +189,7 @@ impl AppBuilder {
             consumers,
             queue.poll_interval,
             queue.lease,
-            outbox_wake.clone(),
+            outbox_wake,
         );
         let workers = Workers::new(jobs.clone(), handlers);
         let verifier = Verifier::new(
@@ -236,7 +237,7 @@ impl AppBuilder {
             health_guard,
             uploads,
             oauth,
-            outbox_wake,
+            live_segments,
             jwt_encoding: EncodingKey::from_secret(secret.as_bytes()),
             jwt_decoding: DecodingKey::from_secret(secret.as_bytes()),
             settings,

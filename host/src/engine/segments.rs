@@ -145,6 +145,21 @@ impl LiveSegments {
         LiveSegments { store, wake }
     }
 
+    /// Re-evaluates `contact` after a write that emits no event ([`reevaluate_contact`]), and
+    /// wakes the dispatcher when that fired entry or exit events, so that they do not wait for
+    /// its next poll. Answers the changes.
+    pub async fn after_contact_write(
+        &self,
+        project: &ProjectId,
+        contact: &ContactId,
+    ) -> StoreResult<Vec<MembershipChange>> {
+        let changes = reevaluate_contact(&self.store, project, contact).await?;
+        if !changes.is_empty() {
+            self.wake.wake();
+        }
+        Ok(changes)
+    }
+
     /// Re-evaluates, for one project's events of a batch, the segments each event can affect,
     /// with one read of the tracked segments and batched reads of the contacts.
     async fn reevaluate(&self, project: &ProjectId, events: &[&StoredEvent]) -> StoreResult<usize> {
