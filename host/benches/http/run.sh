@@ -132,11 +132,18 @@ PY
     wait_drained
     case "$url" in postgres*) psql "$url" -qc ANALYZE ;; esac
   fi
-  for run in "signed dkim-bench.test" "unsigned plain-bench.example"; do
+  # The same content as a stored template, which the last single-send run names by id.
+  TEMPLATE=$(curl -sf "http://127.0.0.1:$PORT/templates" -H "Authorization: Bearer $HERALD_BENCH_KEY" \
+    -H 'Content-Type: application/json' -d '{"name":"Order","type":"transactional",
+      "subject":"Your order {{order ?? \"#1\"}}",
+      "body":"<html><body><p>Hello {{firstName ?? \"there\"}},</p><p>Thanks for your order. <a href=\"https://shop.example/orders/{{order}}\">See it here</a>.</p></body></html>"}' \
+    | python3 -c "import json,sys;print(json.load(sys.stdin)['id'])")
+  for run in "signed dkim-bench.test" "unsigned plain-bench.example" "unsigned,_stored_template plain-bench.example"; do
     set -- $run
     export HERALD_BENCH_FROM="hello@$2"
+    case "$1" in *template) export HERALD_BENCH_TEMPLATE=$TEMPLATE ;; *) unset HERALD_BENCH_TEMPLATE ;; esac
     BEFORE=$(curl -sf "http://127.0.0.1:$PORT/activity/stats?days=1" -H "Authorization: Bearer $HERALD_BENCH_KEY" | python3 -c "import json,sys;print(json.load(sys.stdin)['totals'].get('sent',0))")
-    echo "-- POST /v1/send, $1 ($2), into smtp-sink"
+    echo "-- POST /v1/send, ${1//_/ } ($2), into smtp-sink"
     START=$(date +%s.%N)
     wrk -t2 -c32 -d"$DURATION" --latency -s "$HERE/send.lua" http://127.0.0.1:$PORT | grep -E "Requests/sec|Latency|50%|99%|requests in|Non-2xx"
     wait_drained
@@ -145,6 +152,7 @@ PY
     python3 -c "n=$SENT-$BEFORE; t=$END-$START; print(f'   end to end: {n} emails handed to SMTP in {t:.1f} s = {n/t:.0f} emails/s')"
     grep -E "VmHWM|VmRSS" /proc/$SERVER/status | tr -s ' ' | sed 's/^/   /'
   done
+  unset HERALD_BENCH_TEMPLATE
   # Delivery alone: 10,000 emails queued in 200 requests of 50 recipients (intake is then no
   # limit), timed from the first request until the queue is empty and counted as sent.
   for run in "signed dkim-bench.test" "unsigned plain-bench.example"; do

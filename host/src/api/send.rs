@@ -24,7 +24,6 @@ use crate::domain::send::{
     AttachmentInput, Mailbox, Problem, check_subject, parse_attachments, parse_headers,
     parse_mailbox, parse_recipients,
 };
-use crate::domain::template::CompiledTemplate;
 use crate::domain::template::fields::TemplateType;
 use crate::domain::time::now_ms;
 use crate::services::sending::{Idempotency, QueuedEmail, SendError, SendPlan};
@@ -316,22 +315,19 @@ async fn plan(
         .collect();
     let attachments = parse_attachments(&inputs, &mut problems);
     let content = match (subject, html) {
-        (Some(subject), Some(html)) => match state
-            .sending()
-            .cpu()
-            .run(move || CompiledTemplate::compile(&subject, &html))
-            .await
-        {
-            Ok(c) => Some(c),
-            Err(e) => {
-                problems.push(Problem {
-                    field: e.field.to_string(),
-                    code: "template_syntax",
-                    message: e.describe(),
-                });
-                None
+        (Some(subject), Some(html)) => {
+            match state.sending().compile(&project.id, subject, html).await {
+                Ok(c) => Some(c),
+                Err(e) => {
+                    problems.push(Problem {
+                        field: e.field.to_string(),
+                        code: "template_syntax",
+                        message: e.describe(),
+                    });
+                    None
+                }
             }
-        },
+        }
         _ => None,
     };
     if !problems.is_empty() {

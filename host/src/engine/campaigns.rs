@@ -31,7 +31,6 @@ use crate::domain::custom_data::DataPatch;
 use crate::domain::email::EmailAddress;
 use crate::domain::ids::{ContactId, EmailId};
 use crate::domain::send::Mailbox;
-use crate::domain::template::CompiledTemplate;
 use crate::domain::time::now_ms;
 use crate::jobs::{JobContext, JobError, JobHandler, JobQueue};
 use crate::services::sending::{SendError, SendPlan, Sending};
@@ -97,8 +96,7 @@ impl Campaigns {
         let body = c.content.body.clone();
         let content = self
             .sending
-            .cpu()
-            .run(move || CompiledTemplate::compile(&subject, &body))
+            .compile(&c.project_id, subject, body)
             .await
             .map_err(SendError::Render)?;
         Ok(SendPlan {

@@ -3,6 +3,7 @@
 //! built once by [`crate::app`]; none depends on the HTTP state.
 
 pub mod account_mail;
+pub mod compiled_templates;
 pub mod cpu;
 pub mod oauth;
 pub mod ratelimit;

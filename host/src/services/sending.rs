@@ -30,6 +30,7 @@ use crate::mail::dkim::{DkimKey, DkimSigner};
 use crate::mail::links::{ContactUrls, LinkSigner};
 use crate::mail::mime::{self, Outgoing};
 use crate::mail::tracking;
+use crate::services::compiled_templates::CompiledTemplates;
 use crate::services::cpu::{CpuPool, TURN};
 use crate::services::sending_domains::Sender;
 use crate::store::contacts::{Plan, field_types, plan_upsert};
@@ -70,8 +71,8 @@ pub struct SendPlan {
     pub sender: Sender,
     /// Reply-To.
     pub reply_to: Option<EmailAddress>,
-    /// Subject and body, compiled.
-    pub content: CompiledTemplate,
+    /// Subject and body, compiled (shared with the other sends of the same text).
+    pub content: Arc<CompiledTemplate>,
     /// The template it came from.
     pub template_id: Option<String>,
     /// Marketing mail carries `List-Unsubscribe`.
@@ -155,6 +156,8 @@ pub struct Sending {
     signers: Signers,
     jobs: JobQueue,
     cpu: CpuPool,
+    /// Compiled subjects and bodies, kept for the sends of the same text.
+    compiled: CompiledTemplates,
     /// The pool hand-offs build and sign on: apart from `cpu`, so that a burst of requests
     /// rendering never holds back the deliveries of what was already accepted.
     hand_off_cpu: CpuPool,
@@ -176,11 +179,13 @@ impl Sending {
     /// Sending through `store` and `jobs`, with links signed by `links` and messages signed
     /// with `dkim`'s cached keys; the CPU-heavy work runs on a [`CpuPool`] as wide as the cores.
     pub fn new(store: Store, links: LinkSigner, dkim: DkimSigner, jobs: JobQueue) -> Sending {
+        let cpu = CpuPool::sized_to_cores();
         Sending {
             store,
             signers: Signers { links, dkim },
             jobs,
-            cpu: CpuPool::sized_to_cores(),
+            compiled: CompiledTemplates::new(cpu.clone()),
+            cpu,
             hand_off_cpu: CpuPool::sized_to_cores(),
             hand_off_room: Arc::new(tokio::sync::Semaphore::new(DEFAULT_HAND_OFF_KB as usize)),
             hand_off_room_kb: DEFAULT_HAND_OFF_KB,
@@ -197,10 +202,22 @@ impl Sending {
         self
     }
 
-    /// The pool this service runs CPU-heavy work on, for the callers' own template work
-    /// (compiling a request's template) to share the same bound.
+    /// The pool this service runs CPU-heavy work on, for the callers' own work to share the
+    /// same bound.
     pub fn cpu(&self) -> &CpuPool {
         &self.cpu
+    }
+
+    /// `subject` and `body` compiled on this service's pool, or as compiled for an earlier send
+    /// of the same text in `project` ([`CompiledTemplates`]). The error names the field and the
+    /// position.
+    pub async fn compile(
+        &self,
+        project: &ProjectId,
+        subject: String,
+        body: String,
+    ) -> Result<Arc<CompiledTemplate>, crate::domain::template::TemplateError> {
+        self.compiled.compile(project, subject, body).await
     }
 
     /// Sends: plans each recipient's contact from its stored state, renders, builds and signs

@@ -72,7 +72,7 @@ struct PreparedTemplate {
     template: TemplateFields,
     from_email: EmailAddress,
     sender: Sender,
-    content: CompiledTemplate,
+    content: Arc<CompiledTemplate>,
 }
 
 /// How many of `effects` write (sends and contact updates; context values are not writes).
@@ -363,7 +363,10 @@ impl WorkflowEngine {
                 SenderError::NotVerified(_) => EffectError::Fail(e.to_string()),
                 SenderError::Store(s) => s.into(),
             })?;
-        let content = CompiledTemplate::compile(&template.subject, &template.body)
+        let content = self
+            .sending
+            .compile(project, template.subject.clone(), template.body.clone())
+            .await
             .map_err(|e| EffectError::Fail(format!("template {template_id}: {}", e.describe())))?;
         Ok(PreparedTemplate {
             template,
