@@ -147,17 +147,17 @@ impl LiveSegments {
 
     /// Re-evaluates `contact` after a write that emits no event ([`reevaluate_contact`]), and
     /// wakes the dispatcher when that fired entry or exit events, so that they do not wait for
-    /// its next poll. Answers the changes.
+    /// its next poll.
     pub async fn after_contact_write(
         &self,
         project: &ProjectId,
         contact: &ContactId,
-    ) -> StoreResult<Vec<MembershipChange>> {
+    ) -> StoreResult<()> {
         let changes = reevaluate_contact(&self.store, project, contact).await?;
         if !changes.is_empty() {
             self.wake.wake();
         }
-        Ok(changes)
+        Ok(())
     }
 
     /// Re-evaluates, for one project's events of a batch, the segments each event can affect,
