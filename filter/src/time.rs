@@ -22,7 +22,9 @@ fn num(s: &str) -> Option<i64> {
 /// Parses `YYYY-MM-DD` or `YYYY-MM-DDTHH:MM:SS[.fff](Z|±HH:MM)` into Unix milliseconds.
 pub fn parse(s: &str) -> Option<i64> {
     let s = s.trim();
-    if s.len() < 10 || s.as_bytes()[4] != b'-' || s.as_bytes()[7] != b'-' {
+    // Every form is ASCII, and the fields below are found by their byte offsets, which are
+    // character boundaries only in ASCII text.
+    if !s.is_ascii() || s.len() < 10 || s.as_bytes()[4] != b'-' || s.as_bytes()[7] != b'-' {
         return None;
     }
     let (y, m, d) = (num(&s[0..4])?, num(&s[5..7])?, num(&s[8..10])?);
@@ -166,6 +168,22 @@ mod tests {
         assert_eq!(format(1_700_000_000_123), "2023-11-14T22:13:20.123Z");
         assert_eq!(format(i64::MIN), "0000-01-01T00:00:00.000Z");
         assert_eq!(format(i64::MAX), "9999-12-31T23:59:59.999Z");
+    }
+
+    #[test]
+    fn parse_refuses_text_that_is_not_ascii_wherever_it_is() {
+        // Found by the `filter` fuzz target: byte offsets inside a character panicked.
+        for bad in [
+            "2026-01-0ϣ00:80:00Z",
+            "2026-01-01Tϣ0:00:00Z",
+            "2026-01-01T00:00:00.ϣZ",
+            "2026-01-01T00:00:00+0ϣ:00",
+            "ϣ026-01-01",
+            "2026-01-01T00:00:00Zϣ",
+        ] {
+            assert_eq!(parse(bad), None, "{bad}");
+        }
+        assert_eq!(parse(" 1970-01-02 "), Some(86_400_000));
     }
 
     #[test]

@@ -374,6 +374,13 @@ async fn steps_of_every_type_are_checked_by_their_plugin() {
             { "filters": [ { "field": "data.plan", "operator": "sometimes", "value": 1 } ] } ] } } }),
             "config.filter.groups[0].filters[0].operator",
         ),
+        // A date with a character of two bytes where a digit goes: the filter crate's date
+        // parser cut inside it, and the condition plugin trapped (the `filter` fuzz target).
+        (
+            json!({ "type": "CONDITION", "config": { "filter": { "logic": "AND", "groups": [
+            { "filters": [ { "field": "updatedAt", "operator": "lessThan", "value": "2026-01-0ϣ00:80:00Z" } ] } ] } } }),
+            "config.filter.groups[0].filters[0].value",
+        ),
         (json!({ "type": "UPDATE_CONTACT", "config": {} }), "config"),
         (
             json!({ "type": "PLUGIN", "config": { "plugin": "not-installed" } }),
