@@ -21,6 +21,7 @@ pub mod members;
 pub mod meta;
 pub mod metrics;
 pub mod notify;
+pub mod nul;
 pub mod oauth;
 pub mod project_admin;
 pub mod segments;

@@ -1,5 +1,5 @@
 //! The HTTP server's parts: the routes, the request middleware (request ids, tracing spans, body
-//! limits, error bodies, panics, rate-limit headers). [`crate::app`]
+//! limits, NUL characters refused, error bodies, panics, rate-limit headers). [`crate::app`]
 //! builds the state and runs the server.
 
 use std::panic::AssertUnwindSafe;
@@ -88,22 +88,42 @@ async fn handle<E: Endpoint>(
     };
     let outcome = if declared.is_some_and(|n| n > max_body as u64) {
         Ok(Err((payload_too_large(), None)))
+    } else if let Some(refused) = req.uri().query().and_then(super::nul::in_query) {
+        Ok(Err((refused, None)))
     } else {
-        let body = req.take_body();
-        req.set_body(Body::from_async_read(LimitedBody {
-            inner: Box::pin(body.into_async_read()),
+        let body = Body::from_async_read(LimitedBody {
+            inner: Box::pin(req.take_body().into_async_read()),
             left: max_body,
-        }));
-        AssertUnwindSafe(ep.call(req))
-            .catch_unwind()
-            .instrument(span.clone())
-            .await
-            .map(|r| {
-                r.map(IntoResponse::into_response).map_err(|e| {
-                    let operation = e.data::<OperationId>().copied();
-                    (classify(e), operation)
-                })
-            })
+        });
+        // A JSON body is read here, whole and within its limit, to refuse a NUL character in
+        // it before any handler sees it; the handler then reads the same bytes.
+        let body = if is_json(&req) {
+            match body.into_bytes().await {
+                Ok(bytes) => match super::nul::in_json_body(&bytes) {
+                    Some(refused) => Err(refused),
+                    None => Ok(Body::from(bytes)),
+                },
+                Err(e) => Err(classify(e.into())),
+            }
+        } else {
+            Ok(body)
+        };
+        match body {
+            Err(refused) => Ok(Err((refused, None))),
+            Ok(body) => {
+                req.set_body(body);
+                AssertUnwindSafe(ep.call(req))
+                    .catch_unwind()
+                    .instrument(span.clone())
+                    .await
+                    .map(|r| {
+                        r.map(IntoResponse::into_response).map_err(|e| {
+                            let operation = e.data::<OperationId>().copied();
+                            (classify(e), operation)
+                        })
+                    })
+            }
+        }
     };
     // The operation (the OpenAPI operation id; routes outside the document count as `other`),
     // a bounded label for the metrics.
@@ -156,6 +176,18 @@ async fn handle<E: Endpoint>(
         }
     });
     Ok(response)
+}
+
+/// Whether the request says its body is JSON (`application/json`, or a `+json` type).
+fn is_json(req: &Request) -> bool {
+    req.headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split(';').next())
+        .is_some_and(|t| {
+            let t = t.trim().to_ascii_lowercase();
+            t == "application/json" || t.ends_with("+json")
+        })
 }
 
 /// A request body that fails with [`BodyTooLarge`] once more than `left` bytes arrive.

@@ -178,3 +178,91 @@ async fn templates_are_checked_with_the_same_limits() {
     assert_eq!(r.status, 201, "{}", r.body);
     assert!(started.elapsed() < ANSWER_WITHIN, "{:?}", started.elapsed());
 }
+
+/// A NUL character (which PostgreSQL stores neither in `TEXT` nor, escaped, in `JSONB`) in a
+/// JSON body's string or key, or `%00` in a query parameter: refused at the edge, naming the
+/// field, on both databases, and nothing is written. Found by schemathesis on PostgreSQL, where
+/// each of these requests was a 500.
+#[tokio::test]
+async fn nul_characters_are_refused_at_their_field_and_nothing_is_written() {
+    let app = TestApp::spawn_with(|s| s.domains.allow_unverified = true).await;
+    let p = app.project().await;
+    let nul = "a\u{0}b";
+    let filter = |value: &str| {
+        json!({ "logic": "AND", "groups": [ { "filters": [
+            { "field": "data.plan", "operator": "equals", "value": value } ] } ] })
+    };
+    let cases = [
+        (
+            "/contacts",
+            json!({ "email": "ann@example.com", "data": { "plan": nul } }),
+            "data.plan",
+        ),
+        (
+            "/contacts",
+            json!({ "email": "ann@example.com", "data": { nul: 1 } }),
+            "data.ab",
+        ),
+        (
+            "/v1/track",
+            json!({ "email": "bob@example.com", "event": "signup", "data": { "k": nul } }),
+            "data.k",
+        ),
+        (
+            "/templates",
+            json!({ "name": nul, "subject": "s", "body": "b", "type": "TRANSACTIONAL" }),
+            "name",
+        ),
+        (
+            "/segments",
+            json!({ "name": "n", "type": "DYNAMIC", "condition": filter(nul) }),
+            "condition.groups[0].filters[0].value",
+        ),
+        (
+            "/contacts/bulk-delete",
+            json!({ "contactIds": ["cnt_1", nul] }),
+            "contactIds[1]",
+        ),
+    ];
+    for (path, body, field) in cases {
+        let r = app.post(path, &p.secret_key, body.clone()).await;
+        r.assert_error(422, "VALIDATION_ERROR");
+        assert_eq!(r.error_fields(), [field], "{path} {body}: {}", r.body);
+        assert!(
+            r.body["error"]["message"].as_str().unwrap().contains("NUL"),
+            "{}",
+            r.body
+        );
+    }
+    // `/v1/send` answers in its own error shape.
+    let r = app
+        .post("/v1/send", &p.secret_key, send_body(nul, "b", json!({})))
+        .await;
+    assert_eq!(r.status, 422, "{}", r.body);
+    assert_eq!(r.body["error"], "VALIDATION_ERROR", "{}", r.body);
+    assert_eq!(r.body["errors"][0]["field"], "subject", "{}", r.body);
+    for (path, param) in [
+        ("/contacts?search=a%00", "search"),
+        ("/events?name=%00x", "name"),
+    ] {
+        let r = app.get(path, &p.secret_key).await;
+        r.assert_error(400, "BAD_REQUEST");
+        assert_eq!(r.error_fields(), [param], "{path}: {}", r.body);
+    }
+    // An escaped backslash before `u0000` is text, not a NUL.
+    let r = app
+        .post(
+            "/contacts",
+            &p.secret_key,
+            json!({ "email": "eve@example.com", "data": { "k": "\\u0000" } }),
+        )
+        .await;
+    assert_eq!(r.status, 201, "{}", r.body);
+    assert_eq!(r.body["data"]["k"], "\\u0000");
+    let contacts = app.get("/contacts", &p.secret_key).await;
+    assert_eq!(contacts.body["total"], 1, "only eve: {}", contacts.body);
+    for path in ["/templates", "/segments"] {
+        let r = app.get(path, &p.secret_key).await;
+        assert_eq!(r.body["data"], json!([]), "{path}: {}", r.body);
+    }
+}

@@ -1,0 +1,147 @@
+//! The NUL character (U+0000) refused in what a client sends: PostgreSQL stores neither it in
+//! `TEXT` nor its escape in `JSONB`, so a string holding it would fail the write there (and be
+//! kept on SQLite). Requests are refused at the edge instead, alike on both databases: a JSON body
+//! with `\u0000` in a string or a key (422, naming the field), a query parameter with `%00` (400,
+//! naming the parameter).
+
+use serde_json::Value;
+
+use super::error::{ApiError, FieldError};
+
+/// What to do instead, in every refusal.
+const FIX: &str = "must not contain the NUL character (\\u0000); remove it";
+
+/// The refusal of a JSON body that holds a NUL character in a string or a key, naming the first
+/// such field (`data.plan`, `contactIds[2]`). Linear in the body's size: a scan for the escape,
+/// and only when one is found, a parse to name its field. `None` for a body without one, and
+/// for a body that is not JSON (the handler reports that).
+pub fn in_json_body(body: &[u8]) -> Option<ApiError> {
+    if !has_escaped_nul(body) {
+        return None;
+    }
+    let value: Value = serde_json::from_slice(body).ok()?;
+    let field = path_of_nul(&value, String::new())?;
+    Some(ApiError::validation(vec![FieldError::new(
+        if field.is_empty() {
+            "body".into()
+        } else {
+            field
+        },
+        "invalid",
+        FIX,
+    )]))
+}
+
+/// The refusal of a query string with a percent-encoded NUL (`%00`) in a parameter's name or
+/// value, naming the parameter.
+pub fn in_query(query: &str) -> Option<ApiError> {
+    let pair = query.split('&').find(|p| p.contains("%00"))?;
+    let name = pair
+        .split('=')
+        .next()
+        .unwrap_or_default()
+        .replace("%00", "");
+    let reason = format!("{FIX} (`%00`)");
+    Some(
+        ApiError::new(
+            poem::http::StatusCode::BAD_REQUEST,
+            super::error::ErrorCode::BadRequest,
+            format!("parameter `{name}` is invalid: {reason}"),
+        )
+        .with_errors(vec![FieldError::new(name, "invalid", reason)]),
+    )
+}
+
+/// Whether the JSON text holds the escape `\u0000` (a raw NUL byte is not JSON at all): a `\`
+/// that is not itself escaped, followed by `u0000`.
+fn has_escaped_nul(body: &[u8]) -> bool {
+    let mut i = 0;
+    while i < body.len() {
+        if body[i] == b'\\' {
+            if body[i + 1..].starts_with(b"u0000") {
+                return true;
+            }
+            // Skip the escaped character, so `\\u0000` (a backslash, then text) is not taken.
+            i += 2;
+        } else {
+            i += 1;
+        }
+    }
+    false
+}
+
+/// The path of the first string or key holding a NUL character, from `at`.
+fn path_of_nul(value: &Value, at: String) -> Option<String> {
+    match value {
+        Value::String(s) if s.contains('\0') => Some(at),
+        Value::Array(items) => items
+            .iter()
+            .enumerate()
+            .find_map(|(i, v)| path_of_nul(v, format!("{at}[{i}]"))),
+        Value::Object(map) => map.iter().find_map(|(k, v)| {
+            let here = if at.is_empty() {
+                k.replace('\0', "")
+            } else {
+                format!("{at}.{}", k.replace('\0', ""))
+            };
+            if k.contains('\0') {
+                Some(here)
+            } else {
+                path_of_nul(v, here)
+            }
+        }),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn field(body: &str) -> Option<String> {
+        in_json_body(body.as_bytes()).map(|e| e.errors[0].field.clone())
+    }
+
+    #[test]
+    fn a_nul_in_a_string_or_a_key_is_refused_at_its_field() {
+        assert_eq!(
+            field(r#"{"email":"a@b.c","data":{"plan":"p\u0000"}}"#).as_deref(),
+            Some("data.plan")
+        );
+        assert_eq!(
+            field(r#"{"contactIds":["cnt_1","\u0000"]}"#).as_deref(),
+            Some("contactIds[1]")
+        );
+        assert_eq!(
+            field(r#"{"data":{"k\u0000ey":1}}"#).as_deref(),
+            Some("data.key")
+        );
+        assert_eq!(field(r#""\u0000""#).as_deref(), Some("body"));
+    }
+
+    #[test]
+    fn an_escaped_backslash_before_u0000_and_bodies_that_are_not_json_pass() {
+        assert_eq!(field(r#"{"a":"\\u0000"}"#), None);
+        assert_eq!(field(r#"{"a":"\\\u0000"}"#).as_deref(), Some("a"));
+        assert_eq!(field(r#"{"a":"\u00001"}"#).as_deref(), Some("a"));
+        assert_eq!(field(r#"{"a":"\u0001"}"#), None);
+        assert_eq!(
+            field(r#"{"a":"\u0000"#),
+            None,
+            "not JSON: the handler says so"
+        );
+        assert_eq!(field("\\"), None);
+    }
+
+    #[test]
+    fn a_percent_encoded_nul_in_a_query_names_its_parameter() {
+        let e = in_query("limit=5&search=a%00b").unwrap();
+        assert_eq!(e.status.as_u16(), 400);
+        assert_eq!(e.errors[0].field, "search");
+        assert!(
+            in_query("search=a%2500").is_none(),
+            "an encoded `%` followed by 00"
+        );
+        assert!(in_query("limit=5&search=ab").is_none());
+    }
+}
