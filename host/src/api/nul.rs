@@ -52,22 +52,14 @@ pub fn in_query(query: &str) -> Option<ApiError> {
     )
 }
 
-/// Whether the JSON text holds the escape `\u0000` (a raw NUL byte is not JSON at all): a `\`
-/// that is not itself escaped, followed by `u0000`.
+/// Whether the JSON text holds the escape `\u0000` (a raw NUL byte is not JSON at all): the six
+/// characters, found by `memchr`'s substring search, after an even number of other backslashes
+/// (`\\u0000` is a backslash, then text).
 fn has_escaped_nul(body: &[u8]) -> bool {
-    let mut i = 0;
-    while i < body.len() {
-        if body[i] == b'\\' {
-            if body[i + 1..].starts_with(b"u0000") {
-                return true;
-            }
-            // Skip the escaped character, so `\\u0000` (a backslash, then text) is not taken.
-            i += 2;
-        } else {
-            i += 1;
-        }
-    }
-    false
+    memchr::memmem::find_iter(body, b"\\u0000").any(|at| {
+        let before = body[..at].iter().rev().take_while(|&&b| b == b'\\').count();
+        before % 2 == 0
+    })
 }
 
 /// The path of the first string or key holding a NUL character, from `at`.
