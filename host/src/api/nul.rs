@@ -20,7 +20,7 @@ pub fn in_json_body(body: &[u8]) -> Option<ApiError> {
         return None;
     }
     let value: Value = serde_json::from_slice(body).ok()?;
-    let field = path_of_nul(&value, String::new())?;
+    let field = path_of_nul(&value)?;
     Some(ApiError::validation(vec![FieldError::new(
         if field.is_empty() {
             "body".into()
@@ -62,28 +62,55 @@ fn has_escaped_nul(body: &[u8]) -> bool {
     })
 }
 
-/// The path of the first string or key holding a NUL character, from `at`.
-fn path_of_nul(value: &Value, at: String) -> Option<String> {
-    match value {
-        Value::String(s) if s.contains('\0') => Some(at),
-        Value::Array(items) => items
-            .iter()
-            .enumerate()
-            .find_map(|(i, v)| path_of_nul(v, format!("{at}[{i}]"))),
-        Value::Object(map) => map.iter().find_map(|(k, v)| {
-            let here = if at.is_empty() {
-                k.replace('\0', "")
-            } else {
-                format!("{at}.{}", k.replace('\0', ""))
-            };
-            if k.contains('\0') {
-                Some(here)
-            } else {
-                path_of_nul(v, here)
-            }
-        }),
-        _ => None,
+/// One step of a path into a JSON value.
+enum Step<'a> {
+    Key(&'a str),
+    Index(usize),
+}
+
+/// The path of the first string or key holding a NUL character (empty: the body itself), or
+/// `None`. The steps are kept as references and written out once, so the work stays linear in
+/// the body's size however deep and long its keys.
+fn path_of_nul(value: &Value) -> Option<String> {
+    fn find<'a>(value: &'a Value, path: &mut Vec<Step<'a>>) -> bool {
+        match value {
+            Value::String(s) => s.contains('\0'),
+            Value::Array(items) => items.iter().enumerate().any(|(i, v)| {
+                path.push(Step::Index(i));
+                let found = find(v, path);
+                if !found {
+                    path.pop();
+                }
+                found
+            }),
+            Value::Object(map) => map.iter().any(|(k, v)| {
+                path.push(Step::Key(k));
+                let found = k.contains('\0') || find(v, path);
+                if !found {
+                    path.pop();
+                }
+                found
+            }),
+            _ => false,
+        }
     }
+    let mut path = Vec::new();
+    if !find(value, &mut path) {
+        return None;
+    }
+    let mut out = String::new();
+    for step in path {
+        match step {
+            Step::Key(k) => {
+                if !out.is_empty() {
+                    out.push('.');
+                }
+                out.extend(k.chars().filter(|&c| c != '\0'));
+            }
+            Step::Index(i) => out.push_str(&format!("[{i}]")),
+        }
+    }
+    Some(out)
 }
 
 #[cfg(test)]
@@ -109,6 +136,10 @@ mod tests {
             Some("data.key")
         );
         assert_eq!(field(r#""\u0000""#).as_deref(), Some("body"));
+        assert_eq!(
+            field(r#"{"a":[{"b":1},{"b":{"c":["x","\u0000"]}}]}"#).as_deref(),
+            Some("a[1].b.c[1]")
+        );
     }
 
     #[test]
