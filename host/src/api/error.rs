@@ -179,6 +179,12 @@ impl ApiError {
         ApiError::new(StatusCode::BAD_REQUEST, ErrorCode::BadRequest, message)
     }
 
+    /// 400 `BAD_REQUEST` for a path or query parameter, named in `errors[0].field`.
+    pub fn invalid_parameter(name: &str, reason: &str) -> ApiError {
+        ApiError::bad_request(format!("parameter `{name}` is invalid: {reason}"))
+            .with_errors(vec![FieldError::new(name, "invalid", reason)])
+    }
+
     /// 403 `FORBIDDEN`.
     pub fn forbidden(message: impl Into<String>) -> ApiError {
         ApiError::new(StatusCode::FORBIDDEN, ErrorCode::Forbidden, message)
@@ -593,13 +599,7 @@ pub fn classify(err: poem::Error) -> ApiError {
         );
     }
     if let Some(e) = err.downcast_ref::<ParseParamError>() {
-        let reason = readable_reason(&e.reason);
-        return ApiError::new(
-            StatusCode::BAD_REQUEST,
-            ErrorCode::BadRequest,
-            format!("parameter `{}` is invalid: {reason}", e.name),
-        )
-        .with_errors(vec![FieldError::new(e.name, "invalid", reason)]);
+        return ApiError::invalid_parameter(e.name, &readable_reason(&e.reason));
     }
     if let Some(e) = err.downcast_ref::<ParseRequestPayloadError>() {
         return ApiError::new(

@@ -4,6 +4,8 @@
 //! with `\u0000` in a string or a key (422, naming the field), a query parameter with `%00` (400,
 //! naming the parameter).
 
+use std::fmt::Write;
+
 use serde_json::Value;
 
 use super::error::{ApiError, FieldError};
@@ -41,15 +43,10 @@ pub fn in_query(query: &str) -> Option<ApiError> {
         .next()
         .unwrap_or_default()
         .replace("%00", "");
-    let reason = format!("{FIX} (`%00`)");
-    Some(
-        ApiError::new(
-            poem::http::StatusCode::BAD_REQUEST,
-            super::error::ErrorCode::BadRequest,
-            format!("parameter `{name}` is invalid: {reason}"),
-        )
-        .with_errors(vec![FieldError::new(name, "invalid", reason)]),
-    )
+    Some(ApiError::invalid_parameter(
+        &name,
+        &format!("{FIX} (`%00`)"),
+    ))
 }
 
 /// Whether the JSON text holds the escape `\u0000` (a raw NUL byte is not JSON at all): the six
@@ -107,7 +104,9 @@ fn path_of_nul(value: &Value) -> Option<String> {
                 }
                 out.extend(k.chars().filter(|&c| c != '\0'));
             }
-            Step::Index(i) => out.push_str(&format!("[{i}]")),
+            Step::Index(i) => {
+                let _ = write!(out, "[{i}]");
+            }
         }
     }
     Some(out)
