@@ -343,11 +343,11 @@ impl AuthApi {
             .map_err(|m| ApiError::invalid_field("password", "too_short", m))?;
         let hash = password::hash(password).await.map_err(ApiError::internal)?;
         let taken = |e| match e {
-            StoreError::Conflict(_) => {
+            StoreError::Conflict(crate::store::Conflict::Email) => {
                 ApiError::conflict("an account with this email already exists")
                     .suggest("log in with POST /auth/login")
             }
-            other => ApiError::internal(other),
+            other => other.into(),
         };
         if let Some(invitation) = &body.0.invitation {
             let (user, _project) = state

@@ -375,6 +375,21 @@ fn wrong_status(c: &Campaign, what: &str, allowed: &str) -> ApiError {
     ))
 }
 
+/// The answer to a status move the store refused: 409 naming the status the campaign has now
+/// (read again, since a concurrent request may have moved it), or 404 when it is gone.
+async fn refused(
+    state: &AppState,
+    project: &ProjectId,
+    id: &CampaignId,
+    what: &str,
+    allowed: &str,
+) -> ApiError {
+    match state.store().campaign(project, id).await {
+        Ok(now) => wrong_status(&now, what, allowed),
+        Err(e) => not_found(e),
+    }
+}
+
 /// Checks a create or replace body whole: fields, template syntax (on the CPU pool), the
 /// segment, and the sender's domain.
 async fn check_request(
@@ -559,7 +574,7 @@ impl CampaignsApi {
         let project = auth.0.project_id();
         let id = campaign_id(&id)?;
         // 404 before the body's problems.
-        let current = state
+        state
             .store()
             .campaign(project, &id)
             .await
@@ -572,11 +587,10 @@ impl CampaignsApi {
             .map_err(not_found)?
         {
             Some(c) => Ok(Json(c.into())),
-            None => Err(wrong_status(
-                &current,
-                "you can change",
-                "DRAFT or SCHEDULED",
-            )),
+            // Refused for the status it has now (a send or a delete may have raced the checks).
+            None => {
+                Err(refused(&state, project, &id, "you can change", "DRAFT or SCHEDULED").await)
+            }
         }
     }
 
@@ -706,14 +720,7 @@ impl CampaignsApi {
                 state.jobs().wake();
                 Ok(Json(sent.into()))
             }
-            None => {
-                let now = state
-                    .store()
-                    .campaign(project, &id)
-                    .await
-                    .map_err(not_found)?;
-                Err(wrong_status(&now, "you can send", "DRAFT or SCHEDULED"))
-            }
+            None => Err(refused(&state, project, &id, "you can send", "DRAFT or SCHEDULED").await),
         }
     }
 
@@ -743,14 +750,14 @@ impl CampaignsApi {
             .map_err(not_found)?
         {
             Some(c) => Ok(Json(c.into())),
-            None => {
-                let c = state
-                    .store()
-                    .campaign(project, &id)
-                    .await
-                    .map_err(not_found)?;
-                Err(wrong_status(&c, "you can cancel", "SCHEDULED or SENDING"))
-            }
+            None => Err(refused(
+                &state,
+                project,
+                &id,
+                "you can cancel",
+                "SCHEDULED or SENDING",
+            )
+            .await),
         }
     }
 

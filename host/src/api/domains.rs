@@ -218,7 +218,7 @@ impl DomainsApi {
             .insert_domain(project, &new, &check)
             .await
             .map_err(|e| match e {
-                crate::store::StoreError::Conflict(_) => {
+                crate::store::StoreError::Conflict(crate::store::Conflict::Domain) => {
                     ApiError::conflict(format!("the project already has the domain {}", new.name))
                         .suggest("list the project's domains with GET /domains/project/:projectId")
                 }

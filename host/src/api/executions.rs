@@ -329,9 +329,10 @@ impl ExecutionsApi {
         body: JsonBody<StartExecution>,
     ) -> Result<StartedExecution, ApiError> {
         let project = auth.0.project_id();
+        let workflow = workflow_id(&id)?;
         let graph = state
             .store()
-            .workflow_graph(project, &workflow_id(&id)?)
+            .workflow_graph(project, &workflow)
             .await
             .map_err(|e| ApiError::from_store(e, "workflow"))?;
         let req = body.0;
@@ -356,17 +357,31 @@ impl ExecutionsApi {
             .await
         {
             Ok(started) => Ok(StartedExecution::Started(Json(started.into()))),
-            Err(StartError::InvalidGraph(problems)) => Err(ApiError::validation(
-                problems
-                    .into_iter()
-                    .map(|v| FieldError::new(v.field, v.code, v.message))
-                    .collect(),
-            )
-            .suggest("fix the workflow's steps and transitions, then start it again")),
+            Err(StartError::InvalidGraph(problems)) => {
+                // A workflow deleted while its graph was read shows fewer steps (or none): what
+                // the caller needs to hear is that it is gone.
+                if let Err(StoreError::NotFound) = state.store().workflow(project, &workflow).await
+                {
+                    return Err(ApiError::not_found("workflow"));
+                }
+                Err(ApiError::validation(
+                    problems
+                        .into_iter()
+                        .map(|v| FieldError::new(v.field, v.code, v.message))
+                        .collect(),
+                )
+                .suggest("fix the workflow's steps and transitions, then start it again"))
+            }
             Err(StartError::Refused(NotStarted::AlreadyEntered)) => Err(ApiError::conflict(
                 "the contact went through this workflow before and it does not allow re-entry; \
                  set `allowReentry: true` with PATCH /workflows/:id to let contacts enter again",
             )),
+            Err(StartError::Refused(NotStarted::WorkflowGone)) => {
+                Err(ApiError::not_found("workflow"))
+            }
+            Err(StartError::Refused(NotStarted::ContactGone)) => {
+                Err(ApiError::not_found("contact"))
+            }
             Err(StartError::Refused(_)) => Err(ApiError::conflict(
                 "the contact has an active execution of this workflow; cancel it or wait until it ends",
             )),

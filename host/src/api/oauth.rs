@@ -307,7 +307,7 @@ async fn sign_in(
     {
         Ok(user) => Ok(user),
         // Created by a concurrent sign-in of the same person.
-        Err(StoreError::Conflict(_)) => store
+        Err(StoreError::Conflict(crate::store::Conflict::Email)) => store
             .user_by_identity(provider, &identity.subject)
             .await?
             .ok_or_else(|| ApiError::conflict("the account is being created; retry")),

@@ -112,6 +112,17 @@ pub(crate) fn for_update(backend: super::Backend) -> &'static str {
     }
 }
 
+/// The locking clause that keeps a read parent row from being deleted until the transaction
+/// ends, so that the children the transaction then inserts cannot fail their foreign key on a
+/// concurrent `DELETE` (PostgreSQL's `FOR KEY SHARE`, which other readers and updates of non-key
+/// columns pass). SQLite's one writer serializes write transactions, so it needs none.
+pub(crate) fn for_key_share(backend: super::Backend) -> &'static str {
+    match backend {
+        super::Backend::Sqlite => "",
+        super::Backend::Postgres => " FOR KEY SHARE",
+    }
+}
+
 /// A fresh random token, as an SQL expression evaluated per row (a claim's own id).
 pub(crate) fn random_token(backend: super::Backend) -> &'static str {
     match backend {

@@ -4,14 +4,14 @@
 //! execution (by event or timeout, whichever commits first), cancelling, and the reads of the
 //! executions API.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use sqlx::FromRow;
 use sqlx::types::Json;
 
-use super::dialect::{BeginWrite, bound_in_order, placeholders};
+use super::dialect::{BeginWrite, bound_in_order, for_key_share, placeholders};
 use super::emails::PreparedSend;
 use super::jobs::{JobPayload, Lease, NewJob};
 use super::statements::Statements;
@@ -195,6 +195,10 @@ pub enum NotStarted {
     AlreadyEntered,
     /// An execution was already started from this trigger event.
     Duplicate,
+    /// The workflow was deleted (by a concurrent request) before the start was written.
+    WorkflowGone,
+    /// The contact was deleted (by a concurrent request) before the start was written.
+    ContactGone,
 }
 
 /// How a step run ends, written by [`Store::commit_steps`].
@@ -432,6 +436,29 @@ impl Store {
             // others of the batch as they are.
             let mut triggers: HashSet<(String, String)> = HashSet::new();
             let mut contacts: HashSet<(String, String)> = HashSet::new();
+            // The workflows and contacts that still exist, locked against deletion until the
+            // commit: a start whose workflow or contact a concurrent request deleted since it was
+            // read is refused for that reason instead of failing the batch on a foreign key.
+            let lock = for_key_share(backend);
+            let mut live: HashSet<String> = HashSet::new();
+            let workflow_ids: Vec<&str> = per_workflow.keys().copied().collect();
+            let contact_ids: Vec<&str> = {
+                let unique: BTreeSet<&str> = starts.iter().map(|s| s.contact.as_str()).collect();
+                unique.into_iter().collect()
+            };
+            for (table, ids) in [("workflows", &workflow_ids), ("contacts", &contact_ids)] {
+                for chunk in ids.chunks(LOOKUP_CHUNK) {
+                    let sql = format!(
+                        "SELECT id FROM {table} WHERE id IN ({}){lock}",
+                        placeholders(1, chunk.len())
+                    );
+                    let mut q = sqlx::query_scalar::<_, String>(&sql);
+                    for id in chunk {
+                        q = q.bind(*id);
+                    }
+                    live.extend(q.fetch_all(&mut *tx).await?);
+                }
+            }
             for (workflow, (reentry, trigger_ids, contact_ids)) in &per_workflow {
                 let active = if *reentry { " AND status IN ('RUNNING', 'WAITING')" } else { "" };
                 let lookups = [
@@ -462,6 +489,14 @@ impl Store {
             let mut accepted: Vec<usize> = Vec::new();
             for (i, new) in starts.iter().enumerate() {
                 let workflow = new.workflow.as_str();
+                if !live.contains(workflow) {
+                    outcomes.push(Some(Err(NotStarted::WorkflowGone)));
+                    continue;
+                }
+                if !live.contains(new.contact.as_str()) {
+                    outcomes.push(Some(Err(NotStarted::ContactGone)));
+                    continue;
+                }
                 if let Some(trigger) = new.trigger_event_id
                     && triggers.contains(&(workflow.to_string(), trigger.to_string()))
                 {

@@ -286,7 +286,9 @@ fn refuses_one(err: &StoreError) -> bool {
         err,
         StoreError::NotFound
             | StoreError::BillingLimit(_)
-            | StoreError::Conflict(Conflict::IdempotencyKey | Conflict::ContactBusy)
+            | StoreError::Conflict(
+                Conflict::IdempotencyKey | Conflict::ContactBusy | Conflict::Gone
+            )
     )
 }
 

@@ -95,6 +95,14 @@ pub enum Conflict {
     /// not serialize it (PostgreSQL `40P01`, `40001`); nothing was written and a retry may pass.
     #[error("a concurrent write held the same rows and this one was rolled back; retry")]
     Busy,
+    /// A row the write refers to (its project, contact, workflow…) was deleted by a concurrent
+    /// request after it was read: a foreign key no longer holds, and the transaction wrote
+    /// nothing.
+    #[error(
+        "something this request refers to was deleted by a concurrent request, so nothing was \
+         written; check that it still exists"
+    )]
+    Gone,
     /// The user is a member of the project already.
     #[error("the user is already a member of this project")]
     Member,
@@ -110,7 +118,9 @@ const BILLING_LIMIT_MARK: &str = "herald_billing_limit:";
 
 impl From<sqlx::Error> for StoreError {
     /// A refusal of the metering triggers becomes [`StoreError::BillingLimit`], a deadlock or
-    /// serialization failure [`Conflict::Busy`]; anything else stays a database error.
+    /// serialization failure [`Conflict::Busy`], a foreign key that no longer holds (every one
+    /// cascades on delete, so only a parent deleted by a concurrent request breaks one)
+    /// [`Conflict::Gone`]; anything else stays a database error.
     fn from(err: sqlx::Error) -> StoreError {
         if let sqlx::Error::Database(db) = &err
             && let Some((_, category)) = db.message().split_once(BILLING_LIMIT_MARK)
@@ -124,6 +134,11 @@ impl From<sqlx::Error> for StoreError {
             && matches!(db.code().as_deref(), Some("40P01" | "40001"))
         {
             return StoreError::Conflict(Conflict::Busy);
+        }
+        if let sqlx::Error::Database(db) = &err
+            && db.is_foreign_key_violation()
+        {
+            return StoreError::Conflict(Conflict::Gone);
         }
         StoreError::Database(err)
     }

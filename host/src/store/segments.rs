@@ -15,7 +15,7 @@ use sqlx::FromRow;
 use sqlx::types::Json;
 
 use super::contacts::ContactRow;
-use super::dialect::{BeginWrite, for_update, placeholders};
+use super::dialect::{BeginWrite, for_key_share, for_update, placeholders};
 use super::statements::Statements;
 use super::{Backend, Store, StoreError, StoreResult};
 use super::{on_db, on_db_write};
@@ -536,10 +536,15 @@ impl Store {
     ) -> StoreResult<i64> {
         let lock = for_update(self.db().backend());
         let check = format!("SELECT id FROM segments WHERE project_id = $1 AND id = $2{lock}");
-        let insert = "INSERT INTO segment_members (segment_id, contact_id, project_id, added_at) \
+        // The contact is locked as it is read: one a concurrent request deletes meanwhile is
+        // skipped (not added), not a foreign-key failure of the whole request.
+        let insert = format!(
+            "INSERT INTO segment_members (segment_id, contact_id, project_id, added_at) \
              SELECT $2, c.id, c.project_id, $4 FROM contacts c \
-             WHERE c.project_id = $1 AND c.id = $3 \
-             ON CONFLICT (segment_id, contact_id) DO NOTHING";
+             WHERE c.project_id = $1 AND c.id = $3{} \
+             ON CONFLICT (segment_id, contact_id) DO NOTHING",
+            for_key_share(self.db().backend())
+        );
         let now = now_ms();
         let added = on_db_write!(self.db(), pool => {
             let mut tx = pool.begin_write().await?;
@@ -550,7 +555,7 @@ impl Store {
             }
             let mut added = 0u64;
             for c in contacts {
-                added += sqlx::query(insert)
+                added += sqlx::query(&insert)
                     .bind(project.as_str())
                     .bind(id.as_str())
                     .bind(c.as_str())

@@ -19,6 +19,7 @@ mod members;
 mod metrics;
 mod oauth;
 mod protocol;
+mod races;
 mod rate_limit;
 mod segments;
 pub mod send;

@@ -183,8 +183,14 @@ impl WorkflowTriggers {
                             any = true;
                             tracing::info!(execution_id = %row.id, workflow_id = %n.workflow, contact_id = %n.contact, "workflow execution started");
                         }
+                        // Refused by the re-entry rules, or its workflow or contact was
+                        // deleted since the batch read them: nothing to start.
                         Err(
-                            NotStarted::Duplicate | NotStarted::Active | NotStarted::AlreadyEntered,
+                            NotStarted::Duplicate
+                            | NotStarted::Active
+                            | NotStarted::AlreadyEntered
+                            | NotStarted::WorkflowGone
+                            | NotStarted::ContactGone,
                         ) => {}
                     }
                 }
