@@ -156,16 +156,15 @@ impl Store {
         ttl_ms: i64,
     ) -> StoreResult<Invitation> {
         let now = now_ms();
+        // One statement, so that two invitations of one address at once both land, the later
+        // replacing the earlier (a delete and an insert had the second fail on the address).
         on_db_write!(self.db(), pool => {
-            let mut tx = pool.begin_write().await?;
-            sqlx::query("DELETE FROM project_invitations WHERE project_id = $1 AND email = $2")
-                .bind(project.as_str())
-                .bind(email.as_str())
-                .execute(&mut *tx)
-                .await?;
             sqlx::query(
                 "INSERT INTO project_invitations (token_hash, project_id, email, role, invited_by, created_at, expires_at) \
-                 VALUES ($1, $2, $3, $4, $5, $6, $7)",
+                 VALUES ($1, $2, $3, $4, $5, $6, $7) \
+                 ON CONFLICT (project_id, email) DO UPDATE SET token_hash = excluded.token_hash, \
+                 role = excluded.role, invited_by = excluded.invited_by, \
+                 created_at = excluded.created_at, expires_at = excluded.expires_at",
             )
             .bind(token_hash)
             .bind(project.as_str())
@@ -174,9 +173,8 @@ impl Store {
             .bind(invited_by.as_str())
             .bind(now)
             .bind(now + ttl_ms)
-            .execute(&mut *tx)
+            .execute(pool)
             .await?;
-            tx.commit().await?;
         });
         Ok(Invitation {
             email: email.to_string(),

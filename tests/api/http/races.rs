@@ -243,3 +243,31 @@ async fn a_replace_racing_a_send_or_a_delete_names_the_status_it_lost_to() {
         }
     }
 }
+
+#[tokio::test]
+async fn invitations_of_one_address_at_once_all_land_and_the_last_one_stays() {
+    let app = TestApp::spawn().await;
+    let p = app.project().await;
+    let members = format!("/projects/{}/members", p.id);
+    let invite = |role: &'static str| {
+        app.call_with(
+            &p.owner,
+            Method::POST,
+            &members,
+            None,
+            Some(json!({ "email": "newcomer@example.com", "role": role })),
+            &[],
+        )
+    };
+    let answers =
+        futures::future::join_all([invite("MEMBER"), invite("ADMIN"), invite("MEMBER")]).await;
+    for r in &answers {
+        assert_eq!(r.status, 202, "{}", r.body);
+    }
+    let list = app
+        .call_with(&p.owner, Method::GET, &members, None, None, &[])
+        .await;
+    let invitations = list.body["invitations"].as_array().unwrap();
+    assert_eq!(invitations.len(), 1, "{}", list.body);
+    assert_eq!(invitations[0]["email"], "newcomer@example.com");
+}
