@@ -10,7 +10,7 @@ use super::contacts::{COLUMNS, ContactRow, field_types};
 use super::dialect::{BeginWrite, for_update, placeholders};
 use super::jobs::Lease;
 use super::statements::Statements;
-use super::{Store, StoreResult, on_db_write};
+use super::{Conflict, Store, StoreError, StoreResult, on_db_write};
 use crate::domain::contact::{Contact, ContactUpsert};
 use crate::domain::event::{NewEvent, StoredEvent, SubscriptionSource};
 use crate::domain::ids::{ContactId, EventId, ProjectId};
@@ -89,7 +89,36 @@ impl Store {
         project: &ProjectId,
         lease: &Lease,
         rows: &[ContactUpsert],
-        checkpoint: impl FnOnce(&[RowOutcome]) -> Value,
+        checkpoint: impl Fn(&[RowOutcome]) -> Value,
+        progress: i32,
+    ) -> StoreResult<Option<Vec<RowOutcome>>> {
+        // A contact that a concurrent write creates between the chunk's read and its insert
+        // fails the insert on its address (PostgreSQL; SQLite's one writer cannot interleave):
+        // the chunk is then read and written again at once, instead of failing the job's attempt.
+        // Each time, the addresses that failed it exist and are read (and locked) the next time,
+        // so the tries end, at most one more than the chunk's addresses.
+        let most = rows.len() + 1;
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            match self
+                .import_chunk_once(project, lease, rows, &checkpoint, progress)
+                .await
+            {
+                Err(StoreError::Conflict(Conflict::Email)) if attempt < most => {
+                    tracing::debug!(attempt, "an import chunk met an address created meanwhile");
+                }
+                other => return other,
+            }
+        }
+    }
+
+    async fn import_chunk_once(
+        &self,
+        project: &ProjectId,
+        lease: &Lease,
+        rows: &[ContactUpsert],
+        checkpoint: &impl Fn(&[RowOutcome]) -> Value,
         progress: i32,
     ) -> StoreResult<Option<Vec<RowOutcome>>> {
         let mut emails: Vec<&str> = rows.iter().map(|r| r.email.as_str()).collect();
@@ -181,7 +210,7 @@ impl Store {
                     let (c, _) = &current[key];
                     q = q.bind(c.id.as_str()).bind(project.as_str()).bind(c.email.as_str()).bind(c.subscribed).bind(Json(&c.data)).bind(now);
                 }
-                q.execute(&mut *tx).await?;
+                q.execute(&mut *tx).await.map_err(|e| StoreError::unique(e, Conflict::Email))?;
             }
             for (key, (c, dirty)) in &current {
                 if !dirty || fresh.contains(key) {

@@ -271,3 +271,38 @@ async fn invitations_of_one_address_at_once_all_land_and_the_last_one_stays() {
     assert_eq!(invitations.len(), 1, "{}", list.body);
     assert_eq!(invitations[0]["email"], "newcomer@example.com");
 }
+
+#[tokio::test]
+async fn an_import_racing_writes_of_its_addresses_finishes_in_one_attempt() {
+    let app = TestApp::spawn_with(|s| s.jobs_poll_interval_ms = 20).await;
+    let p = app.project().await;
+    let key = &p.secret_key;
+    let n = 1_000;
+    let mut csv = String::from("email,plan\n");
+    for i in 0..n {
+        csv.push_str(&format!("imported{i}@example.com,pro\n"));
+    }
+    let r = crate::http::jobs::upload(&app, key, "race.csv", "text/csv", csv.into_bytes()).await;
+    assert_eq!(r.status, 202, "{}", r.body);
+    let job = r.body["jobId"].as_str().unwrap().to_string();
+    // The same addresses written one by one while the import's chunks insert them.
+    let writes = (0..n).rev().step_by(5).map(|i| {
+        app.spawn_post(
+            "/contacts",
+            key,
+            json!({ "email": format!("imported{i}@example.com"), "data": { "seen": true } }),
+            None,
+        )
+    });
+    for w in futures::future::join_all(writes).await {
+        let r = w.unwrap();
+        assert!(r.status.is_success(), "{}", r.body);
+    }
+    let job = crate::http::jobs::wait_job(&app, key, "import", &job).await;
+    assert_eq!(job["state"], "completed", "{job}");
+    // A chunk that met an address created meanwhile was written again in the same attempt.
+    assert_eq!(job["attempts"], 1, "{job}");
+    assert_eq!(job["result"]["succeeded"], n, "{job}");
+    let r = app.get("/contacts", key).await;
+    assert_eq!(r.body["total"], n, "{}", r.body);
+}
