@@ -21,12 +21,14 @@ PG = os.environ.get("HERALD_BENCH_POSTGRES", "postgres://postgres@127.0.0.1:5432
 PORT = int(os.environ.get("PORT", "18181"))
 BASE = f"http://127.0.0.1:{PORT}"
 R = int(sys.argv[1]) if len(sys.argv) > 1 else 10
-bad = collections.Counter(); bad_examples = {}; tally = collections.Counter(); LOST = []
+bad = collections.Counter(); bad_examples = {}; tally = collections.Counter(); messages = {}; LOST = []
 
 
 def record(method, path, code, body, sent):
     shape = (method, re.sub(r"/[a-z]{3}_[0-9a-f]{32}", "/ID", path.split("?")[0]), code)
     tally[shape] += 1
+    if code >= 400 and isinstance(body, dict):
+        messages.setdefault(shape, (body.get("error") or {}).get("message", ""))
     if code >= 500:
         bad[shape] += 1
         bad_examples.setdefault(shape, (path, sent, body))
@@ -416,7 +418,7 @@ def main():
             subprocess.run(["psql", f"{PG}/postgres", "-qc", f"DROP DATABASE {name}"], capture_output=True)
     print(f"{sum(tally.values())} answers:")
     for shape, n in sorted(tally.items()):
-        print(f"  {n:5} {shape[0]} {shape[1]} {shape[2]}")
+        print(f"  {n:5} {shape[0]} {shape[1]} {shape[2]} {messages.get(shape, '')[:120]}")
     for shape, n in bad.items():
         print(n, shape, "e.g.", str(bad_examples[shape])[:400])
     failures += sum(bad.values()) + len(LOST)

@@ -812,14 +812,19 @@ impl Store {
     /// Deletes a contact of a project.
     #[tracing::instrument(level = "debug", skip(self))]
     pub async fn delete_contact(&self, project: &ProjectId, id: &ContactId) -> StoreResult<()> {
-        let done = on_db_write!(self.db(), pool => {
-            sqlx::query("DELETE FROM contacts WHERE project_id = $1 AND id = $2")
-                .bind(project.as_str())
-                .bind(id.as_str())
-                .execute(pool)
-                .await?
-                .rows_affected()
-        });
+        // The cascade reaches the contact's events, memberships and executions, which writes
+        // for the contact in flight hold: on PostgreSQL it may be chosen to break a deadlock.
+        let done = super::retrying_deadlocks(|| async {
+            Ok(on_db_write!(self.db(), pool => {
+                sqlx::query("DELETE FROM contacts WHERE project_id = $1 AND id = $2")
+                    .bind(project.as_str())
+                    .bind(id.as_str())
+                    .execute(pool)
+                    .await?
+                    .rows_affected()
+            }))
+        })
+        .await?;
         if done == 0 {
             Err(StoreError::NotFound)
         } else {

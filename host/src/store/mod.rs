@@ -154,6 +154,29 @@ impl StoreError {
     }
 }
 
+/// Tries of a delete that PostgreSQL rolls back to break a deadlock, 20 ms then 40 ms apart,
+/// before the caller hears [`Conflict::Busy`].
+const DEADLOCK_TRIES: u64 = 3;
+
+/// Runs `write` (one statement, e.g. a delete whose cascade reaches rows that concurrent writes
+/// hold) again when PostgreSQL picks it to break a deadlock, as the writer that lost would be.
+pub(crate) async fn retrying_deadlocks<T, F, Fut>(mut write: F) -> StoreResult<T>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = StoreResult<T>>,
+{
+    let mut attempt = 0;
+    loop {
+        attempt += 1;
+        match write().await {
+            Err(StoreError::Conflict(Conflict::Busy)) if attempt < DEADLOCK_TRIES => {
+                tokio::time::sleep(std::time::Duration::from_millis(20 * attempt)).await;
+            }
+            other => return other,
+        }
+    }
+}
+
 /// Result alias of the store layer.
 pub type StoreResult<T> = Result<T, StoreError>;
 

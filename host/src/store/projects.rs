@@ -13,10 +13,6 @@ use crate::domain::keys::{KeyKind, KeyPair, hash_key, key_hint};
 use crate::domain::project::{DefaultSender, Project, ProjectName, Role};
 use crate::domain::time::now_ms;
 
-/// Tries of a project's delete that PostgreSQL rolls back to break a deadlock (20 ms, then 40 ms
-/// apart) before the caller hears 409.
-const DELETE_ATTEMPTS: u64 = 3;
-
 /// A project's fields, in [`ProjectRow`]'s order.
 const PROJECT_FIELDS: [&str; 11] = [
     "id",
@@ -324,24 +320,13 @@ impl Store {
     #[tracing::instrument(level = "debug", skip(self))]
     pub async fn delete_project(&self, project: &ProjectId) -> StoreResult<()> {
         // The cascade reaches rows that the project's own writes in flight hold (a contact, its
-        // counters), so on PostgreSQL it may be chosen to break a deadlock with one of them: the
-        // delete is tried again then, as the writer that lost would be.
-        let mut attempt = 0;
-        let done = loop {
-            attempt += 1;
-            let deleted: StoreResult<u64> = async {
-                Ok(on_db_write!(self.db(), pool => {
-                    sqlx::query("DELETE FROM projects WHERE id = $1").bind(project.as_str()).execute(pool).await?.rows_affected()
-                }))
-            }
-            .await;
-            match deleted {
-                Err(StoreError::Conflict(super::Conflict::Busy)) if attempt < DELETE_ATTEMPTS => {
-                    tokio::time::sleep(std::time::Duration::from_millis(20 * attempt)).await;
-                }
-                other => break other?,
-            }
-        };
+        // counters), so on PostgreSQL it may be chosen to break a deadlock with one of them.
+        let done = super::retrying_deadlocks(|| async {
+            Ok(on_db_write!(self.db(), pool => {
+                sqlx::query("DELETE FROM projects WHERE id = $1").bind(project.as_str()).execute(pool).await?.rows_affected()
+            }))
+        })
+        .await?;
         if done == 0 {
             Err(StoreError::NotFound)
         } else {
