@@ -464,6 +464,7 @@ fn campaign_error(e: CampaignError) -> ApiError {
             format!("the message to {to} would be {size} bytes; make the body smaller"),
         ),
         CampaignError::Send(SendError::Suspended(reason)) => super::send::suspended(reason),
+        CampaignError::Send(SendError::Store(e)) => e.into(),
         CampaignError::Send(e) => ApiError::internal(e),
         CampaignError::Store(e) => e.into(),
     }

@@ -38,6 +38,7 @@ pub enum ErrorCode {
     DomainNotVerified,
     EmailVerificationRequired,
     PluginError,
+    ServiceUnavailable,
     InternalError,
 }
 
@@ -64,6 +65,7 @@ impl ErrorCode {
             ErrorCode::DomainNotVerified => "DOMAIN_NOT_VERIFIED",
             ErrorCode::EmailVerificationRequired => "EMAIL_VERIFICATION_REQUIRED",
             ErrorCode::PluginError => "PLUGIN_ERROR",
+            ErrorCode::ServiceUnavailable => "SERVICE_UNAVAILABLE",
             ErrorCode::InternalError => "INTERNAL_ERROR",
         }
     }
@@ -201,6 +203,25 @@ impl ApiError {
         .suggest("retry later; if it persists, report the request id")
     }
 
+    /// 503 `SERVICE_UNAVAILABLE`: the database is unreachable or cannot take the work now
+    /// ([`StoreError::Unavailable`]); logged with its cause, answered with `Retry-After`.
+    pub fn unavailable(cause: impl std::fmt::Display) -> ApiError {
+        tracing::error!(error = %cause, "database unavailable");
+        let mut err = ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            ErrorCode::ServiceUnavailable,
+            "the database is unavailable for a moment (restarting, unreachable or out of \
+             connections)",
+        )
+        .suggest(
+            "retry the request after `Retry-After`; a request with an `Idempotency-Key` cannot \
+             be applied twice, one without it may have been written if the connection was lost \
+             at its commit",
+        );
+        err.retry_after = Some(UNAVAILABLE_RETRY_AFTER_SECONDS);
+        err
+    }
+
     /// 429 `BILLING_LIMIT_EXCEEDED`: the project's cap of `category` for this period is reached;
     /// `Retry-After` is the time until the next period.
     pub fn billing_limit(category: crate::domain::billing::UsageCategory) -> ApiError {
@@ -228,6 +249,7 @@ impl ApiError {
             StoreError::NotFound => ApiError::not_found(what),
             StoreError::Conflict(c) => ApiError::conflict(format!("{what} conflict: {c}")),
             StoreError::BillingLimit(category) => ApiError::billing_limit(category),
+            e @ StoreError::Unavailable(_) => ApiError::unavailable(e),
             other => ApiError::internal(other),
         }
     }
@@ -402,7 +424,10 @@ impl poem::error::ResponseError for ApiError {
     }
 }
 
-const DOCUMENTED: [(u16, &str); 8] = [
+/// The `Retry-After` of a 503: a restart of PostgreSQL or a reconnection takes about a second.
+const UNAVAILABLE_RETRY_AFTER_SECONDS: u64 = 1;
+
+const DOCUMENTED: [(u16, &str); 9] = [
     (
         400,
         "Malformed request: the body is not JSON, a value has the wrong type, or a parameter is invalid.",
@@ -420,6 +445,10 @@ const DOCUMENTED: [(u16, &str); 8] = [
     (422, "Validation failed; see `errors`."),
     (429, "Rate limit exceeded; see `Retry-After`."),
     (500, "Unexpected error; report the request id."),
+    (
+        503,
+        "The database is unavailable for a moment (`SERVICE_UNAVAILABLE`); retry after `Retry-After`.",
+    ),
 ];
 
 impl ApiResponse for ApiError {
@@ -448,7 +477,8 @@ impl ApiResponse for ApiError {
 }
 
 /// The error of an operation whose only failure is the server's own (a database error): the
-/// signed-link pages and redirects, which answer their own 404 page. Documented as 500 only.
+/// signed-link pages and redirects, which answer their own 404 page. Documented as 500 and 503
+/// only.
 #[derive(Debug)]
 pub struct ServerError(pub ApiError);
 
@@ -485,7 +515,8 @@ impl poem::error::ResponseError for ServerError {
 impl ApiResponse for ServerError {
     fn meta() -> MetaResponses {
         let mut meta = ApiError::meta();
-        meta.responses.retain(|r| r.status == Some(500));
+        meta.responses
+            .retain(|r| matches!(r.status, Some(500 | 503)));
         meta
     }
 

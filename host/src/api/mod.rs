@@ -186,7 +186,8 @@ fn with_header_spelling(document: &mut serde_json::Value) {
 /// and its content type, checked before the handler), 502 `PLUGIN_ERROR` where a plugin is
 /// called (sending domains, workflow steps, notifications), `X-Request-Id` on every response,
 /// the `RateLimit-*` headers wherever a limit applies (the per-project limit of key- and
-/// session-authenticated project calls; the login and signup limits) and `Retry-After` on 429.
+/// session-authenticated project calls; the login and signup limits) and `Retry-After` on 429
+/// and on the error shape's 503.
 fn with_transport_statuses(document: &mut serde_json::Value) {
     use serde_json::{Value, json};
     let header = |description: &str, kind: &str| json!({ "description": description, "deprecated": false, "schema": { "type": kind } });
@@ -289,6 +290,12 @@ fn with_transport_statuses(document: &mut serde_json::Value) {
                 let Some(response) = response.as_object_mut() else {
                     continue;
                 };
+                // A 503 of the error shape (not `/ready`'s own) carries `Retry-After` too.
+                let unavailable = status == "503"
+                    && response
+                        .get("description")
+                        .and_then(Value::as_str)
+                        .is_some_and(|d| d.contains("SERVICE_UNAVAILABLE"));
                 let headers = response
                     .entry("headers")
                     .or_insert_with(|| Value::Object(Default::default()));
@@ -301,7 +308,7 @@ fn with_transport_statuses(document: &mut serde_json::Value) {
                         headers.insert((*name).into(), h.clone());
                     }
                 }
-                if status == "429" {
+                if status == "429" || unavailable {
                     headers.insert("Retry-After".into(), retry_after.clone());
                 }
             }

@@ -352,6 +352,23 @@ async fn write_group(store: &Store, mut batch: Vec<Pending>) {
                 }
             }
         }
+        // The database cannot take the group now (unreachable, or its lock held past the busy
+        // timeout): each request alone would wait as long again, one after the other, so every
+        // one hears why at once.
+        Err(StoreError::Unavailable(cause)) => {
+            tracing::debug!(error = %cause, size = batch.len(), "group write failed: database unavailable");
+            for pending in batch {
+                let err = StoreError::Unavailable(cause.clone());
+                match pending {
+                    Pending::Upsert(p) => {
+                        let _ = p.reply.send(Err(err));
+                    }
+                    Pending::Send { reply, .. } => {
+                        let _ = reply.send(Err(err));
+                    }
+                }
+            }
+        }
         Ok(GroupEnd::Refused) | Err(_) => {
             if let Err(err) = written {
                 tracing::debug!(error = %err, size = batch.len(), "group write failed; writing each request alone");

@@ -62,6 +62,14 @@ pub enum StoreError {
     /// The project's cap of a usage category is reached (raised by the metering triggers).
     #[error("the project's {} cap for this period is reached", .0.name())]
     BillingLimit(crate::domain::billing::UsageCategory),
+    /// The database could not be reached or could not take the work now: a lost or refused
+    /// connection (PostgreSQL restarting, the network), no free connection within the pool's
+    /// timeout, a full disk, a SQLite file locked past its busy timeout. Nothing the request
+    /// did is known to have been written (a commit whose answer was lost may have been), and
+    /// the same request may pass later.
+    /// Holds the cause's message, so that every request of a group can be answered with it.
+    #[error("the database is unavailable: {0}")]
+    Unavailable(String),
     /// Any other database failure.
     #[error(transparent)]
     Database(sqlx::Error),
@@ -120,8 +128,12 @@ impl From<sqlx::Error> for StoreError {
     /// A refusal of the metering triggers becomes [`StoreError::BillingLimit`], a deadlock or
     /// serialization failure [`Conflict::Busy`], a foreign key that no longer holds (every one
     /// cascades on delete, so only a parent deleted by a concurrent request breaks one)
-    /// [`Conflict::Gone`]; anything else stays a database error.
+    /// [`Conflict::Gone`], an unreachable or overwhelmed database [`StoreError::Unavailable`];
+    /// anything else stays a database error.
     fn from(err: sqlx::Error) -> StoreError {
+        if unavailable(&err) {
+            return StoreError::Unavailable(err.to_string());
+        }
         if let sqlx::Error::Database(db) = &err
             && let Some((_, category)) = db.message().split_once(BILLING_LIMIT_MARK)
             && let Some(category) = crate::domain::billing::UsageCategory::parse(
@@ -141,6 +153,37 @@ impl From<sqlx::Error> for StoreError {
             return StoreError::Conflict(Conflict::Gone);
         }
         StoreError::Database(err)
+    }
+}
+
+/// Whether `err` says the database cannot be reached or cannot take work now, rather than that
+/// the statement was wrong: the connection failed or was closed (I/O, TLS, a worker thread gone),
+/// the pool had no connection to give, or the database answered so (PostgreSQL's classes 08
+/// connection exception and 53 insufficient resources, and 57P01-57P03 shutting down or
+/// starting; SQLite's `BUSY`, `LOCKED`, `NOMEM`, `IOERR`, `FULL` and `CANTOPEN`).
+fn unavailable(err: &sqlx::Error) -> bool {
+    match err {
+        sqlx::Error::Io(_)
+        | sqlx::Error::Tls(_)
+        | sqlx::Error::PoolTimedOut
+        | sqlx::Error::PoolClosed
+        | sqlx::Error::WorkerCrashed => true,
+        sqlx::Error::Database(db) => {
+            if let Some(pg) = db.try_downcast_ref::<sqlx::postgres::PgDatabaseError>() {
+                let code = pg.code();
+                code.starts_with("08")
+                    || code.starts_with("53")
+                    || matches!(code, "57P01" | "57P02" | "57P03")
+            } else if db.try_downcast_ref::<sqlx::sqlite::SqliteError>().is_some() {
+                // The primary result code is the extended code's low byte.
+                db.code()
+                    .and_then(|c| c.parse::<i32>().ok())
+                    .is_some_and(|c| matches!(c & 0xff, 5 | 6 | 7 | 10 | 13 | 14))
+            } else {
+                false
+            }
+        }
+        _ => false,
     }
 }
 

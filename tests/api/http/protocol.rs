@@ -234,7 +234,8 @@ async fn the_spec_is_served_and_matches_the_committed_file() {
 /// restarts, each dead connection fails at most the one statement it is given: the pool checks
 /// every connection it takes back and closes the dead ones, and checks one before handing it out
 /// when it has been idle for a second (decisions.md, HTTP). So at most one request per cut
-/// connection fails, with the error shape, and a second later every request succeeds.
+/// connection fails, with the error shape (503 `SERVICE_UNAVAILABLE` and `Retry-After`), and a
+/// second later every request succeeds.
 #[tokio::test]
 async fn a_second_after_its_database_connections_are_cut_every_request_succeeds() {
     use sqlx::Connection;
@@ -268,7 +269,9 @@ async fn a_second_after_its_database_connections_are_cut_every_request_succeeds(
     for _ in 0..40 {
         let r = app.get("/contacts?limit=1", key).await;
         if r.status != 200 {
-            r.assert_error(500, "INTERNAL_ERROR");
+            // The connection lost, not the request: 503 with when to retry, never a 500.
+            r.assert_error(503, "SERVICE_UNAVAILABLE");
+            assert_eq!(r.header("Retry-After"), Some("1"), "{}", r.body);
             failed += 1;
         }
     }
@@ -291,5 +294,69 @@ async fn a_second_after_its_database_connections_are_cut_every_request_succeeds(
     }
     let r = app.get("/contacts?limit=1", key).await;
     assert_eq!(r.body["total"], 40);
+    app.stop().await;
+}
+
+/// SQLite only. Writes that wait for the database's write lock past the busy timeout (another
+/// process holding it, as a tool writing to the file could) are answered 503
+/// `SERVICE_UNAVAILABLE` with `Retry-After`, each of a group at once (not each in turn after
+/// another wait), reads go on meanwhile, and once the lock is let go the same writes succeed.
+#[tokio::test]
+async fn writes_locked_out_of_sqlite_are_503_and_pass_once_the_lock_is_gone() {
+    use sqlx::Connection;
+    if crate::support::harness::postgres_url().is_some() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}", dir.path().join("herald.db").display());
+    let app = TestApp::spawn_on(&url, |_| {}).await;
+    let p = app.project().await;
+    let key = &p.secret_key;
+    let mut other = sqlx::SqliteConnection::connect(&url).await.unwrap();
+    sqlx::query("BEGIN EXCLUSIVE")
+        .execute(&mut other)
+        .await
+        .unwrap();
+    let started = std::time::Instant::now();
+    let shared = &app;
+    let writes = (0..4).map(|i| async move {
+        let r = shared
+            .post(
+                "/contacts",
+                key,
+                json!({ "email": format!("locked-{i}@example.com") }),
+            )
+            .await;
+        (r, started.elapsed())
+    });
+    let (writes, read) =
+        futures::future::join(futures::future::join_all(writes), app.get("/contacts", key)).await;
+    assert_eq!(read.status, 200, "{}", read.body);
+    for (r, _) in &writes {
+        r.assert_error(503, "SERVICE_UNAVAILABLE");
+        assert_eq!(r.header("Retry-After"), Some("1"), "{}", r.body);
+    }
+    // The writes arrive at once: the first group waits out the busy timeout (10 s) and the rest
+    // queue behind it as a second group, whose members are answered together, not one busy
+    // timeout after another.
+    let mut times: Vec<_> = writes.iter().map(|(_, t)| *t).collect();
+    times.sort();
+    let gaps = times
+        .windows(2)
+        .filter(|w| w[1] - w[0] > std::time::Duration::from_secs(2))
+        .count();
+    assert!(gaps <= 1, "answered at {times:?}");
+    sqlx::query("ROLLBACK").execute(&mut other).await.unwrap();
+    for i in 0..4 {
+        let r = app
+            .post(
+                "/contacts",
+                key,
+                json!({ "email": format!("locked-{i}@example.com") }),
+            )
+            .await;
+        assert!(r.status.is_success(), "{} {}", r.status, r.body);
+    }
+    assert_eq!(app.get("/contacts", key).await.body["total"], 4);
     app.stop().await;
 }
