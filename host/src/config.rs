@@ -53,6 +53,12 @@ pub struct Settings {
     pub max_body_bytes: usize,
     /// Seconds to wait for in-flight requests on shutdown.
     pub shutdown_grace_seconds: u64,
+    /// A connection that neither sends nor receives a byte for this many seconds is closed: an
+    /// idle keep-alive connection, or one whose request stopped half-way.
+    pub http_idle_timeout_seconds: u64,
+    /// Open connections one client address may hold; a new one beyond it is closed as it is
+    /// accepted. 0: no cap (behind a reverse proxy, whose address every client shares).
+    pub http_max_connections_per_ip: usize,
     /// Jobs this instance runs at once.
     pub jobs_concurrency: usize,
     /// How often idle job workers and the event dispatcher look for work, in milliseconds.
@@ -393,6 +399,8 @@ impl Default for Settings {
             session_ttl_hours: 24 * 7,
             max_body_bytes: 1024 * 1024,
             shutdown_grace_seconds: 10,
+            http_idle_timeout_seconds: 60,
+            http_max_connections_per_ip: 256,
             jobs_concurrency: 4,
             jobs_poll_interval_ms: 500,
             jobs_lease_seconds: 30,

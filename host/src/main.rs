@@ -195,6 +195,15 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Serve { listen, db } => {
             let settings = settings(cli.config.as_ref(), &db, listen)?;
             let telemetry = herald::telemetry::init(&settings);
+            match herald::api::listener::raise_open_files_limit() {
+                Some(n) if n < 4096 => tracing::warn!(
+                    open_files = n,
+                    "the open-files limit is low for a server (raise the hard limit, e.g. \
+                     LimitNOFILE= in a systemd unit or --ulimit nofile= for a container)"
+                ),
+                Some(n) => tracing::debug!(open_files = n, "open-files limit"),
+                None => {}
+            }
             let url = settings.database_url();
             tracing::info!(database = %redact(&url), "opening database and applying migrations");
             let app = herald::app::App::build(settings).await?;

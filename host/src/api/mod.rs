@@ -17,6 +17,7 @@ pub mod events;
 pub mod executions;
 pub mod extract;
 pub mod links;
+pub mod listener;
 pub mod members;
 pub mod meta;
 pub mod metrics;

@@ -15,7 +15,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use jsonwebtoken::{DecodingKey, EncodingKey};
-use poem::listener::{Acceptor, Listener, TcpAcceptor, TcpListener};
+use poem::listener::{Acceptor, Listener, TcpListener};
 use tokio::sync::{oneshot, watch};
 
 pub use crate::api::AppState;
@@ -205,6 +205,11 @@ impl AppBuilder {
                 setting: "listen".into(),
                 message: format!("cannot listen on {}: {e}", settings.listen),
             })?;
+        let acceptor = crate::api::listener::GuardedAcceptor::new(
+            acceptor,
+            settings.http_max_connections_per_ip,
+            Duration::from_secs(settings.http_idle_timeout_seconds),
+        );
         let addr = acceptor
             .local_addr()
             .first()
@@ -256,7 +261,7 @@ impl AppBuilder {
 /// Herald built and bound, not yet serving.
 pub struct App {
     state: AppState,
-    acceptor: TcpAcceptor,
+    acceptor: crate::api::listener::GuardedAcceptor,
     addr: SocketAddr,
     dispatcher: EventDispatcher,
     workers: Workers,

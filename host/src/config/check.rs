@@ -283,8 +283,9 @@ impl LoadedSettings {
                 );
             }
         }
-        let at_least: [(&str, u64, u64); 10] = [
+        let at_least: [(&str, u64, u64); 11] = [
             ("jobs_concurrency", s.jobs_concurrency as u64, 1),
+            ("http_idle_timeout_seconds", s.http_idle_timeout_seconds, 1),
             ("jobs_poll_interval_ms", s.jobs_poll_interval_ms, 1),
             ("jobs_lease_seconds", s.jobs_lease_seconds, 1),
             ("jobs_max_attempts", s.jobs_max_attempts.max(0) as u64, 1),

@@ -425,3 +425,72 @@ async fn rotating_the_session_secret_keeps_links_in_sent_mail_working() {
     let r = rotated.client.get(rotated.url(path)).send().await.unwrap();
     assert_eq!(r.status(), 200, "the link still opens its page");
 }
+
+/// Connections opened and left half-written (slowloris) from one client address: beyond
+/// `http_max_connections_per_ip` they are closed as they are accepted, the rest once they have
+/// been idle for `http_idle_timeout_seconds`, and meanwhile another client is answered at once.
+/// Once they are gone, the address may connect again.
+#[tokio::test]
+async fn slow_clients_cannot_hold_every_connection() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let app = TestApp::spawn_with(|s| {
+        s.http_max_connections_per_ip = 20;
+        s.http_idle_timeout_seconds = 2;
+    })
+    .await;
+    let server: std::net::SocketAddr = app
+        .url("")
+        .trim_start_matches("http://")
+        .trim_end_matches('/')
+        .parse()
+        .unwrap();
+    // The slow client's address: another one of the loopback network.
+    let slow: std::net::IpAddr = "127.0.0.2".parse().unwrap();
+    let mut held = Vec::new();
+    for _ in 0..30 {
+        let socket = tokio::net::TcpSocket::new_v4().unwrap();
+        socket.bind((slow, 0).into()).unwrap();
+        let mut stream = socket.connect(server).await.unwrap();
+        stream
+            .write_all(b"GET /health HTTP/1.1\r\nHost: herald\r\n")
+            .await
+            .unwrap();
+        held.push(stream);
+    }
+    let started = Instant::now();
+    let r = app.get("/health", "").await;
+    assert_eq!(r.status, 200);
+    assert!(started.elapsed() < Duration::from_secs(1));
+    // How many of them the server closed: reads, all at once, that end (EOF or reset) within
+    // `within`.
+    async fn closed(streams: &mut [tokio::net::TcpStream], within: Duration) -> usize {
+        let reads = streams.iter_mut().map(|s| async move {
+            let mut byte = [0u8; 1];
+            matches!(
+                tokio::time::timeout(within, s.read(&mut byte)).await,
+                Ok(Ok(0) | Err(_))
+            )
+        });
+        futures::future::join_all(reads)
+            .await
+            .into_iter()
+            .filter(|c| *c)
+            .count()
+    }
+    let beyond_cap = closed(&mut held, Duration::from_millis(200)).await;
+    assert_eq!(beyond_cap, 10, "the ten connections beyond the cap of 20");
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(
+        closed(&mut held, Duration::from_millis(200)).await,
+        30,
+        "every idle connection is closed after the idle timeout"
+    );
+    // The address's slots are free again.
+    let client = reqwest::Client::builder()
+        .local_address(slow)
+        .build()
+        .unwrap();
+    let r = client.get(app.url("/health")).send().await.unwrap();
+    assert_eq!(r.status(), 200);
+    app.stop().await;
+}
