@@ -54,7 +54,9 @@ pub struct Settings {
     /// Seconds to wait for in-flight requests on shutdown.
     pub shutdown_grace_seconds: u64,
     /// A connection that neither sends nor receives a byte for this many seconds is closed: an
-    /// idle keep-alive connection, or one whose request stopped half-way.
+    /// idle keep-alive connection, or one whose request stopped half-way. Above the 90 s for
+    /// which common HTTP clients (Go's, reqwest) keep idle connections, so that they drop theirs
+    /// first instead of sending a request on one the server is closing.
     pub http_idle_timeout_seconds: u64,
     /// Open connections one client address may hold; a new one beyond it is closed as it is
     /// accepted. 0: no cap (behind a reverse proxy, whose address every client shares).
@@ -399,7 +401,7 @@ impl Default for Settings {
             session_ttl_hours: 24 * 7,
             max_body_bytes: 1024 * 1024,
             shutdown_grace_seconds: 10,
-            http_idle_timeout_seconds: 60,
+            http_idle_timeout_seconds: 120,
             http_max_connections_per_ip: 256,
             jobs_concurrency: 4,
             jobs_poll_interval_ms: 500,

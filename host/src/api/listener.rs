@@ -179,6 +179,16 @@ impl GuardedStream {
         let next = tokio::time::Instant::now() + self.idle;
         self.deadline.as_mut().reset(next);
     }
+
+    /// `written`, having moved the deadline on when it wrote a byte.
+    fn wrote(&mut self, written: Poll<io::Result<usize>>) -> Poll<io::Result<usize>> {
+        if let Poll::Ready(Ok(n)) = written
+            && n > 0
+        {
+            self.active();
+        }
+        written
+    }
 }
 
 impl AsyncRead for GuardedStream {
@@ -214,12 +224,7 @@ impl AsyncWrite for GuardedStream {
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
         let written = Pin::new(&mut self.inner).poll_write(cx, buf);
-        if let Poll::Ready(Ok(n)) = written
-            && n > 0
-        {
-            self.active();
-        }
-        written
+        self.wrote(written)
     }
 
     fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
@@ -236,12 +241,7 @@ impl AsyncWrite for GuardedStream {
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
         let written = Pin::new(&mut self.inner).poll_write_vectored(cx, bufs);
-        if let Poll::Ready(Ok(n)) = written
-            && n > 0
-        {
-            self.active();
-        }
-        written
+        self.wrote(written)
     }
 
     fn is_write_vectored(&self) -> bool {

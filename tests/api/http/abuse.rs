@@ -88,6 +88,8 @@ async fn concurrent_logins_hash_a_few_at_a_time() {
     let app = TestApp::spawn_with(|s| {
         s.auth_attempts_per_ip_per_minute = 100_000;
         s.login_attempts_per_account_per_minute = 100_000;
+        // 600 connections from this one address at once.
+        s.http_max_connections_per_ip = 0;
     })
     .await;
     app.user("ann@example.com").await;
