@@ -54,9 +54,10 @@ pub struct Settings {
     /// Seconds to wait for in-flight requests on shutdown.
     pub shutdown_grace_seconds: u64,
     /// A connection that neither sends nor receives a byte for this many seconds is closed: an
-    /// idle keep-alive connection, or one whose request stopped half-way. Above the 90 s for
-    /// which common HTTP clients (Go's, reqwest) keep idle connections, so that they drop theirs
-    /// first instead of sending a request on one the server is closing.
+    /// idle keep-alive connection, one whose request stopped half-way, or one whose request takes
+    /// longer than this to answer. Above the 90 s for which common HTTP clients (Go's, reqwest)
+    /// keep idle connections, so that they drop theirs first instead of sending a request on
+    /// one the server is closing.
     pub http_idle_timeout_seconds: u64,
     /// Open connections one client address may hold; a new one beyond it is closed as it is
     /// accepted. 0: no cap (behind a reverse proxy, whose address every client shares).

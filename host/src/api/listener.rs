@@ -1,12 +1,13 @@
 //! The server's listener, guarded against clients that hold connections to starve the others
 //! (slowloris): at most `http_max_connections_per_ip` open connections from one client address
 //! (a connection beyond it is closed as it is accepted); a connection that neither sends nor
-//! receives a byte for `http_idle_timeout_seconds` is closed (an idle keep-alive connection, or
+//! receives a byte for `http_idle_timeout_seconds` is closed (an idle keep-alive connection;
 //! one whose request head stopped half-way, which the server's own idle timeout would wait on
-//! as a request in flight); and an accept that fails because the process is out of file
-//! descriptors (or the kernel out of buffers) waits a moment instead of being retried at once
-//! in a loop that would take a core. The process raises its open-files limit to the hard limit
-//! at start ([`raise_open_files_limit`]).
+//! as a request in flight; or one whose request takes longer than that to answer, since hyper
+//! reads the connection for an early end while the handler runs); and an accept that fails
+//! because the process is out of file descriptors (or the kernel out of buffers) waits a moment
+//! instead of being retried at once in a loop that would take a core. The process raises its
+//! open-files limit to the hard limit at start ([`raise_open_files_limit`]).
 
 use std::collections::HashMap;
 use std::future::Future;
