@@ -26,12 +26,13 @@ runs on.
     ONLY=sqlite HERALD_BIN=… host/benches/hostile/crashes.py 20
     ONLY=postgres PG_RESTARTS=1 host/benches/hostile/crashes.py 10
 """
-import collections, json, os, random, re, shutil, socketserver, subprocess, sys, tempfile, threading, time
+import collections, json, os, random, re, socketserver, subprocess, sys, threading, time
 import urllib.error, urllib.request
+
+import databases
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 BIN = os.environ.get("HERALD_BIN") or os.path.join(os.environ.get("CARGO_TARGET_DIR", os.path.join(ROOT, "target")), "release", "herald")
-PG = os.environ.get("HERALD_BENCH_POSTGRES", "postgres://postgres@127.0.0.1:5432")
 PORT = int(os.environ.get("PORT", "18182"))
 SMTP_PORT = PORT + 1
 BASE = f"http://127.0.0.1:{PORT}"
@@ -397,22 +398,9 @@ def main():
         sys.exit(f"{BIN} is missing: cargo build --release --bin herald")
     smtp = SmtpServer(("127.0.0.1", SMTP_PORT), Smtp)
     threading.Thread(target=smtp.serve_forever, daemon=True).start()
-    only = os.environ.get("ONLY", "")
-    if only != "postgres":
-        work = tempfile.mkdtemp()
-        try:
-            run_on("SQLite", f"sqlite://{work}/herald.db", work)
-        finally:
-            shutil.rmtree(work, ignore_errors=True)
-    if only != "sqlite":
-        name = f"h_crashes_{int(time.time())}"
-        subprocess.run(["psql", f"{PG}/postgres", "-qc", f"CREATE DATABASE {name}"], check=True, capture_output=True)
-        work = tempfile.mkdtemp()
-        try:
-            run_on("PostgreSQL", f"{PG}/{name}", work)
-        finally:
-            shutil.rmtree(work, ignore_errors=True)
-            subprocess.run(["psql", f"{PG}/postgres", "-qc", f"DROP DATABASE {name}"], capture_output=True)
+    for label, database in databases.each("h_crashes"):
+        with database() as (url, work):
+            run_on(label, url, work)
     if UNAVAILABLE:
         print("503 SERVICE_UNAVAILABLE (asked again):", dict(UNAVAILABLE))
     print("failures:", len(FAILURES))

@@ -12,12 +12,13 @@ without an `OWNER` fail the run (exit 1). Bounded by the rounds, not timed.
 
 It found the classes that `tests/api/http/races.rs` now covers (docs/benchmarks.md, "Races").
 """
-import collections, json, os, re, shutil, subprocess, sys, tempfile, threading, time
+import collections, json, os, re, subprocess, sys, threading, time
 import urllib.error, urllib.request, http.cookiejar
+
+import databases
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 BIN = os.environ.get("HERALD_BIN") or os.path.join(os.environ.get("CARGO_TARGET_DIR", os.path.join(ROOT, "target")), "release", "herald")
-PG = os.environ.get("HERALD_BENCH_POSTGRES", "postgres://postgres@127.0.0.1:5432")
 PORT = int(os.environ.get("PORT", "18181"))
 BASE = f"http://127.0.0.1:{PORT}"
 R = int(sys.argv[1]) if len(sys.argv) > 1 else 10
@@ -398,23 +399,10 @@ def run_on(label, url, work):
 def main():
     if not os.access(BIN, os.X_OK):
         sys.exit(f"{BIN} is missing: cargo build --release --bin herald")
-    only = os.environ.get("ONLY", "")
     failures = 0
-    if only != "postgres":
-        work = tempfile.mkdtemp()
-        try:
-            failures += run_on("SQLite", f"sqlite://{work}/herald.db", work)
-        finally:
-            shutil.rmtree(work, ignore_errors=True)
-    if only != "sqlite":
-        name = f"h_races_{int(time.time())}"
-        subprocess.run(["psql", f"{PG}/postgres", "-qc", f"CREATE DATABASE {name}"], check=True, capture_output=True)
-        work = tempfile.mkdtemp()
-        try:
-            failures += run_on("PostgreSQL", f"{PG}/{name}", work)
-        finally:
-            shutil.rmtree(work, ignore_errors=True)
-            subprocess.run(["psql", f"{PG}/postgres", "-qc", f"DROP DATABASE {name}"], capture_output=True)
+    for label, database in databases.each("h_races"):
+        with database() as (url, work):
+            failures += run_on(label, url, work)
     print(f"{sum(tally.values())} answers:")
     for shape, n in sorted(tally.items()):
         print(f"  {n:5} {shape[0]} {shape[1]} {shape[2]} {messages.get(shape, '')[:120]}")

@@ -445,11 +445,13 @@ const DOCUMENTED: [(u16, &str); 9] = [
     (422, "Validation failed; see `errors`."),
     (429, "Rate limit exceeded; see `Retry-After`."),
     (500, "Unexpected error; report the request id."),
-    (
-        503,
-        "The database is unavailable for a moment (`SERVICE_UNAVAILABLE`); retry after `Retry-After`.",
-    ),
+    (503, UNAVAILABLE_DESCRIPTION),
 ];
+
+/// The document's description of the error shape's 503, by which `api::with_transport_statuses`
+/// tells it from `/ready`'s own to give it `Retry-After`.
+pub(crate) const UNAVAILABLE_DESCRIPTION: &str =
+    "The database is unavailable for a moment (`SERVICE_UNAVAILABLE`); retry after `Retry-After`.";
 
 impl ApiResponse for ApiError {
     fn meta() -> MetaResponses {

@@ -296,7 +296,7 @@ fn with_transport_statuses(document: &mut serde_json::Value) {
                     && response
                         .get("description")
                         .and_then(Value::as_str)
-                        .is_some_and(|d| d.contains("SERVICE_UNAVAILABLE"));
+                        .is_some_and(|d| d == error::UNAVAILABLE_DESCRIPTION);
                 let headers = response
                     .entry("headers")
                     .or_insert_with(|| Value::Object(Default::default()));
