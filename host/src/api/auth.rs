@@ -185,7 +185,7 @@ async fn mail_verification(state: &AppState, user: &User) -> Result<(), ApiError
         .account_mail()
         .send("verify-email", user.email.as_str(), &vars)
         .await
-        .map_err(ApiError::internal)
+        .map_err(ApiError::from)
 }
 
 /// Counts one account mail to `email` against its per-address limit (429 beyond).
@@ -547,7 +547,7 @@ impl AuthApi {
                 .account_mail()
                 .send("reset-password", user.email.as_str(), &vars)
                 .await
-                .map_err(ApiError::internal)?;
+                .map_err(ApiError::from)?;
         }
         Ok(AcceptedResponse::Ok(Json(Accepted { success: true })))
     }

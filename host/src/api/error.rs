@@ -222,6 +222,23 @@ impl ApiError {
         err
     }
 
+    /// 503 `SERVICE_UNAVAILABLE`: the upload storage (the uploads folder or the S3 bucket)
+    /// failed or cannot be reached; logged with its cause, answered with `Retry-After`.
+    pub fn storage_unavailable(cause: impl std::fmt::Display) -> ApiError {
+        tracing::error!(error = %cause, "upload storage unavailable");
+        let mut err = ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            ErrorCode::ServiceUnavailable,
+            "the upload storage is unavailable (unreachable, or refusing to store the file)",
+        )
+        .suggest(
+            "retry the request after `Retry-After`; if it persists, the server's operator must \
+             check the uploads folder or bucket (the cause is in the server's log)",
+        );
+        err.retry_after = Some(UNAVAILABLE_RETRY_AFTER_SECONDS);
+        err
+    }
+
     /// 429 `BILLING_LIMIT_EXCEEDED`: the project's cap of `category` for this period is reached;
     /// `Retry-After` is the time until the next period.
     pub fn billing_limit(category: crate::domain::billing::UsageCategory) -> ApiError {
@@ -278,6 +295,17 @@ impl From<crate::services::sending_domains::SenderError> for ApiError {
                 err.to_string(),
             ),
             crate::services::sending_domains::SenderError::Store(e) => e.into(),
+        }
+    }
+}
+
+impl From<crate::services::account_mail::AccountMailError> for ApiError {
+    /// A store failure as the store's (503 when the database is unavailable); a template or
+    /// message that cannot be built is the operator's configuration: 500.
+    fn from(err: crate::services::account_mail::AccountMailError) -> ApiError {
+        match err {
+            crate::services::account_mail::AccountMailError::Store(e) => e.into(),
+            other => ApiError::internal(other),
         }
     }
 }
@@ -450,8 +478,8 @@ const DOCUMENTED: [(u16, &str); 9] = [
 
 /// The document's description of the error shape's 503, by which `api::with_transport_statuses`
 /// tells it from `/ready`'s own to give it `Retry-After`.
-pub(crate) const UNAVAILABLE_DESCRIPTION: &str =
-    "The database is unavailable for a moment (`SERVICE_UNAVAILABLE`); retry after `Retry-After`.";
+pub(crate) const UNAVAILABLE_DESCRIPTION: &str = "The database (or, for uploads, the upload \
+     storage) is unavailable for a moment (`SERVICE_UNAVAILABLE`); retry after `Retry-After`.";
 
 impl ApiResponse for ApiError {
     fn meta() -> MetaResponses {

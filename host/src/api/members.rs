@@ -207,7 +207,7 @@ impl MembersApi {
                 .account_mail()
                 .send("added-to-project", email.as_str(), &vars)
                 .await
-                .map_err(ApiError::internal)?;
+                .map_err(ApiError::from)?;
             return Ok(InviteResponse::Added(Json(member.into())));
         }
         let days = state.settings().accounts.invitation_days.max(1);
@@ -231,7 +231,7 @@ impl MembersApi {
             .account_mail()
             .send("invitation", email.as_str(), &vars)
             .await
-            .map_err(ApiError::internal)?;
+            .map_err(ApiError::from)?;
         Ok(InviteResponse::Invited(Json(invitation.into())))
     }
 

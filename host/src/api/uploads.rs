@@ -63,7 +63,7 @@ fn refused(err: UploadError) -> ApiError {
         e @ UploadError::Corrupt(_) => {
             ApiError::invalid_field("file", "invalid_image", e.to_string())
         }
-        e @ (UploadError::Io(_) | UploadError::Storage(_)) => ApiError::internal(e),
+        e @ (UploadError::Io(_) | UploadError::Storage(_)) => ApiError::storage_unavailable(e),
     }
 }
 
@@ -78,7 +78,8 @@ impl UploadsApi {
     /// Multipart field `file`. The bytes must decode as a PNG, JPEG, GIF or WebP image (the file
     /// name and declared type do not count): 415 otherwise, 413 over `uploads.max_bytes`, 422
     /// over `uploads.max_pixels` or when it does not decode. Stored under its SHA-256 and served
-    /// publicly at the answered URL with its content type and a year-long immutable cache.
+    /// publicly at the answered URL with its content type and a year-long immutable cache. 503
+    /// with `Retry-After` when the upload storage cannot be reached or refuses the file.
     #[oai(path = "/uploads/image", method = "post", operation_id = "uploadImage")]
     async fn upload_image(
         &self,
@@ -120,7 +121,7 @@ pub async fn serve(
         .uploads()
         .read(&name)
         .await
-        .map_err(ApiError::internal)?;
+        .map_err(ApiError::storage_unavailable)?;
     match found {
         Some((bytes, content_type)) => Ok(poem::Response::builder()
             .content_type(content_type)

@@ -8,10 +8,12 @@
 use std::io::Cursor;
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::time::Duration;
 
 use image::{ImageFormat, ImageReader, Limits};
+use object_store::aws::AmazonS3ConfigKey;
 use object_store::path::Path as ObjectPath;
-use object_store::{ObjectStore, PutPayload};
+use object_store::{BackoffConfig, ClientConfigKey, ObjectStore, PutPayload, RetryConfig};
 use sha2::{Digest, Sha256};
 
 use super::cpu::CpuPool;
@@ -38,6 +40,12 @@ pub enum UploadError {
     #[error("the upload storage failed: {0}")]
     Storage(#[from] object_store::Error),
 }
+
+/// How long a connection to the bucket may take to open.
+const S3_CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
+/// Retries of a failed request to the bucket, and the time after which none is tried.
+const S3_MAX_RETRIES: usize = 3;
+const S3_RETRY_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// An S3-compatible bucket to keep uploads in.
 #[derive(Clone, Debug, Default)]
@@ -174,10 +182,22 @@ impl Uploads {
         max_pixels: u64,
         cpu: CpuPool,
     ) -> Result<Uploads, UploadError> {
+        // A bucket that cannot be reached fails the request within seconds (503), not after
+        // the client's default of ten retries over three minutes, which would outlast the
+        // caller's patience and the connection's idle timeout.
         let mut builder = object_store::aws::AmazonS3Builder::from_env()
             .with_bucket_name(&options.bucket)
             .with_region(&options.region)
-            .with_allow_http(options.allow_http);
+            .with_allow_http(options.allow_http)
+            .with_config(
+                AmazonS3ConfigKey::Client(ClientConfigKey::ConnectTimeout),
+                format!("{}s", S3_CONNECT_TIMEOUT.as_secs()),
+            )
+            .with_retry(RetryConfig {
+                backoff: BackoffConfig::default(),
+                max_retries: S3_MAX_RETRIES,
+                retry_timeout: S3_RETRY_TIMEOUT,
+            });
         if let Some(endpoint) = &options.endpoint {
             // Path-style requests (`<endpoint>/<bucket>/<key>`), which every S3-compatible
             // service answers.

@@ -197,3 +197,56 @@ async fn the_size_and_pixel_caps_hold() {
     let r = upload(&app, &p.secret_key, "noise.png", "image/png", noise).await;
     r.assert_error(413, "PAYLOAD_TOO_LARGE");
 }
+
+/// A storage that fails is the server's trouble, not the caller's: 503 `SERVICE_UNAVAILABLE`
+/// with `Retry-After`, for the upload and for reading a file back, within seconds (the S3
+/// client's retries are bounded), never a 500.
+#[tokio::test]
+async fn a_storage_that_fails_is_a_503_with_retry_after() {
+    // A bucket nobody answers for: a loopback port that was free a moment ago.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let app = TestApp::spawn_with(|s| {
+        s.uploads.storage = UploadStorage::S3;
+        s.uploads.s3_bucket = Some("nowhere".into());
+        s.uploads.s3_endpoint = Some(format!("http://{closed}"));
+        s.uploads.s3_allow_http = true;
+        s.uploads.s3_access_key_id = Some("test".into());
+        s.uploads.s3_secret_access_key = Some("test".into());
+    })
+    .await;
+    let p = app.project().await;
+    let started = std::time::Instant::now();
+    let r = upload(&app, &p.secret_key, "a.png", "image/png", png(2, 2)).await;
+    r.assert_error(503, "SERVICE_UNAVAILABLE");
+    assert_eq!(r.header("Retry-After"), Some("1"), "{}", r.body);
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(30),
+        "answered after {:?}",
+        started.elapsed()
+    );
+    // What the caller sent is still checked first: not an image is the caller's 415.
+    let r = upload(&app, &p.secret_key, "a.png", "image/png", b"no".to_vec()).await;
+    r.assert_error(415, "INVALID_REQUEST_BODY");
+    let name = format!("{}.png", "a".repeat(64));
+    let r = read(
+        reqwest::get(app.url(&format!("/uploads/files/{name}")))
+            .await
+            .unwrap(),
+    )
+    .await;
+    r.assert_error(503, "SERVICE_UNAVAILABLE");
+    assert_eq!(r.header("Retry-After"), Some("1"), "{}", r.body);
+
+    // The uploads folder taken away from under the server (a file where the folder was).
+    let app = TestApp::spawn().await;
+    let p = app.project().await;
+    let dir = app.state().settings().data_dir.join("uploads");
+    std::fs::remove_dir_all(&dir).unwrap();
+    std::fs::write(&dir, b"not a folder").unwrap();
+    let r = upload(&app, &p.secret_key, "a.png", "image/png", png(2, 3)).await;
+    r.assert_error(503, "SERVICE_UNAVAILABLE");
+    assert_eq!(r.header("Retry-After"), Some("1"), "{}", r.body);
+}
