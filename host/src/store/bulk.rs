@@ -286,6 +286,9 @@ impl Store {
                         placeholders(3, changed.len())
                     ),
                 };
+                if action == BulkAction::Delete {
+                    super::segments::release_memberships(&mut tx, project, &changed).await?;
+                }
                 let mut q = sqlx::query(&sql).bind(project.as_str());
                 if action != BulkAction::Delete {
                     q = q.bind(action == BulkAction::Subscribe);

@@ -814,14 +814,32 @@ impl Store {
     pub async fn delete_contact(&self, project: &ProjectId, id: &ContactId) -> StoreResult<()> {
         // The cascade reaches the contact's events, memberships and executions, which writes
         // for the contact in flight hold: on PostgreSQL it may be chosen to break a deadlock.
+        // The contact is locked first, so no membership is added while the segments' cached
+        // counts drop by the ones it has.
+        let lock = super::dialect::for_update(self.db().backend());
+        let find = format!("SELECT id FROM contacts WHERE project_id = $1 AND id = $2{lock}");
         let done = super::retrying_deadlocks(|| async {
             Ok(on_db_write!(self.db(), pool => {
-                sqlx::query("DELETE FROM contacts WHERE project_id = $1 AND id = $2")
+                let mut tx = pool.begin_write().await?;
+                let found: Option<String> = sqlx::query_scalar(&find)
                     .bind(project.as_str())
                     .bind(id.as_str())
-                    .execute(pool)
-                    .await?
-                    .rows_affected()
+                    .fetch_optional(&mut *tx)
+                    .await?;
+                if found.is_none() {
+                    tx.rollback().await?;
+                    0
+                } else {
+                    super::segments::release_memberships(&mut tx, project, &[id.as_str()]).await?;
+                    let n = sqlx::query("DELETE FROM contacts WHERE project_id = $1 AND id = $2")
+                        .bind(project.as_str())
+                        .bind(id.as_str())
+                        .execute(&mut *tx)
+                        .await?
+                        .rows_affected();
+                    tx.commit().await?;
+                    n
+                }
             }))
         })
         .await?;

@@ -1057,6 +1057,40 @@ where
     Ok(())
 }
 
+/// Takes contacts about to be deleted out of the cached counts of the segments that store them
+/// as members (static and tracked ones), inside the transaction that deletes them; the rows
+/// themselves go by the cascade. The caller holds the contacts' rows (`FOR UPDATE` on
+/// PostgreSQL) so that no membership of theirs is added in between. Binds the project, then
+/// each contact.
+pub(super) async fn release_memberships<DB>(
+    tx: &mut sqlx::Transaction<'_, DB>,
+    project: &ProjectId,
+    contacts: &[&str],
+) -> sqlx::Result<()>
+where
+    DB: sqlx::Database,
+    for<'c> &'c mut DB::Connection: sqlx::Executor<'c, Database = DB>,
+    for<'q> DB::Arguments<'q>: sqlx::IntoArguments<'q, DB>,
+    for<'q> &'q str: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+{
+    for chunk in contacts.chunks(MEMBERS_PER_STATEMENT) {
+        let sql = format!(
+            "UPDATE segments SET member_count = CASE WHEN member_count > m.n \
+             THEN member_count - m.n ELSE 0 END \
+             FROM (SELECT segment_id, COUNT(*) AS n FROM segment_members \
+                   WHERE project_id = $1 AND contact_id IN ({}) GROUP BY segment_id) AS m \
+             WHERE segments.id = m.segment_id",
+            placeholders(2, chunk.len())
+        );
+        let mut q = sqlx::query(&sql).bind(project.as_str());
+        for c in chunk {
+            q = q.bind(*c);
+        }
+        q.execute(&mut **tx).await?;
+    }
+    Ok(())
+}
+
 /// The most contacts one membership statement names ([`add_members_sql`],
 /// [`remove_members_sql`]; `Statements::write_members`).
 pub(super) const MEMBERS_PER_STATEMENT: usize = 500;

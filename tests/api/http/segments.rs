@@ -227,6 +227,12 @@ async fn tracked_membership_is_kept_live() {
         strings(&["ann@example.com"])
     );
     assert_eq!(member_count(&app, &p, id).await, 2);
+    // A member deleted leaves the cached count with its row.
+    let cid = app.get("/contacts?search=cid%40", &p.secret_key).await;
+    let cid = cid.body["data"][0]["id"].as_str().unwrap().to_string();
+    let r = app.delete(&format!("/contacts/{cid}"), &p.secret_key).await;
+    assert!(r.status.is_success(), "{}", r.body);
+    assert_eq!(member_count(&app, &p, id).await, 1);
     assert!(
         event_emails(&app, &p, "segment.pro-any.entry")
             .await
@@ -799,6 +805,29 @@ async fn static_members_are_added_and_removed_by_address() {
         .await;
     assert!(r.status.is_success(), "{}", r.body);
     assert_eq!(members(&app, &p, id).await, strings(&["new@example.com"]));
+    // And out of its cached count, alone or in bulk.
+    let got = app.get(&format!("/segments/{id}"), &p.secret_key).await;
+    assert_eq!(got.body["memberCount"], 1, "{}", got.body);
+    let new = app.get("/contacts?search=new%40", &p.secret_key).await;
+    let new_id = new.body["data"][0]["id"].as_str().unwrap().to_string();
+    let r = app
+        .post(
+            "/contacts/bulk-delete",
+            &p.secret_key,
+            json!({ "contactIds": [new_id] }),
+        )
+        .await;
+    let job = crate::http::jobs::wait_job(
+        &app,
+        &p.secret_key,
+        "bulk",
+        r.body["jobId"].as_str().unwrap(),
+    )
+    .await;
+    assert_eq!(job["result"]["succeeded"], 1, "{job}");
+    assert!(members(&app, &p, id).await.is_empty());
+    let got = app.get(&format!("/segments/{id}"), &p.secret_key).await;
+    assert_eq!(got.body["memberCount"], 0, "{}", got.body);
 }
 
 #[tokio::test]
