@@ -1406,7 +1406,6 @@ impl Store {
     }
 }
 
-/// Inserts a pending step run.
 /// Creates pending step runs, `(project, execution, run)` each, in one statement.
 async fn insert_runs<'c, DB>(
     tx: &mut sqlx::Transaction<'c, DB>,
