@@ -463,6 +463,9 @@ fn campaign_error(e: CampaignError) -> ApiError {
             "too_large",
             format!("the message to {to} would be {size} bytes; make the body smaller"),
         ),
+        CampaignError::Send(SendError::Mime(e)) => {
+            ApiError::invalid_field("body", "invalid", e.to_string())
+        }
         CampaignError::Send(SendError::Suspended(reason)) => super::send::suspended(reason),
         CampaignError::Send(SendError::Store(e)) => e.into(),
         CampaignError::Send(e) => ApiError::internal(e),
