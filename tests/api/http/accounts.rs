@@ -467,9 +467,19 @@ async fn a_password_reset_works_once_and_ends_every_session() {
         .assert_error(401, "INVALID_CREDENTIALS");
     assert_eq!(login("a brand new passphrase").await.status, 200);
 
-    // Mail to one address is limited per minute (2 by default), whoever asks.
-    assert_eq!(ask("ada@example.com").await.status, 200);
-    let r = ask("ada@example.com").await;
+    // Mail to one address is limited per minute (2 by default), whoever asks. The minutes are
+    // fixed windows, and the one of the first ask above may have ended meanwhile, so quick asks
+    // meet the limit within five (at most two a window, and five quick asks span at most two).
+    let mut refused = None;
+    for _ in 0..5 {
+        let r = ask("ada@example.com").await;
+        if r.status == 200 {
+            continue;
+        }
+        refused = Some(r);
+        break;
+    }
+    let r = refused.expect("a quick ask beyond two a minute is refused");
     r.assert_error(429, "RATE_LIMIT_EXCEEDED");
     assert!(r.headers.get("retry-after").is_some());
 }

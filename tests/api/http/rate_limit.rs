@@ -4,14 +4,11 @@
 
 use std::time::Duration;
 
-use crate::support::harness::{TestApp, postgres_url};
+use crate::support::harness::{TestApp, fresh_minute, postgres_url};
 
 /// Waits out the end of a minute so that a test's requests fall in one window.
 async fn fresh_window() {
-    let ms = chrono::Utc::now().timestamp_millis().rem_euclid(60_000);
-    if ms > 50_000 {
-        tokio::time::sleep(Duration::from_millis((60_000 - ms + 200) as u64)).await;
-    }
+    fresh_minute(Duration::from_secs(10)).await;
 }
 
 #[tokio::test]

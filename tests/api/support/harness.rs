@@ -112,6 +112,16 @@ impl Reply {
     }
 }
 
+/// Waits, when less than `needed` is left of this minute, until the next one begins, so that a
+/// test's requests fall in one of the rate limiter's fixed one-minute windows.
+pub async fn fresh_minute(needed: std::time::Duration) {
+    let ms = chrono::Utc::now().timestamp_millis().rem_euclid(60_000) as u64;
+    let needed = (needed.as_millis() as u64).min(55_000);
+    if ms + needed > 60_000 {
+        tokio::time::sleep(std::time::Duration::from_millis(60_000 - ms + 200)).await;
+    }
+}
+
 /// The PostgreSQL URL tests run against, if any.
 pub fn postgres_url() -> Option<String> {
     std::env::var("HERALD_TEST_POSTGRES_URL")
