@@ -546,8 +546,7 @@ impl AuthApi {
             state
                 .account_mail()
                 .send("reset-password", user.email.as_str(), &vars)
-                .await
-                .map_err(ApiError::from)?;
+                .await?;
         }
         Ok(AcceptedResponse::Ok(Json(Accepted { success: true })))
     }

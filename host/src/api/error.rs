@@ -207,34 +207,34 @@ impl ApiError {
     /// ([`StoreError::Unavailable`]); logged with its cause, answered with `Retry-After`.
     pub fn unavailable(cause: impl std::fmt::Display) -> ApiError {
         tracing::error!(error = %cause, "database unavailable");
-        let mut err = ApiError::new(
-            StatusCode::SERVICE_UNAVAILABLE,
-            ErrorCode::ServiceUnavailable,
+        ApiError::service_unavailable(
             "the database is unavailable for a moment (restarting, unreachable or out of \
              connections)",
-        )
-        .suggest(
             "retry the request after `Retry-After`; a request with an `Idempotency-Key` cannot \
              be applied twice, one without it may have been written if the connection was lost \
              at its commit",
-        );
-        err.retry_after = Some(UNAVAILABLE_RETRY_AFTER_SECONDS);
-        err
+        )
     }
 
     /// 503 `SERVICE_UNAVAILABLE`: the upload storage (the uploads folder or the S3 bucket)
     /// failed or cannot be reached; logged with its cause, answered with `Retry-After`.
     pub fn storage_unavailable(cause: impl std::fmt::Display) -> ApiError {
         tracing::error!(error = %cause, "upload storage unavailable");
+        ApiError::service_unavailable(
+            "the upload storage is unavailable (unreachable, or refusing to store the file)",
+            "retry the request after `Retry-After`; if it persists, the server's operator must \
+             check the uploads folder or bucket (the cause is in the server's log)",
+        )
+    }
+
+    /// The 503 shape both of the above answer: `SERVICE_UNAVAILABLE` with `Retry-After`.
+    fn service_unavailable(message: &str, suggestion: &str) -> ApiError {
         let mut err = ApiError::new(
             StatusCode::SERVICE_UNAVAILABLE,
             ErrorCode::ServiceUnavailable,
-            "the upload storage is unavailable (unreachable, or refusing to store the file)",
+            message,
         )
-        .suggest(
-            "retry the request after `Retry-After`; if it persists, the server's operator must \
-             check the uploads folder or bucket (the cause is in the server's log)",
-        );
+        .suggest(suggestion);
         err.retry_after = Some(UNAVAILABLE_RETRY_AFTER_SECONDS);
         err
     }

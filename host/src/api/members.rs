@@ -206,8 +206,7 @@ impl MembersApi {
             state
                 .account_mail()
                 .send("added-to-project", email.as_str(), &vars)
-                .await
-                .map_err(ApiError::from)?;
+                .await?;
             return Ok(InviteResponse::Added(Json(member.into())));
         }
         let days = state.settings().accounts.invitation_days.max(1);
@@ -230,8 +229,7 @@ impl MembersApi {
         state
             .account_mail()
             .send("invitation", email.as_str(), &vars)
-            .await
-            .map_err(ApiError::from)?;
+            .await?;
         Ok(InviteResponse::Invited(Json(invitation.into())))
     }
 

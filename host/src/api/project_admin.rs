@@ -192,7 +192,7 @@ async fn security_of(
 ) -> Result<Json<SecurityBody>, ApiError> {
     let (project, _) = membership(state, auth, id).await?;
     let guard = state.health_guard();
-    let health = guard.health(&project.id).await.map_err(ApiError::from)?;
+    let health = guard.health(&project.id).await?;
     let suspensions = state.store().suspensions(&project.id, 20).await?;
     Ok(Json(SecurityBody {
         suspended: suspensions.iter().any(|s| s.lifted_at.is_none()),

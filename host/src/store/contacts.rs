@@ -817,29 +817,26 @@ impl Store {
         // The contact is locked first, so no membership is added while the segments' cached
         // counts drop by the ones it has.
         let lock = super::dialect::for_update(self.db().backend());
-        let find = format!("SELECT id FROM contacts WHERE project_id = $1 AND id = $2{lock}");
+        let lock_contact =
+            format!("SELECT id FROM contacts WHERE project_id = $1 AND id = $2{lock}");
         let done = super::retrying_deadlocks(|| async {
             Ok(on_db_write!(self.db(), pool => {
                 let mut tx = pool.begin_write().await?;
-                let found: Option<String> = sqlx::query_scalar(&find)
+                sqlx::query(&lock_contact)
                     .bind(project.as_str())
                     .bind(id.as_str())
-                    .fetch_optional(&mut *tx)
+                    .execute(&mut *tx)
                     .await?;
-                if found.is_none() {
-                    tx.rollback().await?;
-                    0
-                } else {
-                    super::segments::release_memberships(&mut tx, project, &[id.as_str()]).await?;
-                    let n = sqlx::query("DELETE FROM contacts WHERE project_id = $1 AND id = $2")
-                        .bind(project.as_str())
-                        .bind(id.as_str())
-                        .execute(&mut *tx)
-                        .await?
-                        .rows_affected();
-                    tx.commit().await?;
-                    n
-                }
+                // A missing contact has no memberships and deletes nothing: 0 rows.
+                super::segments::release_memberships(&mut tx, project, &[id.as_str()]).await?;
+                let n = sqlx::query("DELETE FROM contacts WHERE project_id = $1 AND id = $2")
+                    .bind(project.as_str())
+                    .bind(id.as_str())
+                    .execute(&mut *tx)
+                    .await?
+                    .rows_affected();
+                tx.commit().await?;
+                n
             }))
         })
         .await?;
