@@ -36,7 +36,7 @@ async fn migrate_check_says_what_would_run_and_changes_nothing() {
     let url = fresh_database_url(dir.path()).await;
     let (code, out) = migrate(&["--check"], dir.path(), &url);
     assert_eq!(code, 1, "migrations to run: {out}");
-    assert!(out.contains("0 migrations applied"), "{out}");
+    assert!(out.contains(": 0 migrations applied"), "{out}");
     assert!(out.contains("would run:"), "{out}");
     assert!(out.contains("0001 "), "{out}");
     // Nothing was applied by the check.
@@ -48,7 +48,7 @@ async fn migrate_check_says_what_would_run_and_changes_nothing() {
     let (code, out) = migrate(&["--check"], dir.path(), &url);
     assert_eq!(code, 0, "{out}");
     assert!(out.contains("up to date: nothing would run"), "{out}");
-    assert!(!out.contains("0 migrations applied"), "{out}");
+    assert!(!out.contains(": 0 migrations applied"), "{out}");
 }
 
 #[tokio::test]
