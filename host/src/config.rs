@@ -62,9 +62,10 @@ pub struct Settings {
     /// Open connections one client address may hold; a new one beyond it is closed as it is
     /// accepted. 0: no cap (behind a reverse proxy, whose address every client shares).
     pub http_max_connections_per_ip: usize,
-    /// Jobs this instance runs at once.
+    /// Jobs this instance runs at once, and delivery batches at once beside them.
     pub jobs_concurrency: usize,
-    /// How often idle job workers and the event dispatcher look for work, in milliseconds.
+    /// How often idle job workers, delivery workers and the event dispatcher look for work, in
+    /// milliseconds.
     pub jobs_poll_interval_ms: u64,
     /// How long a job's claim lasts without a heartbeat, in seconds; a job whose worker died is
     /// picked up again after this.
@@ -340,7 +341,7 @@ pub struct SendingSettings {
     /// hand-off waits for room (small messages never wait; a few large ones at a time do).
     pub hand_off_memory_mb: u64,
     /// Most emails of one project handed to the transport in one plugin call (one SMTP
-    /// connection, one commit): a delivery job gathers up to this many due deliveries.
+    /// connection, one commit): a delivery worker claims up to this many due emails at once.
     pub batch_size: u32,
 }
 

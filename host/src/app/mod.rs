@@ -149,15 +149,6 @@ impl AppBuilder {
                 checker: sending_domains.clone(),
                 intervals: check_intervals(&settings),
             }),
-            Arc::new(Deliveries {
-                plugins: plugins.clone(),
-                builder: sending.clone(),
-                per_second: settings.sending.per_project_per_second,
-                batch_size: settings.sending.batch_size.clamp(1, 1000) as usize,
-                batch_bytes: (settings.plugins.memory_bytes / 4) as usize,
-                stale_hand_off: queue.lease,
-                retry_lifetime: Duration::from_secs(settings.sending.retry_lifetime_seconds.max(1)),
-            }),
             Arc::new(crate::jobs::account_mail::AccountMailDeliveries {
                 plugins: plugins.clone(),
             }),
@@ -192,6 +183,19 @@ impl AppBuilder {
             outbox_wake,
         );
         let workers = Workers::new(jobs.clone(), handlers);
+        let deliveries = Arc::new(Deliveries {
+            store: store.clone(),
+            plugins: plugins.clone(),
+            builder: sending.clone(),
+            concurrency: queue.concurrency,
+            poll_interval: queue.poll_interval,
+            wake: jobs.delivery_wake(),
+            per_second: settings.sending.per_project_per_second,
+            batch_size: settings.sending.batch_size.clamp(1, 1000) as usize,
+            batch_bytes: (settings.plugins.memory_bytes / 4) as usize,
+            lease: queue.lease,
+            retry_lifetime: Duration::from_secs(settings.sending.retry_lifetime_seconds.max(1)),
+        });
         let verifier = Verifier::new(
             &settings.plugins,
             settings.verify_dns_timeout_ms,
@@ -253,6 +257,7 @@ impl AppBuilder {
             addr,
             dispatcher,
             workers,
+            deliveries,
             serve_lock,
         })
     }
@@ -265,6 +270,7 @@ pub struct App {
     addr: SocketAddr,
     dispatcher: EventDispatcher,
     workers: Workers,
+    deliveries: Arc<Deliveries>,
     /// Held until the server stops (SQLite).
     serve_lock: Option<crate::store::backup::ServeLock>,
 }
@@ -305,6 +311,7 @@ impl App {
             acceptor,
             dispatcher,
             workers,
+            deliveries,
             serve_lock: _serve_lock,
             ..
         } = self;
@@ -312,6 +319,7 @@ impl App {
         let (stop_tx, stop_rx) = watch::channel(false);
         let maintenance = tokio::spawn(maintain(state.clone(), stop_rx.clone()));
         let working = tokio::spawn(workers.run(stop_rx.clone()));
+        let delivering = tokio::spawn(deliveries.run(stop_rx.clone()));
         let dispatching = tokio::spawn(dispatcher.run(stop_rx));
 
         let result = poem::Server::new_with_acceptor(acceptor)
@@ -323,10 +331,15 @@ impl App {
             .await;
         let _ = stop_tx.send(true);
         joined("maintenance", maintenance.await);
-        match tokio::time::timeout(grace, working).await {
-            Ok(done) => joined("job workers", done),
+        let both = async { (working.await, delivering.await) };
+        match tokio::time::timeout(grace, both).await {
+            Ok((jobs, deliveries)) => {
+                joined("job workers", jobs);
+                joined("delivery workers", deliveries);
+            }
             Err(_) => tracing::warn!(
-                "jobs still running at shutdown; they resume on the next start after their lease"
+                "jobs or deliveries still running at shutdown; they resume on the next start \
+                 after their lease"
             ),
         }
         joined("event dispatcher", dispatching.await);
@@ -386,8 +399,8 @@ impl RunningServer {
 /// send windows, expired account links (tokens and invitations) and the shared attachments
 /// no queued email needs, queues the re-evaluation of time-relative segments if no instance has it
 /// queued or running (its chain ends when a run fails for good), deletes the jobs that finished
-/// more than `jobs_retention_hours` ago, and queues a new delivery job for every queued email
-/// whose job is gone (`Store::requeue_orphaned_emails`).
+/// more than `jobs_retention_hours` ago, and makes due the queued emails an older release
+/// queued without a due time during a rolling upgrade (`Store::adopt_undue_emails`).
 async fn maintain(state: AppState, mut stop: watch::Receiver<bool>) {
     let mut tick = tokio::time::interval(MAINTENANCE_EVERY);
     loop {
@@ -410,13 +423,13 @@ async fn maintain(state: AppState, mut stop: watch::Receiver<bool>) {
                     tracing::warn!(error = %err, "could not queue the re-evaluation of segments");
                 }
                 prune_finished_jobs(state.store(), state.settings()).await;
-                match state.store().requeue_orphaned_emails(1000).await {
+                match state.store().adopt_undue_emails(1000).await {
                     Ok(0) => {}
                     Ok(n) => {
-                        tracing::warn!(emails = n, "queued emails without a live delivery job were queued again");
+                        tracing::info!(emails = n, "emails queued by an older release are due for delivery");
                         state.jobs().wake();
                     }
-                    Err(err) => tracing::warn!(error = %err, "could not sweep queued emails"),
+                    Err(err) => tracing::warn!(error = %err, "could not look for emails queued by an older release"),
                 }
             }
             _ = stop.changed() => break,
@@ -476,11 +489,6 @@ fn queue_config(settings: &Settings) -> QueueConfig {
         poll_interval: Duration::from_millis(settings.jobs_poll_interval_ms.max(10)),
         lease: Duration::from_secs(settings.jobs_lease_seconds.max(1)),
         max_attempts: settings.jobs_max_attempts.max(1),
-        throttle: Some(crate::jobs::fairness::Throttle {
-            kind: crate::store::emails::DELIVER_KIND,
-            per_second: settings.sending.per_project_per_second,
-            batch: settings.sending.batch_size.clamp(1, 1000),
-        }),
     }
 }
 

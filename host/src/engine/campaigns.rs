@@ -5,9 +5,9 @@
 //!   audience chunk by chunk ([`Store::snapshot_chunk`]); each chunk queues its own batch job,
 //!   so delivery starts while the snapshot goes on. The last step queues the finish job.
 //! - `campaigns.batch`: renders the batch's pending recipients in groups of [`GROUP`] on the CPU
-//!   pool and writes each group's emails with their ledger rows and delivery jobs in one
-//!   transaction ([`Store::commit_campaign_batch`]). Delivery is then the same `emails.deliver`
-//!   job as `/v1/send`'s: the same throttle, transport and retries.
+//!   pool and writes each group's emails (due for delivery) with their ledger rows in one
+//!   transaction ([`Store::commit_campaign_batch`]). Delivery is then the same queue as
+//!   `/v1/send`'s (`jobs::deliver`): the same throttle, transport and retries.
 //! - `campaigns.finish`: marks the campaign `SENT` once the snapshot is done, no recipient is
 //!   pending and no email of it waits for the transport; until then it looks again every
 //!   [`FINISH_POLL_MS`].

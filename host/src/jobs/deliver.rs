@@ -1,25 +1,29 @@
-//! Delivery of emails (`emails.deliver`, one job per email), in batches: the job a worker
-//! claimed gathers up to `sending.batch_size` further due delivery jobs of its project under its
-//! own claim, within the project's send throttle (one transaction); builds and DKIM-signs their
-//! messages from the stored drafts (on the CPU pool, through a [`MessageBuilder`]); hands them
-//! to the transport plugin in one call (`deliver-batch`, which the SMTP transport sends over one
-//! pooled connection); and records every outcome in one transaction.
+//! Delivery of emails, in batches. Queued emails are their own queue (`store::delivery`): no
+//! job is written for them. Each instance runs delivery workers (`jobs_concurrency` batches at
+//! once) that list the projects with queued email, deal their free slots to the projects with
+//! due emails in turn (`fairness::plan`, as the job workers do), and for each slot claim up to
+//! `sending.batch_size` of that project's due emails within its send throttle (one
+//! transaction, which also starts their hand-off under a token of its own); build and DKIM-sign
+//! their messages from the stored drafts (on the CPU pool, through a [`MessageBuilder`]); hand
+//! them to the transport plugin in one call (`deliver-batch`, which the SMTP transport sends
+//! over one pooled connection); and record every outcome in one transaction. A heartbeat keeps
+//! the claimed emails held while the batch runs.
 //!
 //! What a crash can cause, exactly:
-//! - before the hand-off starts: nothing; the jobs run again after their lease and send once;
+//! - before the hand-off starts: nothing; the emails are due again once their hold lapses
+//!   (`jobs_lease_seconds`) and are sent once;
 //! - after the transport accepted some messages of the batch but before the outcomes were
-//!   committed: the jobs run again and those messages are handed to the transport a second time
-//!   (same Message-ID, which receivers may use to drop the copy). At most one batch per job slot
+//!   committed: once the hold lapses, those messages are handed to the transport a second time
+//!   (same Message-ID, which receivers may use to drop the copy). At most one batch per slot
 //!   is in this window, for as long as the rest of its hand-off and one commit take; a smaller
 //!   `sending.batch_size` narrows it. A re-delivery after an interrupted hand-off is logged as a
 //!   warning;
-//! - after the outcomes were committed: nothing; the jobs are complete and the emails no
-//!   longer queued.
+//! - after the outcomes were committed: nothing; the emails are no longer queued.
 //!
-//! Outcomes are recorded keyed on the hand-off (the job claim that started it), not on the
-//! jobs' lease: a claim whose lease lapsed while the transport was accepting the messages still
-//! records what happened, so they are not handed off again. That write is retried in place a
-//! few times before the job gives up on it.
+//! Outcomes are recorded keyed on the hand-off (the claim's token), and a claim never takes an
+//! email whose last hand-off started less than a lease ago, so a batch whose heartbeat stalled
+//! still records what happened and its messages are not handed off again meanwhile. That
+//! write is retried in place a few times before the batch gives up on it.
 //!
 //! Transient transport errors are retried with the queue's backoff (exponential, with jitter,
 //! capped at 5 minutes) until the email is older than `sending.retry_lifetime_seconds` (24 hours
@@ -28,21 +32,22 @@
 //!
 //! A batch stays within the hand-off memory budget (only its first message waits for room; the
 //! others join when there is room at once) and within a quarter of the transport plugin's
-//! memory limit; a message left out waits for the next batch.
+//! memory limit; a message left out is put back, due at once, for the next batch.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
 use futures::future::BoxFuture;
-use serde_json::Value;
+use tokio::sync::{Notify, Semaphore, watch};
+use tracing::Instrument;
 
-use super::{JobContext, JobError, JobHandler, backoff_ms, jittered};
-use crate::domain::ids::EmailId;
+use super::{backoff_ms, fairness, jittered};
+use crate::domain::time::now_ms;
 use crate::plugins::{DeliveryError, OutgoingMessage, Plugins};
-use crate::store::Store;
 use crate::store::domains::SigningDomain;
-use crate::store::emails::{DELIVER_KIND, Deliverable, DeliveryOutcome, HandOffEnd, status};
-use crate::store::jobs::{DeliverPayload, Lease};
+use crate::store::emails::{Deliverable, DeliveryOutcome, HandOffEnd};
+use crate::store::{Store, StoreError};
 
 /// Why a message could not be built at hand-off.
 #[derive(Debug)]
@@ -120,25 +125,35 @@ impl BatchMemo {
     }
 }
 
-/// Runs deliveries.
+/// The delivery workers of an instance (see the module docs).
 pub struct Deliveries {
+    /// Where the emails are queued.
+    pub store: Store,
     /// The plugins (the transport).
     pub plugins: Arc<Plugins>,
     /// Builds messages from drafts.
     pub builder: Arc<dyn MessageBuilder>,
+    /// Batches handed off at once by this instance (`jobs_concurrency`).
+    pub concurrency: usize,
+    /// How often idle workers look for due emails (`jobs_poll_interval_ms`).
+    pub poll_interval: Duration,
+    /// Wakes the workers when emails are queued (`JobQueue::wake`).
+    pub wake: Arc<Notify>,
     /// Messages per second per project handed to the transport (0: no limit).
     pub per_second: u32,
     /// Most emails handed to the transport in one call (`sending.batch_size`).
     pub batch_size: usize,
     /// Most bytes of messages in one call (a quarter of the plugin memory limit).
     pub batch_bytes: usize,
-    /// A hand-off started longer ago than this (the job lease) was interrupted.
-    pub stale_hand_off: Duration,
+    /// How long a claim holds its emails without a heartbeat (`jobs_lease_seconds`); a hand-off
+    /// started longer ago than this was interrupted.
+    pub lease: Duration,
     /// How long transient failures are retried, from when the email was queued.
     pub retry_lifetime: Duration,
 }
 
-/// Times the outcome write is tried in place before the job gives up on it (and runs again).
+/// Times the outcome write is tried in place before the batch gives up on it (its emails are
+/// then due again once their hold lapses).
 const OUTCOME_WRITES: u32 = 6;
 
 /// Records the ends of a batch's hand-offs (see [`Store::finish_deliveries`]), retrying a
@@ -146,42 +161,38 @@ const OUTCOME_WRITES: u32 = 6;
 /// after the transport accepted the messages must not leave them to be handed off again.
 async fn record(
     store: &Store,
-    ends: &[(&Deliverable, &Lease, HandOffEnd<'_>)],
-) -> Result<Vec<bool>, JobError> {
+    token: &str,
+    ends: &[(&Deliverable, HandOffEnd<'_>)],
+) -> Result<Vec<bool>, StoreError> {
     let mut pause = Duration::from_millis(200);
     let mut attempt = 1;
     loop {
-        match store.finish_deliveries(ends).await {
-            Ok(recorded) => return Ok(recorded),
+        match store.finish_deliveries(token, ends).await {
             Err(err) if attempt < OUTCOME_WRITES => {
                 tracing::warn!(emails = ends.len(), error = %err, attempt, "could not record the delivery outcomes; retrying");
                 tokio::time::sleep(pause).await;
                 pause *= 2;
                 attempt += 1;
             }
-            Err(err) => return Err(err.into()),
+            done => return done,
         }
     }
 }
 
-/// One job of a batch.
-struct Member {
-    lease: Lease,
-    /// Attempts, this one included.
-    attempts: i32,
-    max_attempts: i32,
-    email_id: EmailId,
+/// A claimed batch: one project's emails under one hand-off token.
+struct Batch {
+    token: String,
+    emails: Vec<Deliverable>,
 }
 
-/// A member whose message is built and ready to hand off.
+/// A claimed email whose message is built and ready to hand off.
 struct Ready {
-    member: usize,
     email: Deliverable,
     raw: Vec<u8>,
     _room: Option<tokio::sync::OwnedSemaphorePermit>,
 }
 
-/// How a member's hand-off ended, before it is recorded.
+/// How an email's hand-off ended, before it is recorded.
 enum End {
     Delivered {
         provider_id: String,
@@ -195,308 +206,377 @@ enum End {
 }
 
 impl Deliveries {
-    /// Whether a transient failure of `member`'s email, queued at `created_at`, is its last.
-    fn last_attempt(&self, member: &Member, created_at: i64) -> (bool, i64) {
-        let age = crate::domain::time::now_ms() - created_at;
-        let last =
-            member.attempts >= member.max_attempts || age >= self.retry_lifetime.as_millis() as i64;
-        (last, age)
+    /// Runs the delivery workers until `stop` turns true, then waits for running batches to end
+    /// (an unfinished one is due again after its hold lapses, on any instance).
+    pub async fn run(self: Arc<Self>, mut stop: watch::Receiver<bool>) {
+        let slots = Arc::new(Semaphore::new(self.concurrency.max(1)));
+        // The project served last: the next claim starts after it (see `fairness`).
+        let mut cursor = None;
+        loop {
+            if *stop.borrow() {
+                break;
+            }
+            let free = slots.available_permits();
+            let mut started = 0;
+            let mut wake_at = None;
+            if free > 0 {
+                match self.plan(free, &mut cursor).await {
+                    Ok((takes, next)) => {
+                        wake_at = next;
+                        // Each batch starts as soon as it is claimed.
+                        let claims = self.claim(takes, &mut wake_at, |batch| {
+                            // The plan dealt no more slots than were free, and only this loop
+                            // takes them, so a permit is there; a claimed batch runs regardless.
+                            let permit = slots.clone().try_acquire_owned().ok();
+                            started += 1;
+                            let this = self.clone();
+                            let span = tracing::info_span!("delivery", emails = batch.emails.len());
+                            tokio::spawn(
+                                async move {
+                                    this.deliver(batch).await;
+                                    drop(permit);
+                                    // A slot is free: look for due emails now rather than at
+                                    // the next poll.
+                                    this.wake.notify_one();
+                                }
+                                .instrument(span),
+                            );
+                        });
+                        if let Err(err) = claims.await {
+                            tracing::warn!(error = %err, "could not claim emails to deliver");
+                        }
+                    }
+                    Err(err) => {
+                        tracing::warn!(error = %err, "could not look for emails to deliver")
+                    }
+                }
+            }
+            let idle = started == 0;
+            if idle || slots.available_permits() == 0 {
+                let pause = wake_at.map_or(self.poll_interval, |at: i64| {
+                    Duration::from_millis((at - now_ms()).max(1) as u64).min(self.poll_interval)
+                });
+                tokio::select! {
+                    _ = self.wake.notified() => {}
+                    _ = tokio::time::sleep(pause) => {}
+                    _ = stop.changed() => {}
+                }
+            }
+        }
+        let _ = slots.acquire_many(self.concurrency.max(1) as u32).await;
+    }
+
+    /// Plans up to `free` batches fairly: lists the projects with queued email after `cursor`
+    /// (wrapping), reads the throttled ones' budgets, and deals the slots to those with due
+    /// emails in turn. Answers the slots of each project and, when nothing is due now, when
+    /// something will be.
+    async fn plan(
+        &self,
+        free: usize,
+        cursor: &mut Option<String>,
+    ) -> Result<(Vec<(String, i64)>, Option<i64>), StoreError> {
+        let store = &self.store;
+        let heads = fairness::heads_after(cursor.as_deref(), |after, limit| async move {
+            store.delivery_heads(&after, limit).await
+        })
+        .await?;
+        let batch = self.batch_size.max(1) as i64;
+        let mut left = HashMap::new();
+        let mut next_window = None;
+        if self.per_second > 0 && !heads.is_empty() {
+            let projects: Vec<&str> = heads.iter().map(|h| h.queue.as_str()).collect();
+            let (budgets, next) = store.send_budgets_left(&projects, self.per_second).await?;
+            for (project, n) in budgets {
+                // A slot takes a batch of the budget: a project with `n` left gets `n / batch`
+                // slots, rounded up.
+                left.insert(project, (n + batch - 1) / batch);
+            }
+            next_window = Some(next);
+        }
+        let now = now_ms();
+        let plan = fairness::plan(&heads, &left, cursor.as_deref(), free, now);
+        if plan.cursor.is_some() {
+            *cursor = plan.cursor;
+        }
+        // When to look again if nothing was due: the earliest head, or the next budget window.
+        let wake_at = heads
+            .iter()
+            .map(|h| h.next_run_at)
+            .filter(|at| *at > now)
+            .chain(next_window)
+            .min();
+        Ok((plan.takes, wake_at))
+    }
+
+    /// Claims a batch for each slot of `takes` (project, slots), handing each to `start` as
+    /// soon as it is claimed; stops taking a project's slots once it has no more due emails,
+    /// and moves `wake_at` to the next budget window when its budget is spent.
+    async fn claim(
+        &self,
+        takes: Vec<(String, i64)>,
+        wake_at: &mut Option<i64>,
+        mut start: impl FnMut(Batch),
+    ) -> Result<(), StoreError> {
+        let batch = self.batch_size.max(1) as i64;
+        let lease_ms = self.lease.as_millis() as i64;
+        for (project, slots) in takes {
+            for _ in 0..slots {
+                let token = format!("dlv_{}", uuid::Uuid::new_v4().simple());
+                let claimed = self
+                    .store
+                    .claim_deliveries(&project, &token, batch, self.per_second, lease_ms, lease_ms)
+                    .await?;
+                match claimed {
+                    Ok(emails) if !emails.is_empty() => {
+                        let full = emails.len() as i64 == batch;
+                        start(Batch { token, emails });
+                        if !full {
+                            // The project has no more due emails now.
+                            break;
+                        }
+                    }
+                    Ok(_) => break,
+                    Err(next) => {
+                        *wake_at = Some(wake_at.map_or(next, |at| at.min(next)));
+                        break;
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether a transient failure of an email is its last, and the email's age.
+    fn last_attempt(&self, email: &Deliverable) -> (bool, i64) {
+        let age = now_ms() - email.created_at;
+        (age >= self.retry_lifetime.as_millis() as i64, age)
     }
 
     /// The end of a transient failure: retried later, or failed when it was the last attempt.
-    fn transient(&self, member: &Member, created_at: i64, reason: String) -> End {
-        let (last, age) = self.last_attempt(member, created_at);
+    fn transient(&self, email: &Deliverable, reason: String) -> End {
+        let attempts = email.attempts + 1;
+        let (last, age) = self.last_attempt(email);
         if last {
             End::Failed(format!(
-                "gave up after {} attempts over {} s; last error: {reason}",
-                member.attempts,
+                "gave up after {attempts} attempts over {} s; last error: {reason}",
                 age / 1000
             ))
         } else {
             End::Deferred {
                 error: reason,
-                retry_at: crate::domain::time::now_ms() + jittered(backoff_ms(member.attempts)),
+                retry_at: now_ms() + jittered(backoff_ms(attempts)),
             }
         }
     }
 
-    /// Puts a member's job back to run again at `at` without counting the attempt.
-    async fn release(store: &Store, member: &Member, at: i64) -> Result<(), JobError> {
-        store.postpone_job(&member.lease, at).await?;
-        Ok(())
-    }
-}
-
-impl JobHandler for Deliveries {
-    fn kinds(&self) -> &'static [&'static str] {
-        &[DELIVER_KIND]
-    }
-
-    fn run(&self, ctx: JobContext) -> BoxFuture<'_, Result<(), JobError>> {
-        Box::pin(async move {
-            let store = &ctx.store;
-            let lease = &ctx.lease;
-            let DeliverPayload { email_id } = ctx.payload()?;
-            let mut members = vec![Member {
-                lease: lease.clone(),
-                attempts: ctx.job.attempts,
-                max_attempts: ctx.job.max_attempts,
-                email_id,
-            }];
-            // The batch (and the throttle) comes first, so that a postponed job does not read
-            // its message.
-            if let Some(project) = &ctx.job.project_id {
-                let more = self.batch_size.saturating_sub(1) as i64;
-                let lease_ms = self.stale_hand_off.as_millis() as i64;
-                match store
-                    .take_delivery_batch(project.as_str(), lease, more, self.per_second, lease_ms)
-                    .await?
-                {
-                    Err(next) => {
-                        // The project's budget for this second is used: wait for the next
-                        // window without counting an attempt.
-                        store.postpone_job(lease, next).await?;
-                        return Ok(());
-                    }
-                    Ok(joined) => {
-                        for job in joined {
-                            let member_lease = Lease {
-                                job: job.id.clone(),
-                                worker: job.claim.clone(),
-                            };
-                            match serde_json::from_value::<DeliverPayload>(job.payload) {
-                                Ok(payload) => members.push(Member {
-                                    lease: member_lease,
-                                    attempts: job.attempts,
-                                    max_attempts: job.max_attempts,
-                                    email_id: payload.email_id,
-                                }),
-                                Err(e) => {
-                                    let why =
-                                        format!("the emails.deliver job's payload is invalid: {e}");
-                                    store.fail_job(&member_lease, &why, None).await?;
-                                }
+    /// Delivers one claimed batch, with a heartbeat that keeps its emails held meanwhile.
+    async fn deliver(&self, batch: Batch) {
+        let (done_tx, mut done_rx) = watch::channel(false);
+        let heartbeat = {
+            let store = self.store.clone();
+            let token = batch.token.clone();
+            let ids: Vec<String> = batch.emails.iter().map(|e| e.id.clone()).collect();
+            let lease_ms = self.lease.as_millis() as i64;
+            let every = self.lease / 3;
+            tokio::spawn(async move {
+                let ids: Vec<&str> = ids.iter().map(String::as_str).collect();
+                loop {
+                    tokio::select! {
+                        _ = tokio::time::sleep(every) => {
+                            match store.extend_hand_offs(&ids, &token, lease_ms).await {
+                                Ok(0) => break,
+                                Ok(_) => {}
+                                Err(err) => tracing::warn!(error = %err, "could not extend the hold of a delivery batch"),
                             }
                         }
+                        _ = done_rx.changed() => break,
                     }
                 }
+            })
+        };
+        let started = std::time::Instant::now();
+        let count = batch.emails.len();
+        let result = std::panic::AssertUnwindSafe(self.hand_off(batch));
+        let outcome = match futures::FutureExt::catch_unwind(result).await {
+            Ok(Ok(())) => "ok",
+            Ok(Err(err)) => {
+                tracing::warn!(error = %err, emails = count, "a delivery batch could not be recorded; its emails are due again once their hold lapses");
+                "retry"
             }
-            let ids: Vec<&str> = members.iter().map(|m| m.email_id.as_str()).collect();
-            let mut emails: std::collections::HashMap<String, Deliverable> = store
-                .deliverables(&ids)
-                .await?
-                .into_iter()
-                .map(|e| (e.id.clone(), e))
-                .collect();
+            Err(_) => {
+                tracing::error!(
+                    emails = count,
+                    "a delivery batch panicked; its emails are due again once their hold lapses"
+                );
+                "panicked"
+            }
+        };
+        let _ = done_tx.send(true);
+        let _ = heartbeat.await;
+        metrics::counter!("herald_delivery_batches_total", "outcome" => outcome).increment(1);
+        metrics::histogram!("herald_delivery_batch_seconds")
+            .record(started.elapsed().as_secs_f64());
+    }
 
-            // Build the messages: the first waits for room in the memory budget, the others
-            // join only when there is room now.
-            let mut ends: Vec<(usize, Deliverable, End)> = Vec::new();
-            let mut ready: Vec<Ready> = Vec::new();
-            let mut to_build: Vec<(usize, Deliverable)> = Vec::new();
-            let mut drafts: Vec<ToBuild> = Vec::new();
-            for (i, member) in members.iter().enumerate() {
-                let Some(mut email) = emails.remove(member.email_id.as_str()) else {
-                    let why = Value::from("the email was deleted");
-                    store.complete_job(&member.lease, &why).await?;
-                    continue;
-                };
-                let handed_off = || Value::from("the email was already handed off");
-                if email.status != status::QUEUED {
-                    store.complete_job(&member.lease, &handed_off()).await?;
-                    continue;
+    /// Builds, hands off and records one claimed batch.
+    async fn hand_off(&self, batch: Batch) -> Result<(), StoreError> {
+        let store = &self.store;
+        let Batch { token, emails } = batch;
+        // Build the messages: the first waits for room in the memory budget, the others join
+        // only when there is room now.
+        let mut ends: Vec<(Deliverable, End)> = Vec::new();
+        let mut ready: Vec<Ready> = Vec::new();
+        let mut to_build: Vec<Deliverable> = Vec::new();
+        let mut drafts: Vec<ToBuild> = Vec::new();
+        for mut email in emails {
+            match (email.raw.take(), email.draft.take()) {
+                // Queued before messages were built at hand-off.
+                (Some(raw), _) => ready.push(Ready {
+                    email,
+                    raw,
+                    _room: None,
+                }),
+                (None, Some(draft)) => {
+                    drafts.push(ToBuild {
+                        draft,
+                        content_id: email.content_id.clone(),
+                    });
+                    to_build.push(email);
                 }
-                match (email.raw.take(), email.draft.take()) {
-                    // Queued before messages were built at hand-off.
-                    (Some(raw), _) => ready.push(Ready {
-                        member: i,
+                (None, None) => ends.push((
+                    email,
+                    End::Failed("the email has no message to send".into()),
+                )),
+            }
+        }
+        let built = match to_build.first() {
+            Some(email) => {
+                let project = email.project_id.clone();
+                self.builder.build_batch(&project, drafts).await
+            }
+            None => Vec::new(),
+        };
+        let mut bytes = ready.iter().map(|r| r.raw.len()).sum::<usize>();
+        let mut put_back: Vec<String> = Vec::new();
+        for (email, built) in to_build.into_iter().zip(built) {
+            match built {
+                Ok(Built { raw, room }) => {
+                    if !ready.is_empty() && bytes + raw.len() > self.batch_bytes {
+                        // Over the transport's share of memory: the next batch takes it.
+                        put_back.push(email.id);
+                        continue;
+                    }
+                    bytes += raw.len();
+                    ready.push(Ready {
                         email,
                         raw,
-                        _room: None,
-                    }),
-                    (None, Some(draft)) => {
-                        drafts.push(ToBuild {
-                            draft,
-                            content_id: email.content_id.clone(),
-                        });
-                        to_build.push((i, email));
-                    }
-                    (None, None) => {
-                        store.complete_job(&member.lease, &handed_off()).await?;
-                    }
+                        _room: room,
+                    });
+                }
+                Err(BuildError::NoRoom) => put_back.push(email.id),
+                Err(BuildError::Retry(reason)) => {
+                    let end = self.transient(&email, reason);
+                    ends.push((email, end));
+                }
+                Err(BuildError::Permanent(reason)) => {
+                    tracing::warn!(email_id = %email.id, error = %reason, "email could not be built");
+                    ends.push((email, End::Failed(reason)));
                 }
             }
-            let mut unbuildable: Vec<(usize, Deliverable, String)> = Vec::new();
-            let built = match to_build.first() {
-                Some((_, email)) => {
-                    let project = email.project_id.clone();
-                    self.builder.build_batch(&project, drafts).await
+        }
+        if !put_back.is_empty() {
+            let ids: Vec<&str> = put_back.iter().map(String::as_str).collect();
+            store.release_hand_offs(&ids, &token).await?;
+        }
+
+        let mut messages = Vec::with_capacity(ready.len());
+        let mut handed = Vec::with_capacity(ready.len());
+        for r in ready {
+            if r.email.handed_off_at.is_some() {
+                tracing::warn!(email_id = %r.email.id, "re-delivering after an interrupted hand-off; the recipient may receive this email twice");
+            }
+            messages.push(OutgoingMessage {
+                id: r.email.id.clone(),
+                sender: r.email.envelope_from.clone(),
+                recipients: vec![r.email.to_address.clone()],
+                raw: r.raw,
+            });
+            handed.push((r.email, r._room));
+        }
+
+        if !messages.is_empty() {
+            let handing_off = std::time::Instant::now();
+            let count = messages.len();
+            let delivered = self.plugins.deliver_batch(None, messages).await;
+            metrics::histogram!("herald_transport_seconds")
+                .record(handing_off.elapsed().as_secs_f64());
+            metrics::histogram!("herald_delivery_batch_size").record(count as f64);
+            let outcomes: Vec<Result<Result<_, _>, String>> = match delivered {
+                Ok(outcomes) => outcomes.into_iter().map(Ok).collect(),
+                Err(err) => {
+                    tracing::warn!(error = %err, emails = count, "the transport plugin failed");
+                    (0..count).map(|_| Err(err.to_string())).collect()
                 }
-                None => Vec::new(),
             };
-            let mut bytes = ready.iter().map(|r| r.raw.len()).sum::<usize>();
-            let now = crate::domain::time::now_ms();
-            for ((i, email), built) in to_build.into_iter().zip(built) {
-                let member = &members[i];
-                match built {
-                    Ok(Built { raw, room }) => {
-                        if !ready.is_empty() && bytes + raw.len() > self.batch_bytes {
-                            // Over the transport's share of memory: the next batch takes it.
-                            Self::release(store, member, now).await?;
-                            continue;
-                        }
-                        bytes += raw.len();
-                        ready.push(Ready {
-                            member: i,
-                            email,
-                            raw,
-                            _room: room,
-                        });
-                    }
-                    Err(BuildError::NoRoom) => Self::release(store, member, now).await?,
-                    Err(BuildError::Retry(reason)) => {
-                        let end = self.transient(member, email.created_at, reason);
-                        ends.push((i, email, end));
-                    }
-                    Err(BuildError::Permanent(reason)) => {
-                        tracing::warn!(email_id = %email.id, error = %reason, "email could not be built");
-                        unbuildable.push((i, email, reason));
-                    }
-                }
-            }
-
-            // Start the hand-offs, all under this claim: of the messages built, and of those that
-            // never will be (their failure is recorded keyed on this hand-off, like any outcome).
-            let stale_ms = self.stale_hand_off.as_millis() as i64;
-            let ids: Vec<&str> = ready
-                .iter()
-                .map(|r| r.email.id.as_str())
-                .chain(unbuildable.iter().map(|(_, email, _)| email.id.as_str()))
-                .collect();
-            let started: std::collections::HashSet<String> = store
-                .start_hand_offs(&ids, stale_ms, &lease.worker)
-                .await?
-                .into_iter()
-                .collect();
-            for (i, email, reason) in unbuildable {
-                if started.contains(&email.id) {
-                    ends.push((i, email, End::Failed(reason)));
-                } else {
-                    Self::release(store, &members[i], now + stale_ms).await?;
-                }
-            }
-            let mut messages = Vec::with_capacity(ready.len());
-            let mut handed = Vec::with_capacity(ready.len());
-            for r in ready {
-                let member = &members[r.member];
-                if !started.contains(&r.email.id) {
-                    // Another claim is handing this email off right now (a lapsed lease), or it
-                    // is no longer queued: look again once that hand-off is stale.
-                    Self::release(store, member, now + stale_ms).await?;
-                    continue;
-                }
-                if r.email.handed_off_at.is_some() {
-                    tracing::warn!(email_id = %r.email.id, "re-delivering after an interrupted hand-off; the recipient may receive this email twice");
-                }
-                messages.push(OutgoingMessage {
-                    id: r.email.id.clone(),
-                    sender: r.email.envelope_from.clone(),
-                    recipients: vec![r.email.to_address.clone()],
-                    raw: r.raw,
-                });
-                handed.push((r.member, r.email, r._room));
-            }
-
-            if !messages.is_empty() {
-                let handing_off = std::time::Instant::now();
-                let count = messages.len();
-                let delivered = self.plugins.deliver_batch(None, messages).await;
-                metrics::histogram!("herald_transport_seconds")
-                    .record(handing_off.elapsed().as_secs_f64());
-                metrics::histogram!("herald_delivery_batch_size").record(count as f64);
-                let outcomes: Vec<Result<Result<_, _>, String>> = match delivered {
-                    Ok(outcomes) => outcomes.into_iter().map(Ok).collect(),
+            for ((email, _room), outcome) in handed.into_iter().zip(outcomes) {
+                let label = match &outcome {
+                    Ok(Ok(_)) => "sent",
+                    Ok(Err(DeliveryError::Permanent(_))) => "refused",
+                    Ok(Err(DeliveryError::Transient(_))) => "deferred",
+                    Err(_) => "plugin_error",
+                };
+                metrics::counter!("herald_deliveries_total", "outcome" => label).increment(1);
+                let end = match outcome {
+                    Ok(Ok(receipt)) => End::Delivered {
+                        provider_id: receipt.provider_id,
+                        detail: receipt.detail,
+                    },
+                    Ok(Err(DeliveryError::Permanent(reason))) => End::Failed(reason),
+                    Ok(Err(DeliveryError::Transient(reason))) => self.transient(&email, reason),
                     Err(err) => {
-                        tracing::warn!(error = %err, emails = count, "the transport plugin failed");
-                        (0..count).map(|_| Err(err.to_string())).collect()
+                        self.transient(&email, format!("the transport plugin failed: {err}"))
                     }
                 };
-                for ((i, email, _room), outcome) in handed.into_iter().zip(outcomes) {
-                    let member = &members[i];
-                    let label = match &outcome {
-                        Ok(Ok(_)) => "sent",
-                        Ok(Err(DeliveryError::Permanent(_))) => "refused",
-                        Ok(Err(DeliveryError::Transient(_))) => "deferred",
-                        Err(_) => "plugin_error",
-                    };
-                    metrics::counter!("herald_deliveries_total", "outcome" => label).increment(1);
-                    let end = match outcome {
-                        Ok(Ok(receipt)) => End::Delivered {
-                            provider_id: receipt.provider_id,
-                            detail: receipt.detail,
-                        },
-                        Ok(Err(DeliveryError::Permanent(reason))) => End::Failed(reason),
-                        Ok(Err(DeliveryError::Transient(reason))) => {
-                            self.transient(member, email.created_at, reason)
-                        }
-                        Err(err) => {
-                            let (last, _) = self.last_attempt(member, email.created_at);
-                            if last {
-                                End::Failed(format!(
-                                    "gave up after {} attempts; the transport plugin failed: {err}",
-                                    member.attempts
-                                ))
-                            } else {
-                                self.transient(member, email.created_at, err)
-                            }
-                        }
-                    };
-                    ends.push((i, email, end));
-                }
+                ends.push((email, end));
             }
-            if ends.is_empty() {
-                return Ok(());
-            }
+        }
+        if ends.is_empty() {
+            return Ok(());
+        }
 
-            // Record every end in one transaction.
-            let records: Vec<(&Deliverable, &Lease, HandOffEnd<'_>)> = ends
-                .iter()
-                .map(|(i, email, end)| {
-                    let end = match end {
-                        End::Delivered {
-                            provider_id,
-                            detail,
-                        } => HandOffEnd::Delivered(DeliveryOutcome::Sent {
-                            provider_id,
-                            detail: detail.as_deref(),
-                        }),
-                        End::Failed(error) => {
-                            tracing::warn!(email_id = %email.id, error = %error, "email delivery failed");
-                            HandOffEnd::Delivered(DeliveryOutcome::Failed { error })
+        // Record every end in one transaction.
+        let records: Vec<(&Deliverable, HandOffEnd<'_>)> = ends
+            .iter()
+            .map(|(email, end)| {
+                let end = match end {
+                    End::Delivered {
+                        provider_id,
+                        detail,
+                    } => HandOffEnd::Delivered(DeliveryOutcome::Sent {
+                        provider_id,
+                        detail: detail.as_deref(),
+                    }),
+                    End::Failed(error) => {
+                        tracing::warn!(email_id = %email.id, error = %error, "email delivery failed");
+                        HandOffEnd::Delivered(DeliveryOutcome::Failed { error })
+                    }
+                    End::Deferred { error, retry_at } => {
+                        tracing::info!(email_id = %email.id, error = %error, "email delivery deferred");
+                        HandOffEnd::Deferred {
+                            error,
+                            retry_at: *retry_at,
                         }
-                        End::Deferred { error, retry_at } => {
-                            tracing::info!(email_id = %email.id, error = %error, "email delivery deferred");
-                            HandOffEnd::Deferred {
-                                error,
-                                retry_at: *retry_at,
-                            }
-                        }
-                    };
-                    (email, &members[*i].lease, end)
-                })
-                .collect();
-            let recorded = record(store, &records).await?;
-            let mut primary_lost = false;
-            for ((i, email, _), ok) in ends.iter().zip(recorded) {
-                if !ok {
-                    tracing::warn!(email_id = %email.id, "the delivery's job is owned by another claim now");
-                    primary_lost |= *i == 0;
-                }
+                    }
+                };
+                (email, end)
+            })
+            .collect();
+        let recorded = record(store, &token, &records).await?;
+        for ((email, _), ok) in ends.iter().zip(recorded) {
+            if !ok {
+                tracing::warn!(email_id = %email.id, "the email's hand-off was taken over by another claim; its outcome is left to it");
             }
-            if primary_lost {
-                return Err(JobError::LeaseLost);
-            }
-            Ok(())
-        })
+        }
+        Ok(())
     }
 }

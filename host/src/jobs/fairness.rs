@@ -1,35 +1,42 @@
-//! Fair claims: which queues a worker takes its next jobs from.
+//! Fair claims: which queues a worker takes its next work from.
 //!
-//! Every job waits in a queue, `<project id> <kind>` (see `migrations/*/0015_fair_job_queues.sql`).
-//! A worker with free slots lists the queues that have queued work (a loose index scan: one seek
-//! per queue, however long each queue is), keeps those with a due job whose budget is not spent,
-//! and deals its slots one at a time to them in turn, starting after the queue it served last.
-//! So a project with 100,000 queued deliveries takes one slot per turn like a project with one,
-//! and campaign batches of a project do not wait behind its deliveries.
+//! Every job waits in a queue, `<project id> <kind>` (see `migrations/*/0015_fair_job_queues.sql`),
+//! and every queued email in its project's delivery queue (`store::delivery`). A worker with free
+//! slots lists the queues that have queued work (a loose index scan: one seek per queue, however
+//! long each queue is), keeps those with due work whose budget is not spent, and deals its slots
+//! one at a time to them in turn, starting after the queue it served last. So a project with
+//! 100,000 queued emails takes one slot per turn like a project with one, and campaign batches of
+//! a project do not wait behind another project's jobs.
 //!
 //! A throttled queue (a project's deliveries past its per-second budget, counted in the shared
 //! `send_windows` table) gets no more slots than its budget has left, and none once it is spent:
-//! its jobs stay queued, untouched, until the next window. A claim of the queue still running
-//! counts as one batch of its budget (it may not have taken its slots yet), so that a second
-//! claim does not find the budget spent and put its job back. Several instances plan on their own;
-//! the budget is shared through the database, and the delivery itself takes its slot again, so a
-//! race between instances only postpones a job.
+//! its emails stay queued, untouched, until the next window. Several instances plan on their own;
+//! the budget is shared through the database, and each claim of a delivery batch takes its share
+//! of it in the claim's own transaction, so a race between instances only leaves a slot idle.
 
 use std::collections::HashMap;
 
 pub use crate::store::jobs::{QueueHead, queue_of};
 
-/// A per-project budget for one kind of job (`emails.deliver` and the sending throttle).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Throttle {
-    /// The kind it limits.
-    pub kind: &'static str,
-    /// Jobs per second per project.
-    pub per_second: u32,
-    /// Jobs one claimed job of the kind runs at once (a delivery gathers a batch of its
-    /// project's due deliveries): a project with `n` slots left gets `n / batch` claims, rounded
-    /// up, so that its budget is not taken by claims that then find it spent.
-    pub batch: u32,
+/// Queues a claim looks at, at most: the next ones after the queue served last, so that every
+/// queue gets its turn however many there are.
+pub const HEADS_PER_CLAIM: i64 = 256;
+
+/// The queues a claim looks at: up to [`HEADS_PER_CLAIM`] after `cursor` in queue order, then
+/// from the first one up to the cursor (wrapping), as `list(after, limit)` lists them.
+pub async fn heads_after<F, Fut, E>(cursor: Option<&str>, list: F) -> Result<Vec<QueueHead>, E>
+where
+    F: Fn(String, i64) -> Fut,
+    Fut: std::future::Future<Output = Result<Vec<QueueHead>, E>>,
+{
+    let after = cursor.unwrap_or_default();
+    let mut heads = list(after.to_string(), HEADS_PER_CLAIM).await?;
+    let room = HEADS_PER_CLAIM - heads.len() as i64;
+    if room > 0 && !after.is_empty() {
+        let wrapped = list(String::new(), room).await?;
+        heads.extend(wrapped.into_iter().filter(|h| h.queue.as_str() <= after));
+    }
+    Ok(heads)
 }
 
 /// Where a claim takes its jobs: how many from each queue, and the queue to start after next

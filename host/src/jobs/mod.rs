@@ -113,13 +113,7 @@ pub struct QueueConfig {
     pub lease: Duration,
     /// Attempts before a job fails for good.
     pub max_attempts: i32,
-    /// A per-project budget the claims respect (the sending throttle), if any.
-    pub throttle: Option<fairness::Throttle>,
 }
-
-/// Queues a claim looks at, at most: the next ones after the queue served last, so that every
-/// queue gets its turn however many there are.
-const HEADS_PER_CLAIM: i64 = 256;
 
 /// The queue's enqueuing side: what services and handlers hold to add jobs. Cheap to clone.
 #[derive(Clone)]
@@ -127,6 +121,8 @@ pub struct JobQueue {
     store: Store,
     config: QueueConfig,
     wake: Arc<Notify>,
+    /// Wakes this instance's delivery workers (`deliver::Deliveries`).
+    deliveries: Arc<Notify>,
 }
 
 /// The workers of this instance: they run the handlers they are given on the jobs of a
@@ -145,12 +141,20 @@ impl JobQueue {
             store,
             config,
             wake: Arc::new(Notify::new()),
+            deliveries: Arc::new(Notify::new()),
         }
     }
 
-    /// Wakes an idle worker of this instance to look for due jobs now.
+    /// Wakes an idle worker of this instance to look for due jobs now, and the delivery workers
+    /// to look for due emails (what queues jobs often queues emails too).
     pub fn wake(&self) {
         self.wake.notify_one();
+        self.deliveries.notify_one();
+    }
+
+    /// What wakes this instance's delivery workers.
+    pub fn delivery_wake(&self) -> Arc<Notify> {
+        self.deliveries.clone()
     }
 
     /// The queue's settings.
@@ -290,8 +294,8 @@ impl Workers {
     }
 
     /// Claims up to `free` jobs fairly (see [`fairness`]): lists the queues after `cursor`
-    /// (wrapping), reads the throttled ones' budgets, deals the slots, and claims. Answers the
-    /// jobs and, when nothing is due now, when something will be.
+    /// (wrapping), deals the slots, and claims. Answers the jobs and, when nothing is due now,
+    /// when something will be.
     async fn claim(
         &self,
         worker: &str,
@@ -300,49 +304,11 @@ impl Workers {
         lease_ms: i64,
     ) -> Result<(Vec<ClaimedJob>, Option<i64>), StoreError> {
         let store = &self.queue.store;
-        let after = cursor.clone().unwrap_or_default();
-        let mut heads = store.job_queue_heads(&after, HEADS_PER_CLAIM).await?;
-        let room = HEADS_PER_CLAIM - heads.len() as i64;
-        if room > 0 && !after.is_empty() {
-            let wrapped = store.job_queue_heads("", room).await?;
-            heads.extend(wrapped.into_iter().filter(|h| h.queue <= after));
-        }
-        let mut left = HashMap::new();
-        let mut next_window = None;
-        if let Some(throttle) = self
-            .queue
-            .config
-            .throttle
-            .as_ref()
-            .filter(|t| t.per_second > 0)
-        {
-            let throttled: Vec<&str> = heads
-                .iter()
-                .filter(|h| h.kind() == throttle.kind)
-                .filter_map(|h| h.project())
-                .collect();
-            if !throttled.is_empty() {
-                let (budgets, next) = store
-                    .send_budgets_left(&throttled, throttle.per_second)
-                    .await?;
-                let batch = i64::from(throttle.batch.max(1));
-                let queues: Vec<String> = budgets
-                    .keys()
-                    .map(|p| fairness::queue_of(Some(p), throttle.kind))
-                    .collect();
-                // A claim still running may not have taken its share of the budget yet: it
-                // counts as one batch, so that a new claim does not find the budget spent and
-                // put its job back.
-                let running = store.running_claims(&queues).await?;
-                for (project, n) in budgets {
-                    let queue = fairness::queue_of(Some(&project), throttle.kind);
-                    let in_flight = running.get(&queue).copied().unwrap_or(0);
-                    let claims = ((n + batch - 1) / batch - in_flight).max(0);
-                    left.insert(queue, claims);
-                }
-                next_window = Some(next);
-            }
-        }
+        let heads = fairness::heads_after(cursor.as_deref(), |after, limit| async move {
+            store.job_queue_heads(&after, limit).await
+        })
+        .await?;
+        let left = HashMap::new();
         let now = now_ms();
         let plan = fairness::plan(&heads, &left, cursor.as_deref(), free, now);
         if plan.cursor.is_some() {
@@ -351,12 +317,11 @@ impl Workers {
         let jobs = store
             .claim_jobs(worker, free as i64, &plan.takes, lease_ms)
             .await?;
-        // When to look again if nothing was due: the earliest head, or the next budget window.
+        // When to look again if nothing was due: the earliest head.
         let wake_at = heads
             .iter()
             .map(|h| h.next_run_at)
             .filter(|at| *at > now)
-            .chain(next_window)
             .min();
         Ok((jobs, wake_at))
     }

@@ -1,7 +1,7 @@
 //! Sending (`/v1/send` and a workflow's send step) as a service: plan each recipient's contact
 //! upsert from its stored state, render the content with the contact's variables and add
-//! tracking into a [`MessageDraft`]; then write the contacts, every email with its draft and
-//! delivery job, the request's attachments (once, for all recipients) and the idempotency key in
+//! tracking into a [`MessageDraft`]; then write the contacts, every email with its draft (due
+//! for delivery), the request's attachments (once, for all recipients) and the idempotency key in
 //! one transaction, so a failure leaves nothing behind. Marketing mail to an unsubscribed contact
 //! is recorded as `suppressed` and never queued. Delivery itself is `jobs::deliver`, which asks
 //! this service ([`MessageBuilder`]) to build and DKIM-sign the MIME message at hand-off.
@@ -296,7 +296,6 @@ impl Sending {
             .commit_send_grouped(GroupedSend {
                 project: project.id.clone(),
                 send: prepared,
-                max_attempts: crate::store::emails::DELIVER_MAX_ATTEMPTS,
                 idempotency,
             })
             .await?;

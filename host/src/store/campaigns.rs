@@ -19,10 +19,8 @@ use sqlx::types::Json;
 
 use super::contacts::{COLUMNS as CONTACT_COLUMNS, ContactRow};
 use super::dialect::{BeginWrite, for_update, placeholders};
-use super::emails::{
-    DELIVER_KIND, DELIVER_MAX_ATTEMPTS, EmailInsert, NewEmail, status as email_status,
-};
-use super::jobs::{DeliverPayload, JobPayload, Lease, NewJob};
+use super::emails::{EmailInsert, NewEmail, status as email_status};
+use super::jobs::{JobPayload, Lease, NewJob};
 use super::segments::bind_all;
 use super::statements::Statements;
 use super::{Store, StoreError, StoreResult, on_db, on_db_write};
@@ -455,7 +453,7 @@ impl Store {
 
     /// Cancels a `SCHEDULED` or `SENDING` campaign; `None` when it is in another status. In
     /// the same transaction, its emails still waiting for the transport (no hand-off started)
-    /// become `suppressed` with the reason, so their delivery jobs hand nothing off; the
+    /// become `suppressed` with the reason, so no delivery hands them off; the
     /// remaining batches see the status and stop.
     #[tracing::instrument(level = "debug", skip(self))]
     pub async fn cancel_campaign(
@@ -738,8 +736,8 @@ impl Store {
             .collect())
     }
 
-    /// Writes a group of a batch in one transaction: each email (and, unless suppressed, its
-    /// delivery job) only with its ledger row's move out of `pending`, so a recipient whose row
+    /// Writes a group of a batch in one transaction: each email (unless suppressed, due for
+    /// delivery at once) only with its ledger row's move out of `pending`, so a recipient whose row
     /// moved already (a second run of the batch) gets nothing; and the rows in `closed` with
     /// their final status (`skipped` for a deleted contact, `failed`). Nothing is written when the campaign is no longer sending.
     #[tracing::instrument(level = "debug", skip_all, fields(campaign = %campaign, emails = emails.len()))]
@@ -787,20 +785,6 @@ impl Store {
                     continue;
                 }
                 wrote += 1;
-                let job_id = match e.suppressed {
-                    None => {
-                        let job = NewJob {
-                            kind: DELIVER_KIND.to_string(),
-                            project_id: Some(project.clone()),
-                            payload: DeliverPayload { email_id: e.id.clone() }.to_json()?,
-                            input: None,
-                            max_attempts: DELIVER_MAX_ATTEMPTS,
-                            run_at: now,
-                        };
-                        Some(tx.insert_job(&job, now).await?)
-                    }
-                    Some(_) => None,
-                };
                 tx.insert_email(&EmailInsert {
                     project: project.as_str(),
                     email: e,
@@ -808,7 +792,7 @@ impl Store {
                     status,
                     campaign_id: Some(campaign.as_str()),
                     test: false,
-                    delivery_job_id: job_id.as_ref().map(|j| j.as_str()),
+                    due_at: e.suppressed.is_none().then_some(now),
                     now,
                 })
                 .await?;
@@ -932,20 +916,8 @@ impl Store {
         contact: Option<&ContactId>,
     ) -> StoreResult<()> {
         let now = now_ms();
-        let job = NewJob {
-            kind: DELIVER_KIND.to_string(),
-            project_id: Some(project.clone()),
-            payload: DeliverPayload {
-                email_id: email.id.clone(),
-            }
-            .to_json()?,
-            input: None,
-            max_attempts: DELIVER_MAX_ATTEMPTS,
-            run_at: now,
-        };
         on_db_write!(self.db(), pool => {
             let mut tx = pool.begin_write().await?;
-            let job_id = tx.insert_job(&job, now).await?;
             tx.insert_email(&EmailInsert {
                 project: project.as_str(),
                 email,
@@ -953,7 +925,7 @@ impl Store {
                 status: email_status::QUEUED,
                 campaign_id: None,
                 test: true,
-                delivery_job_id: Some(job_id.as_str()),
+                due_at: Some(now),
                 now,
             })
             .await?;

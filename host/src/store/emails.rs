@@ -1,10 +1,10 @@
 //! Emails and their history.
 //!
 //! A send writes every email of the request, each with its first history entry (`queued`) and
-//! its delivery job, and the request's idempotency key, in one transaction: either the whole
-//! request is queued or nothing is. A delivery job hands the stored message to the transport,
-//! then records the outcome, the email's new status and the job's completion in one
-//! transaction (see `jobs/send.rs` for what a crash between the two can cause).
+//! due for delivery at once, and the request's idempotency key, in one transaction: either the
+//! whole request is queued or nothing is. A delivery worker claims due emails (`delivery.rs`),
+//! hands their messages to the transport, then records each outcome and the email's new status
+//! in one transaction (see `jobs/deliver.rs` for what a crash between the two can cause).
 
 use std::collections::{HashMap, HashSet};
 
@@ -15,7 +15,6 @@ use sqlx::types::Json;
 use super::contacts::ContactWrites;
 use super::dialect::{BeginWrite, bound_in_order};
 use super::idempotency::IdempotentWrite;
-use super::jobs::{ClaimedJob, DeliverPayload, JobPayload, Lease, NewJob};
 use super::statements::Statements;
 use super::{Store, StoreError, StoreResult};
 use super::{on_db, on_db_write};
@@ -23,19 +22,9 @@ use crate::domain::event::{NewEvent, StoredEvent, SubscriptionSource};
 use crate::domain::ids::{ActivityId, ContactId, EmailId, EventId, ProjectId};
 use crate::domain::time::now_ms;
 
-/// The job kind that delivers one email.
-pub const DELIVER_KIND: &str = "emails.deliver";
-
-/// The attempt limit of delivery jobs: in practice none, since a delivery gives up by the age of
-/// its email (`sending.retry_lifetime_seconds`), as an MTA's queue lifetime does.
-pub const DELIVER_MAX_ATTEMPTS: i32 = 100_000;
-
-/// How long a queued email must have been left alone before the sweep looks at its job.
-pub const ORPHAN_AFTER_MS: i64 = 5 * 60_000;
-
 /// Statuses of an email, in the order they progress.
 pub mod status {
-    /// Waiting for its delivery job.
+    /// Waiting for its hand-off to the transport.
     pub const QUEUED: &str = "queued";
     /// Accepted by the transport.
     pub const SENT: &str = "sent";
@@ -209,23 +198,20 @@ pub(super) struct SendWrite<'a> {
     pub(super) send: &'a PreparedSend,
     /// The field types its data patch shows for the first time.
     pub(super) types: &'a [(&'a str, &'a str)],
-    /// Attempts of each delivery job.
-    pub(super) max_attempts: i32,
     /// Its idempotency key, with the response to replay.
     pub(super) idempotency: Option<&'a IdempotentWrite<'a, &'a Value>>,
 }
 
 /// Writes a send whose contacts [`sends_fresh_in`] found fresh, inside `tx`: each recipient's
 /// contact as planned (with its subscription event), the new field types `types`, the stored
-/// attachments, every email with its first history entry and, unless suppressed, its delivery
-/// job, and the idempotency key. `false` when a new recipient's address was taken meanwhile
+/// attachments, every email with its first history entry and, unless suppressed, due for
+/// delivery now, and the idempotency key. `false` when a new recipient's address was taken meanwhile
 /// (part of the send may be written: roll back).
 pub(super) async fn write_send_in<DB>(
     tx: &mut sqlx::Transaction<'_, DB>,
     project: &ProjectId,
     send: &PreparedSend,
     types: &[(&str, &str)],
-    max_attempts: i32,
     idempotency: Option<&IdempotentWrite<'_, &Value>>,
     now: i64,
 ) -> StoreResult<bool>
@@ -241,14 +227,13 @@ where
         project,
         send,
         types,
-        max_attempts,
         idempotency,
     };
     write_sends_in(tx, std::slice::from_ref(&one), now).await
 }
 
 /// Writes sends as [`write_send_in`] writes one, all of them in one statement per table: the
-/// recipients' contacts, their subscription events, the delivery jobs, the emails, their first
+/// recipients' contacts, their subscription events, the emails, their first
 /// history entries and the idempotency keys (field types and attachments per send that has
 /// them). A contact several sends plan is written once, as the last of them planned it.
 pub(super) async fn write_sends_in<DB>(
@@ -287,7 +272,6 @@ where
         return Ok(false);
     }
     tx.insert_events(&events).await?;
-    let mut jobs = Vec::new();
     for w in sends {
         if !w.types.is_empty() && w.send.contacts.iter().any(|p| p.changes()) {
             tx.insert_field_types(w.project.as_str(), w.types, now)
@@ -302,29 +286,12 @@ where
                 .execute(&mut **tx)
                 .await?;
         }
-        for e in w.send.emails.iter().filter(|e| e.suppressed.is_none()) {
-            jobs.push(NewJob {
-                kind: DELIVER_KIND.to_string(),
-                project_id: Some(w.project.clone()),
-                payload: DeliverPayload {
-                    email_id: e.id.clone(),
-                }
-                .to_json()?,
-                input: None,
-                max_attempts: w.max_attempts,
-                run_at: now,
-            });
-        }
     }
-    let job_ids = tx
-        .insert_jobs(&jobs.iter().collect::<Vec<_>>(), now)
-        .await?;
-    let mut job_ids = job_ids.iter();
     let mut inserts = Vec::new();
     for w in sends {
         for e in &w.send.emails {
-            let (status, job) = match e.suppressed {
-                None => (status::QUEUED, job_ids.next().map(|j| j.as_str())),
+            let (status, due_at) = match e.suppressed {
+                None => (status::QUEUED, Some(now)),
                 Some(_) => (status::SUPPRESSED, None),
             };
             inserts.push(EmailInsert {
@@ -334,7 +301,7 @@ where
                 status,
                 campaign_id: None,
                 test: false,
-                delivery_job_id: job,
+                due_at,
                 now,
             });
         }
@@ -356,14 +323,14 @@ pub(crate) const MAX_EMAILS_PER_INSERT: usize = 500;
 
 /// Inserts `n` emails; binds, a row: id, project, contact, template, kind, from, to, subject,
 /// status, message id, envelope sender, signer, links, draft, error, created, updated,
-/// campaign, test, delivery job, content (each placeholder once and in order:
+/// campaign, test, due, content (each placeholder once and in order:
 /// `dialect::bound_in_order`).
 pub(crate) fn insert_emails_sql(n: usize) -> String {
     let rows = super::dialect::value_rows(1, n, 21);
     format!(
         "INSERT INTO emails (id, project_id, contact_id, template_id, kind, \
          from_address, to_address, subject, status, message_id, envelope_from, signed_by, links, draft, error, \
-         created_at, updated_at, campaign_id, test, delivery_job_id, content_id) VALUES {rows}"
+         created_at, updated_at, campaign_id, test, due_at, content_id) VALUES {rows}"
     )
 }
 
@@ -385,13 +352,13 @@ pub(crate) struct EmailInsert<'a> {
     pub campaign_id: Option<&'a str>,
     /// A test send, which no statistic counts.
     pub test: bool,
-    /// Its delivery job (none for a suppressed email).
-    pub delivery_job_id: Option<&'a str>,
+    /// When it is due for delivery (none for a suppressed email).
+    pub due_at: Option<i64>,
     /// When.
     pub now: i64,
 }
 
-/// What a delivery job needs of its email.
+/// What a delivery needs of its email.
 #[derive(Clone, Debug, FromRow)]
 pub struct Deliverable {
     /// The email's id.
@@ -411,20 +378,26 @@ pub struct Deliverable {
     pub content_id: Option<String>,
     /// When a hand-off last started.
     pub handed_off_at: Option<i64>,
+    /// Hand-offs started so far.
+    pub attempts: i32,
     /// When it was queued (a delivery gives up once it is older than the retry lifetime).
     pub created_at: i64,
 }
+
+/// The columns of [`Deliverable`], in its order.
+pub(crate) const DELIVERABLE_COLUMNS: &str = "id, project_id, contact_id, status, envelope_from, to_address, raw, \
+     draft, content_id, handed_off_at, attempts, created_at";
 
 /// How one hand-off of a batch ends (see [`Store::finish_deliveries`]).
 #[derive(Clone, Copy, Debug)]
 pub enum HandOffEnd<'a> {
     /// The delivery is over: the transport accepted the message, or it never will.
     Delivered(DeliveryOutcome<'a>),
-    /// The transport could not take it now: the job runs again at `retry_at` (unix ms).
+    /// The transport could not take it now: the email is due again at `retry_at` (unix ms).
     Deferred {
         /// The transport's answer.
         error: &'a str,
-        /// When the job runs again.
+        /// When it is due again.
         retry_at: i64,
     },
 }
@@ -513,7 +486,7 @@ pub(crate) fn insert_activity_sql(n: usize) -> String {
 impl Store {
     /// Writes one send request whole, in one transaction: each recipient's contact as planned
     /// (created or changed, with its subscription event and field types), then every email with
-    /// its first history entry and, unless suppressed, its delivery job, and the request's
+    /// its first history entry and, unless suppressed, due for delivery, and the request's
     /// idempotency key. The plans were made from contacts read before rendering; when any of
     /// them changed since, nothing is written and the answer is `false` (plan and render again).
     /// `Conflict(IdempotencyKey)` when the key was taken meanwhile.
@@ -522,7 +495,6 @@ impl Store {
         &self,
         project: &ProjectId,
         send: &PreparedSend,
-        max_attempts: i32,
         idempotency: Option<IdempotentWrite<'_, &Value>>,
     ) -> StoreResult<bool> {
         let now = now_ms();
@@ -531,7 +503,7 @@ impl Store {
         let wrote = on_db_write!(self.db(), pool => {
             let mut tx = pool.begin_write().await?;
             let fresh = sends_fresh_in(&mut tx, project, &[send], lock).await?[0]
-                && write_send_in(&mut tx, project, send, &types, max_attempts, idempotency.as_ref(), now).await?;
+                && write_send_in(&mut tx, project, send, &types, idempotency.as_ref(), now).await?;
             if fresh {
                 tx.commit().await?;
             } else {
@@ -724,94 +696,31 @@ impl Store {
         Ok(n)
     }
 
-    /// The email a delivery job delivers.
+    /// An email as a delivery reads it.
     #[tracing::instrument(level = "debug", skip(self))]
     pub async fn deliverable(&self, id: &EmailId) -> StoreResult<Option<Deliverable>> {
-        Ok(self.deliverables(&[id.as_str()]).await?.pop())
-    }
-
-    /// The emails a batch of delivery jobs delivers (those that still exist), in no order.
-    #[tracing::instrument(level = "debug", skip_all, fields(emails = ids.len()))]
-    pub async fn deliverables(&self, ids: &[&str]) -> StoreResult<Vec<Deliverable>> {
-        if ids.is_empty() {
-            return Ok(Vec::new());
-        }
-        let sql = format!(
-            "SELECT id, project_id, contact_id, status, envelope_from, to_address, raw, draft, \
-             content_id, handed_off_at, created_at FROM emails WHERE id IN ({})",
-            super::dialect::placeholders(1, ids.len())
-        );
-        let sql = bound_in_order(self.db().backend(), sql);
-        let rows = on_db!(self.db(), pool => {
-            let mut query = sqlx::query_as(&sql);
-            for id in ids {
-                query = query.bind(*id);
-            }
-            query.fetch_all(pool).await?
+        let sql = format!("SELECT {DELIVERABLE_COLUMNS} FROM emails WHERE id = $1");
+        let row = on_db!(self.db(), pool => {
+            sqlx::query_as(&sql).bind(id.as_str()).fetch_optional(pool).await?
         });
-        Ok(rows)
+        Ok(row)
     }
 
-    /// Claims the hand-off of queued emails to the transport for the job claim `token`, in one
-    /// statement, and answers the ids it claimed: not those whose hand-off another claim started
-    /// less than `stale_ms` ago (a job whose lease lapsed while its worker was still handing off
-    /// must not hand off the same message in parallel), nor those no longer queued.
-    #[tracing::instrument(level = "debug", skip(self, ids), fields(emails = ids.len()))]
-    pub async fn start_hand_offs(
-        &self,
-        ids: &[&str],
-        stale_ms: i64,
-        token: &str,
-    ) -> StoreResult<Vec<String>> {
-        if ids.is_empty() {
-            return Ok(Vec::new());
-        }
-        let now = now_ms();
-        let sql = format!(
-            "UPDATE emails SET handed_off_at = $1, hand_off_token = $3, attempts = attempts + 1, updated_at = $1 \
-             WHERE id IN ({}) AND status = 'queued' AND (handed_off_at IS NULL OR handed_off_at < $2) \
-             RETURNING id",
-            super::dialect::placeholders(4, ids.len())
-        );
-        let started = on_db_write!(self.db(), pool => {
-            let mut query = sqlx::query_scalar(&sql).bind(now).bind(now - stale_ms).bind(token);
-            for id in ids {
-                query = query.bind(*id);
-            }
-            query.fetch_all(pool).await?
-        });
-        Ok(started)
-    }
-
-    /// Records how a delivery ended and drops the stored message (see
-    /// [`Store::finish_deliveries`]); answers whether the outcome is now recorded (by this call,
-    /// or already) or the job was completed, false when another claim owns both.
-    #[tracing::instrument(level = "debug", skip_all, fields(email = %email.id))]
-    pub async fn finish_delivery(
-        &self,
-        email: &Deliverable,
-        lease: &Lease,
-        outcome: DeliveryOutcome<'_>,
-    ) -> StoreResult<bool> {
-        let ends = [(email, lease, HandOffEnd::Delivered(outcome))];
-        Ok(self.finish_deliveries(&ends).await?.first() == Some(&true))
-    }
-
-    /// Ends the hand-offs of a batch in one transaction, each keyed on the hand-off it ends
-    /// (the claim `lease.worker` that started it) rather than on its job, so that the outcome of
-    /// a hand-off the transport accepted is recorded even when the job's lease lapsed meanwhile:
+    /// Ends the hand-offs of a batch, all started by the claim `token`, in one transaction,
+    /// each keyed on that hand-off (the email still queued and its token `token`), so that an
+    /// email another hand-off took over meanwhile is left to it:
     /// - [`HandOffEnd::Delivered`]: the email's new status, its history entry, and no more
-    ///   stored message; the job is completed when the claim still owns it;
+    ///   stored message;
     /// - [`HandOffEnd::Deferred`]: the hand-off is over without the transport taking the
-    ///   message (so a retry is not reported as a possible duplicate), and the job waits until
-    ///   `retry_at`.
+    ///   message (so a retry is not reported as a possible duplicate), and the email is due
+    ///   again at `retry_at`.
     ///
-    /// Answers, per entry, whether it is now recorded: a delivery whose outcome is recorded (by
-    /// this call, or already) or whose job was completed; a deferral whose job the claim owned.
+    /// Answers, per entry, whether it was written.
     #[tracing::instrument(level = "debug", skip_all, fields(emails = ends.len()))]
     pub async fn finish_deliveries(
         &self,
-        ends: &[(&Deliverable, &Lease, HandOffEnd<'_>)],
+        token: &str,
+        ends: &[(&Deliverable, HandOffEnd<'_>)],
     ) -> StoreResult<Vec<bool>> {
         let now = now_ms();
         let backend = self.db().backend();
@@ -819,45 +728,30 @@ impl Store {
             let mut tx = pool.begin_write().await?;
             let mut recorded = vec![false; ends.len()];
             let mut delivered: Vec<Outcome<'_>> = Vec::with_capacity(ends.len());
-            for (at, (email, lease, end)) in ends.iter().enumerate() {
+            for (at, (email, end)) in ends.iter().enumerate() {
                 match end {
                     HandOffEnd::Delivered(outcome) => {
-                        delivered.push(Outcome::of(at, email, lease, outcome));
+                        delivered.push(Outcome::of(at, email, outcome));
                     }
-                    HandOffEnd::Deferred { error, retry_at } => {
-                        sqlx::query(
-                            "UPDATE emails SET handed_off_at = NULL, hand_off_token = NULL, updated_at = $3 \
-                             WHERE id = $1 AND hand_off_token = $2",
+                    HandOffEnd::Deferred { retry_at, .. } => {
+                        let n = sqlx::query(
+                            "UPDATE emails SET handed_off_at = NULL, hand_off_token = NULL, due_at = $3, updated_at = $4 \
+                             WHERE id = $1 AND hand_off_token = $2 AND status = 'queued'",
                         )
                         .bind(&email.id)
-                        .bind(lease.worker.as_str())
+                        .bind(token)
+                        .bind(*retry_at)
                         .bind(now)
                         .execute(&mut *tx)
-                        .await?;
-                        let owned = sqlx::query(super::jobs::RETRY_JOB)
-                            .bind(lease.job.as_str())
-                            .bind(lease.worker.as_str())
-                            .bind(*retry_at)
-                            .bind(*error)
-                            .bind(now)
-                            .execute(&mut *tx)
-                            .await?
-                            .rows_affected();
-                        recorded[at] = owned == 1;
+                        .await?
+                        .rows_affected();
+                        recorded[at] = n == 1;
                     }
                 }
             }
             if !delivered.is_empty() {
-                // Three statements for the whole batch: the jobs completed where their claim
-                // still holds, the outcomes written where the hand-off is still the email's,
-                // and a history entry for each outcome written.
-                let results: Vec<Value> = delivered
-                    .iter()
-                    .map(|d| serde_json::json!({ "emailId": d.email.id, "status": d.status }))
-                    .collect();
-                let jobs: Vec<(&Lease, &Value)> =
-                    delivered.iter().zip(&results).map(|(d, r)| (d.lease, r)).collect();
-                let owned: HashSet<String> = tx.complete_jobs(&jobs, now).await?.into_iter().collect();
+                // Two statements for the whole batch: the outcomes written where the hand-off
+                // is still the email's, and a history entry for each outcome written.
                 let sql = bound_in_order(backend, finish_outcomes_sql(delivered.len()));
                 let mut q = sqlx::query_scalar::<_, String>(&sql);
                 for d in &delivered {
@@ -866,7 +760,7 @@ impl Store {
                         .bind(d.status)
                         .bind(d.provider_id)
                         .bind(d.error)
-                        .bind(d.lease.worker.as_str());
+                        .bind(token);
                 }
                 q = q.bind(now).bind(now).bind(now);
                 let updated: HashSet<String> = q.fetch_all(&mut *tx).await?.into_iter().collect();
@@ -888,8 +782,7 @@ impl Store {
                     q.execute(&mut *tx).await?;
                 }
                 for d in &delivered {
-                    recorded[d.at] =
-                        updated.contains(&d.email.id) || owned.contains(d.lease.job.as_str());
+                    recorded[d.at] = updated.contains(&d.email.id);
                 }
             }
             tx.commit().await?;
@@ -898,137 +791,8 @@ impl Store {
         Ok(recorded)
     }
 
-    /// Queues a new delivery job for each queued email (up to `limit`) left alone for
-    /// [`ORPHAN_AFTER_MS`] whose delivery job is no longer queued or running (it failed for
-    /// good, or was lost): after an outage no queued email waits forever. Answers how many.
-    #[tracing::instrument(level = "debug", skip(self))]
-    pub async fn requeue_orphaned_emails(&self, limit: i64) -> StoreResult<u64> {
-        let now = now_ms();
-        let before = now - ORPHAN_AFTER_MS;
-        let orphans: Vec<(String, String)> = on_db!(self.db(), pool => {
-            sqlx::query_as(&format!(
-                "SELECT e.id, e.project_id FROM emails e WHERE e.status = 'queued' AND e.updated_at < $1 \
-                 AND NOT EXISTS (SELECT 1 FROM jobs j WHERE j.id = e.delivery_job_id \
-                 AND j.state IN ('queued', 'running')) ORDER BY e.updated_at LIMIT {limit}"
-            ))
-            .bind(before)
-            .fetch_all(pool)
-            .await?
-        });
-        let mut requeued = 0;
-        for (id, project) in orphans {
-            let job = NewJob {
-                kind: DELIVER_KIND.to_string(),
-                project_id: Some(ProjectId::from_trusted(project)),
-                payload: DeliverPayload {
-                    email_id: EmailId::from_trusted(id.clone()),
-                }
-                .to_json()?,
-                input: None,
-                max_attempts: DELIVER_MAX_ATTEMPTS,
-                run_at: now,
-            };
-            let moved = on_db_write!(self.db(), pool => {
-                let mut tx = pool.begin_write().await?;
-                let job_id = tx.insert_job(&job, now).await?;
-                let moved = sqlx::query(
-                    "UPDATE emails SET delivery_job_id = $2, updated_at = $3 \
-                     WHERE id = $1 AND status = 'queued' AND updated_at < $4",
-                )
-                .bind(&id)
-                .bind(job_id.as_str())
-                .bind(now)
-                .bind(before)
-                .execute(&mut *tx)
-                .await?
-                .rows_affected();
-                if moved == 1 {
-                    tx.commit().await?;
-                } else {
-                    tx.rollback().await?;
-                }
-                moved
-            });
-            if moved == 1 {
-                tracing::warn!(email_id = %id, "queued email had no live delivery job; queued a new one");
-                requeued += 1;
-            }
-        }
-        Ok(requeued)
-    }
-
-    /// Claims for the running delivery job of `lease`, in one transaction, up to `more` further
-    /// due delivery jobs of `project` under the same claim, within the project's per-second
-    /// send budget (`per_second`, 0: none), and takes the budget's slots for the running job
-    /// and those claimed. `Err(next_window_ms)` when the current second's budget leaves no slot
-    /// even for the running job. The budget is shared by every instance through the database.
-    #[tracing::instrument(level = "debug", skip(self, lease))]
-    pub async fn take_delivery_batch(
-        &self,
-        project: &str,
-        lease: &Lease,
-        more: i64,
-        per_second: u32,
-        lease_ms: i64,
-    ) -> StoreResult<Result<Vec<ClaimedJob>, i64>> {
-        let now = now_ms();
-        let window = now - now.rem_euclid(1000);
-        if per_second == 0 && more <= 0 {
-            return Ok(Ok(Vec::new()));
-        }
-        let queue = super::jobs::queue_of(Some(project), DELIVER_KIND);
-        let adopt = super::jobs::adopt_sql(self.db().backend());
-        let taken = on_db_write!(self.db(), pool => {
-            let mut tx = pool.begin_write().await?;
-            let mut more = more.max(0);
-            if per_second > 0 {
-                // The upsert locks the window's row until the commit (PostgreSQL).
-                let sent: i32 = sqlx::query_scalar(
-                    "INSERT INTO send_windows (project_id, window_start, sent) VALUES ($1, $2, 0) \
-                     ON CONFLICT (project_id, window_start) DO UPDATE SET sent = send_windows.sent \
-                     RETURNING sent",
-                )
-                .bind(project)
-                .bind(window)
-                .fetch_one(&mut *tx)
-                .await?;
-                let left = i64::from(per_second) - i64::from(sent);
-                if left <= 0 {
-                    tx.rollback().await?;
-                    return Ok(Err(window + 1000));
-                }
-                more = more.min(left - 1);
-            }
-            let rows: Vec<super::jobs::ClaimedRow> = if more > 0 {
-                sqlx::query_as(&adopt)
-                    .bind(lease.worker.as_str())
-                    .bind(now + lease_ms)
-                    .bind(now)
-                    .bind(&queue)
-                    .bind(more)
-                    .fetch_all(&mut *tx)
-                    .await?
-            } else {
-                Vec::new()
-            };
-            if per_second > 0 {
-                sqlx::query(
-                    "UPDATE send_windows SET sent = sent + $3 WHERE project_id = $1 AND window_start = $2",
-                )
-                .bind(project)
-                .bind(window)
-                .bind(1 + rows.len() as i64)
-                .execute(&mut *tx)
-                .await?;
-            }
-            tx.commit().await?;
-            rows
-        });
-        Ok(Ok(taken.into_iter().map(Into::into).collect()))
-    }
-
     /// What each of `projects` has left of its `per_second` sending budget in the current
-    /// one-second window (see [`Store::take_delivery_batch`]), and when the next window starts.
+    /// one-second window (see [`Store::claim_deliveries`]), and when the next window starts.
     #[tracing::instrument(level = "debug", skip(self, projects))]
     pub async fn send_budgets_left(
         &self,
@@ -1079,7 +843,6 @@ struct Outcome<'a> {
     /// Its place in the batch.
     at: usize,
     email: &'a Deliverable,
-    lease: &'a Lease,
     status: &'static str,
     detail: Option<&'a str>,
     provider_id: Option<&'a str>,
@@ -1087,12 +850,7 @@ struct Outcome<'a> {
 }
 
 impl<'a> Outcome<'a> {
-    fn of(
-        at: usize,
-        email: &'a Deliverable,
-        lease: &'a Lease,
-        outcome: &'a DeliveryOutcome<'a>,
-    ) -> Outcome<'a> {
+    fn of(at: usize, email: &'a Deliverable, outcome: &'a DeliveryOutcome<'a>) -> Outcome<'a> {
         let (status, detail, provider_id, error) = match outcome {
             DeliveryOutcome::Sent {
                 provider_id,
@@ -1103,7 +861,6 @@ impl<'a> Outcome<'a> {
         Outcome {
             at,
             email,
-            lease,
             status,
             detail,
             provider_id,

@@ -952,7 +952,6 @@ impl Store {
                     project,
                     send,
                     types,
-                    max_attempts: super::emails::DELIVER_MAX_ATTEMPTS,
                     idempotency: Some(idempotency),
                 },
             )

@@ -138,8 +138,6 @@ pub struct GroupedSend {
     pub project: ProjectId,
     /// The send; its one contact plan names the address that orders and routes it.
     pub send: PreparedSend,
-    /// Attempts of each delivery job.
-    pub max_attempts: i32,
     /// Makes the send idempotent under a key.
     pub idempotency: Option<OwnedResponse>,
 }
@@ -156,12 +154,7 @@ impl GroupedSend {
     /// The send in a transaction of its own ([`Store::commit_send`]).
     async fn commit_alone(&self, store: &Store) -> SendOutcome {
         store
-            .commit_send(
-                &self.project,
-                &self.send,
-                self.max_attempts,
-                self.idempotent_write(),
-            )
+            .commit_send(&self.project, &self.send, self.idempotent_write())
             .await
     }
 }
@@ -696,7 +689,6 @@ where
             project: &write.project,
             send: &write.send,
             types: types.as_slice(),
-            max_attempts: write.max_attempts,
             idempotency: key.as_ref(),
         })
         .collect();
@@ -743,16 +735,8 @@ where
         }
         let now = crate::domain::time::now_ms();
         let idempotency = write.idempotent_write();
-        let wrote = write_send_in(
-            tx,
-            project,
-            &write.send,
-            &types,
-            write.max_attempts,
-            idempotency.as_ref(),
-            now,
-        )
-        .await?;
+        let wrote =
+            write_send_in(tx, project, &write.send, &types, idempotency.as_ref(), now).await?;
         Ok(if wrote {
             SendEnd::Written
         } else {

@@ -15,7 +15,7 @@ use sqlx::FromRow;
 use sqlx::types::Json;
 
 use super::{Backend, Store, StoreError, StoreResult, on_db, on_db_write};
-use crate::domain::ids::{DomainId, EmailId, JobId, ProjectId};
+use crate::domain::ids::{DomainId, JobId, ProjectId};
 use crate::domain::time::now_ms;
 
 /// States of a job.
@@ -41,17 +41,6 @@ pub trait JobPayload: Serialize + DeserializeOwned {
 
 /// A free-form payload, for job kinds registered outside the crate (and tests).
 impl JobPayload for Value {}
-
-/// The payload of an `emails.deliver` job: `{"emailId": …}`.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct DeliverPayload {
-    /// The email to deliver.
-    #[serde(serialize_with = "id_text", deserialize_with = "email_id")]
-    pub email_id: EmailId,
-}
-
-impl JobPayload for DeliverPayload {}
 
 /// The payload of a `domains.check` job: `{"domainId": …}`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -88,10 +77,6 @@ impl JobPayload for ImportPayload {}
 
 fn id_text<S: Serializer>(id: &impl std::fmt::Display, s: S) -> Result<S::Ok, S::Error> {
     s.collect_str(id)
-}
-
-fn email_id<'de, D: Deserializer<'de>>(d: D) -> Result<EmailId, D::Error> {
-    String::deserialize(d).map(EmailId::from_trusted)
 }
 
 fn domain_id<'de, D: Deserializer<'de>>(d: D) -> Result<DomainId, D::Error> {
@@ -713,17 +698,6 @@ mod tests {
 
     #[test]
     fn payloads_keep_the_stored_json_shape() {
-        let email = EmailId::generate();
-        let stored = json!({ "emailId": email.as_str() });
-        let deliver = DeliverPayload {
-            email_id: email.clone(),
-        };
-        assert_eq!(deliver.to_json().unwrap(), stored);
-        assert_eq!(
-            serde_json::from_value::<DeliverPayload>(stored).unwrap(),
-            deliver
-        );
-
         let domain = DomainId::generate();
         let stored = json!({ "domainId": domain.as_str() });
         let check = DomainCheckPayload {

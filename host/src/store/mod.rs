@@ -16,6 +16,7 @@ pub mod billing;
 pub mod bulk;
 pub mod campaigns;
 pub mod contacts;
+pub mod delivery;
 pub mod dialect;
 pub mod domains;
 pub mod emails;

@@ -152,6 +152,7 @@ where
     for<'q> Json<&'q Value>: Encode<'q, DB> + Type<DB>,
     for<'q> Json<&'q Map<String, Value>>: Encode<'q, DB> + Type<DB>,
     for<'q> i64: Encode<'q, DB> + Type<DB>,
+    for<'q> Option<i64>: Encode<'q, DB> + Type<DB>,
     for<'q> i32: Encode<'q, DB> + Type<DB>,
     for<'q> bool: Encode<'q, DB> + Type<DB>,
     for<'r> Option<String>: sqlx::Decode<'r, DB> + Type<DB>,
@@ -386,7 +387,7 @@ where
                     .bind(w.now)
                     .bind(w.campaign_id)
                     .bind(w.test)
-                    .bind(w.delivery_job_id)
+                    .bind(w.due_at)
                     .bind(e.content_id.as_deref());
             }
             q.execute(&mut **self).await?;

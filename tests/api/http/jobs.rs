@@ -749,7 +749,6 @@ mod queue {
                 poll_interval: Duration::from_millis(20),
                 lease: Duration::from_secs(5),
                 max_attempts,
-                throttle: None,
             };
             let handler = Arc::new(Flaky {
                 calls: AtomicUsize::new(0),

@@ -109,8 +109,8 @@ async fn a_scrape_exposes_requests_jobs_deliveries_plugin_calls_and_gauges() {
     );
     let runs = samples(
         &parsed,
-        "herald_job_runs_total",
-        &[("kind", "emails.deliver"), ("outcome", "ok")],
+        "herald_delivery_batches_total",
+        &[("outcome", "ok")],
     );
     assert!(runs.iter().map(|s| value(s)).sum::<f64>() >= 1.0, "{text}");
     let sent = samples(&parsed, "herald_deliveries_total", &[("outcome", "sent")]);

@@ -926,15 +926,14 @@ async fn a_throttled_backlog_neither_delays_another_project_nor_is_touched_while
         started.elapsed()
     );
 
-    // Wait out a few more windows: the backlog drains at its budget, and its waiting jobs are
+    // Wait out a few more windows: the backlog drains at its budget, and its waiting emails are
     // never claimed and put back (which would count an attempt and move `updated_at`).
     tokio::time::sleep(Duration::from_millis(2500)).await;
     let project = &p.id;
     let queued = count(
         &app,
         &format!(
-            "SELECT COUNT(*) FROM jobs WHERE project_id = '{project}' AND kind = 'emails.deliver' \
-             AND state = 'queued'"
+            "SELECT COUNT(*) FROM emails WHERE project_id = '{project}' AND status = 'queued'"
         ),
     )
     .await;
@@ -945,14 +944,23 @@ async fn a_throttled_backlog_neither_delays_another_project_nor_is_touched_while
     let touched = count(
         &app,
         &format!(
-            "SELECT COUNT(*) FROM jobs WHERE project_id = '{project}' AND kind = 'emails.deliver' \
-             AND state = 'queued' AND updated_at <> created_at"
+            "SELECT COUNT(*) FROM emails WHERE project_id = '{project}' AND status = 'queued' \
+             AND (updated_at <> created_at OR attempts > 0)"
         ),
     )
     .await;
     assert!(
         touched <= 4,
-        "{touched} waiting jobs were claimed and put back while their budget was spent"
+        "{touched} waiting emails were claimed and put back while their budget was spent"
+    );
+    // No email of a send is a job.
+    assert_eq!(
+        count(
+            &app,
+            "SELECT COUNT(*) FROM jobs WHERE kind = 'emails.deliver'"
+        )
+        .await,
+        0
     );
     let log = smtp.log.lock().unwrap().clone();
     assert!(log.rcpt_to.iter().any(|r| r == "<solo@example.com>"));
@@ -1355,7 +1363,7 @@ async fn a_failed_outcome_write_is_retried_in_place_and_the_message_goes_once() 
 }
 
 #[tokio::test]
-async fn queued_emails_whose_job_is_gone_are_queued_again() {
+async fn emails_queued_by_an_older_release_or_held_by_a_dead_instance_are_delivered() {
     let KilledMidSend {
         dns,
         smtp,
@@ -1366,24 +1374,19 @@ async fn queued_emails_whose_job_is_gone_are_queued_again() {
         reply: r,
     } = killable_send("o", 4).await;
     doomed.kill();
-    // The outage: the queued emails' delivery jobs are lost, and the emails were left alone
-    // long enough for the sweep to look at them.
+    // The emails as an older release (which gave each a delivery job instead) would have left
+    // them: no due time. The kill may also have left one held by an interrupted hand-off.
     exec(
         &url,
-        "DELETE FROM jobs WHERE kind = 'emails.deliver'; \
-         UPDATE emails SET updated_at = 0 WHERE status = 'queued';",
+        "UPDATE emails SET due_at = NULL WHERE status = 'queued' AND handed_off_at IS NULL",
     )
     .await;
     let store = herald::store::Store::new(herald::store::Db::connect(&url, 1).await.unwrap());
-    let requeued = store.requeue_orphaned_emails(100).await.unwrap();
     // The throttle lets about one email a second go before the kill (more when the kill falls
-    // just after a window starts); an email whose hand-off the kill interrupted is orphaned too.
-    assert!(requeued >= 1, "{requeued} emails queued again");
-    assert_eq!(
-        store.requeue_orphaned_emails(100).await.unwrap(),
-        0,
-        "each once"
-    );
+    // just after a window starts).
+    let adopted = store.adopt_undue_emails(100).await.unwrap();
+    assert!(adopted >= 1, "{adopted} emails made due");
+    assert_eq!(store.adopt_undue_emails(100).await.unwrap(), 0, "each once");
     store.db().close().await;
     let second = TestApp::spawn_on(&url, slow_mail(&dns, smtp.addr)).await;
     let log = received(&smtp, 4).await;
@@ -1491,8 +1494,8 @@ async fn a_heartbeat_stalled_past_the_lease_mid_hand_off_still_delivers_once() {
         .as_str()
         .unwrap()
         .to_string();
-    // The relay holds the message for 3 s; meanwhile the job's lease lapses as if its
-    // heartbeat had stalled, and another worker claims the job.
+    // The relay holds the message for 3 s; meanwhile the email's hold lapses as if the
+    // batch's heartbeat had stalled, and the workers look for due emails again and again.
     wait_for_count(
         &app,
         "SELECT COUNT(*) FROM emails WHERE handed_off_at IS NOT NULL",
@@ -1503,41 +1506,22 @@ async fn a_heartbeat_stalled_past_the_lease_mid_hand_off_still_delivers_once() {
     .await;
     exec(
         &app.database_url,
-        "UPDATE jobs SET locked_until = 0 WHERE kind = 'emails.deliver' AND state = 'running'",
+        "UPDATE emails SET due_at = 0 WHERE status = 'queued'",
     )
     .await;
-    app.state().jobs().wake();
-    // The second claim finds the hand-off in progress and puts the job back for later.
-    wait_for_count(
-        &app,
-        "SELECT COUNT(*) FROM jobs WHERE kind = 'emails.deliver' AND state = 'queued'",
-        |n| n > 0,
-        10,
-        "a second worker claims the job",
-    )
-    .await;
+    for _ in 0..5 {
+        app.state().jobs().wake();
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // No claim takes an email whose hand-off started less than a lease ago.
     assert_eq!(
         smtp.log.lock().unwrap().data.len(),
         0,
         "still inside the first hand-off"
     );
     // The first hand-off still records its outcome, keyed on its own claim.
-    email_with_status(&app, &p, &id, "sent").await;
-    // Whatever the second claim postponed runs now and finds nothing left to send.
-    exec(
-        &app.database_url,
-        "UPDATE jobs SET run_at = 0 WHERE kind = 'emails.deliver' AND state = 'queued'",
-    )
-    .await;
-    app.state().jobs().wake();
-    wait_for_count(
-        &app,
-        "SELECT COUNT(*) FROM jobs WHERE kind = 'emails.deliver' AND state <> 'completed'",
-        |n| n == 0,
-        10,
-        "the delivery job ends",
-    )
-    .await;
+    let email = email_with_status(&app, &p, &id, "sent").await;
+    assert_eq!(email["attempts"], 1, "handed off once: {email}");
     tokio::time::sleep(Duration::from_millis(500)).await;
     assert_eq!(
         smtp.log.lock().unwrap().data.len(),
