@@ -6,8 +6,6 @@
 //! is claimed again once its lease has expired. Every later write of a job's state is guarded by
 //! `locked_by`, so a worker that lost its lease cannot overwrite its successor's work.
 
-use std::collections::HashMap;
-
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::Value;
@@ -303,28 +301,6 @@ impl Store {
             .into_iter()
             .map(|(queue, next_run_at)| QueueHead { queue, next_run_at })
             .collect())
-    }
-
-    /// How many live claims (distinct `locked_by`, lease not expired) are running jobs of each
-    /// of `queues`: work in flight that may not have taken its share of a budget yet.
-    #[tracing::instrument(level = "debug", skip(self, queues))]
-    pub async fn running_claims(&self, queues: &[String]) -> StoreResult<HashMap<String, i64>> {
-        if queues.is_empty() {
-            return Ok(HashMap::new());
-        }
-        let sql = format!(
-            "SELECT queue, COUNT(DISTINCT locked_by) FROM jobs WHERE state = 'running' \
-             AND locked_until >= $1 AND queue IN ({}) GROUP BY queue",
-            super::dialect::placeholders(2, queues.len())
-        );
-        let rows: Vec<(String, i64)> = on_db!(self.db(), pool => {
-            let mut query = sqlx::query_as(&sql).bind(now_ms());
-            for q in queues {
-                query = query.bind(q.as_str());
-            }
-            query.fetch_all(pool).await?
-        });
-        Ok(rows.into_iter().collect())
     }
 
     /// Claims for `worker`, in one statement, up to `slots` jobs: first jobs whose lease
