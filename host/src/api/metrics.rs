@@ -1,8 +1,9 @@
 //! `GET /metrics`: Prometheus text exposition of what Herald counts as it works (requests by
-//! operation and status with latency histograms; job runs by kind and outcome; deliveries by
-//! outcome and transport latency; plugin calls by plugin and outcome with duration; 429
-//! refusals by code) and of gauges read at each scrape (live jobs by kind and state, the age of
-//! the oldest due job, the event outbox's lag, the database pool). Off (404) until
+//! operation and status with latency histograms; job runs by kind and outcome; deliveries and
+//! delivery batches by outcome and transport latency; plugin calls by plugin and outcome with
+//! duration; 429 refusals by code) and of gauges read at each scrape (live jobs by kind and
+//! state, the age of the oldest due job, the queued emails and the age of the oldest due one,
+//! the event outbox's lag, the database pool). Off (404) until
 //! `metrics.token` is set; a scraper sends it as `Authorization: Bearer <token>`.
 //!
 //! Counters and histograms are per instance: scrape every instance. The gauges read the shared
@@ -80,6 +81,8 @@ pub async fn scrape(req: &Request, state: Data<&AppState>) -> poem::Result<Respo
             .set(*n as f64);
     }
     metrics::gauge!("herald_jobs_oldest_due_seconds").set(gauges.oldest_due_seconds);
+    metrics::gauge!("herald_emails_queued").set(gauges.emails_queued as f64);
+    metrics::gauge!("herald_emails_oldest_due_seconds").set(gauges.emails_oldest_due_seconds);
     metrics::gauge!("herald_outbox_pending").set(gauges.outbox_pending as f64);
     metrics::gauge!("herald_outbox_lag_seconds").set(gauges.outbox_lag_seconds);
     metrics::gauge!("herald_db_connections", "state" => "open").set(f64::from(gauges.pool_open));

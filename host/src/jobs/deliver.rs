@@ -563,7 +563,6 @@ impl Deliveries {
                     End::Deferred { error, retry_at } => {
                         tracing::info!(email_id = %email.id, error = %error, "email delivery deferred");
                         HandOffEnd::Deferred {
-                            error,
                             retry_at: *retry_at,
                         }
                     }

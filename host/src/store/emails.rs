@@ -393,10 +393,9 @@ pub(crate) const DELIVERABLE_COLUMNS: &str = "id, project_id, contact_id, status
 pub enum HandOffEnd<'a> {
     /// The delivery is over: the transport accepted the message, or it never will.
     Delivered(DeliveryOutcome<'a>),
-    /// The transport could not take it now: the email is due again at `retry_at` (unix ms).
+    /// The transport could not take it now (its answer is logged): the email is due again at
+    /// `retry_at` (unix ms).
     Deferred {
-        /// The transport's answer.
-        error: &'a str,
         /// When it is due again.
         retry_at: i64,
     },
@@ -733,7 +732,7 @@ impl Store {
                     HandOffEnd::Delivered(outcome) => {
                         delivered.push(Outcome::of(at, email, outcome));
                     }
-                    HandOffEnd::Deferred { retry_at, .. } => {
+                    HandOffEnd::Deferred { retry_at } => {
                         let n = sqlx::query(
                             "UPDATE emails SET handed_off_at = NULL, hand_off_token = NULL, due_at = $3, updated_at = $4 \
                              WHERE id = $1 AND hand_off_token = $2 AND status = 'queued'",

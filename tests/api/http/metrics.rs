@@ -127,6 +127,8 @@ async fn a_scrape_exposes_requests_jobs_deliveries_plugin_calls_and_gauges() {
     assert!(calls.iter().map(|s| value(s)).sum::<f64>() >= 1.0, "{text}");
     for gauge in [
         "herald_jobs_oldest_due_seconds",
+        "herald_emails_queued",
+        "herald_emails_oldest_due_seconds",
         "herald_outbox_pending",
         "herald_outbox_lag_seconds",
     ] {
