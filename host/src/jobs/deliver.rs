@@ -253,9 +253,7 @@ impl Deliveries {
             }
             let idle = started == 0;
             if idle || slots.available_permits() == 0 {
-                let pause = wake_at.map_or(self.poll_interval, |at: i64| {
-                    Duration::from_millis((at - now_ms()).max(1) as u64).min(self.poll_interval)
-                });
+                let pause = super::pause_until(wake_at, self.poll_interval);
                 tokio::select! {
                     _ = self.wake.notified() => {}
                     _ = tokio::time::sleep(pause) => {}
@@ -324,7 +322,7 @@ impl Deliveries {
                 let token = format!("dlv_{}", uuid::Uuid::new_v4().simple());
                 let claimed = self
                     .store
-                    .claim_deliveries(&project, &token, batch, self.per_second, lease_ms, lease_ms)
+                    .claim_deliveries(&project, &token, batch, self.per_second, lease_ms)
                     .await?;
                 match claimed {
                     Ok(emails) if !emails.is_empty() => {

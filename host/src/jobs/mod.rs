@@ -274,11 +274,9 @@ impl Workers {
                 );
             }
             if idle || slots.available_permits() == 0 {
-                // Sleep until woken, or until the next job (or budget window) is due, or a poll.
+                // Sleep until woken, or until the next job is due, or a poll.
                 let poll = self.queue.config.poll_interval;
-                let pause = wake_at.map_or(poll, |at: i64| {
-                    Duration::from_millis((at - now_ms()).max(1) as u64).min(poll)
-                });
+                let pause = pause_until(wake_at, poll);
                 tokio::select! {
                     _ = self.queue.wake.notified() => {}
                     _ = tokio::time::sleep(pause) => {}
@@ -422,6 +420,14 @@ impl Workers {
             tracing::warn!(job_id = %lease.job, error = %err, "could not record the job's failure");
         }
     }
+}
+
+/// How long an idle worker sleeps: until `wake_at` (unix ms; the next due work or budget
+/// window), at most `poll`.
+fn pause_until(wake_at: Option<i64>, poll: Duration) -> Duration {
+    wake_at.map_or(poll, |at| {
+        Duration::from_millis((at - now_ms()).max(1) as u64).min(poll)
+    })
 }
 
 /// Exponential backoff: 1 s, 2 s, 4 s, … capped at 5 minutes.

@@ -11,7 +11,7 @@
 use super::dialect::{BeginWrite, bound_in_order, placeholders};
 use super::emails::{DELIVERABLE_COLUMNS, Deliverable};
 use super::jobs::QueueHead;
-use super::{Store, StoreResult, on_db, on_db_write};
+use super::{Store, StoreResult, on_db_write};
 use crate::domain::time::now_ms;
 
 /// A claim of a project's due emails: the emails, or when the project's send budget has room
@@ -24,25 +24,13 @@ impl Store {
     /// a project however many emails it has queued.
     #[tracing::instrument(level = "debug", skip(self))]
     pub async fn delivery_heads(&self, after: &str, limit: i64) -> StoreResult<Vec<QueueHead>> {
-        // Planned at each call on PostgreSQL, as the jobs' heads are (`Store::job_queue_heads`).
-        let keep = super::dialect::keeps_plans(self.db().backend());
-        let rows: Vec<(String, Option<i64>)> = on_db!(self.db(), pool => {
-            sqlx::query_as(DUE_HEADS)
-                .bind(after)
-                .bind(limit)
-                .persistent(keep)
-                .fetch_all(pool)
-                .await?
-        });
-        Ok(rows
-            .into_iter()
-            .filter_map(|(queue, due)| due.map(|next_run_at| QueueHead { queue, next_run_at }))
-            .collect())
+        self.queue_heads(DUE_HEADS, after, limit).await
     }
 
     /// Claims for the hand-off `token`, in one transaction, up to `most` of `project`'s due
-    /// emails, earliest first: those no other hand-off started less than `stale_ms` ago. Each
-    /// claimed email counts an attempt and is held (not due) for `lease_ms`. With a per-second
+    /// emails, earliest first: those no other hand-off started less than `lease_ms` ago (its
+    /// hold may have lapsed with a stalled heartbeat). Each claimed email counts an attempt and
+    /// is held (not due) for `lease_ms`. With a per-second
     /// send budget (`per_second`, 0: none), takes no more than the current second has left and
     /// counts what it took; `Err(next_window_ms)` when nothing is left. The budget is shared by
     /// every instance through the database. Answers the emails as they were before the claim
@@ -54,7 +42,6 @@ impl Store {
         token: &str,
         most: i64,
         per_second: u32,
-        stale_ms: i64,
         lease_ms: i64,
     ) -> StoreResult<Claimed> {
         let now = now_ms();
@@ -90,7 +77,7 @@ impl Store {
             let emails: Vec<Deliverable> = sqlx::query_as(&pick)
                 .bind(project)
                 .bind(now)
-                .bind(now - stale_ms)
+                .bind(now - lease_ms)
                 .bind(most)
                 .fetch_all(&mut *tx)
                 .await?;

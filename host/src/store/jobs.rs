@@ -285,12 +285,23 @@ impl Store {
     /// seeks per queue however many jobs each holds (see `jobs::fairness`).
     #[tracing::instrument(level = "debug", skip(self))]
     pub async fn job_queue_heads(&self, after: &str, limit: i64) -> StoreResult<Vec<QueueHead>> {
-        // Planned at each call on PostgreSQL: a plan kept from when the statistics saw no queued
-        // job scans the whole table at each claim of a burst (docs/benchmarks.md, "The send
-        // benchmark's statistics").
+        self.queue_heads(QUEUE_HEADS, after, limit).await
+    }
+
+    /// The heads a loose index scan `sql` lists (binds `after` and `limit`; answers each queue
+    /// and when its earliest work is due, NULL for a queue with nothing that will ever be due,
+    /// which is left out). Planned at each call on PostgreSQL: a plan kept from when the
+    /// statistics saw no queued work scans the whole table at each claim of a burst
+    /// (docs/benchmarks.md, "The send benchmark's statistics").
+    pub(super) async fn queue_heads(
+        &self,
+        sql: &'static str,
+        after: &str,
+        limit: i64,
+    ) -> StoreResult<Vec<QueueHead>> {
         let keep = super::dialect::keeps_plans(self.db().backend());
-        let rows: Vec<(String, i64)> = on_db!(self.db(), pool => {
-            sqlx::query_as(QUEUE_HEADS)
+        let rows: Vec<(String, Option<i64>)> = on_db!(self.db(), pool => {
+            sqlx::query_as(sql)
                 .bind(after)
                 .bind(limit)
                 .persistent(keep)
@@ -299,7 +310,7 @@ impl Store {
         });
         Ok(rows
             .into_iter()
-            .map(|(queue, next_run_at)| QueueHead { queue, next_run_at })
+            .filter_map(|(queue, due)| due.map(|next_run_at| QueueHead { queue, next_run_at }))
             .collect())
     }
 
