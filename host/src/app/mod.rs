@@ -427,7 +427,7 @@ async fn maintain(state: AppState, mut stop: watch::Receiver<bool>) {
                     Ok(0) => {}
                     Ok(n) => {
                         tracing::info!(emails = n, "emails queued by an older release are due for delivery");
-                        state.jobs().wake();
+                        state.jobs().wake_deliveries();
                     }
                     Err(err) => tracing::warn!(error = %err, "could not look for emails queued by an older release"),
                 }

@@ -162,7 +162,7 @@ impl Campaigns {
         self.store
             .insert_test_email(&c.project_id, &email, known.as_ref())
             .await?;
-        self.jobs.wake();
+        self.jobs.wake_deliveries();
         Ok(email.id)
     }
 

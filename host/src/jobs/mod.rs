@@ -152,6 +152,13 @@ impl JobQueue {
         self.deliveries.notify_one();
     }
 
+    /// Wakes the delivery workers alone, after a write that queued emails and no job (a send):
+    /// the job workers, woken for nothing, would each look for due jobs and expired leases in
+    /// two statements.
+    pub fn wake_deliveries(&self) {
+        self.deliveries.notify_one();
+    }
+
     /// What wakes this instance's delivery workers.
     pub fn delivery_wake(&self) -> Arc<Notify> {
         self.deliveries.clone()

@@ -235,7 +235,7 @@ impl Sending {
         for _ in 0..MAX_ATTEMPTS {
             match self.try_send(project, plan, idempotency.as_ref()).await {
                 Ok(Some(queued)) => {
-                    self.jobs.wake();
+                    self.jobs.wake_deliveries();
                     return Ok(queued);
                 }
                 Ok(None) => {}

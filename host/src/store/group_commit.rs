@@ -35,7 +35,7 @@
 //! an older contact is answered `false` without writing, to be planned again; only a contact that
 //! an earlier send of the group wrote is read again, by [`super::emails::sends_fresh_in`]).
 //! The group's fresh sends are then written together by [`super::emails::write_sends_in`], one
-//! statement per table (contacts, events, jobs, emails, their history, keys) as one send to many
+//! statement per table (contacts, events, emails, their history, keys) as one send to many
 //! recipients is, before a later request of the same contact and at the end (when the group is
 //! written again with savepoints, each send is written under its own). Sends to several
 //! recipients lock several contacts and are written alone ([`Store::commit_send`]).
