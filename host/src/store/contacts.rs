@@ -30,6 +30,11 @@ pub(super) const COLUMNS: &str =
 pub(super) const MAX_ATTEMPTS: usize = 16;
 /// The most contacts one statement of [`ContactWrites`] writes (8 values a row).
 pub(super) const MAX_CONTACTS_PER_WRITE: usize = 500;
+/// The most addresses one read of contacts by address names.
+const READ_CHUNK: usize = 500;
+
+/// The reads of contacts by address in flight, per project, shared by concurrent sends.
+pub(crate) type ContactReads = super::rounds::Rounds<String, Vec<Contact>, Vec<EmailAddress>>;
 
 /// Inserts `n` contacts, each unless its address is taken; answers the ids of those inserted.
 /// Binds, a row: id, project, email, subscribed, data, version, created, updated.
@@ -925,7 +930,9 @@ pub struct ValueCount {
 }
 
 impl Store {
-    /// The whole contacts of a project among `emails` (normalised).
+    /// The whole contacts of a project among `emails` (normalised). Concurrent reads of one
+    /// project (the recipients of sends being planned) share a statement ([`super::rounds`]):
+    /// each is answered by a read that started after it asked.
     #[tracing::instrument(level = "debug", skip(self, emails))]
     pub async fn contacts_with_emails(
         &self,
@@ -935,18 +942,48 @@ impl Store {
         if emails.is_empty() {
             return Ok(Vec::new());
         }
-        let sql = format!(
-            "SELECT {COLUMNS} FROM contacts WHERE project_id = $1 AND email IN ({})",
-            super::dialect::placeholders(2, emails.len())
-        );
-        let rows: Vec<ContactRow> = on_db!(self.db(), pool => {
-            let mut q = sqlx::query_as(&sql).bind(project.as_str());
-            for e in emails {
-                q = q.bind(e.as_str());
-            }
-            q.fetch_all(pool).await?
-        });
-        Ok(rows.into_iter().map(Contact::from).collect())
+        self.contact_reads
+            .gather(
+                project.as_str().to_string(),
+                emails.to_vec(),
+                |asked| self.read_contacts_with_emails(project, asked),
+                |found, _, mine| {
+                    found
+                        .iter()
+                        .filter(|c| mine.contains(&c.email))
+                        .cloned()
+                        .collect()
+                },
+            )
+            .await
+    }
+
+    /// Reads the contacts of a project among the addresses of `asked` (each caller's list), in
+    /// statements of at most [`READ_CHUNK`] addresses.
+    async fn read_contacts_with_emails(
+        &self,
+        project: &ProjectId,
+        asked: Vec<Vec<EmailAddress>>,
+    ) -> StoreResult<Vec<Contact>> {
+        let mut emails: Vec<EmailAddress> = asked.into_iter().flatten().collect();
+        emails.sort_unstable_by(|a, b| a.as_str().cmp(b.as_str()));
+        emails.dedup();
+        let mut contacts = Vec::with_capacity(emails.len());
+        for chunk in emails.chunks(READ_CHUNK) {
+            let sql = format!(
+                "SELECT {COLUMNS} FROM contacts WHERE project_id = $1 AND email IN ({})",
+                super::dialect::placeholders(2, chunk.len())
+            );
+            let rows: Vec<ContactRow> = on_db!(self.db(), pool => {
+                let mut q = sqlx::query_as(&sql).bind(project.as_str());
+                for e in chunk {
+                    q = q.bind(e.as_str());
+                }
+                q.fetch_all(pool).await?
+            });
+            contacts.extend(rows.into_iter().map(Contact::from));
+        }
+        Ok(contacts)
     }
 
     /// The contacts of a project among `emails` (normalised), as `(id, email)`.

@@ -396,6 +396,8 @@ pub struct Store {
     key_lookups: std::sync::Arc<projects::KeyLookups>,
     /// The reads of verified sending domains in flight, shared by concurrent sends from one.
     domain_lookups: std::sync::Arc<domains::DomainLookups>,
+    /// The reads of contacts by address in flight, shared by concurrent sends of one project.
+    contact_reads: std::sync::Arc<contacts::ContactReads>,
 }
 
 /// Custom field types this instance has recently seen recorded, so that writes skip
@@ -458,6 +460,7 @@ impl Store {
             group: Default::default(),
             key_lookups: Default::default(),
             domain_lookups: Default::default(),
+            contact_reads: Default::default(),
         }
     }
 
