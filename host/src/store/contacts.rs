@@ -947,28 +947,22 @@ impl Store {
                 project.as_str().to_string(),
                 emails.to_vec(),
                 |asked| self.read_contacts_with_emails(project, asked),
-                |found, _, mine| {
-                    found
-                        .iter()
-                        .filter(|c| mine.contains(&c.email))
-                        .cloned()
-                        .collect()
-                },
+                |found, _, mine| mine.iter().filter_map(|e| found.get(e).cloned()).collect(),
             )
             .await
     }
 
     /// Reads the contacts of a project among the addresses of `asked` (each caller's list), in
-    /// statements of at most [`READ_CHUNK`] addresses.
+    /// statements of at most [`READ_CHUNK`] addresses; answers them by address.
     async fn read_contacts_with_emails(
         &self,
         project: &ProjectId,
         asked: Vec<Vec<EmailAddress>>,
-    ) -> StoreResult<Vec<Contact>> {
+    ) -> StoreResult<HashMap<EmailAddress, Contact>> {
         let mut emails: Vec<EmailAddress> = asked.into_iter().flatten().collect();
         emails.sort_unstable_by(|a, b| a.as_str().cmp(b.as_str()));
         emails.dedup();
-        let mut contacts = Vec::with_capacity(emails.len());
+        let mut contacts = HashMap::with_capacity(emails.len());
         for chunk in emails.chunks(READ_CHUNK) {
             let sql = format!(
                 "SELECT {COLUMNS} FROM contacts WHERE project_id = $1 AND email IN ({})",
@@ -981,7 +975,11 @@ impl Store {
                 }
                 q.fetch_all(pool).await?
             });
-            contacts.extend(rows.into_iter().map(Contact::from));
+            contacts.extend(
+                rows.into_iter()
+                    .map(Contact::from)
+                    .map(|c| (c.email.clone(), c)),
+            );
         }
         Ok(contacts)
     }
