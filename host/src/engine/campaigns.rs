@@ -350,7 +350,7 @@ impl Campaigns {
             {
                 BatchCommit::Wrote(n) => {
                     written += n;
-                    self.jobs.wake();
+                    self.jobs.wake_deliveries();
                 }
                 BatchCommit::Stopped => {
                     self.store

@@ -149,11 +149,11 @@ impl JobQueue {
     /// to look for due emails (what queues jobs often queues emails too).
     pub fn wake(&self) {
         self.wake.notify_one();
-        self.deliveries.notify_one();
+        self.wake_deliveries();
     }
 
-    /// Wakes the delivery workers alone, after a write that queued emails and no job (a send):
-    /// the job workers, woken for nothing, would each look for due jobs and expired leases in
+    /// Wakes the delivery workers alone, after a write that queued emails and no job (a send, a
+    /// campaign's batch of emails): the job workers, woken for nothing, would each look for due jobs and expired leases in
     /// two statements.
     pub fn wake_deliveries(&self) {
         self.deliveries.notify_one();
