@@ -377,6 +377,9 @@ fn unauthorized(message: &str) -> ApiError {
 
 async fn project_context(req: &Request, allow_public: bool) -> Result<ProjectContext, ApiError> {
     let state = state_of(req)?;
+    let limit = state.settings().rate_limit_per_minute;
+    // The request's count, when the key's lookup made it.
+    let mut counted = None;
     let ctx = if let Some(value) = req.headers().get(header::AUTHORIZATION) {
         let token = value
             .to_str()
@@ -392,18 +395,20 @@ async fn project_context(req: &Request, allow_public: bool) -> Result<ProjectCon
             unauthorized("this is not a Herald API key")
                 .suggest("API keys start with `sk_` (secret) or `pk_` (public)")
         })?;
-        let project = state
-            .store()
-            .project_by_key(kind, token)
-            .await?
-            .ok_or_else(|| {
-                unauthorized("unknown API key")
-                    .suggest("keys stop working when they are regenerated; use the current ones")
-            })?;
+        let unknown = || {
+            unauthorized("unknown API key")
+                .suggest("keys stop working when they are regenerated; use the current ones")
+        };
         let caller = match kind {
             KeyKind::Secret => Caller::SecretKey,
             KeyKind::Public if allow_public => Caller::PublicKey,
             KeyKind::Public => {
+                // An unknown key is told so first; a known one is refused uncounted.
+                state
+                    .store()
+                    .project_by_key(kind, token)
+                    .await?
+                    .ok_or_else(unknown)?;
                 return Err(ApiError::new(
                     StatusCode::UNAUTHORIZED,
                     ErrorCode::InvalidApiKey,
@@ -412,6 +417,14 @@ async fn project_context(req: &Request, allow_public: bool) -> Result<ProjectCon
                 .suggest("use the project's secret key (sk_) for this endpoint"));
             }
         };
+        // The lookup counts the request against the rate limit as well (one statement on
+        // PostgreSQL).
+        let (project, decision) = state
+            .rate_limiter()
+            .project_by_key(state.store(), kind, token, limit)
+            .await?
+            .ok_or_else(unknown)?;
+        counted = decision;
         ProjectContext { project, caller }
     } else if let Some((user, _)) = session_of(state, req).await? {
         let header = req
@@ -443,11 +456,15 @@ async fn project_context(req: &Request, allow_public: bool) -> Result<ProjectCon
             "this project is disabled",
         ));
     }
-    let limit = state.settings().rate_limit_per_minute;
-    let decision = state
-        .rate_limiter()
-        .hit(ctx.project.id.as_str(), limit)
-        .await;
+    let decision = match counted {
+        Some(decision) => decision,
+        None => {
+            state
+                .rate_limiter()
+                .hit(ctx.project.id.as_str(), limit)
+                .await
+        }
+    };
     if let Some(slot) = req.extensions().get::<RateSlot>() {
         slot.set(decision);
     }

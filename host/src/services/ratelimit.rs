@@ -7,14 +7,17 @@
 //! On PostgreSQL the hits of one project that arrive while its counter is being written are
 //! added in one statement (`hits = hits + n`) by whichever of them leads, and each is given its
 //! own number out of the range that statement returns: one write per round instead of one per
-//! request, with the same counts as one at a time.
+//! request, with the same counts as one at a time. A request with an API key is looked up and
+//! counted by that same statement ([`RateLimiter::project_by_key`]): one round trip, not two.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
 
+use crate::domain::keys::{KeyKind, hash_key};
+use crate::domain::project::Project;
 use crate::domain::time::now_ms;
 use crate::store::rounds::Rounds;
-use crate::store::{Backend, Store};
+use crate::store::{Backend, Store, StoreResult};
 
 const WINDOW_MS: i64 = 60_000;
 
@@ -31,6 +34,10 @@ pub struct RateDecision {
     pub allowed: bool,
 }
 
+/// A project found by its key, with the hits so far in the window (`None` for a disabled
+/// project, whose requests are not counted).
+type Counted = (Project, Option<i64>);
+
 /// Where the counters live.
 #[derive(Debug)]
 pub enum RateLimiter {
@@ -46,6 +53,9 @@ pub struct SharedCounters {
     store: Store,
     /// Per `(bucket, window)` with a write in flight: the hits waiting for the next round.
     rounds: Rounds<(String, i64), i64>,
+    /// Per key (kind, hash) and window with a counted lookup in flight: the requests waiting for
+    /// the next round.
+    key_rounds: Rounds<(KeyKind, String, i64), Option<Counted>>,
 }
 
 impl SharedCounters {
@@ -60,6 +70,46 @@ impl SharedCounters {
             )
             .await
     }
+
+    /// Looks up the project of the key hashed `hash` and counts one hit of it in `window`.
+    async fn project_by_key(
+        &self,
+        kind: KeyKind,
+        hash: String,
+        window: i64,
+    ) -> StoreResult<Option<Counted>> {
+        self.key_rounds
+            .join(
+                (kind, hash.clone(), window),
+                |n| {
+                    self.store
+                        .project_by_key_counted(kind, &hash, window, n as i64)
+                },
+                |found, i| {
+                    found
+                        .as_ref()
+                        .map(|(project, hits)| (project.clone(), hits.map(|h| h - i as i64)))
+                },
+            )
+            .await
+    }
+}
+
+/// The window a request at `now` (unix ms) falls in, and the seconds until it resets.
+fn window_at(now: i64) -> (i64, u64) {
+    let window = now - now.rem_euclid(WINDOW_MS);
+    let reset_secs = ((window + WINDOW_MS - now) as u64).div_ceil(1000).max(1);
+    (window, reset_secs)
+}
+
+/// The decision for a request that brought its bucket's hits in this window to `hits`.
+fn decide(limit: u32, hits: u64, reset_secs: u64) -> RateDecision {
+    RateDecision {
+        limit,
+        remaining: (u64::from(limit).saturating_sub(hits)) as u32,
+        reset_secs,
+        allowed: hits <= u64::from(limit),
+    }
 }
 
 impl RateLimiter {
@@ -70,15 +120,14 @@ impl RateLimiter {
             Backend::Postgres => RateLimiter::Shared(SharedCounters {
                 store: store.clone(),
                 rounds: Rounds::default(),
+                key_rounds: Rounds::default(),
             }),
         }
     }
 
     /// Counts one request of `bucket` against `limit` per minute.
     pub async fn hit(&self, bucket: &str, limit: u32) -> RateDecision {
-        let now = now_ms();
-        let window = now - now.rem_euclid(WINDOW_MS);
-        let reset_secs = ((window + WINDOW_MS - now) as u64).div_ceil(1000).max(1);
+        let (window, reset_secs) = window_at(now_ms());
         let hits: u64 = match self {
             RateLimiter::Local(map) => {
                 let mut map = map.lock().unwrap_or_else(|p| p.into_inner());
@@ -102,11 +151,41 @@ impl RateLimiter {
                 }
             },
         };
-        RateDecision {
-            limit,
-            remaining: (u64::from(limit).saturating_sub(hits)) as u32,
-            reset_secs,
-            allowed: hits <= u64::from(limit),
+        decide(limit, hits, reset_secs)
+    }
+
+    /// The project a presented API key belongs to (`None` for an unknown key), with its request
+    /// counted against `limit` per minute, unless the project is disabled (its requests are
+    /// refused uncounted, and the decision is `None`). On PostgreSQL the lookup and the count
+    /// are one statement, shared in rounds by the concurrent requests with one key; each request
+    /// is answered by a statement that started after it arrived, so a regenerated key or a
+    /// disabled project is seen at once.
+    pub async fn project_by_key(
+        &self,
+        store: &Store,
+        kind: KeyKind,
+        key: &str,
+        limit: u32,
+    ) -> StoreResult<Option<(Project, Option<RateDecision>)>> {
+        match self {
+            RateLimiter::Local(_) => {
+                let Some(project) = store.project_by_key(kind, key).await? else {
+                    return Ok(None);
+                };
+                let decision = match project.disabled {
+                    true => None,
+                    false => Some(self.hit(project.id.as_str(), limit).await),
+                };
+                Ok(Some((project, decision)))
+            }
+            RateLimiter::Shared(counters) => {
+                let (window, reset_secs) = window_at(now_ms());
+                let found = counters.project_by_key(kind, hash_key(key), window).await?;
+                Ok(found.map(|(project, hits)| {
+                    let decision = hits.map(|h| decide(limit, h.max(0) as u64, reset_secs));
+                    (project, decision)
+                }))
+            }
         }
     }
 

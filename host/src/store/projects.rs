@@ -220,6 +220,66 @@ impl Store {
         Ok(row.map(Into::into))
     }
 
+    /// The project a presented key belongs to (by the key's hash), with `n` requests counted
+    /// against it in the rate limit's window starting at `window_start` (unix ms): the project,
+    /// and the hits so far in that window, these included (`None` for a disabled project, whose
+    /// requests are refused before they are counted). `None` for an unknown key. One statement
+    /// on PostgreSQL, where the shared counters live.
+    #[tracing::instrument(level = "debug", skip(self, hash))]
+    pub async fn project_by_key_counted(
+        &self,
+        kind: KeyKind,
+        hash: &str,
+        window_start: i64,
+        n: i64,
+    ) -> StoreResult<Option<(Project, Option<i64>)>> {
+        #[derive(FromRow)]
+        struct Counted {
+            #[sqlx(flatten)]
+            project: ProjectRow,
+            hits: Option<i64>,
+        }
+        let column = match kind {
+            KeyKind::Public => "public_key_hash",
+            KeyKind::Secret => "secret_key_hash",
+        };
+        let pool = match self.db() {
+            super::Db::Postgres(pool) => pool,
+            // SQLite has no data-modifying CTE: the read, then the count.
+            super::Db::Sqlite { .. } => {
+                let Some(project) = self.read_project_by_key(kind, hash).await? else {
+                    return Ok(None);
+                };
+                let hits = match project.disabled {
+                    true => None,
+                    false => Some(
+                        self.rate_limit_add(project.id.as_str(), window_start, n)
+                            .await?,
+                    ),
+                };
+                return Ok(Some((project, hits)));
+            }
+        };
+        // A data-modifying CTE runs once whether or not it is read; it counts only when the key
+        // names a project that is not disabled.
+        let sql = format!(
+            "WITH p AS (SELECT {} FROM projects p WHERE p.{column} = $1), \
+             h AS (INSERT INTO rate_limit_windows (bucket, window_start, hits) \
+                   SELECT p.id, $2, $3 FROM p WHERE NOT p.disabled \
+                   ON CONFLICT (bucket, window_start) \
+                   DO UPDATE SET hits = rate_limit_windows.hits + $3 RETURNING hits) \
+             SELECT p.*, (SELECT hits FROM h) AS hits FROM p",
+            SELECTED.as_str()
+        );
+        let row: Option<Counted> = sqlx::query_as(&sql)
+            .bind(hash)
+            .bind(window_start)
+            .bind(n)
+            .fetch_optional(pool)
+            .await?;
+        Ok(row.map(|r| (r.project.into(), r.hits)))
+    }
+
     /// Renames a project.
     #[tracing::instrument(level = "debug", skip(self))]
     pub async fn rename_project(

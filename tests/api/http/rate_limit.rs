@@ -122,3 +122,106 @@ async fn concurrent_requests_are_counted_exactly() {
     );
     assert_eq!(refused, 40);
 }
+
+/// Sets a project's `disabled` flag in the test's database (an operator's switch; no endpoint
+/// sets it).
+async fn set_disabled(app: &TestApp, project: &str, disabled: bool) {
+    use herald::store::Db;
+    let sql = "UPDATE projects SET disabled = $1 WHERE id = $2";
+    let done = match app.state().store().db() {
+        Db::Sqlite { writer, .. } => sqlx::query(sql)
+            .bind(disabled)
+            .bind(project)
+            .execute(writer)
+            .await
+            .map(|r| r.rows_affected()),
+        Db::Postgres(pool) => sqlx::query(sql)
+            .bind(disabled)
+            .bind(project)
+            .execute(pool)
+            .await
+            .map(|r| r.rows_affected()),
+    };
+    assert_eq!(done.unwrap(), 1);
+}
+
+/// Only requests that may proceed past the key are counted: a public key refused on a secret
+/// endpoint and the requests of a disabled project (403, seen by the next request after the
+/// switch) leave the budget as it was. On PostgreSQL the key's lookup and the count are one
+/// statement, which counts nothing for a disabled project.
+#[tokio::test]
+async fn refused_keys_and_disabled_projects_are_not_counted() {
+    let app = TestApp::spawn_with(|s| s.rate_limit_per_minute = 3).await;
+    let p = app.project().await;
+    fresh_window().await;
+    let r = app.get("/contacts", &p.secret_key).await;
+    assert_eq!(r.status, 200);
+    assert_eq!(r.header("ratelimit-remaining"), Some("2"));
+    for _ in 0..3 {
+        app.get("/contacts", &p.public_key)
+            .await
+            .assert_error(401, "INVALID_API_KEY");
+    }
+    set_disabled(&app, &p.id, true).await;
+    for key in [&p.secret_key, &p.public_key] {
+        for _ in 0..2 {
+            let r = app
+                .post(
+                    "/v1/track",
+                    key,
+                    serde_json::json!({"event": "signed-up", "email": "ann@example.com"}),
+                )
+                .await;
+            r.assert_error(403, "PROJECT_DISABLED");
+            assert!(r.header("ratelimit-remaining").is_none());
+        }
+    }
+    set_disabled(&app, &p.id, false).await;
+    let r = app.get("/contacts", &p.secret_key).await;
+    assert_eq!(r.status, 200);
+    assert_eq!(r.header("ratelimit-remaining"), Some("1"));
+}
+
+/// The store's lookup of a project by key with its requests counted (one statement on
+/// PostgreSQL, a read and a count on SQLite): the hits add up across calls and kinds of key, an
+/// unknown key or a key of the other kind finds nothing and counts nothing, and a disabled
+/// project is found uncounted.
+#[tokio::test]
+async fn the_counted_key_lookup_counts_only_enabled_projects_found() {
+    use herald::domain::keys::{KeyKind, hash_key};
+    let app = TestApp::spawn().await;
+    let p = app.project().await;
+    let store = app.state().store();
+    // A window far from now, which the pruning of ended windows leaves alone.
+    let window = 4_102_444_800_000;
+    let counted = |kind, key: &str, n| {
+        let hash = hash_key(key);
+        async move {
+            store
+                .project_by_key_counted(kind, &hash, window, n)
+                .await
+                .unwrap()
+                .map(|(project, hits)| (project.id.as_str().to_string(), hits))
+        }
+    };
+    assert_eq!(
+        counted(KeyKind::Secret, &p.secret_key, 3).await,
+        Some((p.id.clone(), Some(3)))
+    );
+    assert_eq!(
+        counted(KeyKind::Public, &p.public_key, 2).await,
+        Some((p.id.clone(), Some(5)))
+    );
+    assert_eq!(counted(KeyKind::Public, &p.secret_key, 1).await, None);
+    assert_eq!(counted(KeyKind::Secret, "sk_unknown", 1).await, None);
+    set_disabled(&app, &p.id, true).await;
+    assert_eq!(
+        counted(KeyKind::Secret, &p.secret_key, 4).await,
+        Some((p.id.clone(), None))
+    );
+    set_disabled(&app, &p.id, false).await;
+    assert_eq!(
+        counted(KeyKind::Secret, &p.secret_key, 1).await,
+        Some((p.id.clone(), Some(6)))
+    );
+}
