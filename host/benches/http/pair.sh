@@ -1,0 +1,87 @@
+#!/usr/bin/env bash
+# Interleaved pairs of two release binaries on one load, for changes whose gain is smaller than
+# this machine's spread between runs: each run starts its own server on a fresh database, warms
+# it (3 s of /v1/track, 3 s of the load, delivered, then ANALYZE on PostgreSQL) and measures 10 s
+# of `wrk -t2 -c32`; sends are counted end to end (sent through /activity/stats over the load and
+# the drain).
+# Usage: host/benches/http/pair.sh BEFORE_BIN AFTER_BIN sqlite|postgres [send|track] [pairs, default 3]
+# Needs what run.sh needs (wrk, python3, Postfix's smtp-sink, PostgreSQL on 127.0.0.1:5432).
+set -euo pipefail
+export PGOPTIONS='-c client_min_messages=warning'
+cd "$(dirname "$0")/../../.."
+BEFORE=$1 AFTER=$2 DB=$3 LOAD=${4:-send} PAIRS=${5:-3}
+HERE=host/benches/http
+PORT=18181 DNS_PORT=18153 SMTP_PORT=18125
+if curl -sf http://127.0.0.1:$PORT/health >/dev/null 2>&1; then
+  echo "port $PORT is taken: stop the server listening there first" >&2; exit 1
+fi
+python3 "$HERE/dnsd.py" $DNS_PORT & DNSD=$!
+smtp-sink -u "$(id -un)" 127.0.0.1:$SMTP_PORT 1024 & SINK=$!
+SERVER= WORK=
+trap 'kill $SERVER $DNSD $SINK 2>/dev/null || true; [ -n "$WORK" ] && rm -rf "$WORK"' EXIT
+api() { curl -sf "http://127.0.0.1:$PORT$1" -H "Authorization: Bearer $HERALD_BENCH_KEY"; }
+queued() { api /activity/upcoming | python3 -c "import json,sys;print(json.load(sys.stdin)['queuedEmails'])"; }
+sent() { api "/activity/stats?days=1" | python3 -c "import json,sys;print(json.load(sys.stdin)['totals'].get('sent',0))"; }
+drain() { for _ in $(seq 1 1500); do [ "$(queued)" = 0 ] && return; sleep 0.2; done; echo "   not drained in 300 s" >&2; }
+
+one_run() {
+  local bin=$1 url
+  WORK=$(mktemp -d)
+  case $DB in
+    sqlite) url="sqlite://$WORK/bench.db" ;;
+    postgres)
+      psql -h 127.0.0.1 -U postgres -qc "DROP DATABASE IF EXISTS herald_pair" postgres
+      psql -h 127.0.0.1 -U postgres -qc "CREATE DATABASE herald_pair" postgres
+      url=postgres://postgres@127.0.0.1:5432/herald_pair ;;
+  esac
+  env -u HERALD_BENCH_KEY -u HERALD_BENCH_PUBLIC_KEY -u HERALD_BENCH_FROM "$bin" init --json --database-url "$url" --data-dir "$WORK" > "$WORK/init.json"
+  export HERALD_BENCH_KEY=$(python3 -c "import json;print(json.load(open('$WORK/init.json'))['secretKey'])")
+  export HERALD_BENCH_PUBLIC_KEY=$(python3 -c "import json;print(json.load(open('$WORK/init.json'))['publicKey'])")
+  export HERALD_BENCH_FROM=hello@plain-bench.example
+  env -u HERALD_BENCH_KEY -u HERALD_BENCH_PUBLIC_KEY -u HERALD_BENCH_FROM HERALD_RATE_LIMIT_PER_MINUTE=100000000 HERALD_LOG=error \
+    HERALD_PLUGINS__DNS_NAMESERVERS="[\"127.0.0.1:$DNS_PORT\"]" \
+    HERALD_PLUGINS__TRANSPORT=smtp HERALD_PLUGINS__SMTP_HOST=127.0.0.1 HERALD_PLUGINS__SMTP_PORT=$SMTP_PORT \
+    HERALD_PLUGINS__SMTP_TLS=none HERALD_DOMAINS__ALLOW_UNVERIFIED=true \
+    "$bin" serve --listen 127.0.0.1:$PORT --database-url "$url" --data-dir "$WORK" 2>/dev/null &
+  SERVER=$!
+  for _ in $(seq 1 100); do curl -sf http://127.0.0.1:$PORT/ready >/dev/null && break; sleep 0.1; done
+  wrk -t2 -c32 -d3s -s "$HERE/track.lua" http://127.0.0.1:$PORT >/dev/null
+  if [ "$LOAD" = send ]; then
+    wrk -t2 -c32 -d3s -s "$HERE/send.lua" http://127.0.0.1:$PORT >/dev/null
+    drain
+  fi
+  [ "$DB" = postgres ] && psql "$url" -qc ANALYZE
+  local before=0 cpu0 start
+  [ "$LOAD" = send ] && before=$(sent)
+  cpu0=$(awk '{print $14+$15}' /proc/$SERVER/stat); start=$(date +%s.%N)
+  local out
+  out=$(wrk -t2 -c32 -d10s --latency -s "$HERE/$LOAD.lua" http://127.0.0.1:$PORT)
+  [ "$LOAD" = send ] && drain
+  local end cpu1 after=0
+  end=$(date +%s.%N); cpu1=$(awk '{print $14+$15}' /proc/$SERVER/stat)
+  [ "$LOAD" = send ] && after=$(sent)
+  python3 - "$out" "$before" "$after" "$start" "$end" "$cpu0" "$cpu1" "$LOAD" "$(basename "$bin")" <<'PY'
+import re, sys
+out, before, after, start, end, cpu0, cpu1, load, name = sys.argv[1:]
+rps = re.search(r"Requests/sec:\s+([\d.]+)", out).group(1)
+p99 = re.search(r"99%\s+(\S+)", out).group(1)
+errors = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
+t = float(end) - float(start)
+line = f"   {name}: {float(rps):.0f} req/s, p99 {p99}"
+if errors: line += f", {errors.group(1)} non-2xx"
+if load == "send": line += f"; {int(after) - int(before)} sent in {t:.1f} s = {(int(after) - int(before)) / t:.0f} emails/s"
+line += f"; server CPU {(int(cpu1) - int(cpu0)) / 100 / t:.2f} cores"
+print(line)
+PY
+  kill $SERVER; wait $SERVER 2>/dev/null || true; SERVER=
+  rm -rf "$WORK"; WORK=
+  [ "$DB" = postgres ] && psql -h 127.0.0.1 -U postgres -qc "DROP DATABASE herald_pair" postgres
+  return 0
+}
+
+echo "### $LOAD on $DB: $PAIRS pairs, before ($BEFORE) then after ($AFTER)"
+for i in $(seq 1 "$PAIRS"); do
+  echo "-- pair $i"
+  one_run "$BEFORE"
+  one_run "$AFTER"
+done
