@@ -49,6 +49,29 @@ pub(crate) type KeyLookups = super::rounds::Rounds<(KeyKind, String), Option<Pro
 /// [`project_columns`] of a select, where `projects` is aliased `p` (built once).
 static SELECTED: LazyLock<String> = LazyLock::new(|| project_columns("p"));
 
+/// The project whose key hash in `column` is `$1`, with `$3` hits counted in the rate limit's
+/// window `$2` unless it is disabled, in one statement (PostgreSQL's data-modifying CTE, which
+/// runs once whether or not it is read); `hits` is null for a disabled project.
+fn counted_by_key(column: &str) -> String {
+    format!(
+        "WITH p AS (SELECT {} FROM projects p WHERE p.{column} = $1), \
+         h AS (INSERT INTO rate_limit_windows (bucket, window_start, hits) \
+               SELECT p.id, $2, $3 FROM p WHERE NOT p.disabled \
+               ON CONFLICT (bucket, window_start) \
+               DO UPDATE SET hits = rate_limit_windows.hits + $3 RETURNING hits) \
+         SELECT p.*, (SELECT hits FROM h) AS hits FROM p",
+        SELECTED.as_str()
+    )
+}
+
+/// [`counted_by_key`] for secret keys (built once).
+static COUNTED_BY_SECRET_KEY: LazyLock<String> =
+    LazyLock::new(|| counted_by_key("secret_key_hash"));
+
+/// [`counted_by_key`] for public keys (built once).
+static COUNTED_BY_PUBLIC_KEY: LazyLock<String> =
+    LazyLock::new(|| counted_by_key("public_key_hash"));
+
 /// [`project_columns`] of a write's `RETURNING` clause (built once).
 static RETURNED: LazyLock<String> = LazyLock::new(|| project_columns("projects"));
 
@@ -239,10 +262,6 @@ impl Store {
             project: ProjectRow,
             hits: Option<i64>,
         }
-        let column = match kind {
-            KeyKind::Public => "public_key_hash",
-            KeyKind::Secret => "secret_key_hash",
-        };
         let pool = match self.db() {
             super::Db::Postgres(pool) => pool,
             // SQLite has no data-modifying CTE: the read, then the count.
@@ -260,18 +279,11 @@ impl Store {
                 return Ok(Some((project, hits)));
             }
         };
-        // A data-modifying CTE runs once whether or not it is read; it counts only when the key
-        // names a project that is not disabled.
-        let sql = format!(
-            "WITH p AS (SELECT {} FROM projects p WHERE p.{column} = $1), \
-             h AS (INSERT INTO rate_limit_windows (bucket, window_start, hits) \
-                   SELECT p.id, $2, $3 FROM p WHERE NOT p.disabled \
-                   ON CONFLICT (bucket, window_start) \
-                   DO UPDATE SET hits = rate_limit_windows.hits + $3 RETURNING hits) \
-             SELECT p.*, (SELECT hits FROM h) AS hits FROM p",
-            SELECTED.as_str()
-        );
-        let row: Option<Counted> = sqlx::query_as(&sql)
+        let sql = match kind {
+            KeyKind::Public => &*COUNTED_BY_PUBLIC_KEY,
+            KeyKind::Secret => &*COUNTED_BY_SECRET_KEY,
+        };
+        let row: Option<Counted> = sqlx::query_as(sql)
             .bind(hash)
             .bind(window_start)
             .bind(n)
