@@ -153,8 +153,8 @@ impl JobQueue {
     }
 
     /// Wakes the delivery workers alone, after a write that queued emails and no job (a send, a
-    /// campaign's batch of emails): the job workers, woken for nothing, would each look for due jobs and expired leases in
-    /// two statements.
+    /// campaign's batch of emails): the job workers, woken for nothing, would each look for due
+    /// jobs and expired leases in two statements.
     pub fn wake_deliveries(&self) {
         self.deliveries.notify_one();
     }

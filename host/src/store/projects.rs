@@ -49,28 +49,35 @@ pub(crate) type KeyLookups = super::rounds::Rounds<(KeyKind, String), Option<Pro
 /// [`project_columns`] of a select, where `projects` is aliased `p` (built once).
 static SELECTED: LazyLock<String> = LazyLock::new(|| project_columns("p"));
 
-/// The project whose key hash in `column` is `$1`, with `$3` hits counted in the rate limit's
+/// The column of `projects` that holds the hash of a key of `kind`.
+fn key_column(kind: KeyKind) -> &'static str {
+    match kind {
+        KeyKind::Public => "public_key_hash",
+        KeyKind::Secret => "secret_key_hash",
+    }
+}
+
+/// The project whose hash of a key of `kind` is `$1`, with `$3` hits counted in the rate limit's
 /// window `$2` unless it is disabled, in one statement (PostgreSQL's data-modifying CTE, which
 /// runs once whether or not it is read); `hits` is null for a disabled project.
-fn counted_by_key(column: &str) -> String {
+fn counted_by_key(kind: KeyKind) -> String {
     format!(
-        "WITH p AS (SELECT {} FROM projects p WHERE p.{column} = $1), \
+        "WITH p AS (SELECT {} FROM projects p WHERE p.{} = $1), \
          h AS (INSERT INTO rate_limit_windows (bucket, window_start, hits) \
                SELECT p.id, $2, $3 FROM p WHERE NOT p.disabled \
                ON CONFLICT (bucket, window_start) \
                DO UPDATE SET hits = rate_limit_windows.hits + $3 RETURNING hits) \
          SELECT p.*, (SELECT hits FROM h) AS hits FROM p",
-        SELECTED.as_str()
+        SELECTED.as_str(),
+        key_column(kind)
     )
 }
 
 /// [`counted_by_key`] for secret keys (built once).
-static COUNTED_BY_SECRET_KEY: LazyLock<String> =
-    LazyLock::new(|| counted_by_key("secret_key_hash"));
+static COUNTED_BY_SECRET_KEY: LazyLock<String> = LazyLock::new(|| counted_by_key(KeyKind::Secret));
 
 /// [`counted_by_key`] for public keys (built once).
-static COUNTED_BY_PUBLIC_KEY: LazyLock<String> =
-    LazyLock::new(|| counted_by_key("public_key_hash"));
+static COUNTED_BY_PUBLIC_KEY: LazyLock<String> = LazyLock::new(|| counted_by_key(KeyKind::Public));
 
 /// [`project_columns`] of a write's `RETURNING` clause (built once).
 static RETURNED: LazyLock<String> = LazyLock::new(|| project_columns("projects"));
@@ -229,13 +236,10 @@ impl Store {
     }
 
     async fn read_project_by_key(&self, kind: KeyKind, hash: &str) -> StoreResult<Option<Project>> {
-        let column = match kind {
-            KeyKind::Public => "public_key_hash",
-            KeyKind::Secret => "secret_key_hash",
-        };
         let sql = format!(
-            "SELECT {} FROM projects p WHERE p.{column} = $1",
-            SELECTED.as_str()
+            "SELECT {} FROM projects p WHERE p.{} = $1",
+            SELECTED.as_str(),
+            key_column(kind)
         );
         let row: Option<ProjectRow> = on_db!(self.db(), pool => {
             sqlx::query_as(&sql).bind(hash).fetch_optional(pool).await?
@@ -264,7 +268,9 @@ impl Store {
         }
         let pool = match self.db() {
             super::Db::Postgres(pool) => pool,
-            // SQLite has no data-modifying CTE: the read, then the count.
+            // SQLite has no data-modifying CTE: the read, then the count. (A SQLite deployment
+            // counts requests in its process and does not call this; the store answers the
+            // same on both backends.)
             super::Db::Sqlite { .. } => {
                 let Some(project) = self.read_project_by_key(kind, hash).await? else {
                     return Ok(None);
