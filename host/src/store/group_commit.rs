@@ -10,7 +10,8 @@
 //! Here every request that is waiting when the writer is free goes into one transaction (up to
 //! [`MAX_BATCH`]), in the order of its contact's address so that concurrent groups on PostgreSQL
 //! lock contacts in one order. The group's contacts are read (and locked, in that order) by one
-//! statement per project at the start. Each request is still written by the one contact write
+//! statement per project at the start (but for the new contacts of sends, which their insert
+//! checks: [`read_group`]). Each request is still written by the one contact write
 //! (`contacts::write_contact_in`), so the rules are those of a single write; several requests for
 //! one contact see each other's writes in order, each starting from the contact as the group
 //! read or last wrote it. The contacts themselves are written at the end, in one statement per
@@ -35,10 +36,13 @@
 //! an older contact is answered `false` without writing, to be planned again; only a contact that
 //! an earlier send of the group wrote is read again, by [`super::emails::sends_fresh_in`]).
 //! The group's fresh sends are then written together by [`super::emails::write_sends_in`], one
-//! statement per table (contacts, events, emails, their history, keys) as one send to many
-//! recipients is, before a later request of the same contact and at the end (when the group is
-//! written again with savepoints, each send is written under its own). Sends to several
-//! recipients lock several contacts and are written alone ([`Store::commit_send`]).
+//! statement per table (contacts, events, emails, their history, keys; on PostgreSQL the new
+//! contacts, the emails and their history are one) as one send to many recipients is, before a
+//! later request of the same contact and at the end (when the group is written again with
+//! savepoints, each send is written under its own). Sends to several recipients lock several
+//! contacts and are written alone ([`Store::commit_send`]). On PostgreSQL a group of sends that
+//! create their contacts, without idempotency keys, is so three statements: `BEGIN`, that one
+//! insert, `COMMIT`.
 //!
 //! There is no timer: the writer takes what is queued and goes. An idle server writes each
 //! request at once; a loaded one writes larger groups. SQLite has one writer task (it has one
@@ -433,10 +437,17 @@ const READ_CHUNK: usize = 500;
 /// Reads (and locks, in address order, with `lock`) the contacts of `batch` (sorted by project
 /// and address) in one statement per project: answers those found and the addresses missing.
 /// A send's contact is locked here too, so that a group takes every lock in address order.
+///
+/// With `trust_new_sends`, an address whose first request is a send planned to create its
+/// contact is not read but taken as missing, as the send found it: the send's insert (`ON
+/// CONFLICT DO NOTHING`) is then what checks it, and a contact created meanwhile makes the group
+/// be written again with savepoints, where every address is read. There is nothing to lock of a
+/// missing contact, so the lock order is unchanged; a group of such sends alone reads nothing.
 async fn read_group<'p, DB>(
     tx: &mut sqlx::Transaction<'_, DB>,
     batch: &'p [Pending],
     lock: &str,
+    trust_new_sends: bool,
 ) -> StoreResult<(Written<'p>, HashSet<(&'p str, &'p str)>)>
 where
     DB: sqlx::Database,
@@ -445,10 +456,20 @@ where
     for<'q> &'q str: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
     for<'r> ContactRow: sqlx::FromRow<'r, DB::Row>,
 {
-    let mut keys: Vec<(&str, &str)> = batch.iter().map(Pending::key).collect();
-    keys.dedup();
+    let mut keys: Vec<(&str, &str)> = Vec::with_capacity(batch.len());
+    let mut missing: HashSet<(&str, &str)> = HashSet::with_capacity(batch.len());
+    for pending in batch {
+        let key = pending.key();
+        if !missing.insert(key) {
+            continue;
+        }
+        let creates = matches!(pending, Pending::Send { write, .. }
+            if write.send.contacts.len() == 1 && write.send.contacts[0].based_on().is_none());
+        if !(trust_new_sends && creates) {
+            keys.push(key);
+        }
+    }
     let mut found = Written::new();
-    let mut missing: HashSet<(&str, &str)> = keys.iter().copied().collect();
     for project_keys in keys.chunk_by(|a, b| a.0 == b.0) {
         let project = project_keys[0].0;
         for chunk in project_keys.chunks(READ_CHUNK) {
@@ -518,7 +539,7 @@ where
     for<'r> (String, String, i64): sqlx::FromRow<'r, DB::Row>,
 {
     let mut answers = Vec::with_capacity(batch.len());
-    let (mut written, mut absent) = read_group(tx, batch, lock).await?;
+    let (mut written, mut absent) = read_group(tx, batch, lock, !savepoints).await?;
     // Without savepoints, the group's contacts are written in one statement per kind (before a
     // send, which reads them, and at the end) and its events in one statement at the end.
     let mut events = Vec::new();
