@@ -39,10 +39,15 @@ pub(crate) type ContactReads = super::rounds::Rounds<String, Vec<Contact>, Vec<E
 /// Inserts `n` contacts, each unless its address is taken; answers the ids of those inserted.
 /// Binds, a row: id, project, email, subscribed, data, version, created, updated.
 pub(super) fn insert_contacts_sql(n: usize) -> String {
+    insert_contacts_from(1, n)
+}
+
+/// [`insert_contacts_sql`] with its placeholders numbered from `first`.
+pub(super) fn insert_contacts_from(first: usize, n: usize) -> String {
     format!(
         "INSERT INTO contacts (id, project_id, email, subscribed, data, version, created_at, updated_at) \
          VALUES {} ON CONFLICT (project_id, email) DO NOTHING RETURNING id",
-        super::dialect::value_rows(1, n, 8)
+        super::dialect::value_rows(first, n, 8)
     )
 }
 

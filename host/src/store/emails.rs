@@ -235,7 +235,9 @@ where
 /// Writes sends as [`write_send_in`] writes one, all of them in one statement per table: the
 /// recipients' contacts, their subscription events, the emails, their first
 /// history entries and the idempotency keys (field types and attachments per send that has
-/// them). A contact several sends plan is written once, as the last of them planned it.
+/// them). A contact several sends plan is written once, as the last of them planned it. On
+/// PostgreSQL the emails and their history are one statement, and new contacts without
+/// subscription events join it too ([`Statements::write_contacts_and_emails`]).
 pub(super) async fn write_sends_in<DB>(
     tx: &mut sqlx::Transaction<'_, DB>,
     sends: &[SendWrite<'_>],
@@ -268,10 +270,15 @@ where
             }
         }
     }
-    if !tx.write_contacts(&contacts).await? {
-        return Ok(false);
+    // The contacts are written with the emails (one statement on PostgreSQL) unless events
+    // that name them come first.
+    let with_emails = events.is_empty();
+    if !with_emails {
+        if !tx.write_contacts(&contacts).await? {
+            return Ok(false);
+        }
+        tx.insert_events(&events).await?;
     }
-    tx.insert_events(&events).await?;
     for w in sends {
         if !w.types.is_empty() && w.send.contacts.iter().any(|p| p.changes()) {
             tx.insert_field_types(w.project.as_str(), w.types, now)
@@ -306,7 +313,13 @@ where
             });
         }
     }
-    tx.insert_emails(&inserts).await?;
+    if with_emails {
+        if !tx.write_contacts_and_emails(&contacts, &inserts).await? {
+            return Ok(false);
+        }
+    } else {
+        tx.insert_emails(&inserts).await?;
+    }
     let keys: Vec<_> = sends
         .iter()
         .filter_map(|w| {
@@ -318,7 +331,8 @@ where
     Ok(true)
 }
 
-/// The most emails one insert of [`Statements::insert_emails`] takes (21 values a row).
+/// The most emails one insert of [`Statements::insert_emails`] takes (21 values a row, 22 on
+/// PostgreSQL).
 pub(crate) const MAX_EMAILS_PER_INSERT: usize = 500;
 
 /// Inserts `n` emails; binds, a row: id, project, contact, template, kind, from, to, subject,
@@ -327,10 +341,51 @@ pub(crate) const MAX_EMAILS_PER_INSERT: usize = 500;
 /// `dialect::bound_in_order`).
 pub(crate) fn insert_emails_sql(n: usize) -> String {
     let rows = super::dialect::value_rows(1, n, 21);
+    format!("INSERT INTO emails ({INSERT_COLUMNS}) VALUES {rows}")
+}
+
+/// The columns an insert of emails fills, in the order of its binds.
+const INSERT_COLUMNS: &str = "id, project_id, contact_id, template_id, kind, from_address, \
+     to_address, subject, status, message_id, envelope_from, signed_by, links, draft, error, \
+     created_at, updated_at, campaign_id, test, due_at, content_id";
+
+/// PostgreSQL: inserts `n` emails and the first history entry of each in one statement (a
+/// data-modifying CTE over one `VALUES` list; the history's foreign key and the triggers on
+/// `emails` run at the end of the statement, after both inserts). Binds, a row: the history
+/// entry's id, then the 21 values of [`insert_emails_sql`] in its order; the entry is the
+/// email's status, with its error as detail, at its creation time.
+pub(crate) fn insert_emails_with_activity_sql(n: usize) -> String {
+    let rows = super::dialect::value_rows(1, n, 22);
     format!(
-        "INSERT INTO emails (id, project_id, contact_id, template_id, kind, \
-         from_address, to_address, subject, status, message_id, envelope_from, signed_by, links, draft, error, \
-         created_at, updated_at, campaign_id, test, due_at, content_id) VALUES {rows}"
+        "WITH v (activity_id, {INSERT_COLUMNS}) AS (VALUES {rows}), \
+         e AS (INSERT INTO emails ({INSERT_COLUMNS}) SELECT {INSERT_COLUMNS} FROM v) \
+         INSERT INTO email_events (id, project_id, email_id, contact_id, kind, detail, created_at) \
+         SELECT activity_id, project_id, id, contact_id, status, error, created_at FROM v"
+    )
+}
+
+/// PostgreSQL: inserts `contacts` new contacts (as `contacts::insert_contacts_sql`, each unless
+/// its address is taken) and, only when every one of them was inserted, `emails` emails with
+/// their first history entries (as [`insert_emails_with_activity_sql`]), in one statement;
+/// answers the ids of the contacts inserted (fewer than `contacts`: no email was inserted).
+/// Binds the 8 values of each contact, then the 22 of each email, then `contacts` once more.
+/// The emails' foreign keys to the contacts are checked at the end of the statement, after
+/// every insert in it.
+pub(crate) fn insert_contacts_with_emails_sql(contacts: usize, emails: usize) -> String {
+    let first_email = 1 + 8 * contacts;
+    let expected = first_email + 22 * emails;
+    let insert_contacts = super::contacts::insert_contacts_from(1, contacts);
+    let rows = super::dialect::value_rows(first_email, emails, 22);
+    format!(
+        "WITH c AS ({insert_contacts}), \
+         v (activity_id, {INSERT_COLUMNS}) AS (VALUES {rows}), \
+         all_in AS (SELECT (SELECT count(*) FROM c) = ${expected} AS yes), \
+         e AS (INSERT INTO emails ({INSERT_COLUMNS}) SELECT {INSERT_COLUMNS} FROM v \
+               WHERE (SELECT yes FROM all_in)), \
+         a AS (INSERT INTO email_events (id, project_id, email_id, contact_id, kind, detail, created_at) \
+               SELECT activity_id, project_id, id, contact_id, status, error, created_at FROM v \
+               WHERE (SELECT yes FROM all_in)) \
+         SELECT id FROM c"
     )
 }
 

@@ -116,8 +116,19 @@ pub(crate) trait Statements {
     /// Inserts an email with its first history entry (its status: `queued` or `suppressed`).
     async fn insert_email(&mut self, email: &super::emails::EmailInsert<'_>) -> sqlx::Result<()>;
 
-    /// Inserts emails, each with its first history entry, in one statement per table (per
-    /// [`super::emails::MAX_EMAILS_PER_INSERT`]).
+    /// Writes `contacts` as [`Statements::write_contacts`] does, then inserts `emails` as
+    /// [`Statements::insert_emails`] does; on PostgreSQL, when the contacts are new ones only and
+    /// each kind fits one statement, both in one statement, whose emails are inserted only when
+    /// every contact was. `false` when a new contact's address was taken meanwhile (part of the
+    /// writes may be done: roll back).
+    async fn write_contacts_and_emails(
+        &mut self,
+        contacts: &super::contacts::ContactWrites,
+        emails: &[super::emails::EmailInsert<'_>],
+    ) -> StoreResult<bool>;
+
+    /// Inserts emails, each with its first history entry, in one statement per table on SQLite
+    /// and one for both on PostgreSQL (per [`super::emails::MAX_EMAILS_PER_INSERT`]).
     async fn insert_emails(
         &mut self,
         emails: &[super::emails::EmailInsert<'_>],
@@ -138,6 +149,50 @@ pub(crate) trait Statements {
         &mut self,
         keys: &[(&str, &super::idempotency::IdempotentWrite<'_, R>, &Value)],
     ) -> StoreResult<()>;
+}
+
+/// Binds the 8 values of a contact insert (`contacts::insert_contacts_sql`, a row).
+macro_rules! bind_new_contact {
+    ($q:expr, $c:expr) => {{
+        let c = $c;
+        $q.bind(c.id.as_str())
+            .bind(c.project_id.as_str())
+            .bind(c.email.as_str())
+            .bind(c.subscribed)
+            .bind(Json(&c.data))
+            .bind(c.version)
+            .bind(c.created_at)
+            .bind(c.updated_at)
+    }};
+}
+
+/// Binds the 21 values of an email insert (`emails::insert_emails_sql`, a row), `links` being
+/// the email's tracked links as JSON.
+macro_rules! bind_email {
+    ($q:expr, $w:expr, $links:expr) => {{
+        let (w, e) = ($w, $w.email);
+        $q.bind(e.id.as_str())
+            .bind(w.project)
+            .bind(w.contact_id)
+            .bind(e.template_id.as_deref())
+            .bind(e.kind)
+            .bind(e.from_address.as_str())
+            .bind(e.to_address.as_str())
+            .bind(e.subject.as_str())
+            .bind(w.status)
+            .bind(e.message_id.as_str())
+            .bind(e.envelope_from.as_str())
+            .bind(e.signed_by.as_deref())
+            .bind(Json($links))
+            .bind(e.draft.as_deref())
+            .bind(e.suppressed.as_deref())
+            .bind(w.now)
+            .bind(w.now)
+            .bind(w.campaign_id)
+            .bind(w.test)
+            .bind(w.due_at)
+            .bind(e.content_id.as_deref())
+    }};
 }
 
 impl<DB> Statements for Transaction<'_, DB>
@@ -315,15 +370,7 @@ where
             let sql = in_order::<DB>(insert_contacts_sql(chunk.len()));
             let mut q = sqlx::query_as::<_, (String,)>(&sql);
             for c in chunk {
-                q = q
-                    .bind(c.id.as_str())
-                    .bind(c.project_id.as_str())
-                    .bind(c.email.as_str())
-                    .bind(c.subscribed)
-                    .bind(Json(&c.data))
-                    .bind(c.version)
-                    .bind(c.created_at)
-                    .bind(c.updated_at);
+                q = bind_new_contact!(q, c);
             }
             if q.fetch_all(&mut **self).await?.len() < chunk.len() {
                 return Ok(false);
@@ -349,6 +396,46 @@ where
         Ok(true)
     }
 
+    async fn write_contacts_and_emails(
+        &mut self,
+        contacts: &super::contacts::ContactWrites,
+        emails: &[super::emails::EmailInsert<'_>],
+    ) -> StoreResult<bool> {
+        use super::contacts::MAX_CONTACTS_PER_WRITE;
+        use super::emails::{MAX_EMAILS_PER_INSERT, insert_contacts_with_emails_sql};
+        let inserts = &contacts.inserts;
+        let together = backend_of::<DB>() == super::Backend::Postgres
+            && contacts.updates.is_empty()
+            && (1..=MAX_CONTACTS_PER_WRITE).contains(&inserts.len())
+            && (1..=MAX_EMAILS_PER_INSERT).contains(&emails.len());
+        if !together {
+            if !self.write_contacts(contacts).await? {
+                return Ok(false);
+            }
+            self.insert_emails(emails).await?;
+            return Ok(true);
+        }
+        let links: Vec<Value> = emails
+            .iter()
+            .map(|w| Value::from(w.email.links.clone()))
+            .collect();
+        let ids: Vec<_> = emails
+            .iter()
+            .map(|_| crate::domain::ids::ActivityId::generate())
+            .collect();
+        let sql = insert_contacts_with_emails_sql(inserts.len(), emails.len());
+        let mut q = sqlx::query_as::<_, (String,)>(&sql);
+        for c in inserts {
+            q = bind_new_contact!(q, c);
+        }
+        for ((w, links), id) in emails.iter().zip(&links).zip(&ids) {
+            q = q.bind(id.as_str());
+            q = bind_email!(q, w, links);
+        }
+        let inserted = q.bind(inserts.len() as i64).fetch_all(&mut **self).await?;
+        Ok(inserted.len() == inserts.len())
+    }
+
     async fn insert_email(&mut self, w: &super::emails::EmailInsert<'_>) -> sqlx::Result<()> {
         self.insert_emails(std::slice::from_ref(w)).await
     }
@@ -357,44 +444,38 @@ where
         &mut self,
         emails: &[super::emails::EmailInsert<'_>],
     ) -> sqlx::Result<()> {
-        use super::emails::{MAX_EMAILS_PER_INSERT, insert_activity_sql, insert_emails_sql};
+        use super::emails::{
+            MAX_EMAILS_PER_INSERT, insert_activity_sql, insert_emails_sql,
+            insert_emails_with_activity_sql,
+        };
+        // One statement a chunk on PostgreSQL (the emails with their history); two on SQLite,
+        // whose `WITH` takes no insert.
+        let together = backend_of::<DB>() == super::Backend::Postgres;
         for chunk in emails.chunks(MAX_EMAILS_PER_INSERT) {
             let links: Vec<Value> = chunk
                 .iter()
                 .map(|w| Value::from(w.email.links.clone()))
                 .collect();
-            let sql = in_order::<DB>(insert_emails_sql(chunk.len()));
-            let mut q = sqlx::query(&sql);
-            for (w, links) in chunk.iter().zip(&links) {
-                let e = w.email;
-                q = q
-                    .bind(e.id.as_str())
-                    .bind(w.project)
-                    .bind(w.contact_id)
-                    .bind(e.template_id.as_deref())
-                    .bind(e.kind)
-                    .bind(e.from_address.as_str())
-                    .bind(e.to_address.as_str())
-                    .bind(e.subject.as_str())
-                    .bind(w.status)
-                    .bind(e.message_id.as_str())
-                    .bind(e.envelope_from.as_str())
-                    .bind(e.signed_by.as_deref())
-                    .bind(Json(links))
-                    .bind(e.draft.as_deref())
-                    .bind(e.suppressed.as_deref())
-                    .bind(w.now)
-                    .bind(w.now)
-                    .bind(w.campaign_id)
-                    .bind(w.test)
-                    .bind(w.due_at)
-                    .bind(e.content_id.as_deref());
-            }
-            q.execute(&mut **self).await?;
             let ids: Vec<_> = chunk
                 .iter()
                 .map(|_| crate::domain::ids::ActivityId::generate())
                 .collect();
+            let sql = if together {
+                insert_emails_with_activity_sql(chunk.len())
+            } else {
+                in_order::<DB>(insert_emails_sql(chunk.len()))
+            };
+            let mut q = sqlx::query(&sql);
+            for ((w, links), id) in chunk.iter().zip(&links).zip(&ids) {
+                if together {
+                    q = q.bind(id.as_str());
+                }
+                q = bind_email!(q, w, links);
+            }
+            q.execute(&mut **self).await?;
+            if together {
+                continue;
+            }
             let sql = in_order::<DB>(insert_activity_sql(chunk.len()));
             let mut q = sqlx::query(&sql);
             for (w, id) in chunk.iter().zip(&ids) {

@@ -1570,6 +1570,89 @@ async fn concurrent_sends_to_many_new_and_shared_recipients_all_succeed() {
     assert_eq!(emails, 8 * 50);
 }
 
+/// A send planned to create its recipient's contact, whose address another writer takes after
+/// the plan was made (a transaction of the test's own, committed while the send waits on it):
+/// the send's one insert of contact, email and history writes nothing, and the send is planned
+/// again from the contact that now exists, whose email it then is. On SQLite the test holds the
+/// one writer connection; on PostgreSQL the send's insert waits on the uncommitted address.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_send_whose_new_contact_is_created_meanwhile_is_planned_again_onto_it() {
+    use herald::store::Db;
+    let Setup { smtp, app, p, .. } = setup(|_| {}).await;
+    let id = herald::domain::ids::ContactId::generate();
+    let insert = format!(
+        "INSERT INTO contacts (id, project_id, email, subscribed, data, version, created_at, updated_at) \
+         VALUES ('{id}', '{}', 'taken@example.com', TRUE, '{{\"by\":\"other\"}}', 1, 1, 1)",
+        p.id,
+        id = id.as_str()
+    );
+    let body = json!({ "to": "taken@example.com", "from": "hello@acme.test", "subject": "s",
+                       "body": "b", "data": { "by": "send" } });
+    let hold = Duration::from_millis(700);
+    let started = Instant::now();
+    let r = match app.state().store().db() {
+        Db::Sqlite { writer, .. } => {
+            let mut tx = writer.begin().await.unwrap();
+            sqlx::query(&insert).execute(&mut *tx).await.unwrap();
+            let sent = app.spawn_post("/v1/send", &p.secret_key, body, None);
+            tokio::time::sleep(hold).await;
+            tx.commit().await.unwrap();
+            sent.await.unwrap()
+        }
+        Db::Postgres(pool) => {
+            let mut tx = pool.begin().await.unwrap();
+            sqlx::query(&insert).execute(&mut *tx).await.unwrap();
+            let sent = app.spawn_post("/v1/send", &p.secret_key, body, None);
+            tokio::time::sleep(hold).await;
+            tx.commit().await.unwrap();
+            sent.await.unwrap()
+        }
+    };
+    assert_eq!(r.status, 200, "{}", r.body);
+    // Its reads never wait on the test's transaction: only its write did.
+    assert!(
+        started.elapsed() >= hold,
+        "the send waited for the other writer"
+    );
+    assert_eq!(
+        r.body["data"]["emails"][0]["contact"]["id"],
+        id.as_str(),
+        "{}",
+        r.body
+    );
+    let project = &p.id;
+    let on_contact = count(
+        &app,
+        &format!(
+            "SELECT COUNT(*) FROM emails WHERE project_id = '{project}' AND contact_id = '{}'",
+            id.as_str()
+        ),
+    )
+    .await;
+    assert_eq!(on_contact, 1, "the email is the existing contact's");
+    let contacts = count(
+        &app,
+        &format!("SELECT COUNT(*) FROM contacts WHERE project_id = '{project}'"),
+    )
+    .await;
+    assert_eq!(contacts, 1, "no second contact");
+    let history = count(
+        &app,
+        &format!("SELECT COUNT(*) FROM email_events WHERE project_id = '{project}'"),
+    )
+    .await;
+    assert!(history >= 1, "the email's first history entry is written");
+    let c = app
+        .get(&format!("/contacts/{}", id.as_str()), &p.secret_key)
+        .await;
+    assert_eq!(
+        c.body["data"]["by"], "send",
+        "the send's data on the contact: {}",
+        c.body
+    );
+    received(&smtp, 1).await;
+}
+
 /// Concurrent sends to one recipient share write transactions with each other and with tracks
 /// (group commit): each send is written once with its own email, sends and tracks for one
 /// contact all leave their data on it, racing sends with one key send once, and another
@@ -1647,6 +1730,17 @@ async fn concurrent_single_recipient_sends_are_grouped_without_loss_and_refusals
     )
     .await;
     assert_eq!(emails, 60 + 1, "each send once");
+    // A send planned to create its contact, which a track in another group created first, was
+    // planned again: every email is its recipient's one contact's.
+    let orphans = count(
+        &app,
+        &format!(
+            "SELECT COUNT(*) FROM emails e WHERE e.project_id = '{project}' AND NOT EXISTS \
+             (SELECT 1 FROM contacts c WHERE c.id = e.contact_id AND c.email = e.to_address)"
+        ),
+    )
+    .await;
+    assert_eq!(orphans, 0, "each email is its recipient's contact's");
     let contacts = app.get("/contacts?limit=100", &p.secret_key).await;
     assert_eq!(contacts.body["total"], 21, "{}", contacts.body);
     for c in contacts.body["data"].as_array().unwrap() {
