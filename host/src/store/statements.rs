@@ -415,14 +415,7 @@ where
             self.insert_emails(emails).await?;
             return Ok(true);
         }
-        let links: Vec<Value> = emails
-            .iter()
-            .map(|w| Value::from(w.email.links.clone()))
-            .collect();
-        let ids: Vec<_> = emails
-            .iter()
-            .map(|_| crate::domain::ids::ActivityId::generate())
-            .collect();
+        let (links, ids) = links_and_history_ids(emails);
         let sql = insert_contacts_with_emails_sql(inserts.len(), emails.len());
         let mut q = sqlx::query_as::<_, (String,)>(&sql);
         for c in inserts {
@@ -452,14 +445,7 @@ where
         // whose `WITH` takes no insert.
         let together = backend_of::<DB>() == super::Backend::Postgres;
         for chunk in emails.chunks(MAX_EMAILS_PER_INSERT) {
-            let links: Vec<Value> = chunk
-                .iter()
-                .map(|w| Value::from(w.email.links.clone()))
-                .collect();
-            let ids: Vec<_> = chunk
-                .iter()
-                .map(|_| crate::domain::ids::ActivityId::generate())
-                .collect();
+            let (links, ids) = links_and_history_ids(chunk);
             let sql = if together {
                 insert_emails_with_activity_sql(chunk.len())
             } else {
@@ -536,6 +522,22 @@ where
         }
         Ok(())
     }
+}
+
+/// What an insert of `emails` binds beside them: each one's tracked links as JSON, and a fresh
+/// id for each one's first history entry.
+fn links_and_history_ids(
+    emails: &[super::emails::EmailInsert<'_>],
+) -> (Vec<Value>, Vec<crate::domain::ids::ActivityId>) {
+    let links = emails
+        .iter()
+        .map(|w| Value::from(w.email.links.clone()))
+        .collect();
+    let ids = emails
+        .iter()
+        .map(|_| crate::domain::ids::ActivityId::generate())
+        .collect();
+    (links, ids)
 }
 
 /// `sql` with its placeholders anonymous where `DB` is SQLite and they qualify
