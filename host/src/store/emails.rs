@@ -125,6 +125,31 @@ impl PreparedSend {
         ordered
     }
 
+    /// The rows of its emails, as a send writes them at `now`: each to its contact, queued and
+    /// due at once unless suppressed.
+    pub(super) fn email_inserts<'a>(
+        &'a self,
+        project: &'a ProjectId,
+        now: i64,
+    ) -> impl Iterator<Item = EmailInsert<'a>> {
+        self.emails.iter().map(move |e| {
+            let (status, due_at) = match e.suppressed {
+                None => (status::QUEUED, Some(now)),
+                Some(_) => (status::SUPPRESSED, None),
+            };
+            EmailInsert {
+                project: project.as_str(),
+                email: e,
+                contact_id: Some(e.contact_id.as_str()),
+                status,
+                campaign_id: None,
+                test: false,
+                due_at,
+                now,
+            }
+        })
+    }
+
     /// The field types of the data patch, borrowed.
     pub(crate) fn types(&self) -> Vec<(&str, &'static str)> {
         self.field_types
@@ -296,22 +321,7 @@ where
     }
     let mut inserts = Vec::new();
     for w in sends {
-        for e in &w.send.emails {
-            let (status, due_at) = match e.suppressed {
-                None => (status::QUEUED, Some(now)),
-                Some(_) => (status::SUPPRESSED, None),
-            };
-            inserts.push(EmailInsert {
-                project: w.project.as_str(),
-                email: e,
-                contact_id: Some(e.contact_id.as_str()),
-                status,
-                campaign_id: None,
-                test: false,
-                due_at,
-                now,
-            });
-        }
+        inserts.extend(w.send.email_inserts(w.project, now));
     }
     if with_emails {
         if !tx.write_contacts_and_emails(&contacts, &inserts).await? {
@@ -364,13 +374,13 @@ pub(crate) fn insert_emails_with_activity_sql(n: usize) -> String {
     )
 }
 
-/// PostgreSQL: inserts `contacts` new contacts (as `contacts::insert_contacts_sql`, each unless
-/// its address is taken) and, only when every one of them was inserted, `emails` emails with
-/// their first history entries (as [`insert_emails_with_activity_sql`]), in one statement;
-/// answers the ids of the contacts inserted (fewer than `contacts`: no email was inserted).
-/// Binds the 8 values of each contact, then the 22 of each email, then `contacts` once more.
-/// The emails' foreign keys to the contacts are checked at the end of the statement, after
-/// every insert in it.
+/// PostgreSQL: inserts `contacts` new contacts (as `contacts::insert_contacts_sql`) and
+/// `emails` emails with their first history entries (as [`insert_emails_with_activity_sql`]) in
+/// one statement, which writes nothing when one contact's address is taken: the emails are
+/// inserted only when every contact was, and otherwise the statement raises [`ADDRESS_TAKEN`]
+/// (`herald_require`, migration 0031), inside a transaction or outside one. Binds the 8 values
+/// of each contact, then the 22 of each email, then `contacts` once more. The emails' foreign
+/// keys to the contacts are checked at the end of the statement, after every insert in it.
 pub(crate) fn insert_contacts_with_emails_sql(contacts: usize, emails: usize) -> String {
     let first_email = 1 + 8 * contacts;
     let expected = first_email + 22 * emails;
@@ -385,9 +395,12 @@ pub(crate) fn insert_contacts_with_emails_sql(contacts: usize, emails: usize) ->
          a AS (INSERT INTO email_events (id, project_id, email_id, contact_id, kind, detail, created_at) \
                SELECT activity_id, project_id, id, contact_id, status, error, created_at FROM v \
                WHERE (SELECT yes FROM all_in)) \
-         SELECT id FROM c"
+         SELECT herald_require((SELECT yes FROM all_in), 'a new contact''s address was taken')"
     )
 }
+
+/// The SQLSTATE of [`insert_contacts_with_emails_sql`]'s refusal: an address was taken.
+pub(crate) const ADDRESS_TAKEN: &str = "HR001";
 
 /// Inserts a request's shared content; binds id, project, attachments, created.
 pub(crate) const INSERT_CONTENT: &str = "INSERT INTO email_contents (id, project_id, attachments, created_at) \

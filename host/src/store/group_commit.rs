@@ -40,9 +40,10 @@
 //! contacts, the emails and their history are one) as one send to many recipients is, before a
 //! later request of the same contact and at the end (when the group is written again with
 //! savepoints, each send is written under its own). Sends to several recipients lock several
-//! contacts and are written alone ([`Store::commit_send`]). On PostgreSQL a group of sends that
-//! create their contacts, without idempotency keys, is so three statements: `BEGIN`, that one
-//! insert, `COMMIT`.
+//! contacts and are written alone ([`Store::commit_send`]). On PostgreSQL a group of sends alone that
+//! create their contacts (and write nothing else: no idempotency key, no new field type) is that
+//! one insert, run on its own without `BEGIN` and `COMMIT`, which writes all of it or nothing
+//! ([`write_creating_sends`]).
 //!
 //! There is no timer: the writer takes what is queued and goes. An idle server writes each
 //! request at once; a loaded one writes larger groups. SQLite has one writer task (it has one
@@ -405,6 +406,12 @@ async fn try_group<'p>(
     batch: &'p [Pending],
     savepoints: bool,
 ) -> StoreResult<GroupEnd<'p>> {
+    if !savepoints
+        && let super::Db::Postgres(pool) = store.db()
+        && let Some(sends) = creating_sends(store, batch)
+    {
+        return write_creating_sends(pool, &sends).await;
+    }
     let lock = super::dialect::for_update(store.db().backend());
     let end = on_db_write!(store.db(), pool => {
         let mut tx = pool.begin_write().await?;
@@ -424,6 +431,69 @@ async fn try_group<'p>(
         }
     });
     Ok(end)
+}
+
+/// The sends of `batch` when it is sends alone, each to one new address of its own and writing
+/// nothing but its contact and its emails (no subscription event, no field type seen for the
+/// first time, no attachments, no idempotency key), with no more emails than one insert takes:
+/// a group that one statement writes whole.
+fn creating_sends<'p>(store: &Store, batch: &'p [Pending]) -> Option<Vec<&'p GroupedSend>> {
+    let mut sends = Vec::with_capacity(batch.len());
+    let mut emails = 0;
+    for (at, pending) in batch.iter().enumerate() {
+        let Pending::Send { write, .. } = pending else {
+            return None;
+        };
+        let send = &write.send;
+        let [plan] = &send.contacts[..] else {
+            return None;
+        };
+        // The batch is in address order: a second send to one address follows the first.
+        let repeated = at > 0 && batch[at - 1].key() == pending.key();
+        if repeated
+            || plan.based_on().is_some()
+            || plan.subscription_changed_to().is_some()
+            || send.content.is_some()
+            || write.idempotency.is_some()
+            || !store
+                .known_fields
+                .unknown(write.project.as_str(), &send.types())
+                .is_empty()
+        {
+            return None;
+        }
+        emails += send.emails.len();
+        sends.push(write);
+    }
+    (emails <= super::emails::MAX_EMAILS_PER_INSERT).then_some(sends)
+}
+
+/// Writes [`creating_sends`] in one statement on its own, without `BEGIN` and `COMMIT`: their
+/// contacts, emails and first history entries, all or nothing. An address taken meanwhile, or a
+/// refusal of one send (its project's cap), writes nothing and has the group written again with
+/// a savepoint each ([`GroupEnd::Refused`]).
+async fn write_creating_sends<'p>(
+    pool: &sqlx::PgPool,
+    sends: &[&GroupedSend],
+) -> StoreResult<GroupEnd<'p>> {
+    let now = crate::domain::time::now_ms();
+    let contacts: Vec<&Contact> = sends.iter().map(|w| w.send.contacts[0].contact()).collect();
+    let emails: Vec<_> = sends
+        .iter()
+        .flat_map(|w| w.send.email_inserts(&w.project, now))
+        .collect();
+    let mut conn = pool.acquire().await?;
+    match super::statements::insert_contacts_with_emails(&mut *conn, &contacts, &emails).await {
+        Ok(true) => Ok(GroupEnd::Committed(
+            sends
+                .iter()
+                .map(|_| Answer::Send(Ok(true), Vec::new()))
+                .collect(),
+        )),
+        Ok(false) => Ok(GroupEnd::Refused),
+        Err(err) if refuses_one(&err) => Ok(GroupEnd::Refused),
+        Err(err) => Err(err),
+    }
 }
 
 /// The contacts of a group as it read them at the start or last wrote them, by project and

@@ -402,7 +402,7 @@ where
         emails: &[super::emails::EmailInsert<'_>],
     ) -> StoreResult<bool> {
         use super::contacts::MAX_CONTACTS_PER_WRITE;
-        use super::emails::{MAX_EMAILS_PER_INSERT, insert_contacts_with_emails_sql};
+        use super::emails::MAX_EMAILS_PER_INSERT;
         let inserts = &contacts.inserts;
         let together = backend_of::<DB>() == super::Backend::Postgres
             && contacts.updates.is_empty()
@@ -415,18 +415,8 @@ where
             self.insert_emails(emails).await?;
             return Ok(true);
         }
-        let (links, ids) = links_and_history_ids(emails);
-        let sql = insert_contacts_with_emails_sql(inserts.len(), emails.len());
-        let mut q = sqlx::query_as::<_, (String,)>(&sql);
-        for c in inserts {
-            q = bind_new_contact!(q, c);
-        }
-        for ((w, links), id) in emails.iter().zip(&links).zip(&ids) {
-            q = q.bind(id.as_str());
-            q = bind_email!(q, w, links);
-        }
-        let inserted = q.bind(inserts.len() as i64).fetch_all(&mut **self).await?;
-        Ok(inserted.len() == inserts.len())
+        let inserts: Vec<_> = inserts.iter().collect();
+        insert_contacts_with_emails(&mut **self, &inserts, emails).await
     }
 
     async fn insert_email(&mut self, w: &super::emails::EmailInsert<'_>) -> sqlx::Result<()> {
@@ -522,6 +512,54 @@ where
         }
         Ok(())
     }
+}
+
+/// `true` when `insert_contacts_with_emails_sql` wrote, `false` when it refused a taken address
+/// (having written nothing; a transaction it ran in must be rolled back).
+fn address_not_taken<R>(done: sqlx::Result<R>) -> StoreResult<bool> {
+    match done {
+        Ok(_) => Ok(true),
+        Err(sqlx::Error::Database(db))
+            if db.code().as_deref() == Some(super::emails::ADDRESS_TAKEN) =>
+        {
+            Ok(false)
+        }
+        Err(err) => Err(err.into()),
+    }
+}
+
+/// PostgreSQL: new contacts, and emails with their first history entries, in one statement
+/// (`insert_contacts_with_emails_sql`), in the caller's transaction or, given a connection, on
+/// its own: all of it or, when an address was taken meanwhile (`false`) or the statement failed,
+/// nothing.
+pub(super) async fn insert_contacts_with_emails<'c, DB, E>(
+    executor: E,
+    contacts: &[&crate::domain::contact::Contact],
+    emails: &[super::emails::EmailInsert<'_>],
+) -> StoreResult<bool>
+where
+    DB: Database,
+    E: Executor<'c, Database = DB>,
+    for<'q> DB::Arguments<'q>: IntoArguments<'q, DB>,
+    for<'q> &'q str: Encode<'q, DB> + Type<DB>,
+    for<'q> Option<&'q str>: Encode<'q, DB> + Type<DB>,
+    for<'q> Json<&'q Value>: Encode<'q, DB> + Type<DB>,
+    for<'q> Json<&'q Map<String, Value>>: Encode<'q, DB> + Type<DB>,
+    for<'q> i64: Encode<'q, DB> + Type<DB>,
+    for<'q> Option<i64>: Encode<'q, DB> + Type<DB>,
+    for<'q> bool: Encode<'q, DB> + Type<DB>,
+{
+    let (links, ids) = links_and_history_ids(emails);
+    let sql = super::emails::insert_contacts_with_emails_sql(contacts.len(), emails.len());
+    let mut q = sqlx::query(&sql);
+    for c in contacts {
+        q = bind_new_contact!(q, c);
+    }
+    for ((w, links), id) in emails.iter().zip(&links).zip(&ids) {
+        q = q.bind(id.as_str());
+        q = bind_email!(q, w, links);
+    }
+    address_not_taken(q.bind(contacts.len() as i64).execute(executor).await)
 }
 
 /// What an insert of `emails` binds beside them: each one's tracked links as JSON, and a fresh

@@ -1575,19 +1575,42 @@ async fn concurrent_sends_to_many_new_and_shared_recipients_all_succeed() {
 /// the send's one insert of contact, email and history writes nothing, and the send is planned
 /// again from the contact that now exists, whose email it then is. On SQLite the test holds the
 /// one writer connection; on PostgreSQL the send's insert waits on the uncommitted address.
+/// Without data the send is written by that insert alone, outside a transaction on PostgreSQL;
+/// with data (a field type seen for the first time) inside the group's transaction.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_send_whose_new_contact_is_created_meanwhile_is_planned_again_onto_it() {
-    use herald::store::Db;
     let Setup { smtp, app, p, .. } = setup(|_| {}).await;
+    send_onto_contact_created_meanwhile(&app, &p, "alone@example.com", None).await;
+    send_onto_contact_created_meanwhile(
+        &app,
+        &p,
+        "data@example.com",
+        Some(json!({ "by": "send" })),
+    )
+    .await;
+    received(&smtp, 2).await;
+}
+
+/// Sends to `to` while a transaction of the test's own creates its contact (see
+/// [`a_send_whose_new_contact_is_created_meanwhile_is_planned_again_onto_it`]).
+async fn send_onto_contact_created_meanwhile(
+    app: &TestApp,
+    p: &TestProject,
+    to: &str,
+    data: Option<Value>,
+) {
+    use herald::store::Db;
     let id = herald::domain::ids::ContactId::generate();
     let insert = format!(
         "INSERT INTO contacts (id, project_id, email, subscribed, data, version, created_at, updated_at) \
-         VALUES ('{id}', '{}', 'taken@example.com', TRUE, '{{\"by\":\"other\"}}', 1, 1, 1)",
+         VALUES ('{id}', '{}', '{to}', TRUE, '{{\"by\":\"other\"}}', 1, 1, 1)",
         p.id,
         id = id.as_str()
     );
-    let body = json!({ "to": "taken@example.com", "from": "hello@acme.test", "subject": "s",
-                       "body": "b", "data": { "by": "send" } });
+    let mut body = json!({ "to": to, "from": "hello@acme.test", "subject": "s", "body": "b" });
+    if let Some(data) = &data {
+        body["data"] = data.clone();
+    }
     let hold = Duration::from_millis(700);
     let started = Instant::now();
     let r = match app.state().store().db() {
@@ -1621,36 +1644,47 @@ async fn a_send_whose_new_contact_is_created_meanwhile_is_planned_again_onto_it(
         r.body
     );
     let project = &p.id;
+    let emails = count(
+        app,
+        &format!(
+            "SELECT COUNT(*) FROM emails WHERE project_id = '{project}' AND to_address = '{to}'"
+        ),
+    )
+    .await;
     let on_contact = count(
-        &app,
+        app,
         &format!(
             "SELECT COUNT(*) FROM emails WHERE project_id = '{project}' AND contact_id = '{}'",
             id.as_str()
         ),
     )
     .await;
-    assert_eq!(on_contact, 1, "the email is the existing contact's");
+    assert_eq!(
+        (emails, on_contact),
+        (1, 1),
+        "one email, the existing contact's"
+    );
     let contacts = count(
-        &app,
-        &format!("SELECT COUNT(*) FROM contacts WHERE project_id = '{project}'"),
+        app,
+        &format!("SELECT COUNT(*) FROM contacts WHERE project_id = '{project}' AND email = '{to}'"),
     )
     .await;
     assert_eq!(contacts, 1, "no second contact");
     let history = count(
-        &app,
-        &format!("SELECT COUNT(*) FROM email_events WHERE project_id = '{project}'"),
+        app,
+        &format!(
+            "SELECT COUNT(*) FROM email_events h JOIN emails e ON e.id = h.email_id \
+             WHERE e.contact_id = '{}'",
+            id.as_str()
+        ),
     )
     .await;
     assert!(history >= 1, "the email's first history entry is written");
     let c = app
         .get(&format!("/contacts/{}", id.as_str()), &p.secret_key)
         .await;
-    assert_eq!(
-        c.body["data"]["by"], "send",
-        "the send's data on the contact: {}",
-        c.body
-    );
-    received(&smtp, 1).await;
+    let by = if data.is_some() { "send" } else { "other" };
+    assert_eq!(c.body["data"]["by"], by, "the contact's data: {}", c.body);
 }
 
 /// Concurrent sends to one recipient share write transactions with each other and with tracks
