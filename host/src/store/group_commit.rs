@@ -40,10 +40,10 @@
 //! contacts, the emails and their history are one) as one send to many recipients is, before a
 //! later request of the same contact and at the end (when the group is written again with
 //! savepoints, each send is written under its own). Sends to several recipients lock several
-//! contacts and are written alone ([`Store::commit_send`]). On PostgreSQL a group of sends alone that
-//! create their contacts (and write nothing else: no idempotency key, no new field type) is that
-//! one insert, run on its own without `BEGIN` and `COMMIT`, which writes all of it or nothing
-//! ([`write_creating_sends`]).
+//! contacts and are written alone ([`Store::commit_send`]). On PostgreSQL a group of sends alone
+//! that create their contacts (and write nothing else: no idempotency key, no new field type) is
+//! that one insert, run on its own without `BEGIN` and `COMMIT`, which writes all of it or
+//! nothing ([`write_creating_sends`]).
 //!
 //! There is no timer: the writer takes what is queued and goes. An idle server writes each
 //! request at once; a loaded one writes larger groups. SQLite has one writer task (it has one
