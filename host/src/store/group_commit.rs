@@ -152,6 +152,15 @@ impl GroupedSend {
         self.send.contacts[0].contact().email.as_str()
     }
 
+    /// The plan of its one recipient's contact when the send creates that contact (the address
+    /// was missing when the send was planned).
+    fn creating(&self) -> Option<&super::contacts::Plan> {
+        match &self.send.contacts[..] {
+            [plan] if plan.based_on().is_none() => Some(plan),
+            _ => None,
+        }
+    }
+
     fn idempotent_write(&self) -> Option<IdempotentWrite<'_, &Value>> {
         self.idempotency.as_ref().map(OwnedIdempotency::as_write)
     }
@@ -445,13 +454,10 @@ fn creating_sends<'p>(store: &Store, batch: &'p [Pending]) -> Option<Vec<&'p Gro
             return None;
         };
         let send = &write.send;
-        let [plan] = &send.contacts[..] else {
-            return None;
-        };
+        let plan = write.creating()?;
         // The batch is in address order: a second send to one address follows the first.
         let repeated = at > 0 && batch[at - 1].key() == pending.key();
         if repeated
-            || plan.based_on().is_some()
             || plan.subscription_changed_to().is_some()
             || send.content.is_some()
             || write.idempotency.is_some()
@@ -533,8 +539,7 @@ where
         if !missing.insert(key) {
             continue;
         }
-        let creates = matches!(pending, Pending::Send { write, .. }
-            if write.send.contacts.len() == 1 && write.send.contacts[0].based_on().is_none());
+        let creates = matches!(pending, Pending::Send { write, .. } if write.creating().is_some());
         if !(trust_new_sends && creates) {
             keys.push(key);
         }
