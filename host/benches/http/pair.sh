@@ -3,7 +3,8 @@
 # this machine's spread between runs: each run starts its own server on a fresh database, warms
 # it (3 s of /v1/track, 3 s of the load, delivered, then ANALYZE on PostgreSQL) and measures 10 s
 # of `wrk -t2 -c32`; sends are counted end to end (sent through /activity/stats over the load and
-# the drain).
+# the drain). Beside each figure: the CPU the server took, and on PostgreSQL the CPU its processes
+# took (the postmaster's children, live and exited), in cores and in milliseconds an email.
 # Usage: host/benches/http/pair.sh BEFORE_BIN AFTER_BIN sqlite|postgres [send|track] [pairs, default 3]
 # Needs what run.sh needs (wrk, python3, Postfix's smtp-sink, PostgreSQL on 127.0.0.1:5432).
 set -euo pipefail
@@ -22,6 +23,18 @@ trap 'kill $SERVER $DNSD $SINK 2>/dev/null || true; [ -n "$WORK" ] && rm -rf "$W
 api() { curl -sf "http://127.0.0.1:$PORT$1" -H "Authorization: Bearer $HERALD_BENCH_KEY"; }
 queued() { api /activity/upcoming | python3 -c "import json,sys;print(json.load(sys.stdin)['queuedEmails'])"; }
 sent() { api "/activity/stats?days=1" | python3 -c "import json,sys;print(json.load(sys.stdin)['totals'].get('sent',0))"; }
+# PostgreSQL's CPU ticks so far: its live processes' own, and the ones of its exited backends
+# (which the postmaster reaped into its children's times).
+pg_ticks() {
+  local pm total=0
+  pm=$(head -1 /var/run/postgresql/*.pid 2>/dev/null | grep -E '^[0-9]+$' | head -1)
+  [ -z "$pm" ] && { echo 0; return; }
+  total=$(awk '{print $16+$17}' /proc/$pm/stat)
+  for p in $pm $(pgrep -P "$pm"); do
+    total=$((total + $(awk '{print $14+$15}' /proc/$p/stat 2>/dev/null || echo 0)))
+  done
+  echo $total
+}
 drain() { for _ in $(seq 1 1500); do [ "$(queued)" = 0 ] && return; sleep 0.2; done; echo "   not drained in 300 s" >&2; }
 
 one_run() {
@@ -51,18 +64,18 @@ one_run() {
     drain
   fi
   [ "$DB" = postgres ] && psql "$url" -qc ANALYZE
-  local before=0 cpu0 start
+  local before=0 cpu0 pg0 start
   [ "$LOAD" = send ] && before=$(sent)
-  cpu0=$(awk '{print $14+$15}' /proc/$SERVER/stat); start=$(date +%s.%N)
+  cpu0=$(awk '{print $14+$15}' /proc/$SERVER/stat); pg0=0; [ "$DB" = postgres ] && pg0=$(pg_ticks); start=$(date +%s.%N)
   local out
   out=$(wrk -t2 -c32 -d10s --latency -s "$HERE/$LOAD.lua" http://127.0.0.1:$PORT)
   [ "$LOAD" = send ] && drain
-  local end cpu1 after=0
-  end=$(date +%s.%N); cpu1=$(awk '{print $14+$15}' /proc/$SERVER/stat)
+  local end cpu1 pg1 after=0
+  end=$(date +%s.%N); cpu1=$(awk '{print $14+$15}' /proc/$SERVER/stat); pg1=0; [ "$DB" = postgres ] && pg1=$(pg_ticks)
   [ "$LOAD" = send ] && after=$(sent)
-  python3 - "$out" "$before" "$after" "$start" "$end" "$cpu0" "$cpu1" "$LOAD" "$(basename "$bin")" <<'PY'
+  python3 - "$out" "$before" "$after" "$start" "$end" "$cpu0" "$cpu1" "$LOAD" "$(basename "$bin")" "$pg0" "$pg1" <<'PY'
 import re, sys
-out, before, after, start, end, cpu0, cpu1, load, name = sys.argv[1:]
+out, before, after, start, end, cpu0, cpu1, load, name, pg0, pg1 = sys.argv[1:]
 rps = re.search(r"Requests/sec:\s+([\d.]+)", out).group(1)
 p99 = re.search(r"99%\s+(\S+)", out).group(1)
 errors = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
@@ -71,6 +84,11 @@ line = f"   {name}: {float(rps):.0f} req/s, p99 {p99}"
 if errors: line += f", {errors.group(1)} non-2xx"
 if load == "send": line += f"; {int(after) - int(before)} sent in {t:.1f} s = {(int(after) - int(before)) / t:.0f} emails/s"
 line += f"; server CPU {(int(cpu1) - int(cpu0)) / 100 / t:.2f} cores"
+pg = int(pg1) - int(pg0)
+if pg > 0: line += f", PostgreSQL {pg / 100 / t:.2f}"
+if load == "send" and int(after) > int(before):
+    n = int(after) - int(before)
+    line += f" ({(int(cpu1) - int(cpu0)) * 10 / n:.2f}" + (f" + {pg * 10 / n:.2f}" if pg > 0 else "") + " ms an email)"
 print(line)
 PY
   kill $SERVER; wait $SERVER 2>/dev/null || true; SERVER=
