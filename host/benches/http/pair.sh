@@ -24,7 +24,8 @@ api() { curl -sf "http://127.0.0.1:$PORT$1" -H "Authorization: Bearer $HERALD_BE
 queued() { api /activity/upcoming | python3 -c "import json,sys;print(json.load(sys.stdin)['queuedEmails'])"; }
 sent() { api "/activity/stats?days=1" | python3 -c "import json,sys;print(json.load(sys.stdin)['totals'].get('sent',0))"; }
 # PostgreSQL's CPU ticks so far: its live processes' own, and the ones of its exited backends
-# (which the postmaster reaped into its children's times).
+# (which the postmaster reaped into its children's times). The postmaster is found by Debian's
+# pid file; without one this is 0 and no PostgreSQL figure is printed.
 pg_ticks() {
   local pm total=0
   pm=$(head -1 /var/run/postgresql/*.pid 2>/dev/null | grep -E '^[0-9]+$' | head -1)
