@@ -488,8 +488,7 @@ async fn write_creating_sends<'p>(
         .iter()
         .flat_map(|w| w.send.email_inserts(&w.project, now))
         .collect();
-    let mut conn = pool.acquire().await?;
-    match super::statements::insert_contacts_with_emails(&mut *conn, &contacts, &emails).await {
+    match super::statements::insert_contacts_with_emails(pool, &contacts, &emails).await {
         Ok(true) => Ok(GroupEnd::Committed(
             sends
                 .iter()

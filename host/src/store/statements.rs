@@ -529,8 +529,8 @@ fn address_not_taken<R>(done: sqlx::Result<R>) -> StoreResult<bool> {
 }
 
 /// PostgreSQL: new contacts, and emails with their first history entries, in one statement
-/// (`insert_contacts_with_emails_sql`), in the caller's transaction or, given a connection, on
-/// its own: all of it or, when an address was taken meanwhile (`false`) or the statement failed,
+/// (`insert_contacts_with_emails_sql`), in the caller's transaction or, given the pool, on its
+/// own: all of it or, when an address was taken meanwhile (`false`) or the statement failed,
 /// nothing.
 pub(super) async fn insert_contacts_with_emails<'c, DB, E>(
     executor: E,
