@@ -130,6 +130,42 @@ pub struct Rendered {
 pub struct CompiledTemplate {
     subject: Part,
     html: Part,
+    source_bytes: usize,
+}
+
+/// How much one rendering may produce and loop: past either, it stops.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RenderLimits {
+    /// Most output, subject and body together, in bytes.
+    pub bytes: usize,
+    /// Most `{{#each}}` work, in steps (see [`MAX_RENDER_STEPS`]).
+    pub steps: u64,
+}
+
+impl RenderLimits {
+    /// The limits of every message: [`MAX_RENDERED_BYTES`] and [`MAX_RENDER_STEPS`].
+    pub const MESSAGE: RenderLimits = RenderLimits {
+        bytes: MAX_RENDERED_BYTES,
+        steps: MAX_RENDER_STEPS,
+    };
+}
+
+/// Why a rendering within [`RenderLimits`] gave no output.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum RenderFailure {
+    /// It would have passed the limits (output or `{{#each}}` work); it stopped there.
+    OverLimits(TemplateError),
+    /// Any other error, which larger limits would not change.
+    Failed(TemplateError),
+}
+
+impl RenderFailure {
+    /// The error, whichever kind.
+    pub fn into_error(self) -> TemplateError {
+        match self {
+            RenderFailure::OverLimits(e) | RenderFailure::Failed(e) => e,
+        }
+    }
 }
 
 /// One compiled part, with what maps its positions back to the text as written.
@@ -145,7 +181,13 @@ impl CompiledTemplate {
         Ok(CompiledTemplate {
             subject: compile_one("subject", subject)?,
             html: compile_one("body", html)?,
+            source_bytes: subject.len() + html.len(),
         })
+    }
+
+    /// The length of the subject and body as written, in bytes.
+    pub fn source_bytes(&self) -> usize {
+        self.source_bytes
     }
 
     /// Renders with `vars` (an object of variables; anything else renders every variable as
@@ -154,11 +196,23 @@ impl CompiledTemplate {
     /// Refused, with the field, when the output would pass [`MAX_RENDERED_BYTES`] or the
     /// `{{#each}}` work [`MAX_RENDER_STEPS`]: the rendering stops there, it does not finish first.
     pub fn render(&self, vars: &Value) -> Result<Rendered, TemplateError> {
+        self.render_within(vars, RenderLimits::MESSAGE)
+            .map_err(RenderFailure::into_error)
+    }
+
+    /// [`CompiledTemplate::render`] within `limits` instead of the message's: a rendering that
+    /// would pass them stops there, as [`RenderFailure::OverLimits`]. Rendering is
+    /// deterministic, so any other failure is the one the message's limits would give.
+    pub fn render_within(
+        &self,
+        vars: &Value,
+        limits: RenderLimits,
+    ) -> Result<Rendered, RenderFailure> {
         let ctx = Context::from(vars.clone());
-        STEPS_LEFT.set(MAX_RENDER_STEPS);
-        let subject = render_one("subject", &self.subject, &PLAIN, &ctx, MAX_RENDERED_BYTES)?;
-        let left = MAX_RENDERED_BYTES - subject.len();
-        let html = render_one("body", &self.html, &HTML, &ctx, left)?;
+        STEPS_LEFT.set(limits.steps);
+        let subject = render_one("subject", &self.subject, &PLAIN, &ctx, limits, limits.bytes)?;
+        let left = limits.bytes - subject.len();
+        let html = render_one("body", &self.html, &HTML, &ctx, limits, left)?;
         let text = html_to_text(&html);
         Ok(Rendered {
             subject: one_line(&subject),
@@ -364,38 +418,45 @@ fn render_one(
     part: &Part,
     registry: &'static Handlebars<'static>,
     ctx: &Context,
-    limit: usize,
-) -> Result<String, TemplateError> {
+    limits: RenderLimits,
+    left: usize,
+) -> Result<String, RenderFailure> {
     let mut rc = RenderContext::new(None);
     let mut out = CappedOutput {
         buf: String::new(),
-        limit,
+        limit: left,
         exceeded: false,
     };
     let rendered = part.template.render(registry, ctx, &mut rc, &mut out);
     if out.exceeded {
-        return Err(TemplateError {
+        let limit = if limits.bytes >= 1024 * 1024 {
+            format!("{} MB", limits.bytes / (1024 * 1024))
+        } else {
+            format!("{} KB", limits.bytes / 1024)
+        };
+        return Err(RenderFailure::OverLimits(TemplateError {
             field,
             line: None,
             column: None,
             message: format!(
-                "the rendered subject and body would be larger than {} MB, the message size \
-                 limit; render less (fewer or smaller values, smaller loops)",
-                MAX_RENDERED_BYTES / (1024 * 1024)
+                "the rendered subject and body would be larger than {limit}, the message size \
+                 limit; render less (fewer or smaller values, smaller loops)"
             ),
-        });
+        }));
     }
     rendered.map_err(|e| {
-        let message = if matches!(e.reason(), RenderErrorReason::Other(m) if m == STEPS_EXCEEDED) {
+        let over = matches!(e.reason(), RenderErrorReason::Other(m) if m == STEPS_EXCEEDED);
+        let message = if over {
             format!(
-                "the template's `{{{{#each}}}}` loops would take more than {MAX_RENDER_STEPS} \
-                 steps (an iteration costs one step per element it renders); loop over fewer \
-                 items or nest fewer loops"
+                "the template's `{{{{#each}}}}` loops would take more than {} steps (an \
+                 iteration costs one step per element it renders); loop over fewer items or \
+                 nest fewer loops",
+                limits.steps
             )
         } else {
             e.reason().to_string()
         };
-        TemplateError {
+        let error = TemplateError {
             field,
             line: e.line_no,
             column: e
@@ -403,6 +464,11 @@ fn render_one(
                 .zip(e.column_no)
                 .map(|(l, c)| part.columns.original_column(l, c)),
             message,
+        };
+        if over {
+            RenderFailure::OverLimits(error)
+        } else {
+            RenderFailure::Failed(error)
         }
     })?;
     Ok(out.buf)
@@ -1547,6 +1613,53 @@ mod tests {
                  {{#each l as |v i|}}{{i}}:{{v}}{{/each}}{{#each none}}-{{else}}empty{{/each}}";
         let vars = json!({ "o": { "a": 1, "b": 2 }, "l": ["x", "y"] });
         assert_eq!(render(t, &vars), "a=1<;b=2>;0:x1:yempty");
+    }
+
+    #[test]
+    fn smaller_limits_stop_early_and_tell_it_apart_from_other_failures() {
+        let small = RenderLimits {
+            bytes: 1024,
+            steps: 100,
+        };
+        let vars = json!({ "l": (0..200).collect::<Vec<u32>>(), "s": "x".repeat(600) });
+        // Within the smaller limits: the same rendering as the message's limits give.
+        let t = CompiledTemplate::compile(
+            "Hi {{s}}",
+            "<p>{{#each l}}{{#if @first}}{{this}}{{/if}}{{/each}}</p>",
+        )
+        .unwrap();
+        assert_eq!(
+            t.render_within(
+                &vars,
+                RenderLimits {
+                    steps: 1000,
+                    ..small
+                }
+            ),
+            Ok(t.render(&vars).unwrap())
+        );
+        // Past them (the loop's steps; the output, subject and body together): over the
+        // limits, and the message's limits render it.
+        let e = t.render_within(&vars, small).unwrap_err();
+        assert!(
+            matches!(&e, RenderFailure::OverLimits(e) if e.message.contains("more than 100 steps")),
+            "{e:?}"
+        );
+        let t = CompiledTemplate::compile("{{s}}", "<p>{{s}}</p>").unwrap();
+        let e = t.render_within(&vars, small).unwrap_err();
+        assert!(
+            matches!(&e, RenderFailure::OverLimits(e)
+                if e.field == "body" && e.message.contains("larger than 1 KB")),
+            "{e:?}"
+        );
+        assert_eq!(t.render(&vars).unwrap().html.len(), 607);
+        // Any other failure is the one the message's limits give.
+        let t = CompiledTemplate::compile("s", "{{#each}}x{{/each}}").unwrap();
+        assert_eq!(
+            t.render_within(&vars, small),
+            Err(RenderFailure::Failed(t.render(&vars).unwrap_err()))
+        );
+        assert_eq!(t.source_bytes(), 20);
     }
 
     #[test]

@@ -15,12 +15,15 @@
 //! is counted at [`weight`] (the text, its compiled form and the entry's own bookkeeping) up to
 //! [`BUDGET_BYTES`], the least used going first (moka's TinyLFU). A text that does not compile
 //! is not kept; its error is returned each time.
+//!
+//! A text small enough ([`parse_is_small`]) is parsed on the async worker that asks (see
+//! `services::cpu`); any other on the CPU pool.
 
 use std::sync::Arc;
 
 use crate::domain::ids::ProjectId;
 use crate::domain::template::{CompiledTemplate, TemplateError};
-use crate::services::cpu::CpuPool;
+use crate::services::cpu::{CpuPool, parse_is_small};
 
 /// The longest subject and body, together, that is kept.
 pub const MAX_KEPT_BYTES: usize = 64 * 1024;
@@ -72,13 +75,17 @@ impl CompiledTemplates {
         if let Some(compiled) = self.kept.get(&source) {
             return Ok(compiled);
         }
-        let (source, compiled) = self
-            .cpu
-            .run(move || {
-                let compiled = CompiledTemplate::compile(&source.1, &source.2).map(Arc::new);
-                (source, compiled)
-            })
-            .await;
+        // A small text is parsed where it is asked for.
+        let small = parse_is_small(&source.1, &source.2);
+        let compile = move || {
+            let compiled = CompiledTemplate::compile(&source.1, &source.2).map(Arc::new);
+            (source, compiled)
+        };
+        let (source, compiled) = if small {
+            compile()
+        } else {
+            self.cpu.run(compile).await
+        };
         let compiled = compiled?;
         self.kept.insert(source, compiled.clone());
         Ok(compiled)

@@ -2,12 +2,83 @@
 //! workers: [`CpuPool::run`] runs it on tokio's blocking pool, at most one task per core at a
 //! time, so an expensive request never holds an async worker (and `/health` and every other
 //! request keep answering) and never takes more than the cores it is given.
+//!
+//! One exception, for work that is small by construction: a send's template that
+//! [`parse_is_small`] is compiled, and one of at most [`INLINE_SOURCE_BYTES`] rendered for one
+//! recipient whose variables take at most [`INLINE_VARIABLE_BYTES`], on the async worker that
+//! handles the request, within [`INLINE_RENDER`] (a rendering that would pass those limits stops
+//! there and is done again on the pool). Each is at most about 100 µs at its limits, a few µs
+//! for a short email. A trip to the pool and back wakes two threads, which costs more than such
+//! work itself (`cargo bench -p herald --bench cpu`; `docs/benchmarks.md`, "Small sends
+//! rendered where they are handled").
+
+use herald_content::template::RenderLimits;
 
 use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tokio::sync::Semaphore;
+
+/// The largest subject and body, together, rendered on the async worker that asks: it bounds
+/// the expressions a rendering evaluates (each at least five bytes, `{{a}}`).
+pub const INLINE_SOURCE_BYTES: usize = 2 * 1024;
+/// The largest subject and body, together, parsed on the async worker that asks: parsing
+/// costs about 100 ns a byte (`cargo bench -p herald --bench cpu`).
+pub const INLINE_PARSE_BYTES: usize = 512;
+/// The most parsing done on the async worker that asks, as the text's bytes times its
+/// expressions (`{{`): the `handlebars` parser reads the text from its start for each element,
+/// so with many expressions its time follows that product (6-12 ms for 4 KB of 819).
+pub const INLINE_PARSE_WORK: usize = 4 * 1024;
+
+/// Whether parsing `subject` and `body` is small enough to be done on the async worker that
+/// asks: at most [`INLINE_PARSE_BYTES`] and [`INLINE_PARSE_WORK`].
+pub fn parse_is_small(subject: &str, body: &str) -> bool {
+    let bytes = subject.len() + body.len();
+    bytes <= INLINE_PARSE_BYTES
+        && bytes * (subject.matches("{{").count() + body.matches("{{").count()) <= INLINE_PARSE_WORK
+}
+
+/// The most a recipient's data (its contact's and the request's) may take, counted by
+/// [`json_size_within`], for its email to be rendered on the async worker.
+pub const INLINE_VARIABLE_BYTES: usize = 4 * 1024;
+/// What a rendering on the async worker may produce and loop before it stops and is done again
+/// on the pool.
+pub const INLINE_RENDER: RenderLimits = RenderLimits {
+    bytes: 16 * 1024,
+    steps: 2_000,
+};
+
+/// Whether the JSON object of `entries` takes at most `budget` bytes (its keys, strings and
+/// numbers, with a byte for each punctuation): stops counting past the budget, so the check
+/// costs at most the budget's worth of the entries.
+pub fn json_size_within<'a>(
+    entries: impl IntoIterator<Item = (&'a String, &'a serde_json::Value)>,
+    budget: usize,
+) -> bool {
+    use serde_json::Value;
+    fn left(value: &Value, budget: usize) -> Option<usize> {
+        let take = |n: usize, b: usize| b.checked_sub(n);
+        match value {
+            Value::Null | Value::Bool(_) => take(5, budget),
+            Value::Number(_) => take(24, budget),
+            Value::String(s) => take(s.len() + 2, budget),
+            Value::Array(items) => items
+                .iter()
+                .try_fold(take(2, budget)?, |b, v| left(v, take(1, b)?)),
+            Value::Object(map) => map
+                .iter()
+                .try_fold(take(2, budget)?, |b, (k, v)| left(v, take(k.len() + 4, b)?)),
+        }
+    }
+    entries
+        .into_iter()
+        .try_fold(budget.checked_sub(2), |b, (k, v)| {
+            Some(b.and_then(|b| left(v, b.checked_sub(k.len() + 4)?)))
+        })
+        .flatten()
+        .is_some()
+}
 
 /// A bounded gate in front of `tokio::task::spawn_blocking`. Cheap to clone (one semaphore).
 #[derive(Clone, Debug)]
@@ -120,6 +191,21 @@ impl CpuPool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn json_size_within_counts_the_object_as_json_and_stops_past_the_budget() {
+        let object = |v: serde_json::Value| v.as_object().unwrap().clone();
+        let small = object(serde_json::json!({ "a": "xyz", "b": [1, true, null], "c": {} }));
+        let written = serde_json::to_string(&small).unwrap().len();
+        // Counted at least as the JSON is written (numbers at their widest).
+        assert!(json_size_within(&small, 100));
+        assert!(!json_size_within(&small, written - 1));
+        let large = object(serde_json::json!({ "a": "x".repeat(10_000) }));
+        assert!(!json_size_within(&large, 4096));
+        assert!(json_size_within(&large, 10_010));
+        assert!(json_size_within(&serde_json::Map::new(), 2));
+        assert!(!json_size_within(&serde_json::Map::new(), 1));
+    }
     use std::sync::atomic::{AtomicUsize, Ordering};
     use std::time::Duration;
 

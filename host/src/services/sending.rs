@@ -6,7 +6,9 @@
 //! is recorded as `suppressed` and never queued. Delivery itself is `jobs::deliver`, which asks
 //! this service ([`MessageBuilder`]) to build and DKIM-sign the MIME message at hand-off.
 //! Rendering, building and signing run on the [`CpuPool`] (the blocking pool, one task per
-//! core), never on an async worker.
+//! core), never on an async worker, but for one recipient's small email, whose compiling and
+//! rendering are bounded by construction and cost less than the trip to the pool
+//! ([`Signers::build_email_inline`], `services::cpu`).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -23,7 +25,7 @@ use crate::domain::ids::{EmailContentId, EmailId, ProjectId};
 use crate::domain::message::{MessageDraft, decode_attachments, encode_attachments};
 use crate::domain::project::Project;
 use crate::domain::send::{Attachment, MAX_MESSAGE_BYTES, Mailbox};
-use crate::domain::template::{CompiledTemplate, Rendered};
+use crate::domain::template::{CompiledTemplate, RenderFailure, Rendered};
 use crate::jobs::JobQueue;
 use crate::jobs::deliver::{BatchMemo, BuildError, Built, MessageBuilder, ToBuild};
 use crate::mail::dkim::{DkimKey, DkimSigner};
@@ -31,7 +33,9 @@ use crate::mail::links::{ContactUrls, LinkSigner};
 use crate::mail::mime::{self, Outgoing};
 use crate::mail::tracking;
 use crate::services::compiled_templates::CompiledTemplates;
-use crate::services::cpu::{CpuPool, TURN};
+use crate::services::cpu::{
+    CpuPool, INLINE_RENDER, INLINE_SOURCE_BYTES, INLINE_VARIABLE_BYTES, TURN, json_size_within,
+};
 use crate::services::sending_domains::Sender;
 use crate::store::contacts::{Plan, field_types, plan_upsert};
 use crate::store::domains::SigningDomain;
@@ -387,14 +391,32 @@ impl Sending {
             .iter()
             .map(|to| (planned[to.email.as_str()].clone(), to.clone()))
             .collect();
-        let (signers, job, shared_id) = (self.signers.clone(), shared.clone(), content_id.clone());
-        let built = self
-            .cpu
-            .map(1, TURN, recipients, move |(c, to): (Contact, Mailbox)| {
-                let email = signers.build_email(&job.0, &job.1, &c, &to, shared_id.as_deref());
-                (c, email)
-            })
-            .await;
+        // One recipient's small email is built here rather than sent to the pool and back.
+        let inline = match recipients.as_slice() {
+            [recipient] => {
+                self.signers
+                    .build_email_inline((project, plan), recipient, content_id.as_deref())
+            }
+            _ => None,
+        };
+        let built = match inline {
+            Some(email) => recipients
+                .into_iter()
+                .map(|(c, _)| c)
+                .zip([email])
+                .collect(),
+            None => {
+                let (signers, job, shared_id) =
+                    (self.signers.clone(), shared.clone(), content_id.clone());
+                self.cpu
+                    .map(1, TURN, recipients, move |(c, to): (Contact, Mailbox)| {
+                        let email =
+                            signers.build_email(&job.0, &job.1, &c, &to, shared_id.as_deref());
+                        (c, email)
+                    })
+                    .await
+            }
+        };
         let mut queued = Vec::with_capacity(plan.recipients.len());
         let mut emails = Vec::with_capacity(plan.recipients.len());
         for (contact, email) in built {
@@ -420,6 +442,13 @@ impl Sending {
     }
 }
 
+/// A recipient of one email: its contact, its address, and its contact's links.
+struct Recipient<'a> {
+    contact: &'a Contact,
+    to: &'a Mailbox,
+    urls: ContactUrls,
+}
+
 impl Signers {
     /// Renders and tracks one recipient's email into the draft its delivery builds and signs;
     /// renders only, and records why, when it is marketing mail to an unsubscribed contact
@@ -432,15 +461,58 @@ impl Signers {
         to: &Mailbox,
         content: Option<&str>,
     ) -> Result<NewEmail, SendError> {
+        let urls = self.links.contact_urls(contact.id.as_str());
+        let vars = variables(contact, &plan.data.transient, &urls);
+        let rendered = plan.content.render(&vars)?;
+        let email = Recipient { contact, to, urls };
+        self.finish_email(project, plan, email, rendered, content)
+    }
+
+    /// [`Signers::build_email`] where it is asked for, on an async worker, when the work is
+    /// small by construction (`services::cpu`): a template of at most [`INLINE_SOURCE_BYTES`],
+    /// data of at most [`INLINE_VARIABLE_BYTES`], a rendering within [`INLINE_RENDER`].
+    /// `None` when the email is not that small: build it on the CPU pool.
+    fn build_email_inline(
+        &self,
+        (project, plan): (&Project, &SendPlan),
+        (contact, to): &(Contact, Mailbox),
+        content: Option<&str>,
+    ) -> Option<Result<NewEmail, SendError>> {
+        if plan.content.source_bytes() > INLINE_SOURCE_BYTES {
+            return None;
+        }
+        let data = contact.data.iter().chain(&plan.data.transient);
+        if !json_size_within(data, INLINE_VARIABLE_BYTES) {
+            return None;
+        }
+        let urls = self.links.contact_urls(contact.id.as_str());
+        let vars = variables(contact, &plan.data.transient, &urls);
+        let rendered = match plan.content.render_within(&vars, INLINE_RENDER) {
+            Ok(rendered) => rendered,
+            Err(RenderFailure::OverLimits(_)) => return None,
+            Err(RenderFailure::Failed(e)) => return Some(Err(e.into())),
+        };
+        let email = Recipient { contact, to, urls };
+        Some(self.finish_email(project, plan, email, rendered, content))
+    }
+
+    /// The rest of [`Signers::build_email`] once the content is rendered: tracking, the draft.
+    /// Linear in the rendered content.
+    fn finish_email(
+        &self,
+        project: &Project,
+        plan: &SendPlan,
+        Recipient { contact, to, urls }: Recipient<'_>,
+        rendered: Rendered,
+        content: Option<&str>,
+    ) -> Result<NewEmail, SendError> {
         let id = EmailId::generate();
         let links = &self.links;
-        let urls = links.contact_urls(contact.id.as_str());
-        let vars = variables(contact, &plan.data.transient, &urls);
         let Rendered {
             subject,
             html,
             text,
-        } = plan.content.render(&vars)?;
+        } = rendered;
         let kind = if plan.marketing {
             "marketing"
         } else {

@@ -520,6 +520,78 @@ async fn every_recipient_gets_their_own_contact_rendering_and_email() {
     assert_eq!(data["source"], "send");
 }
 
+/// One recipient's small email is rendered where the request is handled, within small limits
+/// (`services::cpu`); past them, it is rendered again on the CPU pool, whole, and a failure is
+/// the same either way.
+#[tokio::test]
+async fn a_small_send_past_the_inline_limits_is_rendered_whole() {
+    let Setup { smtp, app, p, .. } = setup(|_| {}).await;
+    let transient = |v: Value| json!({ "value": v, "persistent": false });
+    let list: Vec<u32> = (0..50).collect();
+    let cases = [
+        // 50 paragraphs of 400 characters: 20 KB of output, more than rendered where handled.
+        (
+            "<div>{{#each l}}<p>{{../s}}{{../s}}</p>{{/each}}</div>",
+            json!({ "l": transient(json!(list)), "s": transient(json!("y".repeat(200))) }),
+            format!(
+                "<div>{}</div>",
+                format!("<p>{}</p>", "y".repeat(400)).repeat(50)
+            ),
+        ),
+        // 50 × 50 iterations: more loop steps than rendered where handled.
+        (
+            "<div>{{#each l}}{{#each ../l}}.{{/each}}{{/each}}</div>",
+            json!({ "l": transient(json!(list)) }),
+            format!("<div>{}</div>", ".".repeat(2_500)),
+        ),
+        // Within the small limits.
+        (
+            "<div>{{#each l}}{{this}}{{/each}}</div>",
+            json!({ "l": transient(json!([1, 2, 3])) }),
+            "<div>123</div>".to_string(),
+        ),
+    ];
+    for (i, (body, data, _)) in cases.iter().enumerate() {
+        let r = send(
+            &app,
+            &p,
+            json!({ "to": format!("r{i}@example.com"), "from": "hello@acme.test",
+                    "subject": "s", "body": body, "data": data }),
+        )
+        .await;
+        assert_eq!(r.status, 200, "{}", r.body);
+    }
+    let log = received(&smtp, cases.len()).await;
+    for (i, (_, _, expected)) in cases.iter().enumerate() {
+        let raw = log
+            .data
+            .iter()
+            .find(|d| d.contains(&format!("r{i}@example.com")))
+            .expect("delivered");
+        let m = MessageParser::default().parse(raw.as_bytes()).unwrap();
+        let html = m.body_html(0).unwrap().into_owned();
+        assert!(html.contains(expected.as_str()), "case {i}: {html}");
+    }
+    // A template that fails to render fails the same way wherever it is rendered.
+    let r = send(
+        &app,
+        &p,
+        json!({ "to": "r9@example.com", "from": "hello@acme.test", "subject": "s",
+                "body": "a\n{{#each}}x{{/each}}" }),
+    )
+    .await;
+    assert_eq!(r.status, 422, "{}", r.body);
+    assert_eq!(r.body["errors"][0]["field"], "body", "{}", r.body);
+    assert!(
+        r.body["errors"][0]["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("line 2, column 1:"),
+        "{}",
+        r.body
+    );
+}
+
 #[tokio::test]
 async fn invalid_requests_name_every_bad_field_in_the_send_error_body() {
     let Setup { app, p, .. } = setup(|_| {}).await;
