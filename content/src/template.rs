@@ -1645,6 +1645,13 @@ mod tests {
             matches!(&e, RenderFailure::OverLimits(e) if e.message.contains("more than 100 steps")),
             "{e:?}"
         );
+        // Within other blocks too.
+        let nested = "{{#with l}}{{#if ../s}}{{#each ../l}}{{#each ../../l}}.{{/each}}{{/each}}\
+                      {{/if}}{{/with}}";
+        let t = CompiledTemplate::compile("s", nested).unwrap();
+        let e = t.render_within(&vars, small).unwrap_err();
+        assert!(matches!(&e, RenderFailure::OverLimits(_)), "{e:?}");
+        assert!(t.render(&vars).is_ok());
         let t = CompiledTemplate::compile("{{s}}", "<p>{{s}}</p>").unwrap();
         let e = t.render_within(&vars, small).unwrap_err();
         assert!(
