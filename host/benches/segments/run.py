@@ -20,7 +20,8 @@ they are history, not news), then `herald serve` runs on it and the script measu
    difference per event.
 
 Usage: host/benches/segments/run.py [N, default 1000000] [M, default 5000]
-(`ONLY=sqlite` or `ONLY=postgres` runs one database; `LIVE_ONLY=1` runs part 3 alone.)
+(`ONLY=sqlite` or `ONLY=postgres` runs one database; `LIVE_ONLY=1` runs part 3 alone,
+`COUNT_ONLY=1` part 1 alone.)
 Needs a release build (cargo build --release; CARGO_TARGET_DIR is honoured), python3, sqlite3's
 module, psql, and PostgreSQL on 127.0.0.1:5432 for the second half (skipped with a note when
 unreachable). HERALD_BIN runs another binary (a debug build, for a quick check of the script).
@@ -234,6 +235,8 @@ def bench(label, url, work):
         ceiling = db.timed(f"SELECT COUNT(*) FROM contacts WHERE project_id = '{project}'")
         print(f"count + first page: {took * 1000:.0f} ms (total {page['total']:,}, page {len(page['data'])}); "
               f"ceiling SELECT COUNT(*) of the project: {ceiling * 1000:.0f} ms")
+        if os.environ.get("COUNT_ONLY"):
+            return
 
         call("PATCH", f"/segments/{seg}", key, {"trackMembership": True})
         took, held, out = compute_with_probe(key, seg, "probe@example.com")
