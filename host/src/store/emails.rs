@@ -1,8 +1,10 @@
 //! Emails and their history.
 //!
-//! A send writes every email of the request, each with its first history entry (`queued`) and
-//! due for delivery at once, and the request's idempotency key, in one transaction: either the
-//! whole request is queued or nothing is. A delivery worker claims due emails (`delivery.rs`),
+//! A send writes every email of the request, due for delivery at once, and the request's
+//! idempotency key, in one transaction: either the whole request is queued or nothing is. A
+//! queued email's history starts with no row: its `queued` entry is read off the email itself
+//! (its creation time), so queuing writes the email alone. A `suppressed` email is written with
+//! its one history entry saying why. A delivery worker claims due emails (`delivery.rs`),
 //! hands their messages to the transport, then records each outcome and the email's new status
 //! in one transaction (see `jobs/deliver.rs` for what a crash between the two can cause).
 
@@ -229,8 +231,8 @@ pub(super) struct SendWrite<'a> {
 
 /// Writes a send whose contacts [`sends_fresh_in`] found fresh, inside `tx`: each recipient's
 /// contact as planned (with its subscription event), the new field types `types`, the stored
-/// attachments, every email with its first history entry and, unless suppressed, due for
-/// delivery now, and the idempotency key. `false` when a new recipient's address was taken meanwhile
+/// attachments, every email (a suppressed one with its history entry) and, unless suppressed,
+/// due for delivery now, and the idempotency key. `false` when a new recipient's address was taken meanwhile
 /// (part of the send may be written: roll back).
 pub(super) async fn write_send_in<DB>(
     tx: &mut sqlx::Transaction<'_, DB>,
@@ -258,7 +260,7 @@ where
 }
 
 /// Writes sends as [`write_send_in`] writes one, all of them in one statement per table: the
-/// recipients' contacts, their subscription events, the emails, their first
+/// recipients' contacts, their subscription events, the emails, the suppressed ones'
 /// history entries and the idempotency keys (field types and attachments per send that has
 /// them). A contact several sends plan is written once, as the last of them planned it. On
 /// PostgreSQL the emails and their history are one statement, and new contacts without
@@ -359,23 +361,32 @@ const INSERT_COLUMNS: &str = "id, project_id, contact_id, template_id, kind, fro
      to_address, subject, status, message_id, envelope_from, signed_by, links, draft, error, \
      created_at, updated_at, campaign_id, test, due_at, content_id";
 
-/// PostgreSQL: inserts `n` emails and the first history entry of each in one statement (a
-/// data-modifying CTE over one `VALUES` list; the history's foreign key and the triggers on
-/// `emails` run at the end of the statement, after both inserts). Binds, a row: the history
-/// entry's id, then the 21 values of [`insert_emails_sql`] in its order; the entry is the
-/// email's status, with its error as detail, at its creation time.
+/// PostgreSQL: inserts `n` emails, and the history entry of each suppressed one, in one
+/// statement (a data-modifying CTE over one `VALUES` list; the history's foreign key and the
+/// triggers on `emails` run at the end of the statement, after both inserts). Binds, a row: the
+/// history entry's id, then the 21 values of [`insert_emails_sql`] in its order; the entry is
+/// the email's status (`suppressed`), with its error as detail, at its creation time. A queued
+/// email gets no entry ([`QUEUED_ENTRY`]).
 pub(crate) fn insert_emails_with_activity_sql(n: usize) -> String {
     let rows = super::dialect::value_rows(1, n, 22);
     format!(
         "WITH v (activity_id, {INSERT_COLUMNS}) AS (VALUES {rows}), \
          e AS (INSERT INTO emails ({INSERT_COLUMNS}) SELECT {INSERT_COLUMNS} FROM v) \
          INSERT INTO email_events (id, project_id, email_id, contact_id, kind, detail, created_at) \
-         SELECT activity_id, project_id, id, contact_id, status, error, created_at FROM v"
+         SELECT activity_id, project_id, id, contact_id, status, error, created_at FROM v \
+         WHERE status <> '{QUEUED_ENTRY}'"
     )
 }
 
+/// The first entry of a queued email's history, which is not stored: [`Store::email`] reads it
+/// off the email's creation time, for every email not created `suppressed` (an email is created
+/// `queued` or `suppressed`, and only a suppressed one's creation writes a `suppressed` entry).
+/// Releases before this one stored it; such rows are passed over when read.
+pub(crate) const QUEUED_ENTRY: &str = status::QUEUED;
+
 /// PostgreSQL: inserts `contacts` new contacts (as `contacts::insert_contacts_sql`) and
-/// `emails` emails with their first history entries (as [`insert_emails_with_activity_sql`]) in
+/// `emails` emails with the suppressed ones' history entries (as
+/// [`insert_emails_with_activity_sql`]) in
 /// one statement, which writes nothing when one contact's address is taken: the emails are
 /// inserted only when every contact was, and otherwise the statement raises [`ADDRESS_TAKEN`]
 /// (`herald_require`, migration 0031), inside a transaction or outside one. Binds the 8 values
@@ -394,7 +405,7 @@ pub(crate) fn insert_contacts_with_emails_sql(contacts: usize, emails: usize) ->
                WHERE (SELECT yes FROM all_in)), \
          a AS (INSERT INTO email_events (id, project_id, email_id, contact_id, kind, detail, created_at) \
                SELECT activity_id, project_id, id, contact_id, status, error, created_at FROM v \
-               WHERE (SELECT yes FROM all_in)) \
+               WHERE (SELECT yes FROM all_in) AND status <> '{QUEUED_ENTRY}') \
          SELECT herald_require((SELECT yes FROM all_in), 'a new contact''s address was taken')"
     )
 }
@@ -531,6 +542,20 @@ pub struct HistoryEntry {
     pub created_at: i64,
 }
 
+/// An email's `history` (its stored entries, oldest first, without any `queued` one) with its
+/// `queued` entry first unless it was created `suppressed` ([`QUEUED_ENTRY`]).
+fn with_queued_entry(email: &EmailRecord, history: Vec<HistoryEntry>) -> Vec<HistoryEntry> {
+    if history.iter().any(|h| h.kind == status::SUPPRESSED) {
+        return history;
+    }
+    let queued = HistoryEntry {
+        kind: QUEUED_ENTRY.to_string(),
+        detail: None,
+        created_at: email.created_at,
+    };
+    std::iter::once(queued).chain(history).collect()
+}
+
 /// An event recorded for an email.
 #[derive(Clone, Debug)]
 pub struct RecordedEvent {
@@ -552,9 +577,9 @@ pub(crate) fn insert_activity_sql(n: usize) -> String {
 
 impl Store {
     /// Writes one send request whole, in one transaction: each recipient's contact as planned
-    /// (created or changed, with its subscription event and field types), then every email with
-    /// its first history entry and, unless suppressed, due for delivery, and the request's
-    /// idempotency key. The plans were made from contacts read before rendering; when any of
+    /// (created or changed, with its subscription event and field types), then every email (a
+    /// suppressed one with its history entry) and, unless suppressed, due for delivery, and the
+    /// request's idempotency key. The plans were made from contacts read before rendering; when any of
     /// them changed since, nothing is written and the answer is `false` (plan and render again).
     /// `Conflict(IdempotencyKey)` when the key was taken meanwhile.
     #[tracing::instrument(level = "debug", skip_all, fields(emails = send.emails.len()))]
@@ -601,15 +626,18 @@ impl Store {
             .bind(id.as_str())
             .fetch_optional(pool)
             .await?;
-            let history: Vec<HistoryEntry> = sqlx::query_as(
-                "SELECT kind, detail, created_at FROM email_events WHERE email_id = $1 ORDER BY id",
-            )
+            let history: Vec<HistoryEntry> = sqlx::query_as(&format!(
+                "SELECT kind, detail, created_at FROM email_events WHERE email_id = $1 \
+                 AND kind <> '{QUEUED_ENTRY}' ORDER BY id"
+            ))
             .bind(id.as_str())
             .fetch_all(pool)
             .await?;
             (record, history)
         });
-        Ok((record.ok_or(StoreError::NotFound)?, history))
+        let record = record.ok_or(StoreError::NotFound)?;
+        let history = with_queued_entry(&record, history);
+        Ok((record, history))
     }
 
     /// Records what happened to an email (`delivered`, `opened`, `clicked`, `bounced`,

@@ -113,7 +113,8 @@ pub(crate) trait Statements {
         writes: &super::contacts::ContactWrites,
     ) -> StoreResult<bool>;
 
-    /// Inserts an email with its first history entry (its status: `queued` or `suppressed`).
+    /// Inserts an email (its status: `queued` or `suppressed`), a suppressed one with its
+    /// history entry (a queued one's is read off the email: `emails::QUEUED_ENTRY`).
     async fn insert_email(&mut self, email: &super::emails::EmailInsert<'_>) -> sqlx::Result<()>;
 
     /// Writes `contacts` as [`Statements::write_contacts`] does, then inserts `emails` as
@@ -127,8 +128,8 @@ pub(crate) trait Statements {
         emails: &[super::emails::EmailInsert<'_>],
     ) -> StoreResult<bool>;
 
-    /// Inserts emails, each with its first history entry, in one statement per table on SQLite
-    /// and one for both on PostgreSQL (per [`super::emails::MAX_EMAILS_PER_INSERT`]).
+    /// Inserts emails, the suppressed ones with their history entries, in one statement per
+    /// table on SQLite and one for both on PostgreSQL (per [`super::emails::MAX_EMAILS_PER_INSERT`]).
     async fn insert_emails(
         &mut self,
         emails: &[super::emails::EmailInsert<'_>],
@@ -444,7 +445,7 @@ where
             let mut q = sqlx::query(&sql);
             for ((w, links), id) in chunk.iter().zip(&links).zip(&ids) {
                 if together {
-                    q = q.bind(id.as_str());
+                    q = q.bind(id.as_deref());
                 }
                 q = bind_email!(q, w, links);
             }
@@ -452,11 +453,20 @@ where
             if together {
                 continue;
             }
-            let sql = in_order::<DB>(insert_activity_sql(chunk.len()));
+            // A queued email's history starts with no row (`emails::QUEUED_ENTRY`).
+            let entries: Vec<_> = chunk
+                .iter()
+                .zip(&ids)
+                .filter_map(|(w, id)| id.as_deref().map(|id| (w, id)))
+                .collect();
+            if entries.is_empty() {
+                continue;
+            }
+            let sql = in_order::<DB>(insert_activity_sql(entries.len()));
             let mut q = sqlx::query(&sql);
-            for (w, id) in chunk.iter().zip(&ids) {
+            for (w, id) in entries {
                 q = q
-                    .bind(id.as_str())
+                    .bind(id)
                     .bind(w.project)
                     .bind(w.email.id.as_str())
                     .bind(w.contact_id)
@@ -528,7 +538,7 @@ fn address_not_taken<R>(done: sqlx::Result<R>) -> StoreResult<bool> {
     }
 }
 
-/// PostgreSQL: new contacts, and emails with their first history entries, in one statement
+/// PostgreSQL: new contacts, and emails with the suppressed ones' history entries, in one statement
 /// (`insert_contacts_with_emails_sql`), in the caller's transaction or, given the pool, on its
 /// own: all of it or, when an address was taken meanwhile (`false`) or the statement failed,
 /// nothing.
@@ -556,24 +566,28 @@ where
         q = bind_new_contact!(q, c);
     }
     for ((w, links), id) in emails.iter().zip(&links).zip(&ids) {
-        q = q.bind(id.as_str());
+        q = q.bind(id.as_deref());
         q = bind_email!(q, w, links);
     }
     address_not_taken(q.bind(contacts.len() as i64).execute(executor).await)
 }
 
 /// What an insert of `emails` binds beside them: each one's tracked links as JSON, and a fresh
-/// id for each one's first history entry.
+/// fresh id for each one's history entry (none for a queued one, which gets no entry:
+/// `emails::QUEUED_ENTRY`).
 fn links_and_history_ids(
     emails: &[super::emails::EmailInsert<'_>],
-) -> (Vec<Value>, Vec<crate::domain::ids::ActivityId>) {
+) -> (Vec<Value>, Vec<Option<String>>) {
     let links = emails
         .iter()
         .map(|w| Value::from(w.email.links.clone()))
         .collect();
     let ids = emails
         .iter()
-        .map(|_| crate::domain::ids::ActivityId::generate())
+        .map(|w| {
+            (w.status != super::emails::QUEUED_ENTRY)
+                .then(|| crate::domain::ids::ActivityId::generate().into_string())
+        })
         .collect();
     (links, ids)
 }
