@@ -232,8 +232,8 @@ pub(super) struct SendWrite<'a> {
 /// Writes a send whose contacts [`sends_fresh_in`] found fresh, inside `tx`: each recipient's
 /// contact as planned (with its subscription event), the new field types `types`, the stored
 /// attachments, every email (a suppressed one with its history entry) and, unless suppressed,
-/// due for delivery now, and the idempotency key. `false` when a new recipient's address was taken meanwhile
-/// (part of the send may be written: roll back).
+/// due for delivery now, and the idempotency key. `false` when a new recipient's address was
+/// taken meanwhile (part of the send may be written: roll back).
 pub(super) async fn write_send_in<DB>(
     tx: &mut sqlx::Transaction<'_, DB>,
     project: &ProjectId,
@@ -386,10 +386,10 @@ pub(crate) const QUEUED_ENTRY: &str = status::QUEUED;
 
 /// PostgreSQL: inserts `contacts` new contacts (as `contacts::insert_contacts_sql`) and
 /// `emails` emails with the suppressed ones' history entries (as
-/// [`insert_emails_with_activity_sql`]) in
-/// one statement, which writes nothing when one contact's address is taken: the emails are
-/// inserted only when every contact was, and otherwise the statement raises [`ADDRESS_TAKEN`]
-/// (`herald_require`, migration 0031), inside a transaction or outside one. Binds the 8 values
+/// [`insert_emails_with_activity_sql`]) in one statement, which writes nothing when one
+/// contact's address is taken: the emails are inserted only when every contact was, and
+/// otherwise the statement raises [`ADDRESS_TAKEN`] (`herald_require`, migration 0031), inside
+/// a transaction or outside one. Binds the 8 values
 /// of each contact, then the 22 of each email, then `contacts` once more. The emails' foreign
 /// keys to the contacts are checked at the end of the statement, after every insert in it.
 pub(crate) fn insert_contacts_with_emails_sql(contacts: usize, emails: usize) -> String {
@@ -579,8 +579,9 @@ impl Store {
     /// Writes one send request whole, in one transaction: each recipient's contact as planned
     /// (created or changed, with its subscription event and field types), then every email (a
     /// suppressed one with its history entry) and, unless suppressed, due for delivery, and the
-    /// request's idempotency key. The plans were made from contacts read before rendering; when any of
-    /// them changed since, nothing is written and the answer is `false` (plan and render again).
+    /// request's idempotency key. The plans were made from contacts read before rendering; when
+    /// any of them changed since, nothing is written and the answer is `false` (plan and render
+    /// again).
     /// `Conflict(IdempotencyKey)` when the key was taken meanwhile.
     #[tracing::instrument(level = "debug", skip_all, fields(emails = send.emails.len()))]
     pub(crate) async fn commit_send(

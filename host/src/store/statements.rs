@@ -129,7 +129,8 @@ pub(crate) trait Statements {
     ) -> StoreResult<bool>;
 
     /// Inserts emails, the suppressed ones with their history entries, in one statement per
-    /// table on SQLite and one for both on PostgreSQL (per [`super::emails::MAX_EMAILS_PER_INSERT`]).
+    /// table on SQLite and one for both on PostgreSQL (per
+    /// [`super::emails::MAX_EMAILS_PER_INSERT`]).
     async fn insert_emails(
         &mut self,
         emails: &[super::emails::EmailInsert<'_>],
@@ -538,10 +539,10 @@ fn address_not_taken<R>(done: sqlx::Result<R>) -> StoreResult<bool> {
     }
 }
 
-/// PostgreSQL: new contacts, and emails with the suppressed ones' history entries, in one statement
-/// (`insert_contacts_with_emails_sql`), in the caller's transaction or, given the pool, on its
-/// own: all of it or, when an address was taken meanwhile (`false`) or the statement failed,
-/// nothing.
+/// PostgreSQL: new contacts, and emails with the suppressed ones' history entries, in one
+/// statement (`insert_contacts_with_emails_sql`), in the caller's transaction or, given the
+/// pool, on its own: all of it or, when an address was taken meanwhile (`false`) or the
+/// statement failed, nothing.
 pub(super) async fn insert_contacts_with_emails<'c, DB, E>(
     executor: E,
     contacts: &[&crate::domain::contact::Contact],
@@ -573,7 +574,7 @@ where
 }
 
 /// What an insert of `emails` binds beside them: each one's tracked links as JSON, and a fresh
-/// fresh id for each one's history entry (none for a queued one, which gets no entry:
+/// id for each one's history entry (none for a queued one, which gets no entry:
 /// `emails::QUEUED_ENTRY`).
 fn links_and_history_ids(
     emails: &[super::emails::EmailInsert<'_>],
