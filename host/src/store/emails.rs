@@ -364,9 +364,9 @@ const INSERT_COLUMNS: &str = "id, project_id, contact_id, template_id, kind, fro
 /// PostgreSQL: inserts `n` emails, and the history entry of each suppressed one, in one
 /// statement (a data-modifying CTE over one `VALUES` list; the history's foreign key and the
 /// triggers on `emails` run at the end of the statement, after both inserts). Binds, a row: the
-/// history entry's id, then the 21 values of [`insert_emails_sql`] in its order; the entry is
-/// the email's status (`suppressed`), with its error as detail, at its creation time. A queued
-/// email gets no entry ([`QUEUED_ENTRY`]).
+/// history entry's id (`NULL` for none: a queued email gets no entry, [`QUEUED_ENTRY`]), then
+/// the 21 values of [`insert_emails_sql`] in its order; the entry is the email's status
+/// (`suppressed`), with its error as detail, at its creation time.
 pub(crate) fn insert_emails_with_activity_sql(n: usize) -> String {
     let rows = super::dialect::value_rows(1, n, 22);
     format!(
@@ -374,7 +374,7 @@ pub(crate) fn insert_emails_with_activity_sql(n: usize) -> String {
          e AS (INSERT INTO emails ({INSERT_COLUMNS}) SELECT {INSERT_COLUMNS} FROM v) \
          INSERT INTO email_events (id, project_id, email_id, contact_id, kind, detail, created_at) \
          SELECT activity_id, project_id, id, contact_id, status, error, created_at FROM v \
-         WHERE status <> '{QUEUED_ENTRY}'"
+         WHERE activity_id IS NOT NULL"
     )
 }
 
@@ -389,9 +389,9 @@ pub(crate) const QUEUED_ENTRY: &str = status::QUEUED;
 /// [`insert_emails_with_activity_sql`]) in one statement, which writes nothing when one
 /// contact's address is taken: the emails are inserted only when every contact was, and
 /// otherwise the statement raises [`ADDRESS_TAKEN`] (`herald_require`, migration 0031), inside
-/// a transaction or outside one. Binds the 8 values
-/// of each contact, then the 22 of each email, then `contacts` once more. The emails' foreign
-/// keys to the contacts are checked at the end of the statement, after every insert in it.
+/// a transaction or outside one. Binds the 8 values of each contact, then the 22 of each email,
+/// then `contacts` once more. The emails' foreign keys to the contacts are checked at the end of
+/// the statement, after every insert in it.
 pub(crate) fn insert_contacts_with_emails_sql(contacts: usize, emails: usize) -> String {
     let first_email = 1 + 8 * contacts;
     let expected = first_email + 22 * emails;
@@ -405,7 +405,7 @@ pub(crate) fn insert_contacts_with_emails_sql(contacts: usize, emails: usize) ->
                WHERE (SELECT yes FROM all_in)), \
          a AS (INSERT INTO email_events (id, project_id, email_id, contact_id, kind, detail, created_at) \
                SELECT activity_id, project_id, id, contact_id, status, error, created_at FROM v \
-               WHERE (SELECT yes FROM all_in) AND status <> '{QUEUED_ENTRY}') \
+               WHERE (SELECT yes FROM all_in) AND activity_id IS NOT NULL) \
          SELECT herald_require((SELECT yes FROM all_in), 'a new contact''s address was taken')"
     )
 }
@@ -581,8 +581,7 @@ impl Store {
     /// suppressed one with its history entry) and, unless suppressed, due for delivery, and the
     /// request's idempotency key. The plans were made from contacts read before rendering; when
     /// any of them changed since, nothing is written and the answer is `false` (plan and render
-    /// again).
-    /// `Conflict(IdempotencyKey)` when the key was taken meanwhile.
+    /// again). `Conflict(IdempotencyKey)` when the key was taken meanwhile.
     #[tracing::instrument(level = "debug", skip_all, fields(emails = send.emails.len()))]
     pub(crate) async fn commit_send(
         &self,
