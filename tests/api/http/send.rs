@@ -1054,6 +1054,78 @@ async fn a_throttled_backlog_neither_delays_another_project_nor_is_touched_while
     assert!(log.rcpt_to.iter().any(|r| r == "<solo@example.com>"));
 }
 
+#[tokio::test]
+async fn another_projects_email_is_handed_off_within_a_second_past_a_backlog_of_100000() {
+    // No send budget: one project's backlog keeps every delivery slot busy, and the claims are
+    // what must be fair.
+    let Setup { dns, smtp, app, p } = setup(|_| {}).await;
+    let other = app.project().await;
+    verified_domain(&app, &other, &dns, "beta.test").await;
+    // 100,000 emails queued and due for the first project, written by SQL (as complete
+    // messages, which a hand-off sends as they are).
+    let message =
+        "From: hello@acme.test\r\nTo: backlog@example.com\r\nSubject: backlog\r\n\r\nb\r\n";
+    let hex: String = message.bytes().map(|b| format!("{b:02x}")).collect();
+    let now = chrono::Utc::now().timestamp_millis();
+    let project = &p.id;
+    let columns = "id, project_id, kind, from_address, to_address, subject, status, message_id, \
+                   envelope_from, raw, created_at, updated_at, due_at";
+    let values = format!(
+        "'eml_backlog' || g, '{project}', 'transactional', 'hello@acme.test', \
+         'b' || g || '@example.com', 'backlog', 'queued', 'backlog' || g || '@acme.test', \
+         'hello@acme.test', RAW, {now}, {now}, {now}"
+    );
+    let sql = if app.database_url.starts_with("postgres") {
+        format!(
+            "INSERT INTO emails ({columns}) SELECT {} FROM generate_series(1, 100000) AS s(g)",
+            values.replace("RAW", &format!("'\\x{hex}'::bytea"))
+        )
+    } else {
+        format!(
+            "WITH RECURSIVE s(g) AS (SELECT 1 UNION ALL SELECT g + 1 FROM s WHERE g < 100000) \
+             INSERT INTO emails ({columns}) SELECT {} FROM s",
+            values.replace("RAW", &format!("X'{hex}'"))
+        )
+    };
+    exec(&app.database_url, &sql).await;
+    app.state().jobs().wake_deliveries();
+    received(&smtp, 200).await;
+
+    // Another project's single email is handed off within a second, ahead of the backlog.
+    let started = Instant::now();
+    let r = send(
+        &app,
+        &other,
+        json!({ "to": "solo@example.com", "from": "hi@beta.test", "subject": "s", "body": "b" }),
+    )
+    .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    let id = r.body["data"]["emails"][0]["email"].as_str().unwrap();
+    email_with_status(&app, &other, id, "sent").await;
+    let waited = started.elapsed();
+    let queued = count(
+        &app,
+        &format!(
+            "SELECT COUNT(*) FROM emails WHERE project_id = '{project}' AND status = 'queued'"
+        ),
+    )
+    .await;
+    assert!(
+        waited < Duration::from_secs(1),
+        "{waited:?}, {queued} queued"
+    );
+    // The backlog was still there: the email went ahead of it, not after it.
+    assert!(queued > 50_000, "{queued} of the backlog still queued");
+    assert!(
+        smtp.log
+            .lock()
+            .unwrap()
+            .rcpt_to
+            .iter()
+            .any(|r| r == "<solo@example.com>")
+    );
+}
+
 /// Sending at one email per second with a one-second lease, for the crash tests.
 fn slow_mail(dns: &DnsServer, smtp: SocketAddr) -> impl Fn(&mut Settings) + '_ {
     move |s: &mut Settings| {
