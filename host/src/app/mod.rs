@@ -195,6 +195,7 @@ impl AppBuilder {
             batch_bytes: (settings.plugins.memory_bytes / 4) as usize,
             lease: queue.lease,
             retry_lifetime: Duration::from_secs(settings.sending.retry_lifetime_seconds.max(1)),
+            stopped: Default::default(),
         });
         let verifier = Verifier::new(
             &settings.plugins,

@@ -23,7 +23,10 @@
 //! Outcomes are recorded keyed on the hand-off (the claim's token), and a claim never takes an
 //! email whose last hand-off started less than a lease ago, so a batch whose heartbeat stalled
 //! still records what happened and its messages are not handed off again meanwhile. That
-//! write is retried in place a few times before the batch gives up on it.
+//! write is retried in place: while the database is unavailable, until it lands (its heartbeat
+//! keeps the emails held meanwhile whenever the database answers); for any other failure, a
+//! few times before the batch gives up on it. A database outage longer than the hold is, to
+//! the queue, a crash of the batch.
 //!
 //! Transient transport errors are retried with the queue's backoff (exponential, with jitter,
 //! capped at 5 minutes) until the email is older than `sending.retry_lifetime_seconds` (24 hours
@@ -36,6 +39,7 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use futures::future::BoxFuture;
@@ -150,28 +154,45 @@ pub struct Deliveries {
     pub lease: Duration,
     /// How long transient failures are retried, from when the email was queued.
     pub retry_lifetime: Duration,
+    /// Set once the workers are stopping: a batch no longer waits out an unavailable database
+    /// to record its outcomes.
+    pub stopped: AtomicBool,
 }
 
 /// Times the outcome write is tried in place before the batch gives up on it (its emails are
-/// then due again once their hold lapses).
+/// then due again once their hold lapses), unless the database is unavailable.
 const OUTCOME_WRITES: u32 = 6;
 
+/// The longest pause between two tries of the outcome write.
+const OUTCOME_PAUSE_MAX: Duration = Duration::from_secs(2);
+
 /// Records the ends of a batch's hand-offs (see [`Store::finish_deliveries`]), retrying a
-/// failed write in place with a doubling pause (0.2 s, 0.4 s, … 3.2 s): a database blip right
-/// after the transport accepted the messages must not leave them to be handed off again.
+/// failed write in place with a doubling pause (0.2 s, 0.4 s, … then every 2 s): a database
+/// blip right after the transport accepted the messages must not leave them to be handed off
+/// again. While the database is unavailable (unreachable, refusing connections, locked past
+/// the busy timeout), the write is retried until it lands, however long that takes, unless
+/// the workers are stopping (`stopped`); any other failure ends the tries after
+/// [`OUTCOME_WRITES`]. The batch's heartbeat runs meanwhile, so the emails stay held whenever
+/// the database answers; an outage longer than the hold (`jobs_lease_seconds`) is to the queue
+/// what a crash is, and may re-send.
 async fn record(
     store: &Store,
     token: &str,
     ends: &[(&Deliverable, HandOffEnd<'_>)],
+    stopped: &AtomicBool,
 ) -> Result<Vec<bool>, StoreError> {
     let mut pause = Duration::from_millis(200);
     let mut attempt = 1;
     loop {
         match store.finish_deliveries(token, ends).await {
-            Err(err) if attempt < OUTCOME_WRITES => {
+            Err(err)
+                if attempt < OUTCOME_WRITES
+                    || (matches!(err, StoreError::Unavailable(_))
+                        && !stopped.load(Ordering::Acquire)) =>
+            {
                 tracing::warn!(emails = ends.len(), error = %err, attempt, "could not record the delivery outcomes; retrying");
                 tokio::time::sleep(pause).await;
-                pause *= 2;
+                pause = (pause * 2).min(OUTCOME_PAUSE_MAX);
                 attempt += 1;
             }
             done => return done,
@@ -214,6 +235,7 @@ impl Deliveries {
         let mut cursor = None;
         loop {
             if *stop.borrow() {
+                self.stopped.store(true, Ordering::Release);
                 break;
             }
             let free = slots.available_permits();
@@ -568,7 +590,7 @@ impl Deliveries {
                 (email, end)
             })
             .collect();
-        let recorded = record(store, &token, &records).await?;
+        let recorded = record(store, &token, &records, &self.stopped).await?;
         for ((email, _), ok) in ends.iter().zip(recorded) {
             if !ok {
                 tracing::warn!(email_id = %email.id, "the email's hand-off was taken over by another claim; its outcome is left to it");

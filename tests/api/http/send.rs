@@ -962,6 +962,18 @@ async fn count(app: &TestApp, sql: &str) -> i64 {
     .unwrap_or_else(|e| panic!("{sql}: {e}"))
 }
 
+/// Waits (up to 10 s) until an email's hand-off has started.
+async fn hand_off_started(app: &TestApp) {
+    wait_for_count(
+        app,
+        "SELECT COUNT(*) FROM emails WHERE handed_off_at IS NOT NULL",
+        |n| n > 0,
+        10,
+        "the hand-off starts",
+    )
+    .await;
+}
+
 /// Waits (up to `secs` seconds) until the number `sql` counts satisfies `done`.
 async fn wait_for_count(
     app: &TestApp,
@@ -1529,6 +1541,57 @@ async fn a_failed_outcome_write_is_retried_in_place_and_the_message_goes_once() 
 }
 
 #[tokio::test]
+async fn a_database_outage_after_the_relay_accepted_is_waited_out_and_the_message_goes_once() {
+    let pg = crate::support::harness::postgres_url().is_some();
+    // The hold a batch keeps on its emails: on PostgreSQL short, so that a batch giving up on
+    // its outcome would have its email handed off again within the test; on SQLite longer than
+    // the outage below, which also blocks the heartbeat there.
+    let lease = if pg { 6 } else { 20 };
+    let Setup { smtp, app, p, .. } = setup(|s| s.jobs_lease_seconds = lease).await;
+    // The relay holds a message to `slow` for 3 s.
+    let id = send_one(&app, &p, "slow@example.com").await;
+    hand_off_started(&app).await;
+    if pg {
+        // For 12 s, every write that records an email as sent fails as a database refusing
+        // connections does (SQLSTATE 57P03), past the 6 tries (about 6 s) a batch once gave it;
+        // the heartbeat's writes go through.
+        let until = chrono::Utc::now().timestamp_millis() + 12_000;
+        exec(
+            &app.database_url,
+            &format!(
+                "CREATE FUNCTION refuse_outcome() RETURNS trigger LANGUAGE plpgsql AS $f$ BEGIN \
+                 IF NEW.status = 'sent' AND extract(epoch from clock_timestamp()) * 1000 < {until} THEN \
+                 RAISE EXCEPTION 'injected outage' USING ERRCODE = '57P03'; END IF; RETURN NEW; END $f$; \
+                 CREATE TRIGGER refuse_outcome BEFORE UPDATE ON emails FOR EACH ROW EXECUTE FUNCTION refuse_outcome();"
+            ),
+        )
+        .await;
+    }
+    // SQLite: another connection holds the write lock for 15 s, past the 10 s busy timeout: the
+    // outcome write, waiting from when the relay accepted, fails as the database being
+    // unavailable (SQLITE_BUSY) and is tried again.
+    let hold = async {
+        if !pg {
+            use sqlx::Connection;
+            let mut c = sqlx::SqliteConnection::connect(&app.database_url)
+                .await
+                .unwrap();
+            sqlx::raw_sql("BEGIN IMMEDIATE")
+                .execute(&mut c)
+                .await
+                .unwrap();
+            tokio::time::sleep(Duration::from_secs(15)).await;
+            sqlx::raw_sql("ROLLBACK").execute(&mut c).await.unwrap();
+        }
+    };
+    let (email, ()) = tokio::join!(email_with_status(&app, &p, &id, "sent"), hold);
+    assert_eq!(email["attempts"], 1, "handed off once: {email}");
+    // Past when a batch that gave up would have handed it off again (its hold lapsed).
+    tokio::time::sleep(Duration::from_secs(if pg { 8 } else { 2 })).await;
+    assert_eq!(smtp.log.lock().unwrap().data.len(), 1, "delivered once");
+}
+
+#[tokio::test]
 async fn emails_queued_by_an_older_release_or_held_by_a_dead_instance_are_delivered() {
     let KilledMidSend {
         dns,
@@ -1662,14 +1725,7 @@ async fn a_heartbeat_stalled_past_the_lease_mid_hand_off_still_delivers_once() {
         .to_string();
     // The relay holds the message for 3 s; meanwhile the email's hold lapses as if the
     // batch's heartbeat had stalled, and the workers look for due emails again and again.
-    wait_for_count(
-        &app,
-        "SELECT COUNT(*) FROM emails WHERE handed_off_at IS NOT NULL",
-        |n| n > 0,
-        10,
-        "the hand-off starts",
-    )
-    .await;
+    hand_off_started(&app).await;
     exec(
         &app.database_url,
         "UPDATE emails SET due_at = 0 WHERE status = 'queued'",
