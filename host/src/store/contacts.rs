@@ -870,7 +870,7 @@ pub struct CustomField {
 }
 
 /// A project's contact count as `contact_counts` keeps it (migration 0016); binds the project.
-const CONTACT_COUNT: &str =
+pub(super) const CONTACT_COUNT: &str =
     "SELECT CAST(COALESCE(SUM(n), 0) AS BIGINT) FROM contact_counts WHERE project_id = $1";
 
 impl Store {

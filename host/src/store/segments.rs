@@ -14,10 +14,11 @@ use serde_json::Value;
 use sqlx::FromRow;
 use sqlx::types::Json;
 
+use super::contacts::CONTACT_COUNT;
 use super::contacts::ContactRow;
 use super::dialect::{BeginWrite, for_key_share, for_update, placeholders};
 use super::statements::Statements;
-use super::{Backend, Store, StoreError, StoreResult};
+use super::{Backend, Db, Store, StoreError, StoreResult};
 use super::{on_db, on_db_write};
 use crate::domain::contact::Contact;
 use crate::domain::event::StoredEvent;
@@ -191,6 +192,49 @@ fn dialect(backend: Backend) -> Dialect {
         Backend::Sqlite => Dialect::Sqlite,
         Backend::Postgres => Dialect::Postgres,
     }
+}
+
+/// A project's contacts from which SQLite counts a dynamic segment in parts
+/// ([`Store::count_members`]); below it one statement takes a few hundred milliseconds at most.
+const SPLIT_COUNT_AT: i64 = 100_000;
+
+/// How many parts SQLite counts a large dynamic segment in: one per core, 2 to 4 (the read
+/// pool has at least twice as many connections as cores).
+fn count_parts() -> i64 {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    i64::try_from(cores).unwrap_or(4).clamp(2, 4)
+}
+
+/// The rowid ranges (inclusive) to count a segment in, from the contacts table's lowest and
+/// highest rowid and the project's contact count: `parts` equal spans of the rowids when the
+/// project has at least [`SPLIT_COUNT_AT`] contacts and fills at least half of the span (so a
+/// scan of the table is the plan either way); otherwise one range of every rowid. The first
+/// and last ranges are open-ended, so a contact inserted after the bounds were read is counted
+/// as by one statement.
+fn split_count(low: Option<i64>, high: Option<i64>, contacts: i64, parts: i64) -> Vec<(i64, i64)> {
+    let whole = vec![(i64::MIN, i64::MAX)];
+    let (Some(low), Some(high)) = (low, high) else {
+        return whole;
+    };
+    let span = i128::from(high) - i128::from(low) + 1;
+    if contacts < SPLIT_COUNT_AT || i128::from(contacts) * 2 < span || parts < 2 {
+        return whole;
+    }
+    // The first rowid of part i, for i in 1..parts (within low..=high, so no overflow).
+    let start = |i: i64| {
+        i64::try_from(i128::from(low) + span * i128::from(i) / i128::from(parts)).unwrap_or(high)
+    };
+    (0..parts)
+        .map(|i| {
+            let from = if i == 0 { i64::MIN } else { start(i) };
+            let to = if i == parts - 1 {
+                i64::MAX
+            } else {
+                start(i + 1) - 1
+            };
+            (from, to)
+        })
+        .collect()
 }
 
 /// Binds every value of `$binds` to the query `$q`, in order.
@@ -478,19 +522,22 @@ impl Store {
         let sql = format!(
             "SELECT {CONTACT_COLUMNS} {from} ORDER BY c.id DESC LIMIT {page_size} OFFSET {offset}"
         );
-        let count_sql = format!("SELECT COUNT(*) {from}");
-        // The page and the count on two connections at once: on a large segment the count is
-        // the long part, and the page should not wait for it. Neither is kept as a prepared
-        // statement: the text is the filter's own, and PostgreSQL plans an unnamed statement
-        // with its values (a kept one turns generic after five runs, blind to the time cutoffs
-        // and the filter's values).
-        let (rows, total): (Vec<ContactRow>, i64) = on_db!(self.db(), pool => {
-            let rows = bind_all!(sqlx::query_as(&sql), &binds).persistent(false).fetch_all(pool);
-            let total = bind_all!(sqlx::query_scalar(&count_sql), &binds)
-                .persistent(false)
-                .fetch_one(pool);
-            tokio::try_join!(rows, total)?
-        });
+        // The page and the count on connections of their own at once: on a large segment the
+        // count is the long part, and the page should not wait for it. Neither is kept as a
+        // prepared statement: the text is the filter's own, and PostgreSQL plans an unnamed
+        // statement with its values (a kept one turns generic after five runs, blind to the
+        // time cutoffs and the filter's values).
+        let rows = async {
+            let rows: Vec<ContactRow> = on_db!(self.db(), pool => {
+                bind_all!(sqlx::query_as(&sql), &binds)
+                    .persistent(false)
+                    .fetch_all(pool)
+                    .await?
+            });
+            Ok::<_, StoreError>(rows)
+        };
+        let total = self.count_members(segment, &from, &binds);
+        let (rows, total) = tokio::try_join!(rows, total)?;
         Ok((rows.into_iter().map(Into::into).collect(), total))
     }
 
@@ -498,15 +545,68 @@ impl Store {
     #[tracing::instrument(level = "debug", skip(self, segment))]
     pub async fn refresh_segment(&self, segment: &Segment) -> StoreResult<i64> {
         let (from, binds) = self.members_from(segment, now_ms())?;
-        let count_sql = format!("SELECT COUNT(*) {from}");
-        let count: i64 = on_db!(self.db(), pool => {
-            bind_all!(sqlx::query_scalar(&count_sql), &binds)
-                .persistent(false)
-                .fetch_one(pool)
-                .await?
-        });
+        let count = self.count_members(segment, &from, &binds).await?;
         self.store_member_count(segment, count).await?;
         Ok(count)
+    }
+
+    /// `SELECT COUNT(*) {from}` for [`Store::members_from`]'s answer. PostgreSQL spreads a
+    /// large count over its parallel workers itself; SQLite runs a statement on one thread, so
+    /// there a dynamic segment's count over a project that fills most of the contacts table
+    /// ([`split_count`]) is counted in parts, ranges of the table's rowids, each on a read
+    /// connection of its own at once, and summed. Each part reads its own snapshot, as the
+    /// page beside the count already does: a contact written meanwhile is counted as of one
+    /// of those moments.
+    async fn count_members(
+        &self,
+        segment: &Segment,
+        from: &str,
+        binds: &[SqlValue],
+    ) -> StoreResult<i64> {
+        let count_sql = format!("SELECT COUNT(*) {from}");
+        let pool = match self.db() {
+            Db::Sqlite { pool, .. } if matches!(segment.segment_type, SegmentType::Dynamic) => pool,
+            _ => {
+                let count: i64 = on_db!(self.db(), pool => {
+                    bind_all!(sqlx::query_scalar(&count_sql), binds)
+                        .persistent(false)
+                        .fetch_one(pool)
+                        .await?
+                });
+                return Ok(count);
+            }
+        };
+        let (low, high, contacts): (Option<i64>, Option<i64>, i64) = sqlx::query_as(&format!(
+            "SELECT (SELECT MIN(rowid) FROM contacts), (SELECT MAX(rowid) FROM contacts), \
+             ({CONTACT_COUNT})"
+        ))
+        .bind(segment.project_id.as_str())
+        .fetch_one(pool)
+        .await?;
+        let parts = split_count(low, high, contacts, count_parts());
+        if parts.len() < 2 {
+            // Counted whole, without a rowid range the planner might prefer to the project's
+            // index.
+            let count: i64 = bind_all!(sqlx::query_scalar(&count_sql), binds)
+                .persistent(false)
+                .fetch_one(pool)
+                .await?;
+            return Ok(count);
+        }
+        let part_sql = format!(
+            "{count_sql} AND c.rowid BETWEEN ${} AND ${}",
+            binds.len() + 1,
+            binds.len() + 2
+        );
+        let counts = futures::future::try_join_all(parts.into_iter().map(|(from, to)| {
+            bind_all!(sqlx::query_scalar::<_, i64>(&part_sql), binds)
+                .bind(from)
+                .bind(to)
+                .persistent(false)
+                .fetch_one(pool)
+        }))
+        .await?;
+        Ok(counts.into_iter().sum())
     }
 
     async fn store_member_count(&self, segment: &Segment, count: i64) -> StoreResult<()> {
@@ -1145,5 +1245,35 @@ fn membership_event(
         },
         data: membership_event_data(id, name),
         created_at: now,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_large_project_filling_the_table_is_counted_in_equal_open_ended_parts() {
+        assert_eq!(
+            split_count(Some(1), Some(1_000_000), 1_000_000, 2),
+            [(i64::MIN, 500_000), (500_001, i64::MAX)]
+        );
+        assert_eq!(
+            split_count(Some(11), Some(300_010), 200_000, 3),
+            [(i64::MIN, 100_010), (100_011, 200_010), (200_011, i64::MAX)]
+        );
+        // The extremes of rowids do not overflow.
+        let parts = split_count(Some(0), Some(i64::MAX), i64::MAX, 4);
+        assert_eq!(parts.len(), 4);
+        assert!(parts.windows(2).all(|w| w[0].1 + 1 == w[1].0));
+    }
+
+    #[test]
+    fn a_small_project_a_minority_of_the_table_or_an_empty_table_is_counted_whole() {
+        let whole = [(i64::MIN, i64::MAX)];
+        assert_eq!(split_count(Some(1), Some(99_999), 99_999, 2), whole);
+        assert_eq!(split_count(Some(1), Some(1_000_000), 400_000, 2), whole);
+        assert_eq!(split_count(None, None, 0, 2), whole);
+        assert_eq!(split_count(Some(1), Some(1_000_000), 1_000_000, 1), whole);
     }
 }

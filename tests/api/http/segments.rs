@@ -1305,3 +1305,77 @@ async fn compute_walks_many_chunks_once_each() {
         r.body
     );
 }
+
+#[tokio::test]
+async fn a_large_projects_count_in_parts_is_the_count_of_every_member() {
+    // 121,000 contacts by SQL, every 121st of them another project's, spread through the
+    // table: the first project fills the table, so SQLite counts it in parts (ranges of
+    // rowids, each on a connection of its own); the other is counted whole. Both must count
+    // exactly their own members.
+    let app = TestApp::spawn().await;
+    let (p, other) = (app.project().await, app.project().await);
+    let now = chrono::Utc::now().timestamp_millis();
+    let owner = format!(
+        "CASE WHEN g % 121 = 0 THEN '{}' ELSE '{}' END",
+        other.id, p.id
+    );
+    let sql = if app.database_url.starts_with("postgres") {
+        format!(
+            "INSERT INTO contacts (id, project_id, email, subscribed, data, version, created_at, \
+             updated_at) SELECT 'cnt_big' || g, {owner}, 'c' || g || '@example.com', \
+             g % 10 <> 0, jsonb_build_object('plan', CASE WHEN g % 3 = 0 THEN 'pro' ELSE \
+             'free' END), 0, {now}, {now} FROM generate_series(1, 121000) AS s(g)"
+        )
+    } else {
+        format!(
+            "WITH RECURSIVE s(g) AS (SELECT 1 UNION ALL SELECT g + 1 FROM s WHERE g < 121000) \
+             INSERT INTO contacts (id, project_id, email, subscribed, data, version, \
+             created_at, updated_at) SELECT 'cnt_big' || g, {owner}, 'c' || g || \
+             '@example.com', g % 10 <> 0, json_object('plan', CASE WHEN g % 3 = 0 THEN 'pro' \
+             ELSE 'free' END), 0, {now}, {now} FROM s"
+        )
+    };
+    {
+        use herald::store::Db;
+        match app.state().store().db() {
+            Db::Sqlite { writer, .. } => sqlx::raw_sql(&sql).execute(writer).await.map(|_| ()),
+            Db::Postgres(pool) => sqlx::raw_sql(&sql).execute(pool).await.map(|_| ()),
+        }
+        .unwrap_or_else(|e| panic!("{sql}: {e}"));
+    }
+    let condition = all_of(json!([
+        { "field": "data.plan", "operator": "equals", "value": "pro" },
+        { "field": "subscribed", "operator": "equals", "value": true }
+    ]));
+    let expected = |of_other: bool| {
+        (1..=121_000)
+            .filter(|g| (g % 121 == 0) == of_other && g % 3 == 0 && g % 10 != 0)
+            .count()
+    };
+    for (project, of_other) in [(&p, false), (&other, true)] {
+        let id = dynamic(&app, project, "Pro", condition.clone()).await;
+        let r = app
+            .get(
+                &format!("/segments/{id}/contacts?pageSize=5"),
+                &project.secret_key,
+            )
+            .await;
+        assert_eq!(r.status, 200, "{}", r.body);
+        assert_eq!(r.body["total"], json!(expected(of_other)), "{}", r.body);
+        assert_eq!(r.body["data"].as_array().unwrap().len(), 5, "{}", r.body);
+        let r = app
+            .post(
+                &format!("/segments/{id}/refresh"),
+                &project.secret_key,
+                json!({}),
+            )
+            .await;
+        assert_eq!(r.status, 200, "{}", r.body);
+        assert_eq!(
+            r.body["memberCount"],
+            json!(expected(of_other)),
+            "{}",
+            r.body
+        );
+    }
+}
