@@ -136,6 +136,12 @@ fn scalar() -> impl Strategy<Value = Value> {
             Just("2024-01-02T03:04:05.6789Z"),
             Just("2024-01-02t03:04:05Z"),
             Just(" 2024-01-02T03:04:05Z"),
+            // Escaped in the stored JSON text.
+            Just("a\"b"),
+            Just("a\\b"),
+            Just("x\ny"),
+            Just("\u{1}"),
+            Just("\":\"a"),
         ]
         .prop_map(Value::from),
         (near_now(), any::<bool>()).prop_map(|(ms, millis)| Value::from(iso(ms, millis))),
