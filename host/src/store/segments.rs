@@ -199,11 +199,12 @@ fn dialect(backend: Backend) -> Dialect {
 const SPLIT_COUNT_AT: i64 = 100_000;
 
 /// How many parts SQLite counts a large dynamic segment in: one per core, 2 to 4 (the read
-/// pool has at least twice as many connections as cores).
-fn count_parts() -> i64 {
+/// pool has at least twice as many connections as cores). Read once: finding the cores reads
+/// the cgroup's files.
+static COUNT_PARTS: std::sync::LazyLock<i64> = std::sync::LazyLock::new(|| {
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     i64::try_from(cores).unwrap_or(4).clamp(2, 4)
-}
+});
 
 /// The rowid ranges (inclusive) to count a segment in, from the contacts table's lowest and
 /// highest rowid and the project's contact count: `parts` equal spans of the rowids when the
@@ -564,49 +565,43 @@ impl Store {
         binds: &[SqlValue],
     ) -> StoreResult<i64> {
         let count_sql = format!("SELECT COUNT(*) {from}");
-        let pool = match self.db() {
-            Db::Sqlite { pool, .. } if matches!(segment.segment_type, SegmentType::Dynamic) => pool,
-            _ => {
-                let count: i64 = on_db!(self.db(), pool => {
-                    bind_all!(sqlx::query_scalar(&count_sql), binds)
+        if let Db::Sqlite { pool, .. } = self.db()
+            && matches!(segment.segment_type, SegmentType::Dynamic)
+        {
+            let (low, high, contacts): (Option<i64>, Option<i64>, i64) = sqlx::query_as(&format!(
+                "SELECT (SELECT MIN(rowid) FROM contacts), (SELECT MAX(rowid) FROM contacts), \
+                     ({CONTACT_COUNT})"
+            ))
+            .bind(segment.project_id.as_str())
+            .fetch_one(pool)
+            .await?;
+            let parts = split_count(low, high, contacts, *COUNT_PARTS);
+            // One part is counted whole below, without a rowid range the planner might prefer
+            // to the project's index.
+            if parts.len() > 1 {
+                let part_sql = format!(
+                    "{count_sql} AND c.rowid BETWEEN ${} AND ${}",
+                    binds.len() + 1,
+                    binds.len() + 2
+                );
+                let counts = futures::future::try_join_all(parts.into_iter().map(|(from, to)| {
+                    bind_all!(sqlx::query_scalar::<_, i64>(&part_sql), binds)
+                        .bind(from)
+                        .bind(to)
                         .persistent(false)
                         .fetch_one(pool)
-                        .await?
-                });
-                return Ok(count);
-            }
-        };
-        let (low, high, contacts): (Option<i64>, Option<i64>, i64) = sqlx::query_as(&format!(
-            "SELECT (SELECT MIN(rowid) FROM contacts), (SELECT MAX(rowid) FROM contacts), \
-             ({CONTACT_COUNT})"
-        ))
-        .bind(segment.project_id.as_str())
-        .fetch_one(pool)
-        .await?;
-        let parts = split_count(low, high, contacts, count_parts());
-        if parts.len() < 2 {
-            // Counted whole, without a rowid range the planner might prefer to the project's
-            // index.
-            let count: i64 = bind_all!(sqlx::query_scalar(&count_sql), binds)
-                .persistent(false)
-                .fetch_one(pool)
+                }))
                 .await?;
-            return Ok(count);
+                return Ok(counts.into_iter().sum());
+            }
         }
-        let part_sql = format!(
-            "{count_sql} AND c.rowid BETWEEN ${} AND ${}",
-            binds.len() + 1,
-            binds.len() + 2
-        );
-        let counts = futures::future::try_join_all(parts.into_iter().map(|(from, to)| {
-            bind_all!(sqlx::query_scalar::<_, i64>(&part_sql), binds)
-                .bind(from)
-                .bind(to)
+        let count: i64 = on_db!(self.db(), pool => {
+            bind_all!(sqlx::query_scalar(&count_sql), binds)
                 .persistent(false)
                 .fetch_one(pool)
-        }))
-        .await?;
-        Ok(counts.into_iter().sum())
+                .await?
+        });
+        Ok(count)
     }
 
     async fn store_member_count(&self, segment: &Segment, count: i64) -> StoreResult<()> {
