@@ -17,15 +17,19 @@ they are history, not news), then `herald serve` runs on it and the script measu
    no tracked segment and then with 10 tracked segments, twice: while the contacts enter (each
    event then also writes entry events, which the outbox dispatches in turn) and once they are
    members (nothing changes: the re-evaluation alone); the added cost per `/v1/track` is the
-   difference per event.
+   difference per event, in wall time and in CPU seconds of the server (and of PostgreSQL's
+   processes). Beside it, what the entering burst took beyond the settled one per entry event
+   it wrote, as a share of a tracked event's cost with no tracked segment.
 
 Usage: host/benches/segments/run.py [N, default 1000000] [M, default 5000]
 (`ONLY=sqlite` or `ONLY=postgres` runs one database; `LIVE_ONLY=1` runs part 3 alone,
-`COUNT_ONLY=1` part 1 alone.)
+`COUNT_ONLY=1` part 1 alone; `POLL_MS` sets the server's job and outbox poll interval, 20 ms
+unless given, so that a burst's drain is not rounded up to the default 500 ms.)
 Needs a release build (cargo build --release; CARGO_TARGET_DIR is honoured), python3, sqlite3's
 module, psql, and PostgreSQL on 127.0.0.1:5432 for the second half (skipped with a note when
 unreachable). HERALD_BIN runs another binary (a debug build, for a quick check of the script).
 """
+import glob
 import json
 import os
 import shutil
@@ -163,8 +167,44 @@ def compute_with_probe(key, segment, probe_email):
     return took, longest[0], out
 
 
-def track_burst(db, key, tag):
-    """Seconds to track M events with 8 threads and drain the outbox."""
+def cpu_seconds(server, pg):
+    """CPU seconds spent so far by the server and, on PostgreSQL, by the postmaster and its
+    children (live ones, and exited ones through the postmaster's own counts)."""
+    tick = os.sysconf("SC_CLK_TCK")
+
+    def fields(pid):
+        with open(f"/proc/{pid}/stat") as f:
+            stat = f.read()
+        return stat[stat.rindex(")") + 2:].split()
+
+    def own(pid):
+        try:
+            f = fields(pid)
+            return int(f[11]) + int(f[12])
+        except (OSError, ValueError):
+            return 0
+
+    total = own(server)
+    if pg:
+        pids = []
+        for path in glob.glob("/var/run/postgresql/*.pid"):
+            with open(path) as f:
+                first = f.readline().strip()
+            if first.isdigit():
+                pids.append(int(first))
+        for pm in pids[:1]:
+            f = fields(pm)
+            total += int(f[11]) + int(f[12]) + int(f[13]) + int(f[14])
+            kids = subprocess.run(["pgrep", "-P", str(pm)], capture_output=True, text=True).stdout.split()
+            total += sum(own(int(k)) for k in kids)
+    return total / tick
+
+
+def track_burst(db, key, tag, server):
+    """Seconds to track M events with 8 threads and drain the outbox, and the CPU seconds the
+    server (and PostgreSQL) spent meanwhile."""
+    pg = db.url.startswith("postgres")
+    cpu = cpu_seconds(server, pg)
     t = time.perf_counter()
     with ThreadPoolExecutor(8) as pool:
         list(pool.map(lambda i: call("POST", "/v1/track", key, {"email": f"c{1 + i * 97 % N}@example.com", "event": tag}), range(M)))
@@ -172,30 +212,42 @@ def track_burst(db, key, tag):
     while int(db.run("SELECT COUNT(*) FROM event_outbox") or 0) > 0:
         time.sleep(0.05)
     took = time.perf_counter() - t
-    print(f"  {tag}: tracked in {tracked:.2f} s, outbox drained {took - tracked:.2f} s later")
-    return took
+    cpu = cpu_seconds(server, pg) - cpu
+    print(f"  {tag}: tracked in {tracked:.2f} s, outbox drained {took - tracked:.2f} s later; "
+          f"CPU {cpu / M * 1000:.3f} ms an event")
+    return took, cpu
 
 
-def live_path(db, key, project):
+def live_path(db, key, project, server):
     """Part 3: /v1/track bursts with 0, then 10 tracked segments (entering, then settled)."""
     entry_count = f"SELECT COUNT(*) FROM events WHERE project_id = '{project}' AND name LIKE 'segment.%.entry'"
     before = int(db.run(entry_count) or 0)
-    base = track_burst(db, key, "burst0")
+    base, base_cpu = track_burst(db, key, "burst0", server)
     for i in range(10):
         c = {"logic": "AND", "groups": [{"filters": [
             {"field": "data.score", "operator": "greaterThan", "value": i * 10},
             {"field": f"event.burst{1 + i % 2}", "operator": "triggered"}]}]}
         call("POST", "/segments", key, {"name": f"Tracked {i}", "type": "DYNAMIC", "trackMembership": True, "condition": c})
-    tracked = track_burst(db, key, "burst1")
+    tracked, tracked_cpu = track_burst(db, key, "burst1", server)
     entries = int(db.run(entry_count) or 0) - before
     # The same events again: the contacts are members already, so nothing changes and the
     # figure is the re-evaluation alone (the usual case once membership has settled).
-    steady = track_burst(db, key, "burst1")
+    steady, steady_cpu = track_burst(db, key, "burst1", server)
     entries_after = int(db.run(entry_count) or 0) - before
-    print(f"/v1/track x {M:,} until the outbox drained: {base / M * 1000:.2f} ms each with no tracked "
-          f"segment; with 10: {tracked / M * 1000:.2f} ms while contacts enter (+{(tracked - base) / base * 100:.0f}%, "
-          f"{entries:,} entry events), {steady / M * 1000:.2f} ms once they are members "
-          f"(+{(steady - base) / base * 100:.0f}%, {entries_after - entries:,} more entries)")
+    print(f"/v1/track x {M:,} until the outbox drained ({entries:,} entry events while contacts enter, "
+          f"{entries_after - entries:,} more once they are members), per tracked event:")
+    # In wall time, and in CPU seconds of the server (and PostgreSQL's processes), which leave
+    # out the client's share of the cores. What the entering burst took beyond the settled one
+    # (re-evaluation is in both) is the entry events' cost, given per entry event beside a
+    # tracked event's with no tracked segment.
+    for label, none, entering, settled in [("time", base, tracked, steady), ("CPU", base_cpu, tracked_cpu, steady_cpu)]:
+        line = (f"  {label}: {none / M * 1000:.3f} ms with no tracked segment; with 10: "
+                f"{entering / M * 1000:.3f} ms while contacts enter (+{(entering - none) / none * 100:.0f}%), "
+                f"{settled / M * 1000:.3f} ms once they are members (+{(settled - none) / none * 100:.0f}%)")
+        if entries:
+            per_entry = (entering - settled) / entries
+            line += f"; each entry event {per_entry * 1000:.3f} ms, {per_entry / (none / M) * 100:.0f}% of a tracked event"
+        print(line)
 
 
 def bench(label, url, work):
@@ -209,7 +261,7 @@ def bench(label, url, work):
     t = time.perf_counter()
     load(db, project, now)
     print(f"load by SQL: {time.perf_counter() - t:.1f} s")
-    env = dict(os.environ, HERALD_LOG="warn", HERALD_RATE_LIMIT_PER_MINUTE="100000000", HERALD_JOBS_POLL_INTERVAL_MS="20")
+    env = dict(os.environ, HERALD_LOG="warn", HERALD_RATE_LIMIT_PER_MINUTE="100000000", HERALD_JOBS_POLL_INTERVAL_MS=os.environ.get("POLL_MS", "20"))
     server = subprocess.Popen([BIN, "serve", "--listen", f"127.0.0.1:{PORT}", "--database-url", url, "--data-dir", work], env=env)
     try:
         for _ in range(100):
@@ -219,7 +271,7 @@ def bench(label, url, work):
             except Exception:
                 time.sleep(0.1)
         if os.environ.get("LIVE_ONLY"):
-            live_path(db, key, project)
+            live_path(db, key, project, server.pid)
             return
         condition = {"logic": "AND", "groups": [{"filters": [
             {"field": "data.plan", "operator": "equals", "value": "pro"},
@@ -251,7 +303,7 @@ def bench(label, url, work):
         print(f"compute after 1% changed: {took:.1f} s ({out}); longest probe write meanwhile: {held * 1000:.0f} ms")
         call("PATCH", f"/segments/{seg}", key, {"trackMembership": False})
 
-        live_path(db, key, project)
+        live_path(db, key, project, server.pid)
     finally:
         server.terminate()
         server.wait()
