@@ -169,7 +169,8 @@ def compute_with_probe(key, segment, probe_email):
 
 def cpu_seconds(server, pg):
     """CPU seconds spent so far by the server and, on PostgreSQL, by the postmaster and its
-    children (live ones, and exited ones through the postmaster's own counts)."""
+    children (live ones, and exited ones through the postmaster's own counts; the backends of
+    this script's own `psql` polls of the outbox are among them, a few milliseconds each)."""
     tick = os.sysconf("SC_CLK_TCK")
 
     def fields(pid):
