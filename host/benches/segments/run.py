@@ -187,13 +187,9 @@ def cpu_seconds(server, pg):
 
     total = own(server)
     if pg:
-        pids = []
-        for path in glob.glob("/var/run/postgresql/*.pid"):
+        for path in glob.glob("/var/run/postgresql/*.pid")[:1]:
             with open(path) as f:
-                first = f.readline().strip()
-            if first.isdigit():
-                pids.append(int(first))
-        for pm in pids[:1]:
+                pm = int(f.readline())
             f = fields(pm)
             total += int(f[11]) + int(f[12]) + int(f[13]) + int(f[14])
             kids = subprocess.run(["pgrep", "-P", str(pm)], capture_output=True, text=True).stdout.split()

@@ -198,13 +198,11 @@ fn dialect(backend: Backend) -> Dialect {
 /// ([`Store::count_members`]); below it one statement takes a few hundred milliseconds at most.
 const SPLIT_COUNT_AT: i64 = 100_000;
 
-/// How many parts SQLite counts a large dynamic segment in: one per core, 2 to 4 (the read
-/// pool has at least twice as many connections as cores). Read once: finding the cores reads
+/// How many parts SQLite counts a large dynamic segment in: one per core, 2 to 4, which is half
+/// the read pool's default size ([`super::sqlite_readers`]). Read once: finding the cores reads
 /// the cgroup's files.
-static COUNT_PARTS: std::sync::LazyLock<i64> = std::sync::LazyLock::new(|| {
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    i64::try_from(cores).unwrap_or(4).clamp(2, 4)
-});
+static COUNT_PARTS: std::sync::LazyLock<i64> =
+    std::sync::LazyLock::new(|| i64::from(super::sqlite_readers() / 2).clamp(2, 4));
 
 /// The rowid ranges (inclusive) to count a segment in, from the contacts table's lowest and
 /// highest rowid and the project's contact count: `parts` equal spans of the rowids when the

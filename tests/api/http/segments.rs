@@ -6,7 +6,7 @@
 use reqwest::Method;
 use serde_json::{Value, json};
 
-use crate::support::harness::{Reply, TestApp, TestProject};
+use crate::support::harness::{Reply, TestApp, TestProject, execute_sql};
 
 /// A well-formed segment id that no project has.
 const UNKNOWN: &str = "seg_0123456789abcdef0123456789abcdef";
@@ -1335,14 +1335,7 @@ async fn a_large_projects_count_in_parts_is_the_count_of_every_member() {
              ELSE 'free' END), 0, {now}, {now} FROM s"
         )
     };
-    {
-        use herald::store::Db;
-        match app.state().store().db() {
-            Db::Sqlite { writer, .. } => sqlx::raw_sql(&sql).execute(writer).await.map(|_| ()),
-            Db::Postgres(pool) => sqlx::raw_sql(&sql).execute(pool).await.map(|_| ()),
-        }
-        .unwrap_or_else(|e| panic!("{sql}: {e}"));
-    }
+    execute_sql(&app.database_url, &sql).await;
     let condition = all_of(json!([
         { "field": "data.plan", "operator": "equals", "value": "pro" },
         { "field": "subscribed", "operator": "equals", "value": true }

@@ -15,7 +15,9 @@ use serde_json::{Value, json};
 
 use crate::http::domains::{verified_domain, with_dns};
 use crate::support::dnsd::DnsServer;
-use crate::support::harness::{TestApp, TestProject, one_keyed_response, taken_and_refused};
+use crate::support::harness::{
+    TestApp, TestProject, execute_sql, one_keyed_response, taken_and_refused,
+};
 use crate::support::smtpd::{SmtpLog, SmtpServer};
 
 /// An app that resolves through `dns` and delivers through the `smtp` transport to `smtp`.
@@ -447,7 +449,7 @@ async fn a_send_arrives_over_smtp_rendered_with_attachments_and_a_valid_dkim_sig
         "queued when it was created: {email}"
     );
     // A `queued` entry an older release stored is not shown twice.
-    exec(
+    execute_sql(
         &app.database_url,
         &format!(
             "INSERT INTO email_events (id, project_id, email_id, contact_id, kind, detail, created_at) \
@@ -1102,7 +1104,7 @@ async fn another_projects_email_is_handed_off_within_a_second_past_a_backlog_of_
             values.replace("RAW", &format!("X'{hex}'"))
         )
     };
-    exec(&app.database_url, &sql).await;
+    execute_sql(&app.database_url, &sql).await;
     app.state().jobs().wake_deliveries();
     received(&smtp, 200).await;
 
@@ -1486,18 +1488,6 @@ async fn a_project_default_sender_is_used_when_nothing_names_one() {
     assert_eq!(r.status, 422, "{}", r.body);
 }
 
-/// Runs `sql` on the test's database.
-async fn exec(url: &str, sql: &str) {
-    use sqlx::Connection;
-    if url.starts_with("postgres") {
-        let mut c = sqlx::PgConnection::connect(url).await.unwrap();
-        sqlx::raw_sql(sql).execute(&mut c).await.unwrap();
-    } else {
-        let mut c = sqlx::SqliteConnection::connect(url).await.unwrap();
-        sqlx::raw_sql(sql).execute(&mut c).await.unwrap();
-    }
-}
-
 #[tokio::test]
 async fn a_failed_outcome_write_is_retried_in_place_and_the_message_goes_once() {
     let Setup { smtp, app, p, .. } = setup(|_| {}).await;
@@ -1505,7 +1495,7 @@ async fn a_failed_outcome_write_is_retried_in_place_and_the_message_goes_once() 
     // right after the relay accepted the message).
     let until = chrono::Utc::now().timestamp_millis() + 1500;
     if app.database_url.starts_with("postgres") {
-        exec(
+        execute_sql(
             &app.database_url,
             &format!(
                 "CREATE FUNCTION fail_outcome() RETURNS trigger LANGUAGE plpgsql AS $f$ BEGIN \
@@ -1516,7 +1506,7 @@ async fn a_failed_outcome_write_is_retried_in_place_and_the_message_goes_once() 
         )
         .await;
     } else {
-        exec(
+        execute_sql(
             &app.database_url,
             &format!(
                 "CREATE TRIGGER fail_outcome BEFORE UPDATE OF status ON emails \
@@ -1549,7 +1539,7 @@ async fn a_database_outage_after_the_relay_accepted_is_waited_out_and_the_messag
         // connections does (SQLSTATE 57P03), past the 6 tries (about 6 s) a batch once gave it;
         // the heartbeat's writes go through.
         let until = chrono::Utc::now().timestamp_millis() + 12_000;
-        exec(
+        execute_sql(
             &app.database_url,
             &format!(
                 "CREATE FUNCTION refuse_outcome() RETURNS trigger LANGUAGE plpgsql AS $f$ BEGIN \
@@ -1598,7 +1588,7 @@ async fn emails_queued_by_an_older_release_or_held_by_a_dead_instance_are_delive
     doomed.kill();
     // The emails as an older release (which gave each a delivery job instead) would have left
     // them: no due time. The kill may also have left one held by an interrupted hand-off.
-    exec(
+    execute_sql(
         &url,
         "UPDATE emails SET due_at = NULL WHERE status = 'queued' AND handed_off_at IS NULL",
     )
@@ -1719,7 +1709,7 @@ async fn a_heartbeat_stalled_past_the_lease_mid_hand_off_still_delivers_once() {
     // The relay holds the message for 3 s; meanwhile the email's hold lapses as if the
     // batch's heartbeat had stalled, and the workers look for due emails again and again.
     hand_off_started(&app).await;
-    exec(
+    execute_sql(
         &app.database_url,
         "UPDATE emails SET due_at = 0 WHERE status = 'queued'",
     )

@@ -3,7 +3,7 @@
 
 use serde_json::json;
 
-use crate::support::harness::fresh_database_url;
+use crate::support::harness::{execute_sql, fresh_database_url};
 
 /// `herald migrate <args>`: its exit status and what it printed.
 fn migrate(args: &[&str], dir: &std::path::Path, url: &str) -> (i32, String) {
@@ -16,18 +16,6 @@ fn migrate(args: &[&str], dir: &std::path::Path, url: &str) -> (i32, String) {
         String::from_utf8_lossy(&out.stderr)
     );
     (out.status.code().unwrap_or(-1), text)
-}
-
-/// One statement on `url`'s database.
-async fn execute(url: &str, sql: &str) {
-    use sqlx::Connection;
-    if url.starts_with("sqlite:") {
-        let mut conn = sqlx::SqliteConnection::connect(url).await.unwrap();
-        sqlx::raw_sql(sql).execute(&mut conn).await.unwrap();
-    } else {
-        let mut conn = sqlx::PgConnection::connect(url).await.unwrap();
-        sqlx::raw_sql(sql).execute(&mut conn).await.unwrap();
-    }
 }
 
 #[tokio::test]
@@ -65,7 +53,7 @@ async fn this_release_serves_a_schema_a_newer_release_migrated() {
         "INSERT INTO _sqlx_migrations (version, description, success, checksum, execution_time) \
          VALUES (99990101, 'a newer release', true, '\\x00'::bytea, 0)"
     };
-    execute(
+    execute_sql(
         &url,
         &format!(
             "ALTER TABLE contacts ADD COLUMN nickname TEXT; \

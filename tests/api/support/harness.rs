@@ -149,6 +149,19 @@ pub async fn fresh_database_url(dir: &std::path::Path) -> String {
     }
 }
 
+/// Runs `sql` (one statement or several) on the database at `url`, on a connection of its own.
+pub async fn execute_sql(url: &str, sql: &str) {
+    use sqlx::Connection;
+    let done = if url.starts_with("postgres") {
+        let mut conn = sqlx::PgConnection::connect(url).await.unwrap();
+        sqlx::raw_sql(sql).execute(&mut conn).await.map(|_| ())
+    } else {
+        let mut conn = sqlx::SqliteConnection::connect(url).await.unwrap();
+        sqlx::raw_sql(sql).execute(&mut conn).await.map(|_| ())
+    };
+    done.unwrap_or_else(|e| panic!("{sql}: {e}"));
+}
+
 impl TestApp {
     /// A server with default settings.
     pub async fn spawn() -> TestApp {
