@@ -61,8 +61,9 @@
 //! - `contacts c(id, project_id, email, subscribed BOOLEAN, data, created_at BIGINT,
 //!   updated_at BIGINT)`, `data` being JSON text on SQLite and `JSONB` on PostgreSQL, times Unix
 //!   milliseconds;
-//! - `events(id, project_id, contact_id, name, data, created_at BIGINT)`: an event summary of
-//!   [`Subject::events`] is the count and the latest `created_at` of the contact's rows by name;
+//! - `event_summaries(contact_id, name, count BIGINT, last_at BIGINT)`: one row per contact and
+//!   event name, the count and the latest `created_at` of the contact's events of that name (the
+//!   event summaries of [`Subject::events`]);
 //! - `segment_members(segment_id, contact_id, project_id)`: [`Subject::segments`] are the
 //!   `segment_id`s of the contact's rows.
 //!

@@ -173,13 +173,15 @@ impl Writer<'_> {
                 let since = match (op, cutoff) {
                     (O::Triggered, _) => String::new(),
                     (_, Some(cutoff)) => {
-                        format!(" AND e.created_at >= {}", self.bind(SqlValue::Int(cutoff)))
+                        format!(" AND es.last_at >= {}", self.bind(SqlValue::Int(cutoff)))
                     }
                     (_, None) => return Ok(FALSE.into()),
                 };
+                // One row a contact and name (`event_summaries`, kept by a trigger on `events`),
+                // however many events the contact has.
                 format!(
-                    "EXISTS (SELECT 1 FROM events e WHERE e.project_id = c.project_id \
-                     AND e.contact_id = c.id AND e.name = {name}{since})"
+                    "EXISTS (SELECT 1 FROM event_summaries es WHERE es.contact_id = c.id \
+                     AND es.name = {name}{since})"
                 )
             }
             (Field::Segment(id), O::MemberOf) => {

@@ -91,8 +91,8 @@ fn events_and_segments() {
         Some("minutes"),
     );
     let expected = (
-        "((NOT EXISTS (SELECT 1 FROM events e WHERE e.project_id = c.project_id \
-         AND e.contact_id = c.id AND e.name = $2 AND e.created_at >= $3)))"
+        "((NOT EXISTS (SELECT 1 FROM event_summaries es WHERE es.contact_id = c.id \
+         AND es.name = $2 AND es.last_at >= $3)))"
             .to_string(),
         vec![text("purchase"), SqlValue::Int(NOW - 1_800_000)],
     );
@@ -102,8 +102,8 @@ fn events_and_segments() {
     assert_eq!(
         sql(&f, Dialect::Sqlite),
         (
-            "((EXISTS (SELECT 1 FROM events e WHERE e.project_id = c.project_id \
-             AND e.contact_id = c.id AND e.name = $2)))"
+            "((EXISTS (SELECT 1 FROM event_summaries es WHERE es.contact_id = c.id \
+             AND es.name = $2)))"
                 .into(),
             vec![text("segment.vip.entry")]
         )

@@ -21,6 +21,12 @@ they are history, not news), then `herald serve` runs on it and the script measu
    processes). Beside it, what the entering burst took beyond the settled one per entry event
    it wrote, as a share of a tracked event's cost with no tracked segment.
 
+With `HISTORY=H`, long histories instead: every contact also gets H `visit` events spread over
+60 days, and the script measures (1) count and first page of `event.visit` triggeredWithin 7 days
+and `subscribed`, beside a bare `SELECT COUNT(*)` of the project's events, and (3) the live path
+with 10 tracked segments on `event.visit` (triggeredWithin 3 to 30 days, and `data.score`), the
+bursts tracking `visit` (so each re-evaluation reads a contact with about H events of the name).
+
 Usage: host/benches/segments/run.py [N, default 1000000] [M, default 5000]
 (`ONLY=sqlite` or `ONLY=postgres` runs one database; `LIVE_ONLY=1` runs part 3 alone,
 `COUNT_ONLY=1` part 1 alone; `POLL_MS` sets the server's job and outbox poll interval, 20 ms
@@ -53,6 +59,7 @@ PORT = 18292
 N = int(sys.argv[1]) if len(sys.argv) > 1 else 1_000_000
 M = int(sys.argv[2]) if len(sys.argv) > 2 else 5000
 PG = "postgres://postgres@127.0.0.1:5432"
+HISTORY = int(os.environ.get("HISTORY") or 0)
 DAY = 86_400_000
 
 
@@ -131,6 +138,19 @@ def load(db, project, now):
             f"INSERT INTO events (id, project_id, contact_id, name, data, created_at) "
             f"SELECT 'evt_' || {event_hex} || '{letter}', '{project}', 'cnt_' || {hexid}, '{name}', "
             f"{obj}(), {now} - (g % {spread}) * {DAY} - g FROM {series} WHERE g % {every} = 0"
+        )
+    if HISTORY:
+        pairs = (
+            f"generate_series(1::bigint, {N}) AS s(g), generate_series(1::bigint, {HISTORY}) AS h(k)"
+            if pg
+            else f"(WITH RECURSIVE s(g) AS (SELECT 1 UNION ALL SELECT g + 1 FROM s WHERE g < {N}) SELECT g FROM s), "
+            f"(WITH RECURSIVE h(k) AS (SELECT 1 UNION ALL SELECT k + 1 FROM h WHERE k < {HISTORY}) SELECT k FROM h)"
+        )
+        visit_hex = "lpad(to_hex(g * 100000 + k), 31, '0')" if pg else "printf('%031x', g * 100000 + k)"
+        db.run(
+            f"INSERT INTO events (id, project_id, contact_id, name, data, created_at) "
+            f"SELECT 'evt_' || {visit_hex} || 'c', '{project}', 'cnt_' || {hexid}, 'visit', "
+            f"{obj}(), {now} - ((g * 7 + k * 13) % 60) * {DAY} - k FROM {pairs}"
         )
     db.run("DELETE FROM event_outbox")
     db.run("ANALYZE")
@@ -219,17 +239,22 @@ def live_path(db, key, project, server):
     """Part 3: /v1/track bursts with 0, then 10 tracked segments (entering, then settled)."""
     entry_count = f"SELECT COUNT(*) FROM events WHERE project_id = '{project}' AND name LIKE 'segment.%.entry'"
     before = int(db.run(entry_count) or 0)
-    base, base_cpu = track_burst(db, key, "burst0", server)
+    base, base_cpu = track_burst(db, key, "visit" if HISTORY else "burst0", server)
     for i in range(10):
+        event = (
+            {"field": "event.visit", "operator": "triggeredWithin", "value": 3 * (i + 1), "unit": "days"}
+            if HISTORY
+            else {"field": f"event.burst{1 + i % 2}", "operator": "triggered"}
+        )
         c = {"logic": "AND", "groups": [{"filters": [
-            {"field": "data.score", "operator": "greaterThan", "value": i * 10},
-            {"field": f"event.burst{1 + i % 2}", "operator": "triggered"}]}]}
+            {"field": "data.score", "operator": "greaterThan", "value": i * 10}, event]}]}
         call("POST", "/segments", key, {"name": f"Tracked {i}", "type": "DYNAMIC", "trackMembership": True, "condition": c})
-    tracked, tracked_cpu = track_burst(db, key, "burst1", server)
+    tag = "visit" if HISTORY else "burst1"
+    tracked, tracked_cpu = track_burst(db, key, tag, server)
     entries = int(db.run(entry_count) or 0) - before
     # The same events again: the contacts are members already, so nothing changes and the
     # figure is the re-evaluation alone (the usual case once membership has settled).
-    steady, steady_cpu = track_burst(db, key, "burst1", server)
+    steady, steady_cpu = track_burst(db, key, tag, server)
     entries_after = int(db.run(entry_count) or 0) - before
     print(f"/v1/track x {M:,} until the outbox drained ({entries:,} entry events while contacts enter, "
           f"{entries_after - entries:,} more once they are members), per tracked event:")
@@ -239,8 +264,8 @@ def live_path(db, key, project, server):
     # tracked event's with no tracked segment.
     for label, none, entering, settled in [("time", base, tracked, steady), ("CPU", base_cpu, tracked_cpu, steady_cpu)]:
         line = (f"  {label}: {none / M * 1000:.3f} ms with no tracked segment; with 10: "
-                f"{entering / M * 1000:.3f} ms while contacts enter (+{(entering - none) / none * 100:.0f}%), "
-                f"{settled / M * 1000:.3f} ms once they are members (+{(settled - none) / none * 100:.0f}%)")
+                f"{entering / M * 1000:.3f} ms while contacts enter ({(entering - none) / none * 100:+.0f}%), "
+                f"{settled / M * 1000:.3f} ms once they are members ({(settled - none) / none * 100:+.0f}%)")
         if entries:
             per_entry = (entering - settled) / entries
             line += f"; each entry event {per_entry * 1000:.3f} ms, {per_entry / (none / M) * 100:.0f}% of a tracked event"
@@ -274,6 +299,10 @@ def bench(label, url, work):
             {"field": "data.plan", "operator": "equals", "value": "pro"},
             {"field": "event.login", "operator": "triggeredWithin", "value": 30, "unit": "days"},
             {"field": "subscribed", "operator": "equals", "value": True}]}]}
+        if HISTORY:
+            condition = {"logic": "AND", "groups": [{"filters": [
+                {"field": "event.visit", "operator": "triggeredWithin", "value": 7, "unit": "days"},
+                {"field": "subscribed", "operator": "equals", "value": True}]}]}
         seg = call("POST", "/segments", key, {"name": "Active pro", "type": "DYNAMIC", "condition": condition})["id"]
         page = {}
 
@@ -281,10 +310,14 @@ def bench(label, url, work):
             page.update(call("GET", f"/segments/{seg}/contacts?page=1&pageSize=20", key))
 
         took = median_http(first_page)
-        ceiling = db.timed(f"SELECT COUNT(*) FROM contacts WHERE project_id = '{project}'")
+        table = "events" if HISTORY else "contacts"
+        ceiling = db.timed(f"SELECT COUNT(*) FROM {table} WHERE project_id = '{project}'")
         print(f"count + first page: {took * 1000:.0f} ms (total {page['total']:,}, page {len(page['data'])}); "
-              f"ceiling SELECT COUNT(*) of the project: {ceiling * 1000:.0f} ms")
+              f"ceiling SELECT COUNT(*) of the project's {table}: {ceiling * 1000:.0f} ms")
         if os.environ.get("COUNT_ONLY"):
+            return
+        if HISTORY:
+            live_path(db, key, project, server.pid)
             return
 
         call("PATCH", f"/segments/{seg}", key, {"trackMembership": True})

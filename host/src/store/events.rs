@@ -220,7 +220,8 @@ impl Store {
     }
 
     /// Deletes every event of a project with `name` that the dispatcher has handed on (never one
-    /// whose outbox row is still waiting); answers how many were deleted and how many wait.
+    /// whose outbox row is still waiting), and counts the contacts' summaries of the name again
+    /// from the events left; answers how many were deleted and how many wait.
     #[tracing::instrument(level = "debug", skip(self))]
     pub async fn delete_events_named(
         &self,
@@ -238,6 +239,22 @@ impl Store {
             .execute(&mut *tx)
             .await?
             .rows_affected();
+            // The contacts' summaries of the name are counted again from what is left.
+            sqlx::query("DELETE FROM event_summaries WHERE project_id = $1 AND name = $2")
+                .bind(project.as_str())
+                .bind(name)
+                .execute(&mut *tx)
+                .await?;
+            sqlx::query(
+                "INSERT INTO event_summaries (contact_id, name, project_id, count, last_at) \
+                 SELECT contact_id, name, MIN(project_id), COUNT(*), MAX(created_at) FROM events \
+                 WHERE project_id = $1 AND name = $2 AND contact_id IS NOT NULL \
+                 GROUP BY contact_id, name",
+            )
+            .bind(project.as_str())
+            .bind(name)
+            .execute(&mut *tx)
+            .await?;
             let pending: i64 = sqlx::query_scalar(
                 "SELECT COUNT(*) FROM events WHERE project_id = $1 AND name = $2",
             )

@@ -675,7 +675,7 @@ impl Store {
     ) -> StoreResult<(Vec<EventCount>, Vec<String>)> {
         let out = on_db!(self.db(), pool => {
             let events: Vec<EventCount> = sqlx::query_as(
-                "SELECT name, COUNT(*), MAX(created_at) FROM events WHERE contact_id = $1 GROUP BY name ORDER BY name",
+                "SELECT name, count, last_at FROM event_summaries WHERE contact_id = $1 ORDER BY name",
             )
             .bind(contact.as_str())
             .fetch_all(pool)

@@ -278,9 +278,8 @@ macro_rules! read_live {
         if !found.is_empty() {
             if !names.is_empty() {
                 let sql = format!(
-                    "SELECT contact_id, name, COUNT(*), MAX(created_at) FROM events \
-                     WHERE project_id = $1 AND contact_id IN ({}) AND name IN ({}) \
-                     GROUP BY contact_id, name",
+                    "SELECT contact_id, name, count, last_at FROM event_summaries \
+                     WHERE project_id = $1 AND contact_id IN ({}) AND name IN ({})",
                     placeholders(2, found.len()),
                     placeholders(2 + found.len(), names.len())
                 );

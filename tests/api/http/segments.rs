@@ -717,6 +717,68 @@ async fn dynamic_members_follow_the_condition_live() {
     r.assert_error(422, "VALIDATION_ERROR");
 }
 
+/// Event conditions read each contact's summary of its events by name (`event_summaries`, kept
+/// by a trigger on `events`): every event counts, and deleting the events of a name
+/// (`DELETE /events/:name`) leaves the summaries of what is left.
+#[tokio::test]
+async fn event_conditions_follow_every_event_and_forget_deleted_ones() {
+    let app = TestApp::spawn_with(|s| s.jobs_poll_interval_ms = 50).await;
+    let p = app.project().await;
+    for _ in 0..3 {
+        track(&app, &p, "ann@acme.test", "visit").await;
+    }
+    track(&app, &p, "bob@acme.test", "visit").await;
+    track(&app, &p, "cid@acme.test", "signup").await;
+
+    let visited = dynamic(
+        &app,
+        &p,
+        "Visited",
+        all_of(json!([{ "field": "event.visit", "operator": "triggered" }])),
+    )
+    .await;
+    let away = dynamic(
+        &app,
+        &p,
+        "Away",
+        all_of(json!([
+            { "field": "event.visit", "operator": "notTriggeredWithin", "value": 1, "unit": "days" }
+        ])),
+    )
+    .await;
+    assert_eq!(
+        members(&app, &p, &visited).await,
+        strings(&["ann@acme.test", "bob@acme.test"])
+    );
+    assert_eq!(members(&app, &p, &away).await, strings(&["cid@acme.test"]));
+
+    let deleted = crate::http::events::delete_events_once_dispatched(&app, &p, "visit").await;
+    assert_eq!(deleted, 4);
+    assert!(members(&app, &p, &visited).await.is_empty());
+    assert_eq!(
+        members(&app, &p, &away).await,
+        strings(&["ann@acme.test", "bob@acme.test", "cid@acme.test"])
+    );
+
+    // A new event of the name counts again; the other name's summary was left alone.
+    track(&app, &p, "bob@acme.test", "visit").await;
+    assert_eq!(
+        members(&app, &p, &visited).await,
+        strings(&["bob@acme.test"])
+    );
+    let signed_up = dynamic(
+        &app,
+        &p,
+        "Signed up",
+        all_of(json!([{ "field": "event.signup", "operator": "triggeredWithin", "value": 1, "unit": "days" }])),
+    )
+    .await;
+    assert_eq!(
+        members(&app, &p, &signed_up).await,
+        strings(&["cid@acme.test"])
+    );
+}
+
 #[tokio::test]
 async fn static_members_are_added_and_removed_by_address() {
     let app = TestApp::spawn().await;

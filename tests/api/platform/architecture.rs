@@ -1,5 +1,6 @@
 //! The map stays true: the import rules of `ARCHITECTURE.md` (its layering table) hold in
-//! `host/src`, and every module of `host/src` is on the map.
+//! `host/src`, every module of `host/src` is on the map, and filters read contacts' event
+//! summaries, not their events.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -173,4 +174,27 @@ fn the_checker_sees_every_form_of_import() {
             .any(|p| p.contains("imports crate::store")),
         "an empty table forbids the store imports that exist"
     );
+}
+
+/// ARCHITECTURE.md: "what a filter reads of a contact's events does not grow with its history".
+/// The modules that evaluate filters (the filter crate's SQL, live re-evaluation's and a step's
+/// reads in the store) read `event_summaries`, never `events`.
+#[test]
+fn filters_read_event_summaries_not_events() {
+    let root = Path::new(ROOT);
+    for file in [
+        "filter/src/sql.rs",
+        "host/src/store/segments.rs",
+        "host/src/store/executions.rs",
+    ] {
+        let source = std::fs::read_to_string(root.join(file)).unwrap();
+        assert!(
+            !source.contains("FROM events"),
+            "{file} reads `events`; filters read `event_summaries`"
+        );
+        assert!(
+            source.contains("FROM event_summaries"),
+            "{file} no longer reads `event_summaries`: update this check and ARCHITECTURE.md"
+        );
+    }
 }

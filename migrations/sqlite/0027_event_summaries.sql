@@ -1,0 +1,28 @@
+-- Each contact's events by name: how many, and the time of the latest. Filters (`event.<name>`
+-- triggered, triggeredWithin, ...), live segment membership and a workflow step's `history` read
+-- one row per contact and name here instead of every event the contact ever had, so their cost
+-- no longer grows with a contact's history. Kept by a trigger on `events`, whoever inserts them
+-- (this release, the one before it during a rolling upgrade, a loader writing SQL); deleting
+-- events by name (`DELETE /events/:name`) recounts what is left (host/src/store/events.rs).
+CREATE TABLE event_summaries (
+    contact_id TEXT NOT NULL REFERENCES contacts(id) ON DELETE CASCADE,
+    name       TEXT NOT NULL,
+    project_id TEXT NOT NULL REFERENCES projects(id) ON DELETE CASCADE,
+    count      BIGINT NOT NULL,
+    last_at    BIGINT NOT NULL,
+    PRIMARY KEY (contact_id, name)
+) WITHOUT ROWID;
+CREATE INDEX event_summaries_project_name ON event_summaries(project_id, name);
+
+INSERT INTO event_summaries (contact_id, name, project_id, count, last_at)
+SELECT contact_id, name, MIN(project_id), COUNT(*), MAX(created_at) FROM events
+WHERE contact_id IS NOT NULL GROUP BY contact_id, name;
+
+CREATE TRIGGER events_to_summaries AFTER INSERT ON events
+WHEN NEW.contact_id IS NOT NULL
+BEGIN
+    INSERT INTO event_summaries (contact_id, name, project_id, count, last_at)
+    VALUES (NEW.contact_id, NEW.name, NEW.project_id, 1, NEW.created_at)
+    ON CONFLICT (contact_id, name) DO UPDATE
+    SET count = count + 1, last_at = MAX(last_at, excluded.last_at);
+END;
