@@ -239,22 +239,25 @@ impl Store {
             .execute(&mut *tx)
             .await?
             .rows_affected();
-            // The contacts' summaries of the name are counted again from what is left.
-            sqlx::query("DELETE FROM event_summaries WHERE project_id = $1 AND name = $2")
+            // The contacts' summaries of the name are counted again from what is left (not
+            // when nothing went: a repeated delete waiting for the outbox changes none).
+            if deleted > 0 {
+                sqlx::query("DELETE FROM event_summaries WHERE project_id = $1 AND name = $2")
+                    .bind(project.as_str())
+                    .bind(name)
+                    .execute(&mut *tx)
+                    .await?;
+                sqlx::query(
+                    "INSERT INTO event_summaries (contact_id, name, project_id, count, last_at) \
+                     SELECT contact_id, name, MIN(project_id), COUNT(*), MAX(created_at) \
+                     FROM events WHERE project_id = $1 AND name = $2 AND contact_id IS NOT NULL \
+                     GROUP BY contact_id, name",
+                )
                 .bind(project.as_str())
                 .bind(name)
                 .execute(&mut *tx)
                 .await?;
-            sqlx::query(
-                "INSERT INTO event_summaries (contact_id, name, project_id, count, last_at) \
-                 SELECT contact_id, name, MIN(project_id), COUNT(*), MAX(created_at) FROM events \
-                 WHERE project_id = $1 AND name = $2 AND contact_id IS NOT NULL \
-                 GROUP BY contact_id, name",
-            )
-            .bind(project.as_str())
-            .bind(name)
-            .execute(&mut *tx)
-            .await?;
+            }
             let pending: i64 = sqlx::query_scalar(
                 "SELECT COUNT(*) FROM events WHERE project_id = $1 AND name = $2",
             )
