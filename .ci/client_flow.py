@@ -38,6 +38,7 @@ from herald_client.models import (
     CreatedProject,
     CreateProject,
     CreateTemplate,
+    TemplateKind,
     Credentials,
     DomainBody,
     DuplicatedTemplate,
@@ -152,7 +153,7 @@ def main():
     template = parsed(
         create_template.sync_detailed(
             client=sk,
-            body=CreateTemplate(name="Welcome", subject="Hi", body="<p>Hi {{email}}</p>", type_="TRANSACTIONAL"),
+            body=CreateTemplate(name="Welcome", subject="Hi", body="<p>Hi {{email}}</p>", type_=TemplateKind.TRANSACTIONAL),
         ),
         TemplateBody,
         201,

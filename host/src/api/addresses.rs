@@ -11,6 +11,8 @@ use poem_openapi::types::{ParseFromJSON, ParseResult, ToJSON, Type};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use super::formats::EmailText;
+
 /// A name and an address.
 #[derive(Object, Serialize, Deserialize, Clone, Debug)]
 pub struct MailboxBody {
@@ -19,7 +21,7 @@ pub struct MailboxBody {
     #[serde(default)]
     pub name: Option<String>,
     /// The address.
-    pub email: String,
+    pub email: EmailText,
 }
 
 /// An address string: `ann@example.com` or `Ann <ann@example.com>`.

@@ -11,6 +11,7 @@ use serde_json::Value;
 use super::ApiTags;
 use super::error::{ApiError, FieldError};
 use super::extract::{JsonBody, OptionalJsonBody, SecretKeyAuth};
+use super::formats::{EmailText, OneOf};
 use super::state::AppState;
 use super::timestamp::Timestamp;
 use crate::domain::campaign::{
@@ -105,13 +106,13 @@ pub struct CampaignBody {
     /// The HTML body, a template rendered per recipient.
     pub body: String,
     /// The sender address.
-    pub from: String,
+    pub from: EmailText,
     /// The sender's display name; null when none.
     #[oai(nullable)]
     pub from_name: Option<String>,
     /// The reply-to address; null when none.
     #[oai(nullable)]
-    pub reply_to: Option<String>,
+    pub reply_to: Option<EmailText>,
     /// `ALL`, `SEGMENT` or `FILTERED`.
     pub audience_type: AudienceType,
     /// The audience's segment (`SEGMENT`); null otherwise.
@@ -157,9 +158,9 @@ impl From<Campaign> for CampaignBody {
             description: content.description,
             subject: content.subject,
             body: content.body,
-            from: content.from_email.to_string(),
+            from: EmailText(content.from_email.to_string()),
             from_name: content.from_name,
-            reply_to: content.reply_to.map(|r| r.to_string()),
+            reply_to: content.reply_to.map(|r| EmailText(r.to_string())),
             audience_type: kind,
             segment_id,
             audience_filter,
@@ -217,7 +218,7 @@ pub struct CampaignRequest {
     /// HTML with variables; not empty.
     pub body: String,
     /// A sender address on a verified domain of the project.
-    pub from: String,
+    pub from: EmailText,
     /// The sender's display name.
     #[oai(nullable)]
     #[serde(default)]
@@ -225,9 +226,9 @@ pub struct CampaignRequest {
     /// A reply-to address.
     #[oai(nullable)]
     #[serde(default)]
-    pub reply_to: Option<String>,
-    /// `ALL`, `SEGMENT` or `FILTERED`.
-    pub audience_type: String,
+    pub reply_to: Option<EmailText>,
+    /// `ALL`, `SEGMENT` or `FILTERED` (read in any case).
+    pub audience_type: OneOf<AudienceType>,
     /// Required when `audienceType` is `SEGMENT`: a segment of the project.
     #[oai(nullable)]
     #[serde(default)]
@@ -402,10 +403,10 @@ async fn check_request(
         description: req.description.as_deref(),
         subject: &req.subject,
         body: &req.body,
-        from: &req.from,
+        from: req.from.as_str(),
         from_name: req.from_name.as_deref(),
-        reply_to: req.reply_to.as_deref(),
-        audience_type: &req.audience_type,
+        reply_to: req.reply_to.as_ref().map(EmailText::as_str),
+        audience_type: req.audience_type.as_str(),
         segment_id: req.segment_id.as_deref(),
         audience_filter: req.audience_filter.as_ref(),
     });

@@ -26,6 +26,7 @@ pub const MAX_BULK: usize = 1000;
 #[derive(Object, Deserialize)]
 pub struct LookupRequest {
     /// Up to 500 addresses.
+    #[oai(validator(max_items = 500))]
     pub emails: Vec<String>,
 }
 
@@ -54,6 +55,7 @@ pub struct LookupResult {
 #[serde(rename_all = "camelCase")]
 pub struct BulkRequest {
     /// Up to 1,000 contact ids; ids not in the project are reported as not found.
+    #[oai(validator(max_items = 1000))]
     pub contact_ids: Vec<String>,
 }
 

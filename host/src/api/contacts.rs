@@ -11,6 +11,7 @@ use serde_json::{Map, Value};
 use super::ApiTags;
 use super::error::ApiError;
 use super::extract::{JsonBody, SecretKeyAuth};
+use super::formats::EmailText;
 use super::state::AppState;
 use super::timestamp::Timestamp;
 use crate::domain::contact::{Contact, ContactChange, ContactUpsert};
@@ -28,7 +29,7 @@ pub struct ContactBody {
     /// Assigned by the service (`cnt_…`).
     pub id: String,
     /// The address, unique in the project (stored lower-case).
-    pub email: String,
+    pub email: EmailText,
     /// Whether the contact receives marketing mail.
     pub subscribed: bool,
     /// Custom data.
@@ -43,7 +44,7 @@ impl From<Contact> for ContactBody {
     fn from(c: Contact) -> ContactBody {
         ContactBody {
             id: c.id.into_string(),
-            email: c.email.to_string(),
+            email: EmailText(c.email.to_string()),
             subscribed: c.subscribed,
             data: c.data.into_iter().collect(),
             created_at: Timestamp(c.created_at),
@@ -93,7 +94,7 @@ pub struct ContactPage {
 #[serde(rename_all = "camelCase")]
 pub struct CreateContact {
     /// The address; an existing contact with it is updated.
-    pub email: String,
+    pub email: EmailText,
     /// Subscription state; new contacts default to `true`, existing ones keep theirs.
     #[oai(nullable)]
     pub subscribed: Option<bool>,
@@ -109,7 +110,7 @@ pub struct CreateContact {
 pub struct UpdateContact {
     /// A new address (409 if another contact of the project has it).
     #[oai(nullable)]
-    pub email: Option<String>,
+    pub email: Option<EmailText>,
     /// A new subscription state.
     #[oai(nullable)]
     pub subscribed: Option<bool>,
@@ -244,7 +245,7 @@ impl ContactsApi {
     ) -> Result<UpsertResponse, ApiError> {
         let body = body.0;
         let upsert = ContactUpsert {
-            email: parse_email("email", &body.email)?,
+            email: parse_email("email", body.email.as_str())?,
             subscribed: body.subscribed,
             subscribed_default: true,
             data: parse_data(body.data)?,
@@ -366,8 +367,8 @@ impl ContactsApi {
         let change = ContactChange {
             email: body
                 .email
-                .as_deref()
-                .map(|e| parse_email("email", e))
+                .as_ref()
+                .map(|e| parse_email("email", e.as_str()))
                 .transpose()?,
             subscribed: body.subscribed,
             data: parse_data(body.data)?,

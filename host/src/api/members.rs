@@ -238,7 +238,7 @@ impl MembersApi {
     /// `OWNER` and `ADMIN`; only an `OWNER` grants `OWNER` or changes an `OWNER`'s role. The
     /// last `OWNER` cannot be demoted (409).
     #[oai(
-        path = "/projects/:id/members/:user_id",
+        path = "/projects/:id/members/:userId",
         method = "patch",
         operation_id = "changeMemberRole"
     )]
@@ -249,6 +249,7 @@ impl MembersApi {
         /// The project's id.
         id: Path<String>,
         /// The member's user id.
+        #[oai(name = "userId")]
         user_id: Path<String>,
         body: JsonBody<ChangeRole>,
     ) -> Result<Json<MemberBody>, ApiError> {
@@ -274,7 +275,7 @@ impl MembersApi {
     /// `OWNER` and `ADMIN` remove others (only an `OWNER` removes an `OWNER`); any member may
     /// remove themselves. The last `OWNER` cannot be removed (409).
     #[oai(
-        path = "/projects/:id/members/:user_id",
+        path = "/projects/:id/members/:userId",
         method = "delete",
         operation_id = "removeMember"
     )]
@@ -285,6 +286,7 @@ impl MembersApi {
         /// The project's id.
         id: Path<String>,
         /// The member's user id.
+        #[oai(name = "userId")]
         user_id: Path<String>,
     ) -> Result<RemovedResponse, ApiError> {
         let (project, caller) = membership(&state, &auth, &id).await?;

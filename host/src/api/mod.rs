@@ -16,6 +16,7 @@ pub mod error;
 pub mod events;
 pub mod executions;
 pub mod extract;
+pub mod formats;
 pub mod links;
 pub mod listener;
 pub mod members;

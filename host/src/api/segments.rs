@@ -14,6 +14,7 @@ use super::ApiTags;
 use super::contacts::ContactBody;
 use super::error::{ApiError, FieldError};
 use super::extract::{JsonBody, SecretKeyAuth};
+use super::formats::OneOf;
 use super::state::AppState;
 use super::timestamp::Timestamp;
 use crate::domain::contact::ContactUpsert;
@@ -98,10 +99,10 @@ pub struct CreateSegment {
     /// At most 2000 characters.
     #[oai(nullable)]
     pub description: Option<String>,
-    /// `DYNAMIC` or `STATIC`.
+    /// `DYNAMIC` or `STATIC` (read in any case).
     #[oai(rename = "type")]
     #[serde(rename = "type")]
-    pub segment_type: String,
+    pub segment_type: OneOf<SegmentKind>,
     /// The filter: required for `DYNAMIC`, refused for `STATIC`.
     #[oai(nullable)]
     pub condition: Option<Value>,
@@ -131,13 +132,6 @@ pub struct UpdateSegment {
     pub track_membership: MaybeUndefined<bool>,
 }
 
-/// Every segment of the project.
-#[derive(Object)]
-pub struct SegmentList {
-    /// Newest first.
-    pub data: Vec<SegmentBody>,
-}
-
 /// One page of a segment's members.
 #[derive(Object)]
 #[oai(rename_all = "camelCase")]
@@ -160,6 +154,7 @@ pub struct SegmentContactsPage {
 #[serde(rename_all = "camelCase")]
 pub struct AddMembers {
     /// Addresses of the contacts to add (at most 1000).
+    #[oai(validator(max_items = 1000))]
     pub emails: Vec<String>,
     /// Create a contact for each address that has none (default false).
     #[oai(nullable)]
@@ -183,6 +178,7 @@ pub struct AddedMembers {
 #[derive(Object, Deserialize)]
 pub struct RemoveMembers {
     /// Addresses of the contacts to remove (at most 1000).
+    #[oai(validator(max_items = 1000))]
     pub emails: Vec<String>,
 }
 
@@ -345,18 +341,16 @@ pub struct SegmentsApi;
 impl SegmentsApi {
     /// List segments
     ///
-    /// Every segment of the project, newest first, each with its cached `memberCount`. Not
-    /// paginated.
+    /// Every segment of the project, newest first, each with its cached `memberCount`: the
+    /// list itself, not paginated.
     #[oai(path = "/segments", method = "get", operation_id = "listSegments")]
     async fn list(
         &self,
         auth: SecretKeyAuth,
         state: poem::web::Data<&AppState>,
-    ) -> Result<Json<SegmentList>, ApiError> {
+    ) -> Result<Json<Vec<SegmentBody>>, ApiError> {
         let segments = state.store().list_segments(auth.0.project_id()).await?;
-        Ok(Json(SegmentList {
-            data: segments.into_iter().map(Into::into).collect(),
-        }))
+        Ok(Json(segments.into_iter().map(Into::into).collect()))
     }
 
     /// Create a segment
@@ -378,7 +372,7 @@ impl SegmentsApi {
             .description
             .as_deref()
             .map(|d| invalid.check(check_description(d)));
-        let segment_type = invalid.check(check_type(&req.segment_type));
+        let segment_type = invalid.check(check_type(req.segment_type.as_str()));
         let condition = segment_type
             .and_then(|t| invalid.check_all(check_new_condition(t, req.condition.as_ref())));
         invalid.done()?;

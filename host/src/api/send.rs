@@ -15,6 +15,7 @@ use super::addresses::{Recipients, Sender};
 use super::contacts::parse_data;
 use super::error::{ApiError, ErrorCode, FieldError, PublicApiError};
 use super::extract::{JsonBody, SecretKeyAuth};
+use super::formats::EmailText;
 use super::state::AppState;
 use super::timestamp::Timestamp;
 use super::track::{IdempotencyKeyHeader, idempotency_key, replayed, request_hash};
@@ -92,7 +93,7 @@ pub struct SendRequest {
     pub headers: Option<BTreeMap<String, String>>,
     /// Reply-To address.
     #[oai(nullable)]
-    pub reply: Option<String>,
+    pub reply: Option<EmailText>,
     /// Up to 10 attachments, 10 MB decoded in all.
     #[oai(nullable)]
     pub attachments: Option<Vec<AttachmentBody>>,
@@ -272,7 +273,7 @@ async fn plan(
         },
     };
     let reply_to = match &body.reply {
-        Some(r) => match EmailAddress::parse(r) {
+        Some(r) => match EmailAddress::parse(r.as_str()) {
             Ok(a) => Some(a),
             Err(e) => {
                 problems.push(Problem {

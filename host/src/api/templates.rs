@@ -10,6 +10,7 @@ use serde::Deserialize;
 use super::ApiTags;
 use super::error::{ApiError, FieldError};
 use super::extract::{JsonBody, SecretKeyAuth};
+use super::formats::OneOf;
 use super::state::AppState;
 use super::timestamp::Timestamp;
 use super::usage::UsageBody;
@@ -110,10 +111,10 @@ pub struct CreateTemplate {
     pub subject: String,
     /// HTML with variables; not empty.
     pub body: String,
-    /// `TRANSACTIONAL` or `MARKETING`.
+    /// `TRANSACTIONAL` or `MARKETING` (read in any case).
     #[oai(rename = "type")]
     #[serde(rename = "type")]
-    pub template_type: String,
+    pub template_type: OneOf<TemplateKind>,
     /// A sender address on a verified domain of the project.
     #[oai(nullable)]
     pub from: Option<String>,
@@ -143,7 +144,7 @@ pub struct UpdateTemplate {
     /// A new type.
     #[oai(rename = "type")]
     #[serde(default, rename = "type")]
-    pub template_type: MaybeUndefined<String>,
+    pub template_type: MaybeUndefined<OneOf<TemplateKind>>,
     /// A new sender address on a verified domain, or null for none.
     #[serde(default)]
     #[oai(nullable)]
@@ -367,7 +368,7 @@ impl TemplatesApi {
         let req = body.0;
         let mut invalid = Invalid::default();
         let name = invalid.check("name", check_name(&req.name));
-        let template_type = invalid.check("type", parse_type(&req.template_type));
+        let template_type = invalid.check("type", parse_type(req.template_type.as_str()));
         invalid
             .content(state.sending().cpu(), Some(&req.subject), Some(&req.body))
             .await;
@@ -447,7 +448,7 @@ impl TemplatesApi {
             .await;
         let template_type = invalid
             .not_null("type", req.template_type)
-            .and_then(|t| invalid.check("type", parse_type(&t)));
+            .and_then(|t| invalid.check("type", parse_type(t.as_str())));
         let from_email = optional(req.from, |f| invalid.check("from", address(f)));
         let from_name = optional(req.from_name, |n| {
             invalid.check("fromName", check_from_name(n))

@@ -75,7 +75,7 @@ fn project_body(p: Project, role: Role) -> ProjectBody {
         track_clicks: p.track_clicks,
         default_from: p.default_from.map(|d| MailboxBody {
             name: d.name,
-            email: d.email.to_string(),
+            email: d.email.to_string().into(),
         }),
         created_at: Timestamp(p.created_at),
         updated_at: Timestamp(p.updated_at),
@@ -275,7 +275,7 @@ impl UsersApi {
                     .map_err(|e| ApiError::from_store(e, "project"))?;
             }
             MaybeUndefined::Value(sender) => {
-                let email = EmailAddress::parse(&sender.email).map_err(|e| {
+                let email = EmailAddress::parse(sender.email.as_str()).map_err(|e| {
                     ApiError::invalid_field("defaultFrom.email", "invalid_email", e.to_string())
                 })?;
                 let name = match sender.name.as_deref().map(str::trim) {

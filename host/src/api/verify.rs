@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 use super::ApiTags;
 use super::error::PublicApiError;
 use super::extract::{JsonBody, SecretKeyAuth};
+use super::formats::EmailText;
 use super::state::AppState;
 use crate::domain::verification::Verdict;
 
@@ -15,7 +16,7 @@ use crate::domain::verification::Verdict;
 #[derive(Object, Deserialize, Serialize)]
 pub struct VerifyRequest {
     /// The email address. An address that is not valid is not an error: the answer says why.
-    pub email: String,
+    pub email: EmailText,
 }
 
 /// What was found about the address.
@@ -103,7 +104,7 @@ impl VerifyApi {
         state: poem::web::Data<&AppState>,
         body: JsonBody<VerifyRequest>,
     ) -> Result<Json<VerifyResponse>, PublicApiError> {
-        let verdict = state.verifier().verify(&body.0.email).await;
+        let verdict = state.verifier().verify(body.0.email.as_str()).await;
         Ok(Json(VerifyResponse {
             success: true,
             data: verdict.into(),

@@ -16,7 +16,7 @@ use crate::support::harness::TestApp;
 fn placeholder(name: &str) -> &'static str {
     match name {
         "id" | "contactId" | "projectId" | "executionId" | "stepId" | "jobId" | "transitionId"
-        | "user_id" => "zz_0123456789abcdef0123456789abcdef",
+        | "userId" => "zz_0123456789abcdef0123456789abcdef",
         "eventName" => "never-tracked",
         "field" => "plan",
         "provider" => "nowhere",
@@ -336,4 +336,76 @@ fn the_walks_check_refuses_what_the_schema_does_not_allow() {
         ]
         .map(String::from)
     );
+}
+
+/// The property `name` of the request or response schema `schema` of the document.
+fn property<'a>(doc: &'a Value, schema: &str, name: &str) -> &'a Value {
+    let s = &doc["components"]["schemas"][schema]["properties"][name];
+    assert!(!s.is_null(), "{schema}.{name} is not in the document");
+    resolve(doc, s)
+}
+
+/// The spec's "email format", its enumerations, its batch limits and its path parameter names,
+/// as the document declares them (so that generated clients check them before a call).
+#[test]
+fn the_document_declares_the_specs_formats_enums_limits_and_names() {
+    let doc: Value = serde_json::from_str(&herald::api::openapi_json()).unwrap();
+    for (schema, field) in [
+        ("CreateContact", "email"),
+        ("UpdateContact", "email"),
+        ("ContactBody", "email"),
+        ("CampaignRequest", "from"),
+        ("CampaignRequest", "replyTo"),
+        ("CampaignBody", "from"),
+        ("CampaignBody", "replyTo"),
+        ("SendRequest", "reply"),
+        ("MailboxBody", "email"),
+        ("VerifyRequest", "email"),
+    ] {
+        let s = property(&doc, schema, field);
+        assert_eq!(s["format"], "email", "{schema}.{field}: {s}");
+    }
+    for (schema, field, values) in [
+        (
+            "CampaignRequest",
+            "audienceType",
+            json!(["ALL", "SEGMENT", "FILTERED"]),
+        ),
+        ("CreateSegment", "type", json!(["DYNAMIC", "STATIC"])),
+        (
+            "CreateTemplate",
+            "type",
+            json!(["TRANSACTIONAL", "MARKETING"]),
+        ),
+        (
+            "UpdateTemplate",
+            "type",
+            json!(["TRANSACTIONAL", "MARKETING"]),
+        ),
+    ] {
+        let s = property(&doc, schema, field);
+        assert_eq!(s["enum"], values, "{schema}.{field}: {s}");
+    }
+    for (schema, field, max) in [
+        ("LookupRequest", "emails", 500),
+        ("BulkRequest", "contactIds", 1000),
+        ("AddMembers", "emails", 1000),
+        ("RemoveMembers", "emails", 1000),
+    ] {
+        let s = property(&doc, schema, field);
+        assert_eq!(s["maxItems"], max, "{schema}.{field}: {s}");
+    }
+    let members = &doc["paths"]["/projects/{id}/members/{userId}"];
+    for method in ["patch", "delete"] {
+        let names: Vec<&str> = members[method]["parameters"]
+            .as_array()
+            .unwrap_or_else(|| panic!("{method} /projects/{{id}}/members/{{userId}}"))
+            .iter()
+            .filter_map(|p| p["name"].as_str())
+            .collect();
+        assert!(names.contains(&"userId"), "{method}: {names:?}");
+    }
+    let list = &doc["paths"]["/segments"]["get"]["responses"]["200"]["content"];
+    let list = list.as_object().unwrap().values().next().unwrap();
+    assert_eq!(list["schema"]["type"], "array", "GET /segments: {list}");
 }

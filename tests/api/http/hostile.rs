@@ -261,8 +261,8 @@ async fn nul_characters_are_refused_at_their_field_and_nothing_is_written() {
     assert_eq!(r.body["data"]["k"], "\\u0000");
     let contacts = app.get("/contacts", &p.secret_key).await;
     assert_eq!(contacts.body["total"], 1, "only eve: {}", contacts.body);
-    for path in ["/templates", "/segments"] {
-        let r = app.get(path, &p.secret_key).await;
-        assert_eq!(r.body["data"], json!([]), "{path}: {}", r.body);
-    }
+    let templates = app.get("/templates", &p.secret_key).await;
+    assert_eq!(templates.body["data"], json!([]), "{}", templates.body);
+    let segments = app.get("/segments", &p.secret_key).await;
+    assert_eq!(segments.body, json!([]), "{}", segments.body);
 }

@@ -425,10 +425,11 @@ async fn segments_are_created_read_changed_listed_and_deleted() {
     assert_eq!(read.status, 200);
     assert_eq!(read.body, d);
 
-    // Newest first, not paginated.
+    // Newest first, not paginated: the list itself, as every unpaginated list is.
     let list = app.get("/segments", &p.secret_key).await;
     assert_eq!(list.status, 200, "{}", list.body);
-    let ids: Vec<&str> = list.body["data"]
+    let ids: Vec<&str> = list
+        .body
         .as_array()
         .unwrap()
         .iter()
@@ -540,7 +541,7 @@ async fn segments_validation_errors_name_their_fields() {
         assert_eq!(r.error_fields(), strings(&fields), "{body} → {}", r.body);
     }
     let list = app.get("/segments", &p.secret_key).await;
-    assert_eq!(list.body["data"], json!([]), "nothing was created");
+    assert_eq!(list.body, json!([]), "nothing was created");
 }
 
 #[tokio::test]
@@ -1040,7 +1041,7 @@ async fn another_projects_segment_is_not_found() {
         .await
         .assert_error(404, "NOT_FOUND");
     let list = app.get("/segments", &q.secret_key).await;
-    assert_eq!(list.body["data"], json!([]));
+    assert_eq!(list.body, json!([]));
 
     // A filter sees only its own project's contacts.
     let all = dynamic(
