@@ -33,6 +33,9 @@ pub struct Settings {
     /// Largest number of pooled database connections (on SQLite, readers; capped at twice the
     /// cores, at least 4 and at most 16).
     pub database_max_connections: u32,
+    /// On PostgreSQL, the longest a statement of the server's pool may run before the database
+    /// cancels it (the request answers 503); 0 for none. Migrations run without it.
+    pub database_statement_timeout_ms: u64,
     /// The address users reach this service at (for links and the cookie's `Secure` flag);
     /// defaults to `http://<listen>`.
     pub public_url: Option<String>,
@@ -394,6 +397,7 @@ impl Default for Settings {
             data_dir: PathBuf::from("./data"),
             database_url: None,
             database_max_connections: 16,
+            database_statement_timeout_ms: 30_000,
             public_url: None,
             rate_limit_per_minute: 1000,
             signup_enabled: true,

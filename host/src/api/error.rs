@@ -216,6 +216,18 @@ impl ApiError {
         )
     }
 
+    /// 503 `SERVICE_UNAVAILABLE`: a statement ran past `database_statement_timeout_ms` and
+    /// PostgreSQL cancelled it ([`StoreError::StatementTimeout`]); nothing of it was written.
+    pub fn statement_timeout(cause: impl std::fmt::Display) -> ApiError {
+        tracing::warn!(error = %cause, "statement cancelled by the statement timeout");
+        ApiError::service_unavailable(
+            "the request's database work took longer than the server allows \
+             (`database_statement_timeout_ms`) and was cancelled; nothing was written",
+            "retry after `Retry-After` when the database is less busy, or ask for less at once \
+             (a narrower filter or search, a smaller page)",
+        )
+    }
+
     /// 503 `SERVICE_UNAVAILABLE`: the upload storage (the uploads folder or the S3 bucket)
     /// failed or cannot be reached; logged with its cause, answered with `Retry-After`.
     pub fn storage_unavailable(cause: impl std::fmt::Display) -> ApiError {
@@ -267,6 +279,7 @@ impl ApiError {
             StoreError::Conflict(c) => ApiError::conflict(format!("{what} conflict: {c}")),
             StoreError::BillingLimit(category) => ApiError::billing_limit(category),
             e @ StoreError::Unavailable(_) => ApiError::unavailable(e),
+            e @ StoreError::StatementTimeout(_) => ApiError::statement_timeout(e),
             other => ApiError::internal(other),
         }
     }

@@ -82,7 +82,14 @@ impl AppBuilder {
             Some(path) => Some(crate::store::backup::ServeLock::acquire(&path)?),
             None => None,
         };
-        let db = Db::connect(&settings.database_url(), settings.database_max_connections).await?;
+        let statement_timeout = (settings.database_statement_timeout_ms > 0)
+            .then(|| Duration::from_millis(settings.database_statement_timeout_ms));
+        let db = Db::connect_with_timeout(
+            &settings.database_url(),
+            settings.database_max_connections,
+            statement_timeout,
+        )
+        .await?;
         db.migrate().await?;
         let store = Store::new(db);
         let secret = match &settings.jwt_secret {

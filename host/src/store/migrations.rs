@@ -54,7 +54,19 @@ impl Db {
         let migrator = self.migrator();
         match self {
             Db::Sqlite { writer, .. } => migrator.run(writer).await?,
-            Db::Postgres(pool) => migrator.run(pool).await?,
+            Db::Postgres(pool) => {
+                // A migration may take longer than the serving pool's statement timeout (an
+                // index over a large table): it runs on a connection without one.
+                let mut conn = pool.acquire().await?;
+                sqlx::query("SET statement_timeout = 0")
+                    .execute(&mut *conn)
+                    .await?;
+                let ran = migrator.run(&mut *conn).await;
+                sqlx::query("RESET statement_timeout")
+                    .execute(&mut *conn)
+                    .await?;
+                ran?
+            }
         }
         Ok(())
     }

@@ -71,6 +71,10 @@ pub enum StoreError {
     /// Holds the cause's message, so that every request of a group can be answered with it.
     #[error("the database is unavailable: {0}")]
     Unavailable(String),
+    /// PostgreSQL cancelled a statement that ran longer than the serving pool's
+    /// `statement_timeout` (`database_statement_timeout_ms`); nothing of it was written.
+    #[error("a statement ran longer than the database's statement timeout: {0}")]
+    StatementTimeout(String),
     /// Any other database failure.
     #[error(transparent)]
     Database(sqlx::Error),
@@ -134,6 +138,14 @@ impl From<sqlx::Error> for StoreError {
     fn from(err: sqlx::Error) -> StoreError {
         if unavailable(&err) {
             return StoreError::Unavailable(err.to_string());
+        }
+        if let sqlx::Error::Database(db) = &err
+            && db
+                .try_downcast_ref::<sqlx::postgres::PgDatabaseError>()
+                .is_some()
+            && db.code().as_deref() == Some("57014")
+        {
+            return StoreError::StatementTimeout(err.to_string());
         }
         if let sqlx::Error::Database(db) = &err
             && let Some((_, category)) = db.message().split_once(BILLING_LIMIT_MARK)
@@ -323,10 +335,28 @@ static SQLITE_MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../migrations/
 static POSTGRES_MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../migrations/postgres");
 
 impl Db {
-    /// Opens a pool for `url` (`sqlite://…` or `postgres://…`).
+    /// Opens a pool for `url` (`sqlite://…` or `postgres://…`), with no statement timeout: the
+    /// pool of the commands (`herald migrate`, `backup`, `restore`…), whose work may be long.
     pub async fn connect(url: &str, max_connections: u32) -> StoreResult<Db> {
+        Db::connect_with_timeout(url, max_connections, None).await
+    }
+
+    /// Opens a pool for `url`; on PostgreSQL, every statement of its connections is cancelled
+    /// by the server after `statement_timeout` (its `statement_timeout` parameter), so that no
+    /// one query holds a connection and a backend without bound. SQLite has no such timeout: a
+    /// statement there runs on the process's own threads (the pool of `herald serve` on SQLite
+    /// is bounded by the busy timeout of its writes instead).
+    pub async fn connect_with_timeout(
+        url: &str,
+        max_connections: u32,
+        statement_timeout: Option<Duration>,
+    ) -> StoreResult<Db> {
         if url.starts_with("postgres://") || url.starts_with("postgresql://") {
-            let options = PgConnectOptions::from_str(url)?;
+            let mut options = PgConnectOptions::from_str(url)?;
+            if let Some(timeout) = statement_timeout {
+                options = options
+                    .options([("statement_timeout", timeout.as_millis().max(1).to_string())]);
+            }
             let pool = checked_when_idle(PgPoolOptions::new())
                 .max_connections(max_connections)
                 .acquire_timeout(Duration::from_secs(10))

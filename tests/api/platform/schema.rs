@@ -172,3 +172,52 @@ async fn both_migration_sets_build_the_same_schema() {
         );
     }
 }
+
+/// `database_statement_timeout_ms`: PostgreSQL cancels a statement of the server's pool that runs
+/// past it, the store calls that [`StoreError::StatementTimeout`] and the API answers it 503 with
+/// `Retry-After`; migrations run on the same pool without it, and leave it in place.
+#[tokio::test]
+async fn a_statement_past_the_timeout_is_cancelled_and_answered_503_but_migrations_run() {
+    use herald::store::StoreError;
+    let Some(_) = crate::support::harness::postgres_url() else {
+        println!(
+            "statement timeout: HERALD_TEST_POSTGRES_URL is unset; SQLite has no statement timeout"
+        );
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let url = crate::support::harness::fresh_database_url(dir.path()).await;
+    let db = Db::connect_with_timeout(&url, 2, Some(std::time::Duration::from_millis(200)))
+        .await
+        .unwrap();
+    db.migrate().await.unwrap();
+    let Db::Postgres(pool) = &db else {
+        panic!("a PostgreSQL pool")
+    };
+    let shown: String = sqlx::query_scalar("SHOW statement_timeout")
+        .fetch_one(pool)
+        .await
+        .unwrap();
+    assert_eq!(
+        shown, "200ms",
+        "the migration left the pool's timeout in place"
+    );
+    sqlx::query("SELECT pg_sleep(0.05)")
+        .execute(pool)
+        .await
+        .expect("a statement within the timeout runs");
+    let err = StoreError::from(
+        sqlx::query("SELECT pg_sleep(2)")
+            .execute(pool)
+            .await
+            .expect_err("a statement past the timeout is cancelled"),
+    );
+    assert!(matches!(err, StoreError::StatementTimeout(_)), "{err:?}");
+    let answer = herald::api::error::ApiError::from(err);
+    assert_eq!(answer.status.as_u16(), 503, "{}", answer.message);
+    assert!(
+        answer.message.contains("database_statement_timeout_ms"),
+        "{}",
+        answer.message
+    );
+}
