@@ -57,7 +57,7 @@ impl From<Member> for MemberBody {
 pub struct InvitationBody {
     /// The invited address.
     pub email: String,
-    /// The role the invitee gets on signing up through the link.
+    /// The role the invitee gets on signing up through the link or accepting it.
     pub role: String,
     /// When it was sent.
     pub invited_at: Timestamp,
