@@ -215,8 +215,8 @@ pub struct AccountSettings {
     /// The sender of account mail; defaults to `Herald <no-reply@<host of public_url>>`.
     pub mail_from: Option<String>,
     /// A folder whose `<name>.subject.hbs`, `<name>.text.hbs` and `<name>.html.hbs` replace the
-    /// built-in templates (`verify-email`, `reset-password`, `invitation`, `added-to-project`,
-    /// `project-suspended`).
+    /// built-in templates (`verify-email`, `reset-password`, `invitation`, `invitation-accept`,
+    /// `added-to-project`, `project-suspended`).
     pub templates_dir: Option<PathBuf>,
     /// Where the links in account mail point (the dashboard's base URL); defaults to
     /// `public_url`. Links are `<dashboard_url>/verify-email?token=…` and
@@ -230,6 +230,11 @@ pub struct AccountSettings {
     pub mail_per_address_per_minute: u32,
     /// Days an invitation to a project works.
     pub invitation_days: u64,
+    /// Team mails (invitations, added-to-project notices) one user may have sent per hour,
+    /// across projects (429 beyond).
+    pub invitations_per_inviter_per_hour: u32,
+    /// Team mails sent for one project per day (UTC), whoever sends them (429 beyond).
+    pub invitations_per_project_per_day: u32,
 }
 
 impl Default for AccountSettings {
@@ -243,6 +248,8 @@ impl Default for AccountSettings {
             reset_token_minutes: 60,
             mail_per_address_per_minute: 2,
             invitation_days: 7,
+            invitations_per_inviter_per_hour: 50,
+            invitations_per_project_per_day: 200,
         }
     }
 }

@@ -150,7 +150,7 @@ pub(super) fn new_token() -> (String, String) {
     (token, hash)
 }
 
-fn token_hash(token: &str) -> String {
+pub(super) fn token_hash(token: &str) -> String {
     use sha2::{Digest, Sha256};
     hex::encode(Sha256::digest(token.as_bytes()))
 }
@@ -300,7 +300,7 @@ async fn count_attempt(
     Ok(())
 }
 
-fn too_many_attempts(message: String, retry_after: u64) -> ApiError {
+pub(super) fn too_many_attempts(message: String, retry_after: u64) -> ApiError {
     let mut err = ApiError::new(
         StatusCode::TOO_MANY_REQUESTS,
         ErrorCode::RateLimitExceeded,
@@ -354,7 +354,15 @@ impl AuthApi {
                 .store()
                 .create_invited_user(&email, &hash, &token_hash(invitation))
                 .await
-                .map_err(taken)?
+                .map_err(|e| match e {
+                    StoreError::Conflict(crate::store::Conflict::Email) => {
+                        ApiError::conflict("an account with this email already exists").suggest(
+                            "log in with POST /auth/login, then accept the invitation with \
+                             POST /users/@me/invitations/accept and its token",
+                        )
+                    }
+                    other => other.into(),
+                })?
                 .ok_or_else(|| {
                     ApiError::invalid_field(
                         "invitation",

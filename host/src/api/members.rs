@@ -2,6 +2,11 @@
 //! change roles and remove; only an `OWNER` grants `OWNER` or changes an owner; anyone may leave.
 //! The last `OWNER` can be neither demoted nor removed (409): ownership moves by making another
 //! member `OWNER` first.
+//!
+//! Only an account whose address is verified joins at once: anyone can sign up with any address,
+//! so an unverified account is mailed a pending invitation that it accepts from the address
+//! (`POST /users/@me/invitations/accept`). Team mail is limited per inviter per hour and per
+//! project per day (429 beyond).
 
 use poem_openapi::param::Path;
 use poem_openapi::payload::Json;
@@ -17,6 +22,7 @@ use super::users::membership;
 use crate::domain::email::EmailAddress;
 use crate::domain::ids::UserId;
 use crate::domain::project::Role;
+use crate::services::ratelimit::hit_long;
 use crate::store::members::{Invitation, Member};
 
 /// A member of the project.
@@ -44,13 +50,14 @@ impl From<Member> for MemberBody {
     }
 }
 
-/// An invitation mailed to an address without an account.
+/// An invitation mailed to an address without an account, or whose account's address is not
+/// verified.
 #[derive(Object)]
 #[oai(rename_all = "camelCase")]
 pub struct InvitationBody {
     /// The invited address.
     pub email: String,
-    /// The role the invitee gets on signing up through the link.
+    /// The role the invitee gets on signing up through the link or accepting it.
     pub role: String,
     /// When it was sent.
     pub invited_at: Timestamp,
@@ -98,12 +105,15 @@ pub struct ChangeRole {
 
 #[derive(ApiResponse)]
 enum InviteResponse {
-    /// The address has an account: it is a member now, and was told by mail.
+    /// The address has an account whose address is verified: it is a member now, and was told
+    /// by mail.
     #[oai(status = 201)]
     Added(Json<MemberBody>),
     /// The address has no account: an invitation with a single-use signup link was mailed
     /// (`<dashboard_url>/signup?invitation=…`); the membership is created when that person signs
-    /// up through it.
+    /// up through it. Or the address's account has not verified it: the mailed single-use link
+    /// (`<dashboard_url>/invitations/accept?token=…`) is accepted by that account signed in,
+    /// `POST /users/@me/invitations/accept`.
     #[oai(status = 202)]
     Invited(Json<InvitationBody>),
 }
@@ -161,10 +171,13 @@ impl MembersApi {
 
     /// Add or invite a member
     ///
-    /// `OWNER` and `ADMIN` (only an `OWNER` grants `OWNER`). An address with an account becomes
-    /// a member at once (201) and is told by mail; another gets an invitation mail with a
-    /// single-use signup link valid `accounts.invitation_days` (202), replacing an earlier one.
-    /// 409 when the user is a member already.
+    /// `OWNER` and `ADMIN` (only an `OWNER` grants `OWNER`). An address whose account has
+    /// verified it becomes a member at once (201) and is told by mail. Another gets an invitation
+    /// mail with a single-use link valid `accounts.invitation_days` (202), replacing an earlier
+    /// one: a signup link without an account, else a link whose token the account, signed in,
+    /// accepts with `POST /users/@me/invitations/accept`. 409 when the user is a member already.
+    /// Each call that mails counts against `accounts.invitations_per_inviter_per_hour` (the
+    /// caller, across projects) and `accounts.invitations_per_project_per_day` (429 beyond).
     #[oai(
         path = "/projects/:id/members",
         method = "post",
@@ -191,12 +204,22 @@ impl MembersApi {
         if role == Role::Owner && caller != Role::Owner {
             return Err(owners_only());
         }
+        let existing = state.store().user_by_email(&email).await?;
+        if let Some(user) = &existing
+            && state.store().member(&project.id, &user.id).await?.is_some()
+        {
+            return Err(ApiError::from_store(
+                crate::store::StoreError::Conflict(crate::store::Conflict::Member),
+                "member",
+            ));
+        }
+        count_team_mail(&state, &auth.user.id, &project.id).await?;
         let dashboard = state.settings().dashboard_url();
         let inviter = auth.user.email.as_str();
-        if let Some(user) = state.store().user_by_email(&email).await? {
+        if let Some(user) = existing.as_ref().filter(|u| u.email_verified) {
             let member = state
                 .store()
-                .add_member(&project.id, &user, role)
+                .add_member(&project.id, user, role)
                 .await
                 .map_err(|e| ApiError::from_store(e, "member"))?;
             let vars = serde_json::json!({
@@ -222,13 +245,24 @@ impl MembersApi {
                 (days * 86_400_000) as i64,
             )
             .await?;
+        // An account that has not verified its address proves it by accepting signed in.
+        let (template, link) = match existing {
+            Some(_) => (
+                "invitation-accept",
+                format!("{dashboard}/invitations/accept?token={token}"),
+            ),
+            None => (
+                "invitation",
+                format!("{dashboard}/signup?invitation={token}"),
+            ),
+        };
         let vars = serde_json::json!({
             "project": project.name.as_str(), "inviter": inviter, "role": role.as_str(),
-            "link": format!("{dashboard}/signup?invitation={token}"), "days": days,
+            "link": link, "days": days,
         });
         state
             .account_mail()
-            .send("invitation", email.as_str(), &vars)
+            .send(template, email.as_str(), &vars)
             .await?;
         Ok(InviteResponse::Invited(Json(invitation.into())))
     }
@@ -307,6 +341,47 @@ impl MembersApi {
             .map_err(|e| ApiError::from_store(e, "member"))?;
         Ok(RemovedResponse::NoContent)
     }
+}
+
+/// Counts one team mail of `inviter` for `project` against the hourly per-inviter and daily
+/// per-project limits (429 naming the limit beyond either).
+async fn count_team_mail(
+    state: &AppState,
+    inviter: &UserId,
+    project: &crate::domain::ids::ProjectId,
+) -> Result<(), ApiError> {
+    let accounts = &state.settings().accounts;
+    let (per_inviter, per_project) = (
+        accounts.invitations_per_inviter_per_hour,
+        accounts.invitations_per_project_per_day,
+    );
+    let limits = [
+        (
+            format!("mail:inviter:{inviter}"),
+            3_600_000,
+            per_inviter,
+            format!(
+                "too many invitations by you: at most {per_inviter} an hour across projects \
+                 (`accounts.invitations_per_inviter_per_hour`)"
+            ),
+        ),
+        (
+            format!("mail:project:{project}"),
+            86_400_000,
+            per_project,
+            format!(
+                "too many invitations for this project: at most {per_project} a day (UTC) \
+                 (`accounts.invitations_per_project_per_day`)"
+            ),
+        ),
+    ];
+    for (bucket, window_ms, limit, message) in limits {
+        let decision = hit_long(state.store(), &bucket, window_ms, limit).await?;
+        if !decision.allowed {
+            return Err(super::auth::too_many_attempts(message, decision.reset_secs));
+        }
+    }
+    Ok(())
 }
 
 /// A member of the project by user id; 404 otherwise.

@@ -3,6 +3,9 @@
 //! S256 and `state`); `GET /auth/oauth/:provider/callback` checks `state`, exchanges the code
 //! and signs the person in: by a linked identity, else by linking to the account of the same
 //! address when the provider verified it, else by creating an account (unless signup is off).
+//! An account whose own address was never verified (anyone may sign up with any address) is
+//! not linked beside its password: the provider's proof takes it over, and its password,
+//! sessions and other identities are dropped.
 //! `state` and the PKCE verifier travel in a signed cookie scoped to `/auth/oauth` that lives
 //! ten minutes, so no instance keeps the flow in memory.
 
@@ -21,6 +24,7 @@ use super::state::AppState;
 use crate::domain::email::EmailAddress;
 use crate::services::oauth::{OAuthError, Provider};
 use crate::store::StoreError;
+use crate::store::accounts::Linked;
 
 /// The cookie carrying a flow's `state` and PKCE verifier.
 const FLOW_COOKIE: &str = "herald_oauth";
@@ -188,8 +192,10 @@ impl OAuthApi {
     ///
     /// Public; the provider sends the browser here. Checks `state` against the flow cookie,
     /// exchanges the code, and signs in the account linked to the provider's identity, else
-    /// the account of the same address when the provider verified it (linking the two), else a
-    /// new account with that address verified (403 when signup is off). Redirects to the
+    /// the account of the same address when the provider verified it (linking the two; when
+    /// the account's address was not verified, its password and sessions end and only the
+    /// provider signs in, until a password reset sets a new password), else a new account with
+    /// that address verified (403 when signup is off). Redirects to the
     /// dashboard with the session cookie set. 400 when the flow cookie is missing, expired or
     /// does not match; 401 when the provider refused; 409 when an account has the address but
     /// the provider did not verify it.
@@ -284,10 +290,24 @@ async fn sign_in(
             )
             .suggest("verify the address with the provider, or log in with the password"));
         }
-        store
+        let linked = store
             .link_identity(provider, &identity.subject, &user)
-            .await?;
-        return Ok(user);
+            .await
+            .map_err(|e| match e {
+                StoreError::NotFound => ApiError::conflict("the account was deleted meanwhile")
+                    .suggest("start the sign-in again"),
+                other => other.into(),
+            })?;
+        if linked == Linked::TookOver {
+            tracing::info!(
+                user_id = %user.id, provider,
+                "an account with an unverified address was taken over by the provider's proof"
+            );
+        }
+        return Ok(crate::domain::project::User {
+            email_verified: true,
+            ..user
+        });
     }
     if !state.settings().signup_enabled {
         return Err(ApiError::forbidden(

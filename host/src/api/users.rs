@@ -1,4 +1,5 @@
-//! `/users/@me`: the logged-in user and their projects (create, rename, delete, rotate keys).
+//! `/users/@me`: the logged-in user, their projects (create, rename, delete, rotate keys) and
+//! the invitations they accept.
 
 use poem_openapi::param::Path;
 use poem_openapi::payload::Json;
@@ -106,6 +107,13 @@ pub struct RotatedKeys {
     pub public_key: String,
     /// The new secret key.
     pub secret_key: String,
+}
+
+/// `{ token }`.
+#[derive(Object, Deserialize)]
+pub struct AcceptInvitation {
+    /// The `token` of the invitation link.
+    pub token: String,
 }
 
 /// Create a project.
@@ -362,5 +370,43 @@ impl UsersApi {
             public_key: keys.public_key,
             secret_key: keys.secret_key,
         }))
+    }
+
+    /// Accept an invitation
+    ///
+    /// Joins the signed-in user to the project of an invitation mailed to their address (the
+    /// link `<dashboard_url>/invitations/accept?token=…` that `POST /projects/:id/members` mails
+    /// to an account whose address is not verified yet; a signup link's `invitation` works too).
+    /// The token proves the address: it is marked verified, the user joins with the invited role
+    /// (a member already keeps their role), and the invitation is used up. Answers the project.
+    /// 404 when the token is unknown, used, expired, or was mailed to another address.
+    #[oai(
+        path = "/users/@me/invitations/accept",
+        method = "post",
+        operation_id = "acceptInvitation"
+    )]
+    async fn accept_invitation(
+        &self,
+        auth: DashboardAuth,
+        state: poem::web::Data<&AppState>,
+        body: JsonBody<AcceptInvitation>,
+    ) -> Result<Json<ProjectBody>, ApiError> {
+        let gone = || {
+            ApiError::not_found("invitation").suggest(
+                "the link is invalid, already used, expired, or was sent to another address: \
+                 log in with the invited address, or ask for a new invitation",
+            )
+        };
+        let project = state
+            .store()
+            .accept_invitation(&auth.user, &super::auth::token_hash(&body.0.token))
+            .await?
+            .ok_or_else(gone)?;
+        let (project, role) = state
+            .store()
+            .project_of_user(&auth.user.id, &project)
+            .await?
+            .ok_or_else(gone)?;
+        Ok(Json(project_body(project, role)))
     }
 }

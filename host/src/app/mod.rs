@@ -414,7 +414,7 @@ async fn maintain(state: AppState, mut stop: watch::Receiver<bool>) {
     loop {
         tokio::select! {
             _ = tick.tick() => {
-                state.rate_limiter().prune().await;
+                state.rate_limiter().prune(state.store()).await;
                 if let Err(err) = state.store().prune_idempotency_keys().await {
                     tracing::warn!(error = %err, "could not prune idempotency keys");
                 }

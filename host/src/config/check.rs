@@ -283,7 +283,7 @@ impl LoadedSettings {
                 );
             }
         }
-        let at_least: [(&str, u64, u64); 11] = [
+        let at_least: [(&str, u64, u64); 13] = [
             ("jobs_concurrency", s.jobs_concurrency as u64, 1),
             ("http_idle_timeout_seconds", s.http_idle_timeout_seconds, 1),
             ("jobs_poll_interval_ms", s.jobs_poll_interval_ms, 1),
@@ -307,6 +307,16 @@ impl LoadedSettings {
                 1,
             ),
             ("plugins.memory_bytes", s.plugins.memory_bytes, 1024 * 1024),
+            (
+                "accounts.invitations_per_inviter_per_hour",
+                u64::from(s.accounts.invitations_per_inviter_per_hour),
+                1,
+            ),
+            (
+                "accounts.invitations_per_project_per_day",
+                u64::from(s.accounts.invitations_per_project_per_day),
+                1,
+            ),
         ];
         for (key, value, least) in at_least {
             if value < least {

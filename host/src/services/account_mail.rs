@@ -35,6 +35,7 @@ const BUILT_IN: &[(&str, [&str; 3])] = &[
     built_in!("verify-email"),
     built_in!("reset-password"),
     built_in!("invitation"),
+    built_in!("invitation-accept"),
     built_in!("added-to-project"),
     built_in!("project-suspended"),
 ];

@@ -16,6 +16,7 @@ use std::sync::Mutex;
 use crate::domain::keys::{KeyKind, hash_key};
 use crate::domain::project::Project;
 use crate::domain::time::now_ms;
+use crate::store::rate_limits::{LONG_PREFIX, LONG_WINDOW_MAX_MS};
 use crate::store::rounds::Rounds;
 use crate::store::{Backend, Store, StoreResult};
 
@@ -189,15 +190,35 @@ impl RateLimiter {
         }
     }
 
-    /// Drops windows that have ended (shared counters only).
-    pub async fn prune(&self) {
-        if let RateLimiter::Shared(counters) = self
-            && let Err(err) = counters
-                .store
-                .rate_limit_prune(now_ms() - 2 * WINDOW_MS)
-                .await
+    /// Drops the stored windows that have ended: the per-minute ones of the shared counters,
+    /// and on both backends the long-windowed ones of [`hit_long`] once a day has passed.
+    pub async fn prune(&self, store: &Store) {
+        let now = now_ms();
+        if let Err(err) = store
+            .rate_limit_prune(now - 2 * WINDOW_MS, now - LONG_WINDOW_MAX_MS)
+            .await
         {
             tracing::warn!(error = %err, "could not prune rate limit windows");
         }
     }
+}
+
+/// Counts one hit of `bucket` (under [`LONG_PREFIX`]) against `limit` in the fixed window of
+/// `window_ms` (at most a day; windows start at multiples of it since the epoch, so a day is a
+/// UTC day) that now falls in. Kept in the database on both backends, so rare limits with long
+/// windows (mail to arbitrary addresses) hold across restarts and instances; a hit over the
+/// limit still counts. Unlike the request limit, an unreachable counter is an error.
+pub async fn hit_long(
+    store: &Store,
+    bucket: &str,
+    window_ms: i64,
+    limit: u32,
+) -> StoreResult<RateDecision> {
+    debug_assert!(bucket.starts_with(LONG_PREFIX));
+    debug_assert!(window_ms > 0 && window_ms <= LONG_WINDOW_MAX_MS);
+    let now = now_ms();
+    let window = now - now.rem_euclid(window_ms);
+    let reset_secs = ((window + window_ms - now) as u64).div_ceil(1000).max(1);
+    let hits = store.rate_limit_add(bucket, window, 1).await?;
+    Ok(decide(limit, hits.max(0) as u64, reset_secs))
 }

@@ -295,6 +295,16 @@ impl Store {
 const USE_TOKEN: &str = "UPDATE account_tokens SET used_at = $3 WHERE token_hash = $1 AND purpose = $2 \
      AND used_at IS NULL AND expires_at > $3 RETURNING user_id, email";
 
+/// How [`Store::link_identity`] linked an identity to an existing account.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Linked {
+    /// The account's address was verified: linked beside its password and sessions.
+    Linked,
+    /// The address was not verified: the provider's proof took the account over (no password,
+    /// no sessions, no other identity left).
+    TookOver,
+}
+
 /// The password hash of an account made by OAuth sign-in: not a PHC string, so no password
 /// matches it until the user sets one (password reset).
 const NO_PASSWORD: &str = "!oauth";
@@ -321,18 +331,51 @@ impl Store {
     }
 
     /// Links an OAuth identity to an existing user whose address the provider verified, and
-    /// marks the address verified.
+    /// marks the address verified, in one transaction. When the account's address was not
+    /// verified (anyone could have signed up with it), the provider's proof wins: the account's
+    /// password is removed (only a password reset mailed to the address sets one again), every
+    /// session and every other linked identity of the account ends, and [`Linked::TookOver`] is
+    /// answered; otherwise [`Linked::Linked`]. [`StoreError::NotFound`] when the user is gone.
     #[tracing::instrument(level = "debug", skip(self))]
     pub async fn link_identity(
         &self,
         provider: &str,
         subject: &str,
         user: &User,
-    ) -> StoreResult<()> {
+    ) -> StoreResult<Linked> {
         let now = now_ms();
-        on_db_write!(self.db(), pool => {
+        let lock = format!(
+            "SELECT email_verified FROM users WHERE id = $1{}",
+            super::dialect::for_update(self.db().backend())
+        );
+        let linked = on_db_write!(self.db(), pool => {
             use super::dialect::BeginWrite;
             let mut tx = pool.begin_write().await?;
+            let verified: Option<bool> = sqlx::query_scalar(&lock)
+                .bind(user.id.as_str())
+                .fetch_optional(&mut *tx)
+                .await?;
+            let Some(verified) = verified else {
+                return Err(StoreError::NotFound);
+            };
+            if !verified {
+                sqlx::query(
+                    "UPDATE users SET password_hash = $2, email_verified = TRUE, updated_at = $3 WHERE id = $1",
+                )
+                .bind(user.id.as_str())
+                .bind(NO_PASSWORD)
+                .bind(now)
+                .execute(&mut *tx)
+                .await?;
+                sqlx::query("DELETE FROM sessions WHERE user_id = $1")
+                    .bind(user.id.as_str())
+                    .execute(&mut *tx)
+                    .await?;
+                sqlx::query("DELETE FROM oauth_identities WHERE user_id = $1")
+                    .bind(user.id.as_str())
+                    .execute(&mut *tx)
+                    .await?;
+            }
             sqlx::query(
                 "INSERT INTO oauth_identities (provider, subject, user_id, email, created_at) \
                  VALUES ($1, $2, $3, $4, $5) ON CONFLICT (provider, subject) DO NOTHING",
@@ -344,14 +387,10 @@ impl Store {
             .bind(now)
             .execute(&mut *tx)
             .await?;
-            sqlx::query("UPDATE users SET email_verified = TRUE, updated_at = $2 WHERE id = $1")
-                .bind(user.id.as_str())
-                .bind(now)
-                .execute(&mut *tx)
-                .await?;
             tx.commit().await?;
+            if verified { Linked::Linked } else { Linked::TookOver }
         });
-        Ok(())
+        Ok(linked)
     }
 
     /// Creates a user (address verified, no password) with its OAuth identity, in one

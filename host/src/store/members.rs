@@ -1,5 +1,5 @@
 //! A project's team: its members with their roles, and invitations for addresses without an
-//! account. Every change that could leave a project without an `OWNER` locks the project's
+//! account or whose account's address is not verified. Every change that could leave a project without an `OWNER` locks the project's
 //! owners first (PostgreSQL `FOR UPDATE`; SQLite's single writer), so two concurrent demotions
 //! cannot both pass the check.
 
@@ -116,7 +116,9 @@ impl Store {
             .collect()
     }
 
-    /// Adds an existing user to a project; [`Conflict::Member`] when they are in it already.
+    /// Adds an existing user to a project, and drops a pending invitation of their address to
+    /// it (one made while the address was not verified); [`Conflict::Member`] when they are in
+    /// it already.
     #[tracing::instrument(level = "debug", skip(self))]
     pub async fn add_member(
         &self,
@@ -126,14 +128,21 @@ impl Store {
     ) -> StoreResult<Member> {
         let now = now_ms();
         on_db_write!(self.db(), pool => {
+            let mut tx = pool.begin_write().await?;
             sqlx::query("INSERT INTO memberships (project_id, user_id, role, created_at) VALUES ($1, $2, $3, $4)")
                 .bind(project.as_str())
                 .bind(user.id.as_str())
                 .bind(role.as_str())
                 .bind(now)
-                .execute(pool)
+                .execute(&mut *tx)
                 .await
                 .map_err(|e| StoreError::unique(e, Conflict::Member))?;
+            sqlx::query("DELETE FROM project_invitations WHERE project_id = $1 AND email = $2")
+                .bind(project.as_str())
+                .bind(user.email.as_str())
+                .execute(&mut *tx)
+                .await?;
+            tx.commit().await?;
         });
         Ok(Member {
             user_id: user.id.clone(),
@@ -242,6 +251,54 @@ impl Store {
             tx.commit().await?;
         });
         Ok(())
+    }
+
+    /// Accepts, for the signed-in `user`, the invitation whose link carries the token hashed
+    /// `token_hash`: in one transaction the invitation is used up, the user's address is marked
+    /// verified (the link reached it) and the user joins the project with the invited role (a
+    /// user who is a member already keeps their role). `None` when the token is unknown,
+    /// expired or used, or was sent to another address than the user's.
+    #[tracing::instrument(level = "debug", skip(self, token_hash))]
+    pub async fn accept_invitation(
+        &self,
+        user: &User,
+        token_hash: &str,
+    ) -> StoreResult<Option<ProjectId>> {
+        let now = now_ms();
+        let project = on_db_write!(self.db(), pool => {
+            let mut tx = pool.begin_write().await?;
+            let invitation: Option<(String, String)> = sqlx::query_as(
+                "DELETE FROM project_invitations WHERE token_hash = $1 AND email = $2 AND expires_at > $3 \
+                 RETURNING project_id, role",
+            )
+            .bind(token_hash)
+            .bind(user.email.as_str())
+            .bind(now)
+            .fetch_optional(&mut *tx)
+            .await?;
+            let Some((project, role)) = invitation else {
+                return Ok(None);
+            };
+            sqlx::query("UPDATE users SET email_verified = TRUE, updated_at = $3 WHERE id = $1 AND email = $2")
+                .bind(user.id.as_str())
+                .bind(user.email.as_str())
+                .bind(now)
+                .execute(&mut *tx)
+                .await?;
+            sqlx::query(
+                "INSERT INTO memberships (project_id, user_id, role, created_at) VALUES ($1, $2, $3, $4) \
+                 ON CONFLICT (project_id, user_id) DO NOTHING",
+            )
+            .bind(&project)
+            .bind(user.id.as_str())
+            .bind(&role)
+            .bind(now)
+            .execute(&mut *tx)
+            .await?;
+            tx.commit().await?;
+            project
+        });
+        Ok(Some(ProjectId::from_trusted(project)))
     }
 
     /// Creates a user who signed up through an invitation link, joins them to the inviting

@@ -221,7 +221,7 @@ async fn with_billing_off_caps_stop_only_the_capped_operation_and_consumption_co
     );
 
     // Billing is the OWNER's: an ADMIN is refused, a stranger sees no project.
-    let admin = app.user("admin@example.com").await;
+    let admin = app.verified_user("admin@example.com").await;
     let r = app
         .call_with(
             &p.owner,

@@ -424,6 +424,17 @@ fn unusable_settings_exit_2_naming_the_setting_and_its_source() {
         "{err}"
     );
     assert!(err.contains("between 1 and 1000"), "{err}");
+    let (code, _, err) = herald_env(
+        &["config"],
+        dir.path(),
+        &[("HERALD_ACCOUNTS__INVITATIONS_PER_PROJECT_PER_DAY", "0")],
+    );
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("setting `accounts.invitations_per_project_per_day`")
+            && err.contains("at least 1"),
+        "{err}"
+    );
 
     // A value of the wrong type.
     let (code, _, err) = herald_env(

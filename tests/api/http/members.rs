@@ -1,6 +1,7 @@
 //! Teams: `/projects/:id/members` (list, add or invite, change roles, remove), invitations
-//! accepted by signing up through the mailed link, the last owner kept, and a matrix of role ×
-//! operation.
+//! accepted by signing up through the mailed link or, for an account that has not verified its
+//! address, by accepting signed in, the limits of team mail, the last owner kept, and a matrix of
+//! role × operation.
 
 use reqwest::Method;
 use serde_json::{Value, json};
@@ -47,8 +48,8 @@ async fn members_are_added_invited_changed_and_removed_and_the_last_owner_stays(
     let owner_id = user_id(&app, owner).await;
     let members = format!("/projects/{}/members", p.id);
 
-    // An address with an account joins at once and is told by mail.
-    let bob = app.user("bob@example.com").await;
+    // An address whose account verified it joins at once and is told by mail.
+    let bob = app.verified_user("bob@example.com").await;
     let r = invite(
         &app,
         owner,
@@ -196,7 +197,7 @@ async fn each_role_may_do_what_decisions_md_says() {
             role.to_lowercase(),
             uuid::Uuid::new_v4().simple()
         );
-        let client = app.user(&email).await;
+        let client = app.verified_user(&email).await;
         let r = invite(&app, &p.owner, &p, json!({ "email": email, "role": role })).await;
         assert_eq!(r.status, 201, "{}", r.body);
         let settings = format!("/users/@me/projects/{}", p.id);
@@ -282,7 +283,7 @@ async fn setup_state_follows_the_project_and_a_reset_wipes_its_data_only() {
     assert_eq!(r.body["nextStep"], "domainVerified");
 
     // Only the OWNER resets.
-    let admin = app.user("admin@example.com").await;
+    let admin = app.verified_user("admin@example.com").await;
     let r = invite(
         &app,
         &p.owner,
@@ -487,4 +488,334 @@ async fn expired_account_links_are_pruned() {
     let left = store.invitations(&project).await.unwrap();
     assert_eq!(left.len(), 1);
     assert_eq!(left[0].email, "new@example.com");
+}
+
+async fn accept(app: &TestApp, client: &reqwest::Client, token: &str) -> Reply {
+    let body = json!({ "token": token });
+    app.call_with(
+        client,
+        Method::POST,
+        "/users/@me/invitations/accept",
+        None,
+        Some(body),
+        &[],
+    )
+    .await
+}
+
+async fn project_ids(app: &TestApp, client: &reqwest::Client) -> Vec<String> {
+    let r = app
+        .call_with(client, Method::GET, "/users/@me/projects", None, None, &[])
+        .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    r.body
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["id"].as_str().unwrap().to_string())
+        .collect()
+}
+
+/// The pre-claimed account: someone signs up with an address they do not own (signup logs in
+/// at once) and waits for an OWNER to invite it. It is mailed an invitation instead of joining;
+/// only whoever reads that address's mail can accept.
+#[tokio::test]
+async fn an_account_that_has_not_verified_its_address_is_invited_not_added() {
+    let app = TestApp::spawn().await;
+    let p = app.project().await;
+    let members = format!("/projects/{}/members", p.id);
+    let squatter = app.user("new.hire@victim.test").await;
+
+    let r = invite(
+        &app,
+        &p.owner,
+        &p,
+        json!({ "email": "new.hire@victim.test", "role": "ADMIN" }),
+    )
+    .await;
+    assert_eq!(r.status, 202, "{}", r.body);
+    assert_eq!(r.body["email"], "new.hire@victim.test");
+    assert_eq!(r.body["role"], "ADMIN");
+    assert!(r.body.get("userId").is_none(), "{}", r.body);
+    // Not a member: the project is out of the account's reach.
+    assert!(!project_ids(&app, &squatter).await.contains(&p.id));
+    dashboard(&app, &squatter, Method::GET, "/contacts", &p.id, None)
+        .await
+        .assert_error(404, "NOT_FOUND");
+    let rotate = format!("/users/@me/projects/{}/regenerate-keys", p.id);
+    dashboard(&app, &squatter, Method::POST, &rotate, &p.id, None)
+        .await
+        .assert_error(404, "NOT_FOUND");
+    let list = dashboard(&app, &p.owner, Method::GET, &members, &p.id, None).await;
+    assert_eq!(list.body["members"].as_array().unwrap().len(), 1);
+    assert_eq!(list.body["invitations"][0]["email"], "new.hire@victim.test");
+    assert_eq!(list.body["invitations"][0]["role"], "ADMIN");
+
+    // The mail carries an accept link; a guessed token, or the right one in another account's
+    // session, or without a session, joins nobody.
+    let first = mailed_token(&app, "new.hire@victim.test", &[]).await;
+    let mail = app
+        .outbox_messages()
+        .into_iter()
+        .find(|m| m.contains("To: new.hire@victim.test"))
+        .unwrap();
+    assert!(
+        mail.contains("/invitations/accept?token="),
+        "the accept link: {mail}"
+    );
+    let r = accept(&app, &squatter, "guessed").await;
+    r.assert_error(404, "NOT_FOUND");
+    let other = app.verified_user("other@example.com").await;
+    accept(&app, &other, &first)
+        .await
+        .assert_error(404, "NOT_FOUND");
+    assert!(!project_ids(&app, &other).await.contains(&p.id));
+    accept(&app, &jar(), &first)
+        .await
+        .assert_error(401, "MISSING_AUTH");
+
+    // A new invitation replaces the first, whose link stops working.
+    let r = invite(
+        &app,
+        &p.owner,
+        &p,
+        json!({ "email": "new.hire@victim.test", "role": "MEMBER" }),
+    )
+    .await;
+    assert_eq!(r.status, 202, "{}", r.body);
+    let second = mailed_token(&app, "new.hire@victim.test", &[&first]).await;
+    accept(&app, &squatter, &first)
+        .await
+        .assert_error(404, "NOT_FOUND");
+
+    // Whoever reads the mail accepts in the account: the address is verified, the role is the
+    // invited one, the link is used up.
+    let r = accept(&app, &squatter, &second).await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.body["id"], p.id.as_str());
+    assert_eq!(r.body["role"], "MEMBER");
+    let me = app
+        .call_with(&squatter, Method::GET, "/users/@me", None, None, &[])
+        .await;
+    assert_eq!(me.body["emailVerified"], true);
+    let r = dashboard(&app, &squatter, Method::GET, "/contacts", &p.id, None).await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    accept(&app, &squatter, &second)
+        .await
+        .assert_error(404, "NOT_FOUND");
+    let list = dashboard(&app, &p.owner, Method::GET, &members, &p.id, None).await;
+    assert_eq!(list.body["members"].as_array().unwrap().len(), 2);
+    assert_eq!(list.body["invitations"], json!([]));
+    // A member already: no second invitation.
+    invite(
+        &app,
+        &p.owner,
+        &p,
+        json!({ "email": "new.hire@victim.test" }),
+    )
+    .await
+    .assert_error(409, "CONFLICT");
+}
+
+#[tokio::test]
+async fn an_expired_invitation_is_not_accepted() {
+    use herald::domain::email::EmailAddress;
+    use herald::domain::ids::{ProjectId, UserId};
+    use herald::domain::project::Role;
+    use sha2::{Digest, Sha256};
+    let app = TestApp::spawn().await;
+    let p = app.project().await;
+    let late = app.user("late@example.com").await;
+    let owner = UserId::parse(&user_id(&app, &p.owner).await).unwrap();
+    let hash = hex::encode(Sha256::digest(b"expired-token"));
+    app.state()
+        .store()
+        .invite(
+            &ProjectId::parse(&p.id).unwrap(),
+            &EmailAddress::parse("late@example.com").unwrap(),
+            Role::Admin,
+            &owner,
+            &hash,
+            -1_000,
+        )
+        .await
+        .unwrap();
+    accept(&app, &late, "expired-token")
+        .await
+        .assert_error(404, "NOT_FOUND");
+    assert!(!project_ids(&app, &late).await.contains(&p.id));
+}
+
+/// Someone signs up with an invited address after the invitation was mailed: the signup link
+/// then answers 409, and the address's owner takes the account back by a password reset (which
+/// ends the other sessions) and accepts the same token signed in.
+#[tokio::test]
+async fn an_invitation_whose_address_was_claimed_meanwhile_is_accepted_after_a_reset() {
+    let app = TestApp::spawn().await;
+    let p = app.project().await;
+    let r = invite(
+        &app,
+        &p.owner,
+        &p,
+        json!({ "email": "dana@example.com", "role": "ADMIN" }),
+    )
+    .await;
+    assert_eq!(r.status, 202, "{}", r.body);
+    let invitation = mailed_token(&app, "dana@example.com", &[]).await;
+    let squatter = app.user("dana@example.com").await;
+    assert!(!project_ids(&app, &squatter).await.contains(&p.id));
+
+    let signup = json!({
+        "email": "dana@example.com", "password": "another long one", "invitation": invitation,
+    });
+    let r = app
+        .call_with(
+            &jar(),
+            Method::POST,
+            "/auth/signup",
+            None,
+            Some(signup),
+            &[],
+        )
+        .await;
+    r.assert_error(409, "CONFLICT");
+    assert!(
+        r.body["error"]["suggestion"]
+            .as_str()
+            .is_some_and(|s| s.contains("/users/@me/invitations/accept")),
+        "{}",
+        r.body
+    );
+
+    let reset = json!({ "email": "dana@example.com" });
+    let r = app
+        .call(
+            Method::POST,
+            "/auth/request-password-reset",
+            None,
+            Some(reset),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    let token = mailed_token(&app, "dana@example.com", &[&invitation]).await;
+    let body = json!({ "token": token, "password": "another long one" });
+    let r = app
+        .call(Method::POST, "/auth/reset-password", None, Some(body))
+        .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    app.call_with(&squatter, Method::GET, "/users/@me", None, None, &[])
+        .await
+        .assert_error(401, "UNAUTHORIZED");
+    let dana = jar();
+    let login = json!({ "email": "dana@example.com", "password": "another long one" });
+    let r = app
+        .call_with(&dana, Method::POST, "/auth/login", None, Some(login), &[])
+        .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    let r = accept(&app, &dana, &invitation).await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.body["role"], "ADMIN");
+}
+
+#[tokio::test]
+async fn team_mail_is_limited_per_inviter_per_hour_and_per_project_per_day() {
+    let app = TestApp::spawn_with(|s| {
+        s.accounts.invitations_per_inviter_per_hour = 3;
+        s.accounts.invitations_per_project_per_day = 4;
+    })
+    .await;
+    let p = app.project().await;
+    let address = |i: usize| format!("limited-{i}@example.com");
+    let admin = app.verified_user("admin@example.com").await;
+    let r = invite(
+        &app,
+        &p.owner,
+        &p,
+        json!({ "email": "admin@example.com", "role": "ADMIN" }),
+    )
+    .await;
+    assert_eq!(r.status, 201, "{}", r.body);
+    for i in 0..2 {
+        let r = invite(&app, &p.owner, &p, json!({ "email": address(i) })).await;
+        assert_eq!(r.status, 202, "{}", r.body);
+    }
+    // The owner's fourth team mail within the hour.
+    let r = invite(&app, &p.owner, &p, json!({ "email": address(2) })).await;
+    r.assert_error(429, "RATE_LIMIT_EXCEEDED");
+    let message = r.body["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("at most 3 an hour")
+            && message.contains("accounts.invitations_per_inviter_per_hour"),
+        "{message}"
+    );
+    assert!(r.header("retry-after").is_some());
+    // Across the inviter's projects.
+    let r = app
+        .call_with(
+            &p.owner,
+            Method::POST,
+            "/users/@me/projects",
+            None,
+            Some(json!({ "name": "Second" })),
+            &[],
+        )
+        .await;
+    let second = r.body["id"].as_str().unwrap().to_string();
+    let path = format!("/projects/{second}/members");
+    dashboard(
+        &app,
+        &p.owner,
+        Method::POST,
+        &path,
+        &second,
+        Some(json!({ "email": address(3) })),
+    )
+    .await
+    .assert_error(429, "RATE_LIMIT_EXCEEDED");
+
+    // Another manager of the project has their own hourly count, but the project's daily one
+    // (3 so far) allows one more.
+    let r = invite(&app, &admin, &p, json!({ "email": address(4) })).await;
+    assert_eq!(r.status, 202, "{}", r.body);
+    let r = invite(&app, &admin, &p, json!({ "email": address(5) })).await;
+    r.assert_error(429, "RATE_LIMIT_EXCEEDED");
+    let message = r.body["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("at most 4 a day")
+            && message.contains("accounts.invitations_per_project_per_day"),
+        "{message}"
+    );
+    // Nothing was mailed for the refused ones, nor kept.
+    let messages = app.outbox_messages();
+    for i in [2, 3, 5] {
+        let to = format!("To: {}", address(i));
+        assert!(!messages.iter().any(|m| m.contains(&to)), "mailed {to}");
+    }
+    let members = format!("/projects/{}/members", p.id);
+    let list = dashboard(&app, &p.owner, Method::GET, &members, &p.id, None).await;
+    assert_eq!(list.body["invitations"].as_array().unwrap().len(), 3);
+}
+
+#[tokio::test]
+async fn pruning_keeps_the_day_long_team_mail_counters_until_their_day_is_over() {
+    let app = TestApp::spawn().await;
+    let store = app.state().store();
+    let now = chrono::Utc::now().timestamp_millis();
+    let hour = 3_600_000;
+    let windows = [
+        ("prj_minute", now - 600_000),
+        ("mail:project:prj_x", now - 20 * hour),
+        ("mail:inviter:usr_x", now - 2 * hour),
+        ("mail:project:prj_old", now - 25 * hour),
+    ];
+    for (bucket, start) in windows {
+        store.rate_limit_add(bucket, start, 1).await.unwrap();
+    }
+    app.state().rate_limiter().prune(store).await;
+    let mut left = Vec::new();
+    for (bucket, start) in windows {
+        // Adding nothing answers the count so far.
+        left.push(store.rate_limit_add(bucket, start, 0).await.unwrap());
+    }
+    assert_eq!(left, vec![0, 1, 1, 0]);
 }

@@ -110,7 +110,7 @@ async fn signing_in_with_google_creates_a_verified_account_once_and_signs_it_in_
 async fn a_verified_address_links_to_the_existing_account_and_an_unverified_one_does_not() {
     let idp = FakeProvider::start().await;
     let app = TestApp::spawn_with(with_providers(&idp)).await;
-    let owner = app.user("grace@example.com").await;
+    let owner = app.verified_user("grace@example.com").await;
     let id = me(&app, &owner).await.body["id"].clone();
 
     idp.will_sign_in("g-2", "grace@example.com", false);
@@ -129,6 +129,50 @@ async fn a_verified_address_links_to_the_existing_account_and_an_unverified_one_
         "read:user user:email",
         "GitHub's scopes"
     );
+    // The account's own address was verified: its password and sessions stay.
+    assert_eq!(me(&app, &owner).await.status, 200);
+    assert_eq!(login(&app, "grace@example.com").await.status, 200);
+}
+
+async fn login(app: &TestApp, email: &str) -> Reply {
+    let creds = serde_json::json!({ "email": email, "password": "correct horse battery" });
+    app.call(Method::POST, "/auth/login", None, Some(creds))
+        .await
+}
+
+/// The pre-claimed account: someone signs up with the victim's address and a password (nothing
+/// verifies it), and the victim later signs in with Google. The provider's proof wins: the
+/// squatter's password and session stop working, and the account is the victim's alone.
+#[tokio::test]
+async fn a_provider_takes_over_an_account_whose_address_was_never_verified() {
+    let idp = FakeProvider::start().await;
+    let app = TestApp::spawn_with(with_providers(&idp)).await;
+    let squatter = app.user("victim@example.com").await;
+    let before = me(&app, &squatter).await;
+    assert_eq!(before.status, 200, "{}", before.body);
+    assert_eq!(before.body["emailVerified"], false);
+    assert_eq!(login(&app, "victim@example.com").await.status, 200);
+
+    idp.will_sign_in("g-9", "victim@example.com", true);
+    let victim = browser(true);
+    let (status, landed, body) = sign_in(&app, &victim, "google").await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(landed, idp.url("/dashboard/"));
+    let now = me(&app, &victim).await;
+    assert_eq!(now.status, 200, "{}", now.body);
+    assert_eq!(now.body["id"], before.body["id"]);
+    assert_eq!(now.body["emailVerified"], true);
+
+    me(&app, &squatter).await.assert_error(401, "UNAUTHORIZED");
+    login(&app, "victim@example.com")
+        .await
+        .assert_error(401, "INVALID_CREDENTIALS");
+    // Signing in with the provider again keeps working, and the victim's session stays.
+    idp.will_sign_in("g-9", "victim@example.com", true);
+    let again = browser(true);
+    sign_in(&app, &again, "google").await;
+    assert_eq!(me(&app, &again).await.body["id"], before.body["id"]);
+    assert_eq!(me(&app, &victim).await.status, 200);
 }
 
 #[tokio::test]

@@ -326,6 +326,25 @@ impl TestApp {
         client
     }
 
+    /// A new user (signed up as [`TestApp::user`]) whose address is verified, as if they had
+    /// opened the mailed verification link.
+    pub async fn verified_user(&self, email: &str) -> reqwest::Client {
+        use herald::domain::email::EmailAddress;
+        use herald::store::accounts::TokenPurpose;
+        let client = self.user(email).await;
+        let store = self.state().store();
+        let address = EmailAddress::parse(email).unwrap();
+        let user = store.user_by_email(&address).await.unwrap().unwrap();
+        let hash = format!("verified-{}", uuid::Uuid::new_v4().simple());
+        store
+            .create_account_token(&user.id, TokenPurpose::VerifyEmail, &hash, &address, 60_000)
+            .await
+            .unwrap();
+        let verified = store.verify_email_with_token(&hash).await.unwrap();
+        assert!(verified.is_some_and(|u| u.email_verified));
+        client
+    }
+
     /// A new user with a new project.
     pub async fn project(&self) -> TestProject {
         let email = format!("owner-{}@example.com", uuid::Uuid::new_v4().simple());
