@@ -337,10 +337,14 @@ async fn write_group(store: &Store, mut batch: Vec<Pending>) {
                         {
                             store.known_fields.remember(project, &types);
                         }
+                        // Remembered only when new to the instance, so that the entry
+                        // expires and the name is recorded again after a minute (another
+                        // instance may have deleted it).
                         if let Ok((_, Some(tracked))) = &outcome {
-                            store
-                                .known_events
-                                .remember(project, &[(tracked.name.as_str(), "")]);
+                            let name = [(tracked.name.as_str(), "")];
+                            if !store.known_events.unknown(project, &name).is_empty() {
+                                store.known_events.remember(project, &name);
+                            }
                         }
                         replies.push(Answer::Upsert(outcome, Vec::new()));
                     }

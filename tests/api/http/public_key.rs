@@ -509,3 +509,75 @@ async fn the_event_name_cap_holds_for_an_instance_that_did_not_record_the_names(
     .await
     .assert_error(422, "VALIDATION_ERROR");
 }
+
+/// An import that would take the project past a cap fails at once, saying which, and writes
+/// nothing of the chunk that met it.
+#[tokio::test]
+async fn an_import_past_a_cap_fails_naming_it() {
+    use super::jobs::{upload, wait_job};
+    let app = TestApp::spawn_with(|s| {
+        s.contact_fields_max_per_project = 2;
+        s.jobs_poll_interval_ms = 50;
+    })
+    .await;
+    let p = app.project().await;
+    let csv = "email,a,b,c\nann@example.com,1,2,3\n";
+    let r = upload(
+        &app,
+        &p.secret_key,
+        "people.csv",
+        "text/csv",
+        csv.as_bytes().to_vec(),
+    )
+    .await;
+    assert_eq!(r.status, 202, "{}", r.body);
+    let job = wait_job(
+        &app,
+        &p.secret_key,
+        "import",
+        r.body["jobId"].as_str().unwrap(),
+    )
+    .await;
+    assert_eq!(job["state"], "failed", "{job}");
+    assert!(
+        job.to_string().contains("contact_fields_max_per_project"),
+        "{job}"
+    );
+    assert_eq!(app.get("/contacts", &p.secret_key).await.body["total"], 0);
+}
+
+/// The new settings are checked: a public share outside 1 to 100, or a cap of 0, stops the
+/// server before it starts, naming the setting.
+#[test]
+fn the_public_key_settings_are_checked() {
+    let dir = tempfile::tempdir().unwrap();
+    for (var, setting, says) in [
+        (
+            "HERALD_RATE_LIMIT_PUBLIC_SHARE",
+            "rate_limit_public_share",
+            "between 1 and 100",
+        ),
+        (
+            "HERALD_CONTACT_FIELDS_MAX_PER_PROJECT",
+            "contact_fields_max_per_project",
+            "at least 1",
+        ),
+        (
+            "HERALD_EVENT_NAMES_MAX_PER_PROJECT",
+            "event_names_max_per_project",
+            "at least 1",
+        ),
+        (
+            "HERALD_CONTACT_DATA_MAX_BYTES",
+            "contact_data_max_bytes",
+            "at least 1024",
+        ),
+    ] {
+        let value = if var.ends_with("SHARE") { "101" } else { "0" };
+        let (code, _, err) =
+            super::cli::herald_env(&["serve", "--data-dir", "."], dir.path(), &[(var, value)]);
+        assert_eq!(code, 2, "{err}");
+        assert!(err.contains(&format!("setting `{setting}`")), "{err}");
+        assert!(err.contains(says), "{err}");
+    }
+}
