@@ -248,6 +248,7 @@ impl ContactsApi {
             email: parse_email("email", body.email.as_str())?,
             subscribed: body.subscribed,
             subscribed_default: true,
+            resubscribe: true,
             data: parse_data(body.data)?,
         };
         let write = crate::store::group_commit::GroupedUpsert {

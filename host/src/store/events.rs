@@ -221,7 +221,8 @@ impl Store {
 
     /// Deletes every event of a project with `name` that the dispatcher has handed on (never one
     /// whose outbox row is still waiting), and counts the contacts' summaries of the name again
-    /// from the events left; answers how many were deleted and how many wait.
+    /// from the events left (and, when none is left, drops the name from the project's tracked
+    /// names); answers how many were deleted and how many wait.
     #[tracing::instrument(level = "debug", skip(self))]
     pub async fn delete_events_named(
         &self,
@@ -265,9 +266,20 @@ impl Store {
             .bind(name)
             .fetch_one(&mut *tx)
             .await?;
+            // The name no longer counts against the project's cap once no event has it.
+            if pending == 0 {
+                sqlx::query("DELETE FROM event_names WHERE project_id = $1 AND name = $2")
+                    .bind(project.as_str())
+                    .bind(name)
+                    .execute(&mut *tx)
+                    .await?;
+            }
             tx.commit().await?;
             (deleted, pending as u64)
         });
+        if pending == 0 {
+            self.known_events.forget(project.as_str(), name);
+        }
         Ok((deleted, pending))
     }
 

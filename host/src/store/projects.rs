@@ -58,18 +58,24 @@ fn key_column(kind: KeyKind) -> &'static str {
 }
 
 /// The project whose hash of a key of `kind` is `$1`, with `$3` hits counted in the rate limit's
-/// window `$2` unless it is disabled, in one statement (PostgreSQL's data-modifying CTE, which
+/// window `$2` (in the key's bucket: the project's id, with `:pk` for the public key) unless it
+/// is disabled, in one statement (PostgreSQL's data-modifying CTE, which
 /// runs once whether or not it is read); `hits` is null for a disabled project.
 fn counted_by_key(kind: KeyKind) -> String {
     format!(
         "WITH p AS (SELECT {} FROM projects p WHERE p.{} = $1), \
          h AS (INSERT INTO rate_limit_windows (bucket, window_start, hits) \
-               SELECT p.id, $2, $3 FROM p WHERE NOT p.disabled \
+               SELECT p.id{}, $2, $3 FROM p WHERE NOT p.disabled \
                ON CONFLICT (bucket, window_start) \
                DO UPDATE SET hits = rate_limit_windows.hits + $3 RETURNING hits) \
          SELECT p.*, (SELECT hits FROM h) AS hits FROM p",
         SELECTED.as_str(),
-        key_column(kind)
+        key_column(kind),
+        match kind {
+            // The public key's bucket (`services::ratelimit::bucket`).
+            KeyKind::Public => " || ':pk'",
+            KeyKind::Secret => "",
+        }
     )
 }
 
@@ -277,10 +283,13 @@ impl Store {
                 };
                 let hits = match project.disabled {
                     true => None,
-                    false => Some(
-                        self.rate_limit_add(project.id.as_str(), window_start, n)
-                            .await?,
-                    ),
+                    false => {
+                        let bucket = match kind {
+                            KeyKind::Public => format!("{}:pk", project.id.as_str()),
+                            KeyKind::Secret => project.id.as_str().to_string(),
+                        };
+                        Some(self.rate_limit_add(&bucket, window_start, n).await?)
+                    }
                 };
                 return Ok(Some((project, hits)));
             }
@@ -405,6 +414,8 @@ impl Store {
             }))
         })
         .await?;
+        self.known_fields.forget_project(project.as_str());
+        self.known_events.forget_project(project.as_str());
         if done == 0 {
             Err(StoreError::NotFound)
         } else {
@@ -439,14 +450,14 @@ pub struct SetupState {
 }
 
 impl Store {
-    /// Deletes a project's data (contacts, events, emails, templates, segments, campaigns,
-    /// workflows, jobs, idempotency keys, custom fields) in one transaction, keeping the project,
+    /// Deletes a project's data (contacts, events and their names, emails, templates, segments,
+    /// campaigns, workflows, jobs, idempotency keys, custom fields) in one transaction, keeping the project,
     /// its members, keys, settings and sending domains. Children go by cascade.
     #[tracing::instrument(level = "debug", skip(self))]
     pub async fn reset_project(&self, project: &ProjectId) -> StoreResult<ResetCounts> {
         use super::dialect::BeginWrite;
         // Order matters only for speed: rows that others reference go after them.
-        const TABLES: [&str; 11] = [
+        const TABLES: [&str; 12] = [
             "jobs",
             "idempotency_keys",
             "email_events",
@@ -455,6 +466,7 @@ impl Store {
             "workflows",
             "segments",
             "events",
+            "event_names",
             "contacts",
             "contact_fields",
             "templates",
@@ -472,6 +484,8 @@ impl Store {
             }
             tx.commit().await?;
         });
+        self.known_fields.forget_project(project.as_str());
+        self.known_events.forget_project(project.as_str());
         let n = |t: &str| deleted.get(t).copied().unwrap_or(0);
         Ok(ResetCounts {
             contacts: n("contacts"),
