@@ -784,6 +784,59 @@ async fn a_trailing_delay_holds_the_execution_until_its_time() {
     settled(&app, &p, &wf, 1, &["CANCELLED"]).await;
 }
 
+/// A `CONDITION` names a key holding a `.` or a `\` escaped (`\.`, `\\`), as
+/// `GET /workflows/fields` lists it, in the contact's data and the event's.
+#[tokio::test]
+async fn a_condition_reads_keys_with_dots_and_backslashes() {
+    let app = TestApp::spawn_with(fast).await;
+    let p = app.project().await;
+    let (wf, _) = workflow(
+        &app,
+        &p,
+        "visit",
+        vec![
+            Step(
+                "CONDITION",
+                json!({ "filter": { "logic": "AND", "groups": [ { "filters": [
+                    { "field": "data.utm\\.source", "operator": "equals", "value": "ads" },
+                    { "field": "event.data.back\\\\slash", "operator": "equals", "value": 1 }
+                ] } ] } }),
+            ),
+            Step("UPDATE_CONTACT", json!({ "data": { "matched": true } })),
+        ],
+        &[(0, 1, Some("yes"))],
+        json!({ "allowReentry": true }),
+    )
+    .await;
+    p.contact(&app, "dot@example.com", json!({ "utm.source": "ads" }))
+        .await;
+    p.contact(
+        &app,
+        "nest@example.com",
+        json!({ "utm": { "source": "ads" } }),
+    )
+    .await;
+    for email in ["dot@example.com", "nest@example.com"] {
+        track(&app, &p, email, "visit", json!({ "back\\slash": 1 })).await;
+    }
+    settled(&app, &p, &wf, 2, &["COMPLETED"]).await;
+    assert_eq!(
+        contact_by_email(&app, &p, "dot@example.com").await["data"]["matched"],
+        true
+    );
+    assert_eq!(
+        contact_by_email(&app, &p, "nest@example.com").await["data"]["matched"],
+        Value::Null
+    );
+    let r = app
+        .get("/workflows/fields?eventName=visit", &p.secret_key)
+        .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    let text = r.body.to_string();
+    assert!(text.contains("\"data.utm\\\\.source\""), "{text}");
+    assert!(text.contains("\"event.data.back\\\\\\\\slash\""), "{text}");
+}
+
 #[tokio::test]
 async fn wait_for_event_resumes_on_the_event_or_the_timeout() {
     let app = TestApp::spawn_with(fast).await;
