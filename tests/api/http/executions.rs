@@ -782,6 +782,66 @@ async fn a_trailing_delay_holds_the_execution_until_its_time() {
     );
     tokio::time::sleep(Duration::from_millis(300)).await;
     settled(&app, &p, &wf, 1, &["CANCELLED"]).await;
+
+    // A step added after the DELAY while it waits runs when its time comes.
+    let (wf, steps) = workflow(
+        &app,
+        &p,
+        "extended_cooldown",
+        vec![Step("DELAY", json!({ "amount": 1, "unit": "days" }))],
+        &[],
+        json!({}),
+    )
+    .await;
+    track(&app, &p, "ext@example.com", "extended_cooldown", json!({})).await;
+    settled(&app, &p, &wf, 1, &["WAITING"]).await;
+    let set_enabled = |enabled: bool| {
+        let app = &app;
+        let p = &p;
+        let wf = &wf;
+        async move {
+            let r = app
+                .patch(
+                    &format!("/workflows/{wf}"),
+                    &p.secret_key,
+                    json!({ "enabled": enabled }),
+                )
+                .await;
+            assert_eq!(r.status, 200, "{}", r.body);
+        }
+    };
+    set_enabled(false).await;
+    let r = app
+        .post(
+            &format!("/workflows/{wf}/steps"),
+            &p.secret_key,
+            json!({ "type": "UPDATE_CONTACT", "config": { "data": { "extended": true } } }),
+        )
+        .await;
+    assert_eq!(r.status, 201, "{}", r.body);
+    let added = r.body["id"].as_str().unwrap().to_string();
+    let r = app
+        .post(
+            &format!("/workflows/{wf}/transitions"),
+            &p.secret_key,
+            json!({ "fromStepId": steps[0], "toStepId": added }),
+        )
+        .await;
+    assert_eq!(r.status, 201, "{}", r.body);
+    set_enabled(true).await;
+    assert_eq!(elapse(&app).await, 1);
+    let e = &settled(&app, &p, &wf, 1, &["COMPLETED"]).await[0];
+    assert_eq!(
+        runs(e),
+        vec![
+            run("DELAY", "COMPLETED", None),
+            run("UPDATE_CONTACT", "COMPLETED", None)
+        ]
+    );
+    assert_eq!(
+        contact_by_email(&app, &p, "ext@example.com").await["data"]["extended"],
+        true
+    );
 }
 
 /// A `CONDITION` names a key holding a `.` or a `\` escaped (`\.`, `\\`), as
