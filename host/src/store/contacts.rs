@@ -1006,6 +1006,14 @@ fn data_key_counts_sql(backend: Backend) -> &'static str {
     }
 }
 
+/// A standard column of contacts whose values [`Store::column_values`] lists.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ContactColumn {
+    Email,
+    CreatedAt,
+    UpdatedAt,
+}
+
 /// How often a value of a field occurs.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ValueCount {
@@ -1111,7 +1119,57 @@ impl Store {
             .collect())
     }
 
-    /// Distinct values of the custom field at `keys` (a dotted path split), most common first.
+    /// Distinct values of a standard column of contacts, most common first: `email` in address
+    /// order (each is one contact's), `createdAt` and `updatedAt` then newest first, as RFC 3339
+    /// dates (as the API writes them).
+    #[tracing::instrument(level = "debug", skip(self))]
+    pub async fn column_values(
+        &self,
+        project: &ProjectId,
+        column: ContactColumn,
+        limit: i64,
+    ) -> StoreResult<Vec<ValueCount>> {
+        // The column's name is one of two constants, never the caller's text.
+        let name = match column {
+            ContactColumn::Email => {
+                // An address is one contact's (unique in a project): each counts 1, in address
+                // order, read from the (project, email) index without grouping every contact.
+                let rows: Vec<String> = on_db!(self.db(), pool => {
+                    sqlx::query_scalar("SELECT email FROM contacts WHERE project_id = $1 ORDER BY email LIMIT $2")
+                        .bind(project.as_str())
+                        .bind(limit)
+                        .fetch_all(pool)
+                        .await?
+                });
+                return Ok(rows
+                    .into_iter()
+                    .map(|v| ValueCount {
+                        value: Value::String(v),
+                        count: 1,
+                    })
+                    .collect());
+            }
+            ContactColumn::CreatedAt => "created_at",
+            ContactColumn::UpdatedAt => "updated_at",
+        };
+        let sql = format!(
+            "SELECT {name} AS v, COUNT(*) AS n FROM contacts WHERE project_id = $1 \
+             GROUP BY {name} ORDER BY n DESC, v DESC LIMIT $2"
+        );
+        let rows: Vec<(i64, i64)> = on_db!(self.db(), pool => {
+            sqlx::query_as(&sql).bind(project.as_str()).bind(limit).fetch_all(pool).await?
+        });
+        Ok(rows
+            .into_iter()
+            .map(|(v, count)| ValueCount {
+                value: Value::String(crate::domain::time::to_rfc3339(v)),
+                count,
+            })
+            .collect())
+    }
+
+    /// Distinct values of the custom field at `keys` (a field path's keys, unescaped), most
+    /// common first.
     #[tracing::instrument(level = "debug", skip(self))]
     pub async fn data_values(
         &self,
