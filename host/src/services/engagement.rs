@@ -273,3 +273,43 @@ fn to_row(email_id: String, counts: Counts) -> EmailCounts {
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_opened_memory_keeps_two_generations_and_forgets_the_oldest() {
+        let mut known = Known::default();
+        for i in 0..MAX_KNOWN {
+            known.insert(&format!("eml_{i}"));
+        }
+        assert!(known.contains("eml_0"));
+        // The next one starts a new generation: the full one is still remembered.
+        known.insert("eml_new");
+        assert!(known.contains("eml_0") && known.contains("eml_new"));
+        assert_eq!(known.current.len(), 1);
+        // A remembered email is not inserted again.
+        known.insert("eml_0");
+        assert_eq!(known.current.len(), 1);
+        // When the new generation fills, the oldest is forgotten.
+        for i in 0..MAX_KNOWN {
+            known.insert(&format!("later_{i}"));
+        }
+        assert!(!known.contains("eml_0"));
+        assert!(known.contains(&format!("later_{}", MAX_KNOWN - 1)));
+        assert!(known.current.len() + known.previous.len() <= 2 * MAX_KNOWN);
+    }
+
+    #[test]
+    fn counts_past_the_column_are_capped() {
+        let row = to_row(
+            "eml_1".into(),
+            Counts {
+                opens: u32::MAX,
+                clicks: 3,
+            },
+        );
+        assert_eq!((row.opens, row.clicks), (i32::MAX, 3));
+    }
+}
