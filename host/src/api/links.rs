@@ -14,7 +14,6 @@ use crate::domain::event::SubscriptionSource;
 use crate::domain::ids::ContactId;
 use crate::mail::links::LinkTarget;
 use crate::store::StoreError;
-use crate::store::emails::status;
 
 /// A 1×1 transparent GIF.
 const PIXEL: &[u8] = &[
@@ -285,7 +284,8 @@ impl LinksApi {
     /// Open pixel
     ///
     /// Records that the email was opened (when the project tracks opens) and answers a
-    /// transparent GIF, also for unknown tokens.
+    /// transparent GIF, also for unknown tokens. The first open is recorded at once; later ones
+    /// are counted and added to the email's `opens` within about a second.
     #[oai(path = "/t/o/:token", method = "get", operation_id = "trackOpen")]
     async fn open(
         &self,
@@ -293,13 +293,8 @@ impl LinksApi {
         /// The signed token from the email.
         token: Path<String>,
     ) -> Result<PixelResponse, ServerError> {
-        if let Some(LinkTarget::Open { email_id }) = state.links().verify(&token)
-            && let Err(err) = state
-                .store()
-                .record_email_event(&email_id, status::OPENED, None, None)
-                .await
-        {
-            tracing::warn!(error = %err, "could not record an open");
+        if let Some(LinkTarget::Open { email_id }) = state.links().verify(&token) {
+            state.engagement().open(&email_id).await;
         }
         Ok(PixelResponse::Gif(
             Binary(PIXEL.to_vec()),
@@ -310,7 +305,8 @@ impl LinksApi {
     /// Click redirect
     ///
     /// Records the click and redirects to the link that was in the email. Tokens are signed, so
-    /// the redirect can never lead anywhere else.
+    /// the redirect can never lead anywhere else. The first click is recorded at once; later
+    /// ones are counted and added to the email's `clicks` within about a second.
     #[oai(path = "/t/c/:token", method = "get", operation_id = "trackClick")]
     async fn click(
         &self,
@@ -321,16 +317,9 @@ impl LinksApi {
         let Some(LinkTarget::Click { email_id, index }) = state.links().verify(&token) else {
             return Ok(RedirectResponse::NotFound(Html(not_found())));
         };
-        let Some(url) = state.store().email_link(&email_id, index).await? else {
+        let Some(url) = state.engagement().click(&email_id, index).await? else {
             return Ok(RedirectResponse::NotFound(Html(not_found())));
         };
-        if let Err(err) = state
-            .store()
-            .record_email_event(&email_id, status::CLICKED, Some(&url), None)
-            .await
-        {
-            tracing::warn!(error = %err, "could not record a click");
-        }
         Ok(RedirectResponse::Found(url))
     }
 }

@@ -38,6 +38,7 @@ pub(crate) struct Parts {
     pub(crate) health_guard: crate::services::security::HealthGuard,
     pub(crate) uploads: crate::services::uploads::Uploads,
     pub(crate) oauth: crate::services::oauth::OAuth,
+    pub(crate) engagement: crate::services::engagement::Engagement,
     pub(crate) sending_domains: Arc<SendingDomains>,
     pub(crate) live_segments: Arc<crate::engine::LiveSegments>,
     pub(crate) jwt_encoding: EncodingKey,
@@ -55,6 +56,11 @@ impl AppState {
     /// The store.
     pub fn store(&self) -> &Store {
         &self.inner.store
+    }
+
+    /// Opens and clicks: the first recorded at once, later ones counted and written in batches.
+    pub fn engagement(&self) -> &crate::services::engagement::Engagement {
+        &self.inner.engagement
     }
 
     /// The consumer that keeps tracked segments live, for the writes that emit no event.

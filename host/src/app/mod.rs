@@ -243,8 +243,10 @@ impl AppBuilder {
         if settings.metrics.token.is_some() && crate::api::metrics::install().is_none() {
             tracing::warn!("another metrics recorder is installed; /metrics will fail");
         }
+        let engagement = crate::services::engagement::Engagement::new(store.clone());
         let state = AppState::new(Parts {
             rate_limiter: RateLimiter::for_store(&store),
+            engagement,
             store,
             jobs,
             plugins,
@@ -332,6 +334,8 @@ impl App {
         let maintenance = tokio::spawn(maintain(state.clone(), stop_rx.clone()));
         let working = tokio::spawn(workers.run(stop_rx.clone()));
         let delivering = tokio::spawn(deliveries.run(stop_rx.clone()));
+        // Counted opens and clicks are written once more after the last request.
+        let counting = tokio::spawn(state.engagement().clone().run(stop_rx.clone()));
         let dispatching = tokio::spawn(dispatcher.run(stop_rx));
 
         let result = poem::Server::new_with_acceptor(acceptor)
@@ -343,6 +347,7 @@ impl App {
             .await;
         let _ = stop_tx.send(true);
         joined("maintenance", maintenance.await);
+        joined("open and click counts", counting.await);
         let both = async { (working.await, delivering.await) };
         match tokio::time::timeout(grace, both).await {
             Ok((jobs, deliveries)) => {

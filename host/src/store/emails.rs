@@ -568,6 +568,20 @@ pub struct RecordedEvent {
 }
 
 /// Inserts `n` history entries; binds, a row: id, project, email, contact, kind, detail, at.
+/// Opens and clicks of one email counted since the last flush ([`Store::add_email_counts`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EmailCounts {
+    /// The email.
+    pub email_id: String,
+    /// Opens to add.
+    pub opens: i32,
+    /// Clicks to add.
+    pub clicks: i32,
+}
+
+/// Emails a statement of [`Store::add_email_counts`] updates at most (3 parameters each).
+const COUNTS_PER_STATEMENT: usize = 300;
+
 pub(crate) fn insert_activity_sql(n: usize) -> String {
     format!(
         "INSERT INTO email_events (id, project_id, email_id, contact_id, kind, detail, created_at) VALUES {}",
@@ -727,16 +741,65 @@ impl Store {
         Ok(Some(recorded))
     }
 
-    /// The `index`th tracked link of an email.
+    /// The `index`th tracked link of an email, and whether its first click is recorded
+    /// (`clicked_at` set): a read, so that a later click is counted without a write of its own.
     #[tracing::instrument(level = "debug", skip(self))]
-    pub async fn email_link(&self, email_id: &str, index: usize) -> StoreResult<Option<String>> {
-        let links: Option<Json<Vec<String>>> = on_db!(self.db(), pool => {
-            sqlx::query_scalar("SELECT links FROM emails WHERE id = $1")
+    pub async fn email_link(
+        &self,
+        email_id: &str,
+        index: usize,
+    ) -> StoreResult<Option<(String, bool)>> {
+        let row: Option<(Json<Vec<String>>, bool)> = on_db!(self.db(), pool => {
+            sqlx::query_as("SELECT links, clicked_at IS NOT NULL FROM emails WHERE id = $1")
                 .bind(email_id)
                 .fetch_optional(pool)
                 .await?
         });
-        Ok(links.and_then(|l| l.0.get(index).cloned()))
+        Ok(row.and_then(|(links, clicked)| links.0.get(index).cloned().map(|url| (url, clicked))))
+    }
+
+    /// Whether an email's first open is recorded (`opened_at` set); `None` when there is no such
+    /// email. A read, so that a later open is counted without a write of its own.
+    #[tracing::instrument(level = "debug", skip(self))]
+    pub async fn email_opened(&self, email_id: &str) -> StoreResult<Option<bool>> {
+        let opened = on_db!(self.db(), pool => {
+            sqlx::query_scalar("SELECT opened_at IS NOT NULL FROM emails WHERE id = $1")
+                .bind(email_id)
+                .fetch_optional(pool)
+                .await?
+        });
+        Ok(opened)
+    }
+
+    /// Adds opens and clicks counted in memory to the emails' stored counts, in one transaction
+    /// (a statement per [`COUNTS_PER_STATEMENT`] emails, in the order of their ids). Additive
+    /// (`open_count = open_count + n`), so instances that share a database each add their own;
+    /// an email that is gone is skipped.
+    #[tracing::instrument(level = "debug", skip_all, fields(emails = counts.len()))]
+    pub async fn add_email_counts(&self, counts: &[EmailCounts]) -> StoreResult<()> {
+        if counts.is_empty() {
+            return Ok(());
+        }
+        let mut sorted: Vec<&EmailCounts> = counts.iter().collect();
+        sorted.sort_by(|a, b| a.email_id.cmp(&b.email_id));
+        on_db_write!(self.db(), pool => {
+            let mut tx = pool.begin_write().await?;
+            for chunk in sorted.chunks(COUNTS_PER_STATEMENT) {
+                let sql = format!(
+                    "WITH v (v_id, v_opens, v_clicks) AS (VALUES {}) UPDATE emails \
+                     SET open_count = open_count + v_opens, click_count = click_count + v_clicks \
+                     FROM v WHERE id = v_id",
+                    super::dialect::value_rows(1, chunk.len(), 3)
+                );
+                let mut query = sqlx::query(&sql);
+                for c in chunk {
+                    query = query.bind(c.email_id.as_str()).bind(c.opens).bind(c.clicks);
+                }
+                query.execute(&mut *tx).await?;
+            }
+            tx.commit().await?;
+        });
+        Ok(())
     }
 
     /// The attachments of a request's shared content.

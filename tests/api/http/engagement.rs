@@ -271,12 +271,7 @@ async fn opens_and_clicks_are_recorded_and_redirects_only_lead_to_the_emails_lin
     for _ in 0..3 {
         assert_eq!(client.get(&tracked).send().await.unwrap().status(), 302);
     }
-    let email = s
-        .app
-        .get(&format!("/emails/{}", s.email_id), &s.p.secret_key)
-        .await;
-    assert_eq!(email.body["opens"], 6, "{}", email.body);
-    assert_eq!(email.body["clicks"], 4, "{}", email.body);
+    counts_reach(&s.app, &s.p, &s.email_id, 6, 4).await;
     assert_eq!(
         history(&s.app, &s.p, &s.email_id).await,
         ["queued", "sent", "clicked", "opened"]
@@ -325,6 +320,131 @@ async fn opens_and_clicks_are_recorded_and_redirects_only_lead_to_the_emails_lin
     let html = html_of(&quiet.smtp.received(2).await.data[1]);
     assert!(html.contains("href=\"https://shop.example/\""), "{html}");
     assert!(!html.contains("/t/o/"), "{html}");
+}
+
+/// Polls the email until its `opens` and `clicks` are `opens` and `clicks` (later hits are
+/// written in batches about every second); panics after 10 s.
+async fn counts_reach(app: &TestApp, p: &TestProject, email_id: &str, opens: i64, clicks: i64) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let email = app.get(&format!("/emails/{email_id}"), &p.secret_key).await;
+        assert_eq!(email.status, 200, "{}", email.body);
+        let (o, c) = (email.body["opens"].as_i64(), email.body["clicks"].as_i64());
+        if (o, c) == (Some(opens), Some(clicks)) {
+            return;
+        }
+        assert!(
+            o <= Some(opens) && c <= Some(clicks),
+            "counted more than {opens} opens and {clicks} clicks: {}",
+            email.body
+        );
+        assert!(
+            std::time::Instant::now() < deadline,
+            "opens {opens} and clicks {clicks} not reached in 10 s: {}",
+            email.body
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+}
+
+/// The activity feed's entries of one kind for an email.
+async fn feed_of(app: &TestApp, p: &TestProject, kind: &str) -> usize {
+    let r = app
+        .get(&format!("/activity?type={kind}&limit=100"), &p.secret_key)
+        .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    r.body["data"].as_array().unwrap().len()
+}
+
+#[tokio::test]
+async fn later_opens_and_clicks_are_counted_in_batches_and_add_up_across_instances() {
+    let s = sent(|_| {}).await;
+    let client = no_redirects();
+    let pixel = img_src(&s.html);
+    let tracked = hrefs(&s.html)
+        .into_iter()
+        .find(|l| l.contains("/t/c/"))
+        .expect("a tracked link");
+
+    // The first open and the first click are recorded before they are answered, as always:
+    // the history entry, the status, the feed, the rates.
+    assert_eq!(client.get(&pixel).send().await.unwrap().status(), 200);
+    let email = s
+        .app
+        .get(&format!("/emails/{}", s.email_id), &s.p.secret_key)
+        .await;
+    assert_eq!(email.body["status"], "opened", "{}", email.body);
+    assert_eq!(email.body["opens"], 1, "{}", email.body);
+    assert_eq!(
+        history(&s.app, &s.p, &s.email_id).await,
+        ["queued", "sent", "opened"]
+    );
+    assert_eq!(feed_of(&s.app, &s.p, "opened").await, 1);
+    let r = client.get(&tracked).send().await.unwrap();
+    assert_eq!(r.status(), 302);
+    assert_eq!(r.headers()["location"], "https://shop.example/sale?a=1&b=2");
+    let email = s
+        .app
+        .get(&format!("/emails/{}", s.email_id), &s.p.secret_key)
+        .await;
+    assert_eq!(email.body["status"], "clicked", "{}", email.body);
+    assert_eq!(email.body["clicks"], 1, "{}", email.body);
+    assert_eq!(feed_of(&s.app, &s.p, "clicked").await, 1);
+
+    // 50 more of each, at once: answered as before, no further history or feed entries, and
+    // the counts reach their totals after the flush.
+    let hits: Vec<_> = (0..50)
+        .flat_map(|_| [pixel.clone(), tracked.clone()])
+        .map(|url| {
+            let client = client.clone();
+            tokio::spawn(async move { client.get(&url).send().await.unwrap().status().as_u16() })
+        })
+        .collect();
+    for (i, hit) in hits.into_iter().enumerate() {
+        assert_eq!(hit.await.unwrap(), if i % 2 == 0 { 200 } else { 302 });
+    }
+    counts_reach(&s.app, &s.p, &s.email_id, 51, 51).await;
+    assert_eq!(
+        history(&s.app, &s.p, &s.email_id).await,
+        ["queued", "sent", "opened", "clicked"]
+    );
+    assert_eq!(feed_of(&s.app, &s.p, "opened").await, 1);
+    assert_eq!(feed_of(&s.app, &s.p, "clicked").await, 1);
+    let stats = s.app.get("/activity/stats?days=7", &s.p.secret_key).await;
+    assert_eq!(stats.body["openRate"], 1.0, "{}", stats.body);
+    assert_eq!(stats.body["clickRate"], 1.0, "{}", stats.body);
+
+    // Another instance on the same database adds its own counts to the same email (the write
+    // adds, it never overwrites), and writes what it counted when it stops.
+    let other = s.app.spawn_sharing(|_| {}).await;
+    let elsewhere = |url: &str| url.replacen(s.app.base_url(), other.base_url(), 1);
+    for _ in 0..7 {
+        assert_eq!(client.get(&pixel).send().await.unwrap().status(), 200);
+    }
+    counts_reach(&s.app, &s.p, &s.email_id, 58, 51).await;
+    for _ in 0..7 {
+        let r = client.get(elsewhere(&pixel)).send().await.unwrap();
+        assert_eq!(r.status(), 200);
+    }
+    for _ in 0..3 {
+        let r = client.get(elsewhere(&tracked)).send().await.unwrap();
+        assert_eq!(r.status(), 302);
+    }
+    other.stop().await;
+    let email = s
+        .app
+        .get(&format!("/emails/{}", s.email_id), &s.p.secret_key)
+        .await;
+    assert_eq!(
+        (&email.body["opens"], &email.body["clicks"]),
+        (&json!(65), &json!(54)),
+        "{}",
+        email.body
+    );
+    assert_eq!(
+        history(&s.app, &s.p, &s.email_id).await,
+        ["queued", "sent", "opened", "clicked"]
+    );
 }
 
 /// A delivery status notification (RFC 3464) about `email_id`, as a relay returns it.
