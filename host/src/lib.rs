@@ -7,6 +7,7 @@ pub mod app;
 pub mod config;
 pub mod domain;
 pub mod engine;
+pub mod i18n;
 pub mod init;
 pub mod jobs;
 pub mod mail;

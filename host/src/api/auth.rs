@@ -164,8 +164,12 @@ fn invalid_token() -> ApiError {
     .suggest("request a new link")
 }
 
-/// Mails `user` a link that verifies their address.
-async fn mail_verification(state: &AppState, user: &User) -> Result<(), ApiError> {
+/// Mails `user` a link that verifies their address, in the language of the request `req`.
+async fn mail_verification(
+    state: &AppState,
+    req: &poem::Request,
+    user: &User,
+) -> Result<(), ApiError> {
     let settings = state.settings();
     let hours = settings.accounts.verify_token_hours.max(1);
     let (token, hash) = new_token();
@@ -183,7 +187,12 @@ async fn mail_verification(state: &AppState, user: &User) -> Result<(), ApiError
     let vars = serde_json::json!({ "email": user.email.as_str(), "link": link, "hours": hours });
     state
         .account_mail()
-        .send("verify-email", user.email.as_str(), &vars)
+        .send(
+            "verify-email",
+            user.email.as_str(),
+            crate::i18n::for_request(req),
+            &vars,
+        )
         .await
         .map_err(ApiError::from)
 }
@@ -380,7 +389,7 @@ impl AuthApi {
             .await
             .map_err(taken)?;
         if state.settings().accounts.require_email_verification {
-            mail_verification(&state, &user).await?;
+            mail_verification(&state, req, &user).await?;
             return Ok(SignupResponse::Created(Json((&user).into()), None));
         }
         let cookie = open_session(&state, &user.id).await?;
@@ -483,7 +492,7 @@ impl AuthApi {
             },
         };
         if let Some(user) = user.filter(|u| !u.email_verified) {
-            mail_verification(&state, &user).await?;
+            mail_verification(&state, req, &user).await?;
         }
         Ok(AcceptedResponse::Ok(Json(Accepted { success: true })))
     }
@@ -553,7 +562,12 @@ impl AuthApi {
             let vars = serde_json::json!({ "email": user.email.as_str(), "link": link, "minutes": minutes });
             state
                 .account_mail()
-                .send("reset-password", user.email.as_str(), &vars)
+                .send(
+                    "reset-password",
+                    user.email.as_str(),
+                    crate::i18n::for_request(req),
+                    &vars,
+                )
                 .await?;
         }
         Ok(AcceptedResponse::Ok(Json(Accepted { success: true })))

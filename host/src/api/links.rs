@@ -12,6 +12,7 @@ use super::state::AppState;
 use crate::domain::contact::{Contact, ContactChange};
 use crate::domain::event::SubscriptionSource;
 use crate::domain::ids::ContactId;
+use crate::i18n;
 use crate::mail::links::LinkTarget;
 use crate::store::StoreError;
 
@@ -59,9 +60,20 @@ fn escape(s: &str) -> String {
         .replace('"', "&quot;")
 }
 
-fn page(title: &str, body: &str) -> String {
+/// The text of `page.<key>` in `locale`, escaped.
+fn t(locale: &str, key: &str) -> String {
+    escape(i18n::text(locale, &format!("page.{key}")))
+}
+
+/// The text of `page.<key>` in `locale`, escaped, with `{email}` standing for the contact's
+/// address (bold).
+fn t_email(locale: &str, key: &str, contact: &Contact) -> String {
+    t(locale, key).replace("{email}", &strong(contact))
+}
+
+fn page(locale: &str, title: &str, body: &str) -> String {
     format!(
-        "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\">\
+        "<!doctype html><html lang=\"{locale}\"><head><meta charset=\"utf-8\">\
          <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\
          <title>{title}</title><style>body{{font-family:system-ui,sans-serif;max-width:32rem;margin:4rem auto;padding:0 1rem;color:#222}}\
          button{{font-size:1rem;padding:.6rem 1.2rem;cursor:pointer}}</style></head>\
@@ -69,18 +81,21 @@ fn page(title: &str, body: &str) -> String {
     )
 }
 
+/// The page for a link that is not valid; in English, as no contact tells the language.
 fn not_found() -> String {
+    let locale = i18n::DEFAULT;
     page(
-        "Link not valid",
-        "<p>This link is not valid or has expired. Use the link from your most recent email.</p>",
+        locale,
+        &t(locale, "not_found_title"),
+        &format!("<p>{}</p>", t(locale, "not_found_body")),
     )
 }
 
+/// A one-button form; `label` is HTML already.
 fn form(action: &str, label: &str) -> String {
     format!(
-        "<form method=\"post\" action=\"{}\"><button type=\"submit\">{}</button></form>",
+        "<form method=\"post\" action=\"{}\"><button type=\"submit\">{label}</button></form>",
         escape(action),
-        escape(label)
     )
 }
 
@@ -100,12 +115,13 @@ async fn contact_of(state: &AppState, token: &str) -> Result<Option<Contact>, Ap
 }
 
 /// Answers a page about the contact a token names, after setting its subscription to `change`
-/// (source `link`) when given; a 404 page when the token is not genuine.
+/// (source `link`) when given, in the contact's language (`data.locale`, see [`i18n`]); a 404
+/// page when the token is not genuine.
 async fn with_contact(
     state: &AppState,
     token: &str,
     change: Option<bool>,
-    render: impl FnOnce(&AppState, &Contact) -> String,
+    render: impl FnOnce(&AppState, &Contact, &str) -> String,
 ) -> Result<PageResponse, ServerError> {
     let Some(mut contact) = contact_of(state, token).await? else {
         return Ok(PageResponse::NotFound(Html(not_found())));
@@ -127,7 +143,8 @@ async fn with_contact(
             .map_err(|e| ApiError::from_store(e, "contact"))?
             .contact;
     }
-    Ok(PageResponse::Ok(Html(render(state, &contact))))
+    let locale = i18n::for_contact(&contact.data);
+    Ok(PageResponse::Ok(Html(render(state, &contact, locale))))
 }
 
 /// The contact's address, escaped and bold.
@@ -140,22 +157,33 @@ fn paragraph_form(html: &str, action: &str, label: &str) -> String {
     format!("<p>{html}</p>{}", form(action, label))
 }
 
-fn manage_page(state: &AppState, contact: &Contact, note: &str) -> String {
+/// The preferences page, after `note` (HTML).
+fn manage_page(state: &AppState, contact: &Contact, locale: &str, note: &str) -> String {
     let links = state.links();
-    let (state_text, action) = if contact.subscribed {
+    let (state_key, action) = if contact.subscribed {
         (
-            "You are subscribed",
-            form(&links.unsubscribe_url(contact.id.as_str()), "Unsubscribe"),
+            "subscribed_state",
+            form(
+                &links.unsubscribe_url(contact.id.as_str()),
+                &t(locale, "unsubscribe_button"),
+            ),
         )
     } else {
         (
-            "You are unsubscribed",
-            form(&links.subscribe_url(contact.id.as_str()), "Subscribe again"),
+            "unsubscribed_state",
+            form(
+                &links.subscribe_url(contact.id.as_str()),
+                &t(locale, "subscribe_again_button"),
+            ),
         )
     };
     page(
-        "Email preferences",
-        &format!("{note}<p>{state_text} as {}.</p>{action}", strong(contact)),
+        locale,
+        &t(locale, "preferences_title"),
+        &format!(
+            "{note}<p>{}</p>{action}",
+            t_email(locale, state_key, contact)
+        ),
     )
 }
 
@@ -180,12 +208,13 @@ impl LinksApi {
         /// The signed token from the email.
         token: Path<String>,
     ) -> Result<PageResponse, ServerError> {
-        with_contact(&state, &token, None, |state, contact| {
+        with_contact(&state, &token, None, |state, contact, locale| {
             let action = state.links().unsubscribe_url(contact.id.as_str());
-            let question = format!("Stop receiving email at {}?", strong(contact));
+            let question = t_email(locale, "unsubscribe_question", contact);
             page(
-                "Unsubscribe",
-                &paragraph_form(&question, &action, "Unsubscribe"),
+                locale,
+                &t(locale, "unsubscribe_title"),
+                &paragraph_form(&question, &action, &t(locale, "unsubscribe_button")),
             )
         })
         .await
@@ -207,12 +236,13 @@ impl LinksApi {
         /// The signed token from the email.
         token: Path<String>,
     ) -> Result<PageResponse, ServerError> {
-        with_contact(&state, &token, Some(false), |state, contact| {
+        with_contact(&state, &token, Some(false), |state, contact, locale| {
             let action = state.links().subscribe_url(contact.id.as_str());
-            let said = format!("{} will no longer receive these emails.", strong(contact));
+            let said = t_email(locale, "unsubscribed_body", contact);
             page(
-                "You are unsubscribed",
-                &paragraph_form(&said, &action, "Subscribe again"),
+                locale,
+                &t(locale, "unsubscribed_title"),
+                &paragraph_form(&said, &action, &t(locale, "subscribe_again_button")),
             )
         })
         .await
@@ -230,12 +260,13 @@ impl LinksApi {
         /// The signed token from the email.
         token: Path<String>,
     ) -> Result<PageResponse, ServerError> {
-        with_contact(&state, &token, None, |state, contact| {
+        with_contact(&state, &token, None, |state, contact, locale| {
             let action = state.links().subscribe_url(contact.id.as_str());
-            let question = format!("Receive email at {} again?", strong(contact));
+            let question = t_email(locale, "subscribe_question", contact);
             page(
-                "Subscribe",
-                &paragraph_form(&question, &action, "Subscribe"),
+                locale,
+                &t(locale, "subscribe_title"),
+                &paragraph_form(&question, &action, &t(locale, "subscribe_button")),
             )
         })
         .await
@@ -255,12 +286,9 @@ impl LinksApi {
         /// The signed token from the email.
         token: Path<String>,
     ) -> Result<PageResponse, ServerError> {
-        with_contact(&state, &token, Some(true), |state, contact| {
-            manage_page(
-                state,
-                contact,
-                "<p>Thank you, you are subscribed again.</p>",
-            )
+        with_contact(&state, &token, Some(true), |state, contact, locale| {
+            let note = format!("<p>{}</p>", t(locale, "resubscribed_note"));
+            manage_page(state, contact, locale, &note)
         })
         .await
     }
@@ -275,8 +303,8 @@ impl LinksApi {
         /// The signed token from the email.
         token: Path<String>,
     ) -> Result<PageResponse, ServerError> {
-        with_contact(&state, &token, None, |state, contact| {
-            manage_page(state, contact, "")
+        with_contact(&state, &token, None, |state, contact, locale| {
+            manage_page(state, contact, locale, "")
         })
         .await
     }

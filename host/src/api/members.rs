@@ -189,8 +189,11 @@ impl MembersApi {
         state: poem::web::Data<&AppState>,
         /// The project's id.
         id: Path<String>,
+        req: &poem::Request,
         body: JsonBody<InviteMember>,
     ) -> Result<InviteResponse, ApiError> {
+        // The recipient has no language on record: mail in the inviter's (their team's).
+        let locale = crate::i18n::for_request(req);
         let (project, caller) = membership(&state, &auth, &id).await?;
         if !caller.can_manage() {
             return Err(managers_only());
@@ -228,7 +231,7 @@ impl MembersApi {
             });
             state
                 .account_mail()
-                .send("added-to-project", email.as_str(), &vars)
+                .send("added-to-project", email.as_str(), locale, &vars)
                 .await?;
             return Ok(InviteResponse::Added(Json(member.into())));
         }
@@ -262,7 +265,7 @@ impl MembersApi {
         });
         state
             .account_mail()
-            .send(template, email.as_str(), &vars)
+            .send(template, email.as_str(), locale, &vars)
             .await?;
         Ok(InviteResponse::Invited(Json(invitation.into())))
     }

@@ -75,29 +75,7 @@ impl AccountMail {
         templates_dir: Option<&Path>,
         jobs: JobQueue,
     ) -> Result<AccountMail, AccountMailError> {
-        let mut plain = Handlebars::new();
-        plain.register_escape_fn(handlebars::no_escape);
-        plain.set_strict_mode(true);
-        let mut html = Handlebars::new();
-        html.set_strict_mode(true);
-        for (name, sources) in BUILT_IN {
-            for (part, built_in) in PARTS.iter().zip(sources) {
-                let key = format!("{name}.{part}");
-                let source = match templates_dir {
-                    Some(dir) => read_override(dir, &key)?,
-                    None => None,
-                };
-                let source = source.as_deref().unwrap_or(built_in);
-                let registry = if *part == "html" {
-                    &mut html
-                } else {
-                    &mut plain
-                };
-                registry
-                    .register_template_string(&key, source.trim_end_matches('\n'))
-                    .map_err(|e| AccountMailError::Template(key.clone(), e.to_string()))?;
-            }
-        }
+        let (plain, html) = registries(templates_dir)?;
         from.parse::<lettre::message::Mailbox>()
             .map_err(|e| AccountMailError::Build(format!("accounts.mail_from `{from}`: {e}")))?;
         Ok(AccountMail {
@@ -108,16 +86,22 @@ impl AccountMail {
         })
     }
 
-    /// Renders mail `name` with `vars` for `to` and queues it for the transport. Rendering and
-    /// building run on the blocking pool, off the async workers.
+    /// Renders mail `name` with `vars` for `to` in language `locale` (a tag from
+    /// [`crate::i18n`]; its texts are the variable `t`) and queues it for the transport.
+    /// Rendering and building run on the blocking pool, off the async workers.
     pub async fn send(
         &self,
         name: &str,
         to: &str,
+        locale: &str,
         vars: &impl Serialize,
     ) -> Result<(), AccountMailError> {
-        let vars = serde_json::to_value(vars)
+        let mut vars = serde_json::to_value(vars)
             .map_err(|e| AccountMailError::Template(name.to_string(), e.to_string()))?;
+        let texts = texts(&self.plain, name, locale, &vars)?;
+        if let Some(object) = vars.as_object_mut() {
+            object.insert("t".into(), serde_json::Value::Object(texts));
+        }
         let (plain, html) = (self.plain.clone(), self.html.clone());
         let (name, recipient, from) = (name.to_string(), to.to_string(), self.from.clone());
         let (id, from, message) = tokio::task::spawn_blocking(move || {
@@ -135,6 +119,58 @@ impl AccountMail {
             .await?;
         Ok(())
     }
+}
+
+/// The plain (subject, text) and HTML registries with every template compiled; the files of
+/// `templates_dir` replace the built-in ones of the same name.
+fn registries(
+    templates_dir: Option<&Path>,
+) -> Result<(Handlebars<'static>, Handlebars<'static>), AccountMailError> {
+    let mut plain = Handlebars::new();
+    plain.register_escape_fn(handlebars::no_escape);
+    plain.set_strict_mode(true);
+    let mut html = Handlebars::new();
+    html.set_strict_mode(true);
+    for (name, sources) in BUILT_IN {
+        for (part, built_in) in PARTS.iter().zip(sources) {
+            let key = format!("{name}.{part}");
+            let source = match templates_dir {
+                Some(dir) => read_override(dir, &key)?,
+                None => None,
+            };
+            let source = source.as_deref().unwrap_or(built_in);
+            let registry = if *part == "html" {
+                &mut html
+            } else {
+                &mut plain
+            };
+            registry
+                .register_template_string(&key, source.trim_end_matches('\n'))
+                .map_err(|e| AccountMailError::Template(key.clone(), e.to_string()))?;
+        }
+    }
+    Ok((plain, html))
+}
+
+/// The texts of mail `name` in `locale` (`mail.common` and `mail.<name>` of the language
+/// files), each rendered with `vars` as a Handlebars template without escaping (the HTML
+/// template escapes them where it uses them).
+fn texts(
+    plain: &Handlebars<'static>,
+    name: &str,
+    locale: &str,
+    vars: &serde_json::Value,
+) -> Result<serde_json::Map<String, serde_json::Value>, AccountMailError> {
+    let mut texts = crate::i18n::section(locale, "mail.common");
+    texts.extend(crate::i18n::section(locale, &format!("mail.{name}")));
+    for (key, value) in texts.iter_mut() {
+        if let serde_json::Value::String(source) = value {
+            *source = plain.render_template(source, vars).map_err(|e| {
+                AccountMailError::Template(format!("{locale} mail.{name}.{key}"), e.to_string())
+            })?;
+        }
+    }
+    Ok(texts)
 }
 
 /// Renders mail `name` for `to` and builds its message; answers its id, the envelope sender and
@@ -187,6 +223,36 @@ fn read_override(dir: &Path, key: &str) -> Result<Option<String>, AccountMailErr
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_mail_renders_in_every_language() {
+        let (plain, html) = registries(None).unwrap();
+        let vars = serde_json::json!({
+            "email": "a@example.com", "link": "https://x/y?token=t", "hours": 24, "minutes": 30,
+            "days": 7, "project": "P <1>", "inviter": "b@example.com", "role": "member",
+            "reason": "too many bounces",
+        });
+        for (name, _) in BUILT_IN {
+            for locale in ["en", "fr", "de", "xx"] {
+                let mut vars = vars.clone();
+                let t = texts(&plain, name, locale, &vars).unwrap();
+                vars.as_object_mut().unwrap().insert("t".into(), t.into());
+                let (_, _, message) = build_message(
+                    &plain,
+                    &html,
+                    name,
+                    "a@example.com",
+                    "Herald <noreply@example.com>",
+                    &vars,
+                )
+                .unwrap_or_else(|e| panic!("{name} in {locale}: {e}"));
+                assert!(!message.is_empty());
+            }
+        }
+        let t = texts(&plain, "reset-password", "de", &vars).unwrap();
+        assert_eq!(t["hello"], "Hallo,");
+        assert!(t["intro"].as_str().unwrap().contains("a@example.com"));
+    }
 
     #[test]
     fn built_in_templates_compile_and_a_folder_replaces_them() {

@@ -74,7 +74,9 @@ impl HealthGuard {
             let vars = serde_json::json!({
                 "project": project_name.as_str(), "reason": reason, "link": self.dashboard_url,
             });
-            self.mail.send("project-suspended", &owner, &vars).await?;
+            self.mail
+                .send("project-suspended", &owner, crate::i18n::DEFAULT, &vars)
+                .await?;
         }
         Ok(Some(suspension))
     }

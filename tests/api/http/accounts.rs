@@ -483,3 +483,67 @@ async fn a_password_reset_works_once_and_ends_every_session() {
     r.assert_error(429, "RATE_LIMIT_EXCEEDED");
     assert!(r.headers.get("retry-after").is_some());
 }
+
+/// The decoded subject, text and HTML of the latest account mail to `to`.
+async fn latest_mail(app: &TestApp, to: &str) -> (String, String, String) {
+    mailed_token(app, to, &[]).await;
+    let raw = app
+        .outbox_messages()
+        .into_iter()
+        .rfind(|m| m.contains(&format!("To: {to}")))
+        .unwrap();
+    let parsed = mail_parser::MessageParser::default()
+        .parse(raw.as_bytes())
+        .unwrap();
+    (
+        parsed.subject().unwrap().to_string(),
+        parsed.body_text(0).unwrap().into_owned(),
+        parsed.body_html(0).unwrap().into_owned(),
+    )
+}
+
+#[tokio::test]
+async fn account_mail_is_in_the_language_of_the_request() {
+    let app = TestApp::spawn().await;
+    for user in ["de@example.com", "pt@example.com", "en@example.com"] {
+        app.user(user).await;
+    }
+    let ask = |email: &'static str, language: Option<&'static str>| {
+        let app = &app;
+        async move {
+            let headers: Vec<(&str, &str)> = language
+                .map(|l| ("accept-language", l))
+                .into_iter()
+                .collect();
+            let r = app
+                .call_with(
+                    &jar(),
+                    Method::POST,
+                    "/auth/request-password-reset",
+                    None,
+                    Some(json!({ "email": email })),
+                    &headers,
+                )
+                .await;
+            assert_eq!(r.status, 200, "{}", r.body);
+        }
+    };
+    // German (the preferred language Herald has), in every part of the mail.
+    ask("de@example.com", Some("pt-BR, de;q=0.9, en;q=0.8")).await;
+    let (subject, text, html) = latest_mail(&app, "de@example.com").await;
+    assert_eq!(subject, "Setzen Sie Ihr Passwort zurück");
+    assert!(text.starts_with("Hallo,"), "{text}");
+    assert!(
+        text.contains("das Passwort des Kontos de@example.com zurückzusetzen"),
+        "{text}"
+    );
+    assert!(html.contains(">Neues Passwort wählen</a>"), "{html}");
+    // A language Herald lacks, and no header at all: English.
+    ask("pt@example.com", Some("pt-BR")).await;
+    let (subject, text, _) = latest_mail(&app, "pt@example.com").await;
+    assert_eq!(subject, "Reset your password");
+    assert!(text.starts_with("Hello,"), "{text}");
+    ask("en@example.com", None).await;
+    let (subject, _, _) = latest_mail(&app, "en@example.com").await;
+    assert_eq!(subject, "Reset your password");
+}

@@ -594,3 +594,74 @@ async fn notifications_are_refused_until_a_secret_is_configured() {
         true
     );
 }
+
+/// The page at `url` (GET or POST), with its body.
+async fn page_at(client: &reqwest::Client, method: Method, url: &str) -> (u16, String) {
+    let r = client.request(method, url).send().await.unwrap();
+    (r.status().as_u16(), r.text().await.unwrap())
+}
+
+#[tokio::test]
+async fn subscription_pages_are_in_the_contacts_locale_with_english_as_the_fallback() {
+    let s = sent(|_| {}).await;
+    let links = hrefs(&s.html);
+    let find = |part: &str| links.iter().find(|l| l.contains(part)).unwrap().clone();
+    let (unsubscribe, manage) = (find("/unsubscribe/"), find("/manage/"));
+    let client = no_redirects();
+    let path = format!("/contacts/{}", s.contact_id);
+    let set_locale = |locale: Value| {
+        let (app, p, path) = (&s.app, &s.p, &path);
+        async move {
+            let r = app
+                .patch(path, &p.secret_key, json!({ "data": { "locale": locale } }))
+                .await;
+            assert_eq!(r.status, 200, "{}", r.body);
+        }
+    };
+
+    // Without a locale: English.
+    let (status, body) = page_at(&client, Method::GET, &unsubscribe).await;
+    assert_eq!(status, 200);
+    assert!(body.contains("<html lang=\"en\">"), "{body}");
+    assert!(body.contains("Stop receiving email at"), "{body}");
+
+    // `fr-FR` matches French by its language: every page, and the buttons.
+    set_locale(json!("fr-FR")).await;
+    let (_, body) = page_at(&client, Method::GET, &unsubscribe).await;
+    assert!(body.contains("<html lang=\"fr\">"), "{body}");
+    assert!(body.contains("<title>Se désabonner</title>"), "{body}");
+    assert!(
+        body.contains("Ne plus recevoir d'e-mails à l'adresse <strong>ann@example.com</strong> ?"),
+        "{body}"
+    );
+    assert!(body.contains(">Me désabonner</button>"), "{body}");
+    assert!(!body.contains("Unsubscribe"), "{body}");
+    let (status, body) = page_at(&client, Method::POST, &unsubscribe).await;
+    assert_eq!(status, 200);
+    assert!(body.contains("Vous êtes désabonné"), "{body}");
+    assert!(body.contains("Me réabonner"), "{body}");
+    assert_eq!(
+        contact(&s.app, &s.p, &s.contact_id).await["subscribed"],
+        false
+    );
+    let (_, body) = page_at(&client, Method::GET, &manage).await;
+    assert!(body.contains("<html lang=\"fr\">"), "{body}");
+    assert!(body.contains("Préférences e-mail"), "{body}");
+
+    // German, matched exactly by language.
+    set_locale(json!("de")).await;
+    let (_, body) = page_at(&client, Method::GET, &manage).await;
+    assert!(body.contains("<html lang=\"de\">"), "{body}");
+    assert!(body.contains("E-Mail-Einstellungen"), "{body}");
+    assert!(body.contains("Wieder anmelden"), "{body}");
+
+    // Unknown, malformed or non-string locales: English.
+    for locale in [json!("xx-YY"), json!("fr\"><script>"), json!(42)] {
+        set_locale(locale.clone()).await;
+        let (status, body) = page_at(&client, Method::GET, &unsubscribe).await;
+        assert_eq!(status, 200, "{locale}");
+        assert!(body.contains("<html lang=\"en\">"), "{locale}: {body}");
+        assert!(body.contains("Stop receiving email at"), "{locale}: {body}");
+        assert!(!body.contains("<script"), "{body}");
+    }
+}

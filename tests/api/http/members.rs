@@ -819,3 +819,49 @@ async fn pruning_keeps_the_day_long_team_mail_counters_until_their_day_is_over()
     }
     assert_eq!(left, vec![0, 1, 1, 0]);
 }
+
+#[tokio::test]
+async fn an_invitation_is_mailed_in_the_inviters_language() {
+    let app = TestApp::spawn().await;
+    let p = app.project().await;
+    let path = format!("/projects/{}/members", p.id);
+    let r = app
+        .call_with(
+            &p.owner,
+            Method::POST,
+            &path,
+            None,
+            Some(json!({ "email": "dora@example.com" })),
+            &[
+                ("X-Project-Id", &p.id),
+                ("Accept-Language", "fr-CA, en;q=0.5"),
+            ],
+        )
+        .await;
+    assert_eq!(r.status, 202, "{}", r.body);
+    let token = mailed_token(&app, "dora@example.com", &[]).await;
+    let raw = app
+        .outbox_messages()
+        .into_iter()
+        .rfind(|m| m.contains("To: dora@example.com"))
+        .unwrap();
+    let parsed = mail_parser::MessageParser::default()
+        .parse(raw.as_bytes())
+        .unwrap();
+    assert!(
+        parsed
+            .subject()
+            .unwrap()
+            .contains("vous invite à rejoindre"),
+        "{:?}",
+        parsed.subject()
+    );
+    let text = parsed.body_text(0).unwrap();
+    assert!(text.starts_with("Bonjour,"), "{text}");
+    assert!(text.contains(&token), "the link is kept: {text}");
+    let html = parsed.body_html(0).unwrap();
+    assert!(
+        html.contains(">Créer mon compte et rejoindre le projet</a>"),
+        "{html}"
+    );
+}
