@@ -1,0 +1,13 @@
+-- The member count of a dynamic segment's page (`GET /segments/:id/contacts`), kept for
+-- `segments.members_count_cache_seconds` so that paging through a large segment counts its
+-- filter once, not once per page. In the database, not in a process: every instance sharing it
+-- reuses one count. `condition_hash` is the SHA-256 of the filter the count was made with: a
+-- count of another filter (the segment's condition changed since) is never used.
+CREATE TABLE segment_member_counts (
+    segment_id     TEXT PRIMARY KEY REFERENCES segments(id) ON DELETE CASCADE,
+    project_id     TEXT NOT NULL REFERENCES projects(id) ON DELETE CASCADE,
+    condition_hash TEXT NOT NULL,
+    total          BIGINT NOT NULL,
+    counted_at     BIGINT NOT NULL
+);
+CREATE INDEX segment_member_counts_project ON segment_member_counts(project_id);
