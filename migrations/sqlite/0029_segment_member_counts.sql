@@ -11,3 +11,10 @@ CREATE TABLE segment_member_counts (
     counted_at     BIGINT NOT NULL
 );
 CREATE INDEX segment_member_counts_project ON segment_member_counts(project_id);
+
+-- A project being deleted (`DELETE /users/@me/projects/:id`): unreachable from the moment this
+-- is set (keys replaced, memberships gone, lookups skip it), its rows then deleted in chunks so
+-- that SQLite's one writer is never held long; periodic maintenance finishes a deletion that
+-- was interrupted (host/src/store/projects.rs).
+ALTER TABLE projects ADD COLUMN deleted_at BIGINT;
+CREATE INDEX projects_deleting ON projects(deleted_at) WHERE deleted_at IS NOT NULL;

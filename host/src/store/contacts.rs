@@ -1084,41 +1084,59 @@ impl Store {
             self.known_fields.forget(project.as_str(), key);
         }
         let now = now_ms();
-        /// Removes the path from every contact that has it, and the field's type, in one
-        /// transaction; the SQL and the bound path are the backend's.
+        /// Removes the path from the contacts that have it, `$chunk` contacts a transaction
+        /// (all at once for `None`), until none is left; the transaction that finds fewer also
+        /// removes the field's type, so that when it commits no contact has the field. The SQL
+        /// and the bound path are the backend's.
         macro_rules! delete_field {
-            ($pool:expr, $sql:expr, $path:expr) => {{
-                let mut tx = $pool.begin_write().await?;
-                let n = sqlx::query($sql)
-                    .bind(project.as_str())
-                    .bind($path)
-                    .bind(now)
-                    .execute(&mut *tx)
-                    .await?
-                    .rows_affected();
-                if keys.len() == 1 {
-                    sqlx::query("DELETE FROM contact_fields WHERE project_id = $1 AND key = $2")
+            ($pool:expr, $sql:expr, $path:expr, $chunk:expr) => {{
+                let mut total = 0u64;
+                loop {
+                    let mut tx = $pool.begin_write().await?;
+                    let n = sqlx::query($sql)
+                        .bind(project.as_str())
+                        .bind($path)
+                        .bind(now)
+                        .execute(&mut *tx)
+                        .await?
+                        .rows_affected();
+                    total += n;
+                    let last = $chunk.is_none_or(|chunk: u64| n < chunk);
+                    if last && keys.len() == 1 {
+                        sqlx::query(
+                            "DELETE FROM contact_fields WHERE project_id = $1 AND key = $2",
+                        )
                         .bind(project.as_str())
                         .bind(&keys[0])
                         .execute(&mut *tx)
                         .await?;
+                    }
+                    tx.commit().await?;
+                    if last {
+                        break total;
+                    }
                 }
-                tx.commit().await?;
-                n
             }};
         }
         let n = match self.db() {
+            // SQLite: its one writer is held a chunk at a time.
             super::Db::Sqlite { writer, .. } => delete_field!(
                 writer,
-                "UPDATE contacts SET data = json_remove(data, $2), version = version + 1, updated_at = $3 \
-                 WHERE project_id = $1 AND json_type(data, $2) IS NOT NULL",
-                super::dialect::sqlite_json_path(keys)
+                &format!(
+                    "UPDATE contacts SET data = json_remove(data, $2), version = version + 1, \
+                     updated_at = $3 WHERE rowid IN (SELECT rowid FROM contacts \
+                     WHERE project_id = $1 AND json_type(data, $2) IS NOT NULL LIMIT {})",
+                    super::projects::DELETE_CHUNK
+                ),
+                super::dialect::sqlite_json_path(keys),
+                Some(super::projects::DELETE_CHUNK)
             ),
             super::Db::Postgres(pool) => delete_field!(
                 pool,
                 "UPDATE contacts SET data = data #- $2, version = version + 1, updated_at = $3 \
                  WHERE project_id = $1 AND data #> $2 IS NOT NULL",
-                keys
+                keys,
+                None::<u64>
             ),
         };
         Ok(n)
