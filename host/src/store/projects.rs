@@ -435,8 +435,7 @@ impl Store {
     /// large tables in chunks, then the project's row (the rest by cascade).
     pub async fn finish_project_deletion(&self, project: &ProjectId) -> StoreResult<()> {
         for table in PROJECT_TABLES {
-            self.delete_chunked(table, "project_id = $1", &[project.as_str()])
-                .await?;
+            self.delete_project_rows(table, project).await?;
         }
         // The cascade reaches rows that writes in flight hold (a contact, its counters), so on
         // PostgreSQL it may be chosen to break a deadlock with one of them.
@@ -532,9 +531,7 @@ impl Store {
     pub async fn reset_project(&self, project: &ProjectId) -> StoreResult<ResetCounts> {
         let mut deleted = std::collections::HashMap::new();
         for table in PROJECT_TABLES {
-            let n = self
-                .delete_chunked(table, "project_id = $1", &[project.as_str()])
-                .await?;
+            let n = self.delete_project_rows(table, project).await?;
             deleted.insert(table, n);
         }
         let n = |t: &str| deleted.get(t).copied().unwrap_or(0);
@@ -548,6 +545,17 @@ impl Store {
             workflows: n("workflows"),
             jobs: n("jobs"),
         })
+    }
+
+    /// Deletes a project's rows of `table` in chunks. Its cascades reach rows that the
+    /// project's own writes in flight hold (a contact, its counters), so on PostgreSQL a
+    /// statement may be chosen to break a deadlock with one of them: it is tried again.
+    async fn delete_project_rows(&self, table: &str, project: &ProjectId) -> StoreResult<u64> {
+        super::retrying_deadlocks(|| async {
+            self.delete_chunked(table, "project_id = $1", &[project.as_str()])
+                .await
+        })
+        .await
     }
 
     /// Deletes the rows of `table` that match `condition` (its binds `$1`… are `binds`) and
