@@ -18,3 +18,18 @@ CREATE INDEX segment_member_counts_project ON segment_member_counts(project_id);
 -- was interrupted (host/src/store/projects.rs).
 ALTER TABLE projects ADD COLUMN deleted_at BIGINT;
 CREATE INDEX projects_deleting ON projects(deleted_at) WHERE deleted_at IS NOT NULL;
+
+-- `GET /contacts?search=` matches a substring of the address anywhere (`email LIKE '%term%'`):
+-- a trigram index (pg_trgm, a trusted extension: the database's owner may create it) serves it
+-- for a term of 3 characters or more. The extension goes where it already is, or in `public`.
+CREATE EXTENSION IF NOT EXISTS pg_trgm WITH SCHEMA public;
+DO $$
+DECLARE
+    ext_schema text;
+BEGIN
+    SELECT n.nspname INTO ext_schema FROM pg_extension e
+    JOIN pg_namespace n ON n.oid = e.extnamespace WHERE e.extname = 'pg_trgm';
+    EXECUTE format('CREATE INDEX contacts_email_trgm ON contacts USING gin (email %I.gin_trgm_ops)',
+                   ext_schema);
+END;
+$$;

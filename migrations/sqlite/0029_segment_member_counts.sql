@@ -18,3 +18,22 @@ CREATE INDEX segment_member_counts_project ON segment_member_counts(project_id);
 -- was interrupted (host/src/store/projects.rs).
 ALTER TABLE projects ADD COLUMN deleted_at BIGINT;
 CREATE INDEX projects_deleting ON projects(deleted_at) WHERE deleted_at IS NOT NULL;
+
+-- `GET /contacts?search=` matches a substring of the address anywhere: an index of the
+-- addresses' trigrams (FTS5's trigram tokenizer, over `contacts` as its external content, by
+-- rowid) finds the candidates of a term of 3 characters or more, and the search's own `LIKE`
+-- then decides, so the results are those of the scan it replaces. Kept by triggers, whoever
+-- writes contacts. (Rebuilt from `contacts` by
+-- `INSERT INTO contacts_search(contacts_search) VALUES ('rebuild')`.)
+CREATE VIRTUAL TABLE contacts_search USING fts5(email, content = 'contacts', tokenize = 'trigram');
+INSERT INTO contacts_search(contacts_search) VALUES ('rebuild');
+CREATE TRIGGER contacts_search_insert AFTER INSERT ON contacts BEGIN
+    INSERT INTO contacts_search(rowid, email) VALUES (new.rowid, new.email);
+END;
+CREATE TRIGGER contacts_search_delete AFTER DELETE ON contacts BEGIN
+    INSERT INTO contacts_search(contacts_search, rowid, email) VALUES ('delete', old.rowid, old.email);
+END;
+CREATE TRIGGER contacts_search_update AFTER UPDATE OF email ON contacts BEGIN
+    INSERT INTO contacts_search(contacts_search, rowid, email) VALUES ('delete', old.rowid, old.email);
+    INSERT INTO contacts_search(rowid, email) VALUES (new.rowid, new.email);
+END;

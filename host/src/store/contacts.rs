@@ -636,12 +636,34 @@ impl Store {
         search: Option<&str>,
     ) -> StoreResult<Page<Contact>> {
         let pattern = search.map(|s| format!("%{}%", like_escape(&s.to_lowercase())));
-        let mut filter = String::from("project_id = $1");
+        // SQLite: the trigram index (`contacts_search`) narrows a term of 3 characters or more
+        // to the contacts that contain it, and the `LIKE` decides as before. PostgreSQL's
+        // trigram index serves the `LIKE` itself (whose default escape is the backslash).
+        let trigrams = match (self.db().backend(), search) {
+            (Backend::Sqlite, Some(s)) if s.chars().count() >= 3 => {
+                Some(format!("\"{}\"", s.to_lowercase().replace('"', "\"\"")))
+            }
+            _ => None,
+        };
+        // With the trigram index, the matches drive the search (`+` keeps SQLite from walking
+        // the whole project by its index instead).
+        let mut filter = String::from(match trigrams {
+            Some(_) => "+project_id = $1",
+            None => "project_id = $1",
+        });
         if pattern.is_some() {
-            filter.push_str(" AND email LIKE $2 ESCAPE '\\'");
+            filter.push_str(match self.db().backend() {
+                Backend::Sqlite => " AND email LIKE $2 ESCAPE '\\'",
+                Backend::Postgres => " AND email LIKE $2",
+            });
+        }
+        if trigrams.is_some() {
+            filter.push_str(
+                " AND rowid IN (SELECT rowid FROM contacts_search WHERE contacts_search MATCH $3)",
+            );
         }
         let mut sql = format!("SELECT {COLUMNS} FROM contacts WHERE {filter}");
-        let next = if pattern.is_some() { 3 } else { 2 };
+        let next = 2 + usize::from(pattern.is_some()) + usize::from(trigrams.is_some());
         if page.after.is_some() {
             sql.push_str(&format!(" AND id < ${next}"));
         }
@@ -658,6 +680,9 @@ impl Store {
             if let Some(p) = &pattern {
                 q = q.bind(p);
             }
+            if let Some(t) = &trigrams {
+                q = q.bind(t);
+            }
             if let Some(after) = &page.after {
                 q = q.bind(after);
             }
@@ -666,6 +691,9 @@ impl Store {
                 let mut c = sqlx::query_scalar(&count_sql).bind(project.as_str());
                 if let Some(p) = &pattern {
                     c = c.bind(p);
+                }
+                if let Some(t) = &trigrams {
+                    c = c.bind(t);
                 }
                 c.fetch_one(pool).await?
             } else {
