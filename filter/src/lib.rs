@@ -20,7 +20,12 @@
 //! path into the contact's custom data), `event.<name>` (the contact's event history),
 //! `segment.<id>` (segment membership); in workflow conditions ([`Scope::Workflow`]) also
 //! `event.data.<path>` (the triggering event's data) and `context.<path>` (the execution's
-//! context). Path segments are made of `A-Z a-z 0-9 _ -` only.
+//! context).
+//!
+//! A path is keys joined by `.`. A key may hold any character; a `.` inside a key is written
+//! `\.` and a `\` is written `\\` (in JSON: `"data.a\\.b"` names the key `a.b`, and
+//! `"data.a\\\\b"` the key `a\b`); no other `\` escape exists, and no key is empty
+//! ([`split_path`], [`join_path`], [`escape_key`]).
 //!
 //! # Semantics
 //!
@@ -68,7 +73,8 @@
 //!   `segment_id`s of the contact's rows.
 //!
 //! Every value from the filter is bound (`$N` placeholders, numbered after the binds already in
-//! the vector); only path segments (validated) are written into JSON path literals. The time
+//! the vector), keys of paths included (a SQLite JSON path, or each key of a PostgreSQL `->`
+//! chain), so a key can hold any character; the SQL text holds no part of the filter. The time
 //! `now` is a parameter, so the expression is deterministic. Workflow-only fields have no SQL
 //! form. For equal inputs (the subject built from the same rows, the same `now`), SQL and
 //! memory give the same answer.
@@ -81,6 +87,7 @@
 
 mod eval;
 mod parse;
+mod path;
 mod sql;
 mod time;
 
@@ -90,6 +97,7 @@ use serde_json::Value;
 
 pub use eval::{EventStats, Subject};
 pub use parse::{MAX_CONDITIONS, MAX_DEPTH, MAX_GROUPS, parse};
+pub use path::{escape_key, join_path, split_path, sqlite_json_path};
 pub use sql::{Dialect, SqlValue};
 
 /// A parsed, valid filter: groups joined by `logic`.
@@ -207,7 +215,7 @@ pub enum Field {
     CreatedAt,
     /// `updatedAt`: when the contact last changed.
     UpdatedAt,
-    /// `data.<path>`: a value in the contact's custom data, by key path.
+    /// `data.<path>`: a value in the contact's custom data, by key path (the keys unescaped).
     Data(Vec<String>),
     /// `event.<name>`: the contact's history of events of that name.
     Event(String),
@@ -233,11 +241,11 @@ impl fmt::Display for Field {
             Field::Subscribed => f.write_str("subscribed"),
             Field::CreatedAt => f.write_str("createdAt"),
             Field::UpdatedAt => f.write_str("updatedAt"),
-            Field::Data(path) => write!(f, "data.{}", path.join(".")),
+            Field::Data(path) => write!(f, "data.{}", join_path(path)),
             Field::Event(name) => write!(f, "event.{name}"),
             Field::Segment(id) => write!(f, "segment.{id}"),
-            Field::EventData(path) => write!(f, "event.data.{}", path.join(".")),
-            Field::Context(path) => write!(f, "context.{}", path.join(".")),
+            Field::EventData(path) => write!(f, "event.data.{}", join_path(path)),
+            Field::Context(path) => write!(f, "context.{}", join_path(path)),
         }
     }
 }

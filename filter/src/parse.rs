@@ -289,26 +289,15 @@ impl Parser {
     }
 }
 
-/// Whether `segment` may appear in a key path (and so in a JSON path literal in SQL).
-pub(crate) fn valid_segment(segment: &str) -> bool {
-    !segment.is_empty()
-        && segment
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+/// Whether `key` may be a key of a path: any key but the empty one (it is bound in SQL).
+pub(crate) fn valid_segment(key: &str) -> bool {
+    !key.is_empty()
 }
 
 /// A field by name; `Err(None)` for an unknown name, `Err(Some(message))` for a bad one.
 fn parse_field(name: &str) -> Result<Field, Option<String>> {
     let key_path = |prefix: &str, rest: &str| -> Result<Vec<String>, Option<String>> {
-        let parts: Vec<String> = rest.split('.').map(str::to_string).collect();
-        if parts.iter().all(|p| valid_segment(p)) {
-            Ok(parts)
-        } else {
-            Err(Some(format!(
-                "bad key path `{prefix}{rest}`: each dot-separated key needs one or more of \
-                 A-Z, a-z, 0-9, `_` and `-`"
-            )))
-        }
+        crate::split_path(rest).map_err(|e| Some(format!("bad key path `{prefix}{rest}`: {e}")))
     };
     Ok(match name {
         "email" => Field::Email,

@@ -126,59 +126,60 @@ fn data_values_sqlite() {
     assert_eq!(
         sql(&f, Dialect::Sqlite),
         (
-            "((COALESCE((json_extract(c.data, '$.\"profile\".\"city\"') = $2 \
-             AND json_type(c.data, '$.\"profile\".\"city\"') = 'text'), 0)))"
+            "((COALESCE((json_extract(c.data, $2) = $3 \
+             AND json_type(c.data, $2) = 'text'), 0)))"
                 .into(),
-            vec![text("Paris")]
+            vec![text("$.\"profile\".\"city\""), text("Paris")]
         )
     );
     let f = one("data.age", "greaterThan", json!(18), None);
     assert_eq!(
         sql(&f, Dialect::Sqlite),
         (
-            "((COALESCE(CASE WHEN json_type(c.data, '$.\"age\"') IN ('integer', 'real') \
-             THEN CAST(json_extract(c.data, '$.\"age\"') AS REAL) > $2 END, 0)))"
+            "((COALESCE(CASE WHEN json_type(c.data, $2) IN ('integer', 'real') \
+             THEN CAST(json_extract(c.data, $2) AS REAL) > $3 END, 0)))"
                 .into(),
-            vec![SqlValue::Float(18.0)]
+            vec![text("$.\"age\""), SqlValue::Float(18.0)]
         )
     );
     let f = one("data.vip", "notEquals", json!(true), None);
     assert_eq!(
         sql(&f, Dialect::Sqlite).0,
-        "((NOT COALESCE(CASE WHEN json_type(c.data, '$.\"vip\"') IN ('true', 'false') \
-         THEN (json_type(c.data, '$.\"vip\"') = 'true') = $2 END, 0)))"
+        "((NOT COALESCE(CASE WHEN json_type(c.data, $2) IN ('true', 'false') \
+         THEN (json_type(c.data, $2) = 'true') = $3 END, 0)))"
     );
     let f = one("data.x", "exists", Value::Null, None);
     assert_eq!(
         sql(&f, Dialect::Sqlite).0,
-        "((COALESCE(COALESCE(json_type(c.data, '$.\"x\"'), 'null') <> 'null', 0)))"
+        "((COALESCE(COALESCE(json_type(c.data, $2), 'null') <> 'null', 0)))"
     );
     let f = one("data.tags", "contains", json!("B"), None);
     assert_eq!(
         sql(&f, Dialect::Sqlite),
         (
-            "((COALESCE(CASE WHEN json_type(c.data, '$.\"tags\"') = 'text' \
-             THEN (instr(lower(json_extract(c.data, '$.\"tags\"')), $2) > 0) \
-             WHEN json_type(c.data, '$.\"tags\"') = 'array' THEN EXISTS (SELECT 1 FROM \
-             json_each(c.data, '$.\"tags\"') j WHERE COALESCE((j.value = $3 \
+            "((COALESCE(CASE WHEN json_type(c.data, $2) = 'text' \
+             THEN (instr(lower(json_extract(c.data, $2)), $3) > 0) \
+             WHEN json_type(c.data, $2) = 'array' THEN EXISTS (SELECT 1 FROM \
+             json_each(c.data, $2) j WHERE COALESCE((j.value = $4 \
              AND j.type = 'text'), 0)) END, 0)))"
                 .into(),
-            vec![text("b"), text("B")]
+            vec![text("$.\"tags\""), text("b"), text("B")]
         )
     );
     let f = one("data.seen", "within", json!(1), Some("days"));
     assert_eq!(
         sql(&f, Dialect::Sqlite),
         (
-            "((COALESCE(CASE WHEN json_type(c.data, '$.\"seen\"') IN ('integer', 'real') \
-             THEN CAST(json_extract(c.data, '$.\"seen\"') AS REAL) >= $2 \
-             WHEN json_type(c.data, '$.\"seen\"') = 'text' THEN (CASE \
-             WHEN json_extract(c.data, '$.\"seen\"') GLOB '[0-9][0-9][0-9][0-9]-[0-9][0-9]-[0-9][0-9]T[0-9][0-9]:[0-9][0-9]:[0-9][0-9]Z' \
-             THEN substr(json_extract(c.data, '$.\"seen\"'), 1, 19) || '.000Z' \
-             WHEN json_extract(c.data, '$.\"seen\"') GLOB '[0-9][0-9][0-9][0-9]-[0-9][0-9]-[0-9][0-9]T[0-9][0-9]:[0-9][0-9]:[0-9][0-9].[0-9][0-9][0-9]Z' \
-             THEN json_extract(c.data, '$.\"seen\"') END) >= $3 END, 0)))"
+            "((COALESCE(CASE WHEN json_type(c.data, $2) IN ('integer', 'real') \
+             THEN CAST(json_extract(c.data, $2) AS REAL) >= $3 \
+             WHEN json_type(c.data, $2) = 'text' THEN (CASE \
+             WHEN json_extract(c.data, $2) GLOB '[0-9][0-9][0-9][0-9]-[0-9][0-9]-[0-9][0-9]T[0-9][0-9]:[0-9][0-9]:[0-9][0-9]Z' \
+             THEN substr(json_extract(c.data, $2), 1, 19) || '.000Z' \
+             WHEN json_extract(c.data, $2) GLOB '[0-9][0-9][0-9][0-9]-[0-9][0-9]-[0-9][0-9]T[0-9][0-9]:[0-9][0-9]:[0-9][0-9].[0-9][0-9][0-9]Z' \
+             THEN json_extract(c.data, $2) END) >= $4 END, 0)))"
                 .into(),
             vec![
+                text("$.\"seen\""),
                 SqlValue::Float((NOW - 86_400_000) as f64),
                 text("2023-11-13T22:13:20.000Z")
             ]
@@ -192,38 +193,58 @@ fn data_values_postgres() {
     assert_eq!(
         sql(&f, Dialect::Postgres),
         (
-            "((COALESCE(CASE WHEN jsonb_typeof((c.data #> ARRAY['profile', 'city'])) = 'string' \
-             THEN ((c.data #>> ARRAY['profile', 'city']) COLLATE \"C\") < $2 END, FALSE)))"
+            "((COALESCE(CASE WHEN jsonb_typeof((c.data -> $2 -> $3)) = 'string' \
+             THEN ((c.data -> $2 ->> $3) COLLATE \"C\") < $4 END, FALSE)))"
                 .into(),
-            vec![text("Q")]
+            vec![text("profile"), text("city"), text("Q")]
         )
     );
     let f = one("data.age", "equals", json!(30), None);
     assert_eq!(
         sql(&f, Dialect::Postgres).0,
-        "((COALESCE(CASE WHEN jsonb_typeof((c.data #> ARRAY['age'])) = 'number' \
-         THEN ((c.data #> ARRAY['age']))::float8 = $2 END, FALSE)))"
+        "((COALESCE(CASE WHEN jsonb_typeof((c.data -> $2)) = 'number' \
+         THEN ((c.data -> $2))::float8 = $3 END, FALSE)))"
     );
     let f = one("data.tags", "contains", json!(3), None);
     assert_eq!(
         sql(&f, Dialect::Postgres),
         (
-            "((COALESCE(CASE WHEN jsonb_typeof((c.data #> ARRAY['tags'])) = 'array' \
+            "((COALESCE(CASE WHEN jsonb_typeof((c.data -> $2)) = 'array' \
              THEN EXISTS (SELECT 1 FROM jsonb_array_elements(CASE \
-             WHEN jsonb_typeof((c.data #> ARRAY['tags'])) = 'array' \
-             THEN (c.data #> ARRAY['tags']) ELSE '[]'::jsonb END) j(v) \
+             WHEN jsonb_typeof((c.data -> $2)) = 'array' \
+             THEN (c.data -> $2) ELSE '[]'::jsonb END) j(v) \
              WHERE COALESCE(CASE WHEN jsonb_typeof(j.v) = 'number' \
-             THEN (j.v)::float8 = $2 END, FALSE)) END, FALSE)))"
+             THEN (j.v)::float8 = $3 END, FALSE)) END, FALSE)))"
                 .into(),
-            vec![SqlValue::Float(3.0)]
+            vec![text("tags"), SqlValue::Float(3.0)]
         )
     );
-    // `#>` would read `0` as an index into a list: the path must go through an object.
+    // `->` with a text key reads an object's member only (never `0` as an index into a list),
+    // and every key is bound, whatever its characters (`.` and `\` escaped in the field).
     let f = one("data.a.0", "exists", Value::Null, None);
     assert_eq!(
-        sql(&f, Dialect::Postgres).0,
-        "((COALESCE(COALESCE(jsonb_typeof((CASE WHEN jsonb_typeof(c.data #> ARRAY['a']) = 'object' \
-         THEN c.data #> ARRAY['a', '0'] END)), 'null') <> 'null', FALSE)))"
+        sql(&f, Dialect::Postgres),
+        (
+            "((COALESCE(COALESCE(jsonb_typeof((c.data -> $2 -> $3)), 'null') <> 'null', FALSE)))"
+                .into(),
+            vec![text("a"), text("0")]
+        )
+    );
+    let f = one("data.a\\.b'); --.c\\\\d", "exists", Value::Null, None);
+    assert_eq!(
+        sql(&f, Dialect::Postgres),
+        (
+            "((COALESCE(COALESCE(jsonb_typeof((c.data -> $2 -> $3)), 'null') <> 'null', FALSE)))"
+                .into(),
+            vec![text("a.b'); --"), text("c\\d")]
+        )
+    );
+    assert_eq!(
+        sql(&f, Dialect::Sqlite),
+        (
+            "((COALESCE(COALESCE(json_type(c.data, $2), 'null') <> 'null', 0)))".into(),
+            vec![text("$.\"a.b'); --\".\"c\\\\d\"")]
+        )
     );
 }
 
@@ -247,16 +268,17 @@ fn groups_nesting_and_numbering() {
     let sql = filter.to_sql(Dialect::Sqlite, NOW, &mut binds).unwrap();
     assert_eq!(
         sql,
-        "((COALESCE((json_extract(c.data, '$.\"tier\"') = $3 \
-         AND json_type(c.data, '$.\"tier\"') = 'text'), 0) AND (c.subscribed = $4)) \
+        "((COALESCE((json_extract(c.data, $3) = $4 \
+         AND json_type(c.data, $3) = 'text'), 0) AND (c.subscribed = $5)) \
          OR (((NOT EXISTS (SELECT 1 FROM segment_members sm WHERE sm.project_id = c.project_id \
-         AND sm.contact_id = c.id AND sm.segment_id = $5)) AND (1 = 1))))"
+         AND sm.contact_id = c.id AND sm.segment_id = $6)) AND (1 = 1))))"
     );
     assert_eq!(
         binds,
         [
             text("prj_1"),
             text("other"),
+            text("$.\"tier\""),
             text("gold"),
             SqlValue::Bool(true),
             text("s1")
@@ -320,7 +342,7 @@ fn workflow_fields_and_bad_hand_built_paths_are_refused() {
         logic: Logic::And,
         groups: vec![Group {
             filters: vec![Condition {
-                field: Field::Data(vec!["a'); DROP TABLE contacts; --".into()]),
+                field: Field::Data(vec!["a".into(), String::new()]),
                 op: Operator::Exists,
                 value: None,
                 unit: None,

@@ -41,6 +41,15 @@ pub struct Settings {
     pub public_url: Option<String>,
     /// API requests per minute per project.
     pub rate_limit_per_minute: u32,
+    /// The public key's share of `rate_limit_per_minute`, in percent (1 to 100), counted apart
+    /// from the secret key's requests, which keep the whole limit.
+    pub rate_limit_public_share: u32,
+    /// Largest size of a contact's custom data, serialized as JSON, in bytes.
+    pub contact_data_max_bytes: usize,
+    /// Most distinct custom fields one project's contacts may have.
+    pub contact_fields_max_per_project: u64,
+    /// Most distinct event names one project may track.
+    pub event_names_max_per_project: u64,
     /// Whether `POST /auth/signup` is open.
     pub signup_enabled: bool,
     /// Login and signup attempts per minute from one client address (429 beyond).
@@ -419,6 +428,10 @@ impl Default for Settings {
             database_statement_timeout_ms: 30_000,
             public_url: None,
             rate_limit_per_minute: 1000,
+            rate_limit_public_share: 50,
+            contact_data_max_bytes: 65_536,
+            contact_fields_max_per_project: 2_000,
+            event_names_max_per_project: 10_000,
             signup_enabled: true,
             auth_attempts_per_ip_per_minute: 30,
             login_attempts_per_account_per_minute: 10,

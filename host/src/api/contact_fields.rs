@@ -10,6 +10,7 @@ use super::error::ApiError;
 use super::extract::SecretKeyAuth;
 use super::state::AppState;
 use super::usage::UsageBody;
+use crate::store::contacts::ContactColumn;
 use crate::store::usage::UsageOf;
 
 /// A value of a field and how many contacts have it.
@@ -70,16 +71,18 @@ impl FieldRef {
     }
 }
 
+/// The field a path names: a standard one by name, or `data.<path>`, the keys of the path joined
+/// by `.` with a `.` inside a key written `\.` and a `\` written `\\` (as `GET /contacts/fields`
+/// lists them and filters name them).
 fn field_ref(field: &str) -> Result<FieldRef, ApiError> {
     if let Some(path) = field.strip_prefix("data.") {
-        let keys: Vec<String> = path.split('.').map(str::to_string).collect();
-        if keys.iter().any(|k| k.is_empty()) {
-            return Err(ApiError::invalid_field(
+        let keys = herald_filter::split_path(path).map_err(|e| {
+            ApiError::invalid_field(
                 "field",
                 "invalid",
-                "a custom field is `data.<key>`, e.g. data.plan",
-            ));
-        }
+                format!("{e} (a custom field is `data.<key>`, e.g. data.plan, as GET /contacts/fields lists it)"),
+            )
+        })?;
         return Ok(FieldRef::Custom(keys));
     }
     match field {
@@ -88,7 +91,7 @@ fn field_ref(field: &str) -> Result<FieldRef, ApiError> {
         "createdAt" => Ok(FieldRef::Standard("createdAt")),
         "updatedAt" => Ok(FieldRef::Standard("updatedAt")),
         _ => Err(ApiError::not_found("field")
-            .suggest("standard fields are bare (email, subscribed); custom ones are data.<key>")),
+            .suggest("standard fields are bare (email, subscribed, createdAt, updatedAt); custom ones are data.<key>, as GET /contacts/fields lists them")),
     }
 }
 
@@ -100,8 +103,10 @@ pub struct ContactFieldsApi;
 impl ContactFieldsApi {
     /// Values of a field
     ///
-    /// Distinct values of `subscribed` or of a custom field (`data.<key>`, dotted paths reach
-    /// nested data), most common first.
+    /// Distinct values of a standard field or of a custom field (`data.<key>`, dotted paths reach
+    /// nested data; a `.` inside a key is written `\.` and a `\` is written `\\`, as
+    /// `GET /contacts/fields` lists them), most common first: `email` in address order (each is one
+    /// contact's), `createdAt` and `updatedAt` then newest first.
     #[oai(
         path = "/contacts/fields/:field/values",
         method = "get",
@@ -111,28 +116,21 @@ impl ContactFieldsApi {
         &self,
         auth: SecretKeyAuth,
         state: poem::web::Data<&AppState>,
-        /// The field, e.g. `data.plan`.
+        /// The field, e.g. `data.plan`, `data.utm\.source` (the key `utm.source`) or `email`.
         field: Path<String>,
         /// Most values to return, 1 to 100 (default 20).
         #[oai(validator(minimum(value = "1"), maximum(value = "100")))]
         limit: Query<Option<u32>>,
     ) -> Result<Json<FieldValues>, ApiError> {
         let project = auth.0.project_id();
+        let limit = i64::from(limit.0.unwrap_or(20));
+        let column = |column| state.store().column_values(project, column, limit);
         let values = match field_ref(&field)? {
             FieldRef::Standard("subscribed") => state.store().subscribed_values(project).await?,
-            FieldRef::Standard(_) => {
-                return Err(ApiError::invalid_field(
-                    "field",
-                    "unsupported",
-                    "values are listed for subscribed and data.<key> fields",
-                ));
-            }
-            FieldRef::Custom(keys) => {
-                state
-                    .store()
-                    .data_values(project, &keys, i64::from(limit.0.unwrap_or(20)))
-                    .await?
-            }
+            FieldRef::Standard("email") => column(ContactColumn::Email).await?,
+            FieldRef::Standard("createdAt") => column(ContactColumn::CreatedAt).await?,
+            FieldRef::Standard(_) => column(ContactColumn::UpdatedAt).await?,
+            FieldRef::Custom(keys) => state.store().data_values(project, &keys, limit).await?,
         };
         Ok(Json(FieldValues {
             field: field.0,

@@ -123,7 +123,9 @@ pub struct UpdateContact {
 #[derive(Object)]
 #[oai(rename_all = "camelCase")]
 pub struct FieldDescriptor {
-    /// Standard names are bare (`email`); custom ones carry the prefix `data.`.
+    /// Standard names are bare (`email`); custom ones carry the prefix `data.`, with a `.` in
+    /// the key written `\.` and a `\` written `\\` (the name filters and the field endpoints
+    /// take).
     pub field: String,
     /// `string`, `number`, `boolean` or `date` (nested values: `object`, `array`).
     #[oai(rename = "type")]
@@ -248,6 +250,7 @@ impl ContactsApi {
             email: parse_email("email", body.email.as_str())?,
             subscribed: body.subscribed,
             subscribed_default: true,
+            resubscribe: true,
             data: parse_data(body.data)?,
         };
         let write = crate::store::group_commit::GroupedUpsert {
@@ -283,7 +286,8 @@ impl ContactsApi {
     /// List contact fields
     ///
     /// The standard fields and every custom field with the type inferred from its first
-    /// non-null value and its coverage.
+    /// non-null value and its coverage. A custom field is named as filters and the field
+    /// endpoints take it: `data.<key>` with a `.` in the key written `\.` and a `\` written `\\`.
     #[oai(
         path = "/contacts/fields",
         method = "get",
@@ -320,7 +324,7 @@ impl ContactsApi {
             })
             .collect();
         fields.extend(custom.into_iter().map(|c| FieldDescriptor {
-            field: format!("data.{}", c.key),
+            field: format!("data.{}", herald_filter::escape_key(&c.key)),
             field_type: c.field_type,
             is_custom: true,
             coverage: share(c.contacts),

@@ -251,6 +251,40 @@ impl ApiError {
         err
     }
 
+    /// 422 `VALIDATION_ERROR` for a write that would take the project past a cap on what it may
+    /// hold, naming the limit (its setting) at the field it comes from: `data` (the contact's
+    /// data, `contact_data_too_large`; a new custom field, `contact_fields_limit`) or `event`
+    /// (a new event name, `event_names_limit`). Nothing of the write was stored.
+    pub fn cap_reached(cap: &crate::store::CapReached) -> ApiError {
+        use crate::store::CapReached;
+        let (field, code, suggestion) = match cap {
+            CapReached::ContactData { .. } => (
+                "data".to_string(),
+                "contact_data_too_large",
+                "store less data on the contact (unset fields with null), or keep large \
+                 documents elsewhere and store a reference",
+            ),
+            CapReached::ContactFields { field, .. } => (
+                format!("data.{field}"),
+                "contact_fields_limit",
+                "reuse an existing field, or delete unused ones with DELETE /contacts/fields/:field",
+            ),
+            CapReached::EventNames { .. } => (
+                "event".to_string(),
+                "event_names_limit",
+                "reuse an existing event name (put the detail in data), or delete unused names \
+                 with DELETE /events/:name",
+            ),
+        };
+        ApiError::new(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            ErrorCode::ValidationError,
+            cap.to_string(),
+        )
+        .with_errors(vec![FieldError::new(field, code, cap.to_string())])
+        .suggest(suggestion)
+    }
+
     /// 429 `BILLING_LIMIT_EXCEEDED`: the project's cap of `category` for this period is reached;
     /// `Retry-After` is the time until the next period.
     pub fn billing_limit(category: crate::domain::billing::UsageCategory) -> ApiError {
@@ -278,6 +312,7 @@ impl ApiError {
             StoreError::NotFound => ApiError::not_found(what),
             StoreError::Conflict(c) => ApiError::conflict(format!("{what} conflict: {c}")),
             StoreError::BillingLimit(category) => ApiError::billing_limit(category),
+            StoreError::Cap(cap) => ApiError::cap_reached(&cap),
             e @ StoreError::Unavailable(_) => ApiError::unavailable(e),
             e @ StoreError::StatementTimeout(_) => ApiError::statement_timeout(e),
             other => ApiError::internal(other),

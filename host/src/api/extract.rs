@@ -4,7 +4,8 @@
 //! - [`TrackAuth`]: the same, or the project's `pk_` key (only `POST /v1/track` takes this).
 //! - [`DashboardAuth`]: a dashboard session cookie (account and project management).
 //!
-//! Project-scoped extractors also count the request against the project's rate limit.
+//! Project-scoped extractors also count the request against the project's rate limit (the public
+//! key's requests against their own share of it).
 
 use std::sync::{Arc, Mutex};
 
@@ -23,7 +24,7 @@ use super::state::AppState;
 use crate::domain::ids::{ProjectId, SessionId, UserId};
 use crate::domain::keys::KeyKind;
 use crate::domain::project::{Project, Role, User};
-use crate::services::ratelimit::RateDecision;
+use crate::services::ratelimit::{RateDecision, public_limit};
 
 /// Name of the dashboard session cookie.
 pub const SESSION_COOKIE: &str = "herald_token";
@@ -377,7 +378,11 @@ fn unauthorized(message: &str) -> ApiError {
 
 async fn project_context(req: &Request, allow_public: bool) -> Result<ProjectContext, ApiError> {
     let state = state_of(req)?;
-    let limit = state.settings().rate_limit_per_minute;
+    let settings = state.settings();
+    let project_limit = settings.rate_limit_per_minute;
+    // The secret key and the dashboard have the project's whole limit; the public key, which
+    // anyone can use, its own share of it, counted apart (services::ratelimit).
+    let mut limit = project_limit;
     // The request's count, when the key's lookup made it.
     let mut counted = None;
     let ctx = if let Some(value) = req.headers().get(header::AUTHORIZATION) {
@@ -419,6 +424,9 @@ async fn project_context(req: &Request, allow_public: bool) -> Result<ProjectCon
         };
         // The lookup counts the request against the rate limit as well (one statement on
         // PostgreSQL).
+        if kind == KeyKind::Public {
+            limit = public_limit(project_limit, settings.rate_limit_public_share);
+        }
         let (project, decision) = state
             .rate_limiter()
             .project_by_key(state.store(), kind, token, limit)
@@ -469,10 +477,18 @@ async fn project_context(req: &Request, allow_public: bool) -> Result<ProjectCon
         slot.set(decision);
     }
     if !decision.allowed {
+        let message = match ctx.caller {
+            Caller::PublicKey => format!(
+                "this project's public key may make {limit} requests per minute \
+                 (rate_limit_public_share of the project's {project_limit}); the secret key \
+                 keeps its own budget"
+            ),
+            _ => format!("this project may make {limit} requests per minute"),
+        };
         let mut err = ApiError::new(
             StatusCode::TOO_MANY_REQUESTS,
             ErrorCode::RateLimitExceeded,
-            format!("this project may make {limit} requests per minute"),
+            message,
         )
         .suggest(format!("retry after {} seconds", decision.reset_secs));
         err.retry_after = Some(decision.reset_secs);

@@ -596,6 +596,7 @@ impl SegmentsApi {
                     email: EmailAddress::from_trusted(email),
                     subscribed: req.subscribed,
                     subscribed_default: true,
+                    resubscribe: true,
                     data: Default::default(),
                 };
                 let outcome = state

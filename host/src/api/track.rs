@@ -13,7 +13,7 @@ use sha2::{Digest, Sha256};
 use super::ApiTags;
 use super::contacts::parse_data;
 use super::error::{ApiError, ErrorCode};
-use super::extract::{JsonBody, ProjectContext, SecretKeyAuth, TrackAuth};
+use super::extract::{Caller, JsonBody, ProjectContext, SecretKeyAuth, TrackAuth};
 use super::state::AppState;
 use super::timestamp::Timestamp;
 use crate::domain::contact::ContactUpsert;
@@ -32,7 +32,9 @@ pub struct TrackRequest {
     pub email: String,
     /// The event's name (not `contact.subscribed`, `contact.unsubscribed`, `email.*` or `segment.*`).
     pub event: String,
-    /// Subscription state; new contacts default to `true`, existing ones keep theirs.
+    /// Subscription state; new contacts default to `true`, existing ones keep theirs. With the
+    /// public key, `true` never subscribes again a contact who is unsubscribed (opted out,
+    /// bounced or complained): it is ignored for them; `false` always unsubscribes.
     #[oai(nullable)]
     pub subscribed: Option<bool>,
     /// Contact data (custom data rules) and the event's data.
@@ -195,6 +197,9 @@ async fn track(
         email,
         subscribed: body.subscribed,
         subscribed_default: true,
+        // The public key is in web pages: anyone may call with it, so it never undoes an
+        // opt-out, a bounce or a complaint (its `subscribed: true` is ignored for them).
+        resubscribe: !matches!(ctx.caller, Caller::PublicKey),
         data: patch,
     };
     let write = GroupedUpsert {

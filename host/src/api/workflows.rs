@@ -705,7 +705,10 @@ impl WorkflowsApi {
             .custom_fields(project)
             .await?
             .into_iter()
-            .map(|f| field((format!("data.{}", f.key), f.field_type.as_str())))
+            .map(|f| {
+                let name = format!("data.{}", herald_filter::escape_key(&f.key));
+                field((name, f.field_type.as_str()))
+            })
             .collect();
         let event = match event {
             None => Vec::new(),

@@ -91,7 +91,11 @@ impl AppBuilder {
         )
         .await?;
         db.migrate().await?;
-        let store = Store::new(db);
+        let store = Store::new(db).with_limits(crate::store::StoreLimits {
+            contact_data_max_bytes: settings.contact_data_max_bytes,
+            contact_fields_max: settings.contact_fields_max_per_project,
+            event_names_max: settings.event_names_max_per_project,
+        });
         let secret = match &settings.jwt_secret {
             Some(s) if !s.is_empty() => s.clone(),
             _ => store.setting_or_init("jwt_secret", random_secret).await?,

@@ -283,7 +283,22 @@ impl LoadedSettings {
                 );
             }
         }
-        let at_least: [(&str, u64, u64); 13] = [
+        let at_least: [(&str, u64, u64); 16] = [
+            (
+                "contact_data_max_bytes",
+                s.contact_data_max_bytes as u64,
+                1024,
+            ),
+            (
+                "contact_fields_max_per_project",
+                s.contact_fields_max_per_project,
+                1,
+            ),
+            (
+                "event_names_max_per_project",
+                s.event_names_max_per_project,
+                1,
+            ),
             ("jobs_concurrency", s.jobs_concurrency as u64, 1),
             ("http_idle_timeout_seconds", s.http_idle_timeout_seconds, 1),
             ("jobs_poll_interval_ms", s.jobs_poll_interval_ms, 1),
@@ -322,6 +337,15 @@ impl LoadedSettings {
             if value < least {
                 return Err(self.invalid(key, format!("is {value}; it must be at least {least}")));
             }
+        }
+        if !(1..=100).contains(&s.rate_limit_public_share) {
+            return Err(self.invalid(
+                "rate_limit_public_share",
+                format!(
+                    "is {}; it is a percentage of rate_limit_per_minute, between 1 and 100",
+                    s.rate_limit_public_share
+                ),
+            ));
         }
         if !(1..=1000).contains(&s.sending.batch_size) {
             return Err(self.invalid(

@@ -35,6 +35,10 @@ pub struct ContactUpsert {
     pub subscribed: Option<bool>,
     /// Subscription state of a contact this call creates when `subscribed` is absent.
     pub subscribed_default: bool,
+    /// Whether `subscribed: true` may turn an unsubscribed contact (opted out, bounced,
+    /// complained) into a subscribed one. `false` for the public key, which anyone can use: its
+    /// `true` is then ignored for such a contact (decisions.md).
+    pub resubscribe: bool,
     /// The data patch.
     pub data: DataPatch,
 }

@@ -545,7 +545,7 @@ pub fn event_data_fields<'a>(
     }
     fields
         .into_iter()
-        .map(|(k, t)| (format!("event.data.{k}"), t))
+        .map(|(k, t)| (format!("event.data.{}", herald_filter::escape_key(k)), t))
         .collect()
 }
 

@@ -184,6 +184,7 @@ fn row(cols: &Columns, rec: &csv::StringRecord) -> Result<ContactUpsert, (Option
         email,
         subscribed,
         subscribed_default: true,
+        resubscribe: true,
         data,
     })
 }

@@ -51,6 +51,10 @@ impl From<StoreError> for JobError {
                 "{err}; an OWNER can raise the cap (PUT /users/@me/projects/:id/billing-limits) \
                  and run the job again"
             )),
+            // A cap on what a project may hold: retrying writes the same data into it.
+            StoreError::Cap(_) => {
+                JobError::Fail(format!("{err}; nothing of the failing part was written"))
+            }
             other => JobError::Retry(Box::new(other)),
         }
     }

@@ -9,6 +9,11 @@
 //! own number out of the range that statement returns: one write per round instead of one per
 //! request, with the same counts as one at a time. A request with an API key is looked up and
 //! counted by that same statement ([`RateLimiter::project_by_key`]): one round trip, not two.
+//!
+//! Requests with the public key (`pk_`, which anyone who reads a web page has) are counted in a
+//! bucket of their own, `<project>:pk`, against their share of the limit
+//! (`rate_limit_public_share` percent): they never use up the budget of the secret key and the
+//! dashboard, which keep the whole limit ([`bucket`], [`public_limit`]).
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -96,6 +101,23 @@ impl SharedCounters {
     }
 }
 
+/// The bucket that counts a project's requests made with a key of `kind` (the dashboard's count
+/// with the secret key's).
+pub fn bucket(project: &str, kind: KeyKind) -> String {
+    match kind {
+        KeyKind::Secret => project.to_string(),
+        KeyKind::Public => format!("{project}{PUBLIC_SUFFIX}"),
+    }
+}
+
+/// What [`bucket`] appends to a project's id for its public key's requests.
+pub const PUBLIC_SUFFIX: &str = ":pk";
+
+/// The public key's requests per minute: `share` percent of the project's `limit`, at least 1.
+pub fn public_limit(limit: u32, share: u32) -> u32 {
+    ((u64::from(limit) * u64::from(share) / 100) as u32).max(1)
+}
+
 /// The window a request at `now` (unix ms) falls in, and the seconds until it resets.
 fn window_at(now: i64) -> (i64, u64) {
     let window = now - now.rem_euclid(WINDOW_MS);
@@ -156,7 +178,7 @@ impl RateLimiter {
     }
 
     /// The project a presented API key belongs to (`None` for an unknown key), with its request
-    /// counted against `limit` per minute, unless the project is disabled (its requests are
+    /// counted in the key's [`bucket`] against `limit` per minute, unless the project is disabled (its requests are
     /// refused uncounted, and the decision is `None`). On PostgreSQL the lookup and the count
     /// are one statement, shared in rounds by the concurrent requests with one key; each request
     /// is answered by a statement that started after it arrived, so a regenerated key or a
@@ -175,7 +197,7 @@ impl RateLimiter {
                 };
                 let decision = match project.disabled {
                     true => None,
-                    false => Some(self.hit(project.id.as_str(), limit).await),
+                    false => Some(self.hit(&bucket(project.id.as_str(), kind), limit).await),
                 };
                 Ok(Some((project, decision)))
             }

@@ -356,6 +356,7 @@ impl Sending {
                 email: to.email.clone(),
                 subscribed: plan.subscribed,
                 subscribed_default: false,
+                resubscribe: true,
                 data: plan.data.clone(),
             };
             let p = plan_upsert(project_id, &upsert, current.remove(to.email.as_str()));

@@ -225,7 +225,19 @@ impl Store {
                     .execute(&mut *tx)
                     .await?;
             }
-            tx.insert_field_types(project.as_str(), &types, now).await?;
+            let max_data = self.limits.contact_data_max_bytes;
+            for (key, (c, dirty)) in &current {
+                if *dirty || fresh.contains(key) {
+                    let size = serde_json::to_vec(&c.data).map_or(usize::MAX, |v| v.len());
+                    if size > max_data {
+                        return Err(StoreError::Cap(super::CapReached::ContactData {
+                            size,
+                            max: max_data,
+                        }));
+                    }
+                }
+            }
+            tx.insert_field_types(project.as_str(), &types, now, Some(self.limits.contact_fields_max)).await?;
             tx.insert_events(&events).await?;
             if tx.checkpoint_job(lease, &checkpoint(&outcomes), progress, now).await? {
                 tx.commit().await?;

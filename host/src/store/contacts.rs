@@ -13,7 +13,7 @@ use sqlx::types::Json;
 use super::dialect::{BeginWrite, like_escape};
 use super::idempotency::IdempotentWrite;
 use super::statements::Statements;
-use super::{Backend, Conflict, Store, StoreError, StoreResult};
+use super::{Backend, CapReached, Conflict, Store, StoreError, StoreLimits, StoreResult};
 use super::{on_db, on_db_write};
 use crate::domain::contact::{Contact, ContactChange, ContactUpsert, UpsertOutcome};
 use crate::domain::custom_data::{DataPatch, FieldType};
@@ -207,6 +207,37 @@ fn plan_events(
     (all, tracked)
 }
 
+/// The caps a contact write checks (see [`StoreLimits`]).
+#[derive(Clone, Copy)]
+pub(super) struct Caps<'a> {
+    pub(super) limits: StoreLimits,
+    /// The tracked event's name, when this instance does not know it recorded in `event_names`.
+    pub(super) new_event_name: Option<&'a str>,
+}
+
+/// The size of custom data serialized as JSON.
+fn data_size(data: &Map<String, Value>) -> usize {
+    serde_json::to_vec(data).map_or(usize::MAX, |v| v.len())
+}
+
+/// [`CapReached::ContactData`] when `plan` makes its contact's data larger than `max` bytes (a
+/// write that leaves the data as it was, or shrinks data already over the cap, passes).
+pub(super) fn check_data_size(plan: &Plan, max: usize) -> StoreResult<()> {
+    let (before, after) = match plan {
+        Plan::Keep(_) => return Ok(()),
+        Plan::Insert(c) => (None, c),
+        Plan::Update { before, after } => (Some(before), after),
+    };
+    if before.is_some_and(|b| b.data == after.data) {
+        return Ok(());
+    }
+    let size = data_size(&after.data);
+    if size <= max || before.is_some_and(|b| data_size(&b.data) >= size) {
+        return Ok(());
+    }
+    Err(StoreError::Cap(CapReached::ContactData { size, max }))
+}
+
 /// Which contact a write applies to.
 pub(super) enum Target<'a> {
     /// By address; created when missing.
@@ -220,6 +251,9 @@ pub(super) struct Request<'a> {
     pub(super) email: Option<&'a EmailAddress>,
     pub(super) subscribed: Option<bool>,
     pub(super) subscribed_default: bool,
+    /// Whether `subscribed: Some(true)` may subscribe an unsubscribed contact again (see
+    /// [`ContactUpsert::resubscribe`]).
+    pub(super) resubscribe: bool,
     pub(super) data: &'a DataPatch,
 }
 
@@ -241,6 +275,7 @@ pub(crate) fn plan_upsert(
         email: None,
         subscribed: upsert.subscribed,
         subscribed_default: upsert.subscribed_default,
+        resubscribe: upsert.resubscribe,
         data: &upsert.data,
     };
     match current {
@@ -316,7 +351,13 @@ fn plan_insert(project: &ProjectId, email: &EmailAddress, req: &Request<'_>) -> 
 fn plan_change(current: Contact, req: &Request<'_>) -> Plan {
     let mut after = current.clone();
     let data_changed = req.data.apply(&mut after.data);
-    after.subscribed = req.subscribed.unwrap_or(current.subscribed);
+    after.subscribed = match req.subscribed {
+        // Only a caller trusted to (the secret key, the dashboard) subscribes again a contact
+        // who opted out, bounced or complained.
+        Some(true) if !current.subscribed && !req.resubscribe => false,
+        Some(subscribed) => subscribed,
+        None => current.subscribed,
+    };
     if let Some(email) = req.email {
         after.email = email.clone();
     }
@@ -339,6 +380,7 @@ pub(crate) fn would_change(current: &Contact, change: &ContactChange) -> bool {
         email: change.email.as_ref(),
         subscribed: change.subscribed,
         subscribed_default: false,
+        resubscribe: true,
         data: &change.data,
     };
     plan_change(current.clone(), &req).changes()
@@ -351,6 +393,7 @@ pub(crate) fn changed(current: &Contact, change: &ContactChange) -> Contact {
         email: change.email.as_ref(),
         subscribed: change.subscribed,
         subscribed_default: false,
+        resubscribe: true,
         data: &change.data,
     };
     plan_change(current.clone(), &req).contact().clone()
@@ -394,6 +437,7 @@ pub(super) async fn write_contact_in<DB>(
     req: &Request<'_>,
     effects: &Effects<'_>,
     types: &[(&str, &str)],
+    caps: Caps<'_>,
     later: Option<&mut ContactWrites>,
 ) -> StoreResult<Attempt>
 where
@@ -424,6 +468,7 @@ where
         }
     };
     let plan = plan(project, target, current, req)?;
+    check_data_size(&plan, caps.limits.contact_data_max_bytes)?;
     let (contact, created, previous) = match &plan {
         Plan::Insert(c) => (c.clone(), true, None),
         Plan::Update { before, after } => (after.clone(), false, Some(before.subscribed)),
@@ -460,8 +505,18 @@ where
     } else {
         types
     };
-    tx.insert_field_types(project.as_str(), types, now_ms())
-        .await?;
+    let now = now_ms();
+    tx.insert_field_types(
+        project.as_str(),
+        types,
+        now,
+        Some(caps.limits.contact_fields_max),
+    )
+    .await?;
+    if let (Some(name), Some(_)) = (caps.new_event_name, &tracked) {
+        tx.insert_event_name(project.as_str(), name, now, caps.limits.event_names_max)
+            .await?;
+    }
     if let Some(claim) = &effects.idempotency {
         let body = (claim.response)(&contact, tracked.as_ref());
         tx.store_idempotent_response(project.as_str(), claim, &body)
@@ -537,6 +592,7 @@ where
             email: c.change.email.as_ref(),
             subscribed: c.change.subscribed,
             subscribed_default: false,
+            resubscribe: true,
             data: &c.change.data,
         };
         let plan = plan_change(current.clone(), &req);
@@ -567,7 +623,9 @@ where
         return Err(StoreError::Conflict(Conflict::ContactBusy));
     }
     tx.insert_events(&events).await?;
-    tx.insert_field_types(project.as_str(), &types, now_ms())
+    // A workflow's changes are the project's own (its secret key or dashboard wrote the
+    // workflow): uncapped, so that a step never fails on them.
+    tx.insert_field_types(project.as_str(), &types, now_ms(), None)
         .await?;
     let keys: Vec<_> = bodies
         .iter()
@@ -716,6 +774,7 @@ impl Store {
             email: None,
             subscribed: upsert.subscribed,
             subscribed_default: upsert.subscribed_default,
+            resubscribe: upsert.resubscribe,
             data: &upsert.data,
         };
         self.write_contact(
@@ -741,6 +800,7 @@ impl Store {
             email: change.email.as_ref(),
             subscribed: change.subscribed,
             subscribed_default: false,
+            resubscribe: true,
             data: &change.data,
         };
         let effects = Effects {
@@ -766,6 +826,7 @@ impl Store {
             email: change.email.as_ref(),
             subscribed: change.subscribed,
             subscribed_default: false,
+            resubscribe: true,
             data: &change.data,
         };
         self.write_contact(project, Target::Id(id), &req, effects)
@@ -788,6 +849,7 @@ impl Store {
             email: None,
             subscribed: Some(false),
             subscribed_default: false,
+            resubscribe: true,
             data: &data,
         };
         let effects = Effects {
@@ -798,6 +860,20 @@ impl Store {
         self.write_contact(project, Target::Id(id), &req, &effects)
             .await
             .map(|(o, _)| o)
+    }
+
+    /// The caps of a contact write of `project` that tracks `event`.
+    pub(super) fn caps<'a>(&self, project: &ProjectId, event: Option<&'a NewEvent>) -> Caps<'a> {
+        let new_event_name = event.map(|e| e.name.as_str()).filter(|name| {
+            !self
+                .known_events
+                .unknown(project.as_str(), &[(*name, "")])
+                .is_empty()
+        });
+        Caps {
+            limits: self.limits,
+            new_event_name,
+        }
     }
 
     /// Reads the contact inside a write transaction (locked on PostgreSQL; SQLite's write
@@ -813,11 +889,12 @@ impl Store {
         let types = self
             .known_fields
             .unknown(project.as_str(), &field_types(&req.data.set));
+        let caps = self.caps(project, effects.event);
         let lock = super::dialect::for_update(self.db().backend());
         for _ in 0..MAX_ATTEMPTS {
             let done: Option<(UpsertOutcome, Option<StoredEvent>)> = on_db_write!(self.db(), pool => {
                 let mut tx = pool.begin_write().await?;
-                match write_contact_in(&mut tx, project, &target, Current::Read(lock), req, effects, &types, None).await {
+                match write_contact_in(&mut tx, project, &target, Current::Read(lock), req, effects, &types, caps, None).await {
                     Ok(Attempt::Written(outcome, tracked, events)) => {
                         tx.insert_events(&events).await?;
                         tx.commit().await?;
@@ -840,6 +917,9 @@ impl Store {
             if let Some(done) = done {
                 if done.0.created || done.0.updated {
                     self.known_fields.remember(project.as_str(), &types);
+                }
+                if let (Some(name), Some(_)) = (caps.new_event_name, &done.1) {
+                    self.known_events.remember(project.as_str(), &[(name, "")]);
                 }
                 return Ok(done);
             }
@@ -954,6 +1034,14 @@ fn data_key_counts_sql(backend: Backend) -> &'static str {
     }
 }
 
+/// A standard column of contacts whose values [`Store::column_values`] lists.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ContactColumn {
+    Email,
+    CreatedAt,
+    UpdatedAt,
+}
+
 /// How often a value of a field occurs.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ValueCount {
@@ -1059,7 +1147,57 @@ impl Store {
             .collect())
     }
 
-    /// Distinct values of the custom field at `keys` (a dotted path split), most common first.
+    /// Distinct values of a standard column of contacts, most common first: `email` in address
+    /// order (each is one contact's), `createdAt` and `updatedAt` then newest first, as RFC 3339
+    /// dates (as the API writes them).
+    #[tracing::instrument(level = "debug", skip(self))]
+    pub async fn column_values(
+        &self,
+        project: &ProjectId,
+        column: ContactColumn,
+        limit: i64,
+    ) -> StoreResult<Vec<ValueCount>> {
+        // The column's name is one of two constants, never the caller's text.
+        let name = match column {
+            ContactColumn::Email => {
+                // An address is one contact's (unique in a project): each counts 1, in address
+                // order, read from the (project, email) index without grouping every contact.
+                let rows: Vec<String> = on_db!(self.db(), pool => {
+                    sqlx::query_scalar("SELECT email FROM contacts WHERE project_id = $1 ORDER BY email LIMIT $2")
+                        .bind(project.as_str())
+                        .bind(limit)
+                        .fetch_all(pool)
+                        .await?
+                });
+                return Ok(rows
+                    .into_iter()
+                    .map(|v| ValueCount {
+                        value: Value::String(v),
+                        count: 1,
+                    })
+                    .collect());
+            }
+            ContactColumn::CreatedAt => "created_at",
+            ContactColumn::UpdatedAt => "updated_at",
+        };
+        let sql = format!(
+            "SELECT {name} AS v, COUNT(*) AS n FROM contacts WHERE project_id = $1 \
+             GROUP BY {name} ORDER BY n DESC, v DESC LIMIT $2"
+        );
+        let rows: Vec<(i64, i64)> = on_db!(self.db(), pool => {
+            sqlx::query_as(&sql).bind(project.as_str()).bind(limit).fetch_all(pool).await?
+        });
+        Ok(rows
+            .into_iter()
+            .map(|(v, count)| ValueCount {
+                value: Value::String(crate::domain::time::to_rfc3339(v)),
+                count,
+            })
+            .collect())
+    }
+
+    /// Distinct values of the custom field at `keys` (a field path's keys, unescaped), most
+    /// common first.
     #[tracing::instrument(level = "debug", skip(self))]
     pub async fn data_values(
         &self,

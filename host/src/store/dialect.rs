@@ -173,17 +173,10 @@ pub(crate) fn json_text(backend: super::Backend, column: &str, key: &str) -> Str
     }
 }
 
-/// A SQLite JSON path (`$."a"."b"`) for the keys of a dotted field path.
+/// A SQLite JSON path (`$."a"."b"`) for the keys of a field path, to bind: the filter
+/// language's, so that the field endpoints and filters read a key alike.
 pub(crate) fn sqlite_json_path(keys: &[String]) -> String {
-    let mut path = String::from("$");
-    for k in keys {
-        path.push_str(".\"");
-        // SQLite ends a quoted label at the first `"` and unescapes JSON escapes in it, so a
-        // backslash is written `\\` and a quote `\u0022`.
-        path.push_str(&k.replace('\\', "\\\\").replace('"', "\\u0022"));
-        path.push('"');
-    }
-    path
+    herald_filter::sqlite_json_path(keys)
 }
 
 /// The backend that the sqlx database type `DB` is, for code written once for both.

@@ -308,7 +308,7 @@ where
     }
     for w in sends {
         if !w.types.is_empty() && w.send.contacts.iter().any(|p| p.changes()) {
-            tx.insert_field_types(w.project.as_str(), w.types, now)
+            tx.insert_field_types(w.project.as_str(), w.types, now, None)
                 .await?;
         }
         if let Some(content) = &w.send.content {

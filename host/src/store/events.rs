@@ -221,7 +221,8 @@ impl Store {
 
     /// Deletes every event of a project with `name` that the dispatcher has handed on (never one
     /// whose outbox row is still waiting), and counts the contacts' summaries of the name again
-    /// from the events left; answers how many were deleted and how many wait.
+    /// from the events left (and, when none is left, drops the name from the project's tracked
+    /// names); answers how many were deleted and how many wait.
     #[tracing::instrument(level = "debug", skip(self))]
     pub async fn delete_events_named(
         &self,
@@ -229,7 +230,11 @@ impl Store {
         name: &str,
     ) -> StoreResult<(u64, u64)> {
         if let super::Db::Sqlite { writer, .. } = self.db() {
-            return delete_events_named_in_chunks(writer, project, name).await;
+            let (deleted, pending) = delete_events_named_in_chunks(writer, project, name).await?;
+            if pending == 0 {
+                self.known_events.forget(project.as_str(), name);
+            }
+            return Ok((deleted, pending));
         }
         let (deleted, pending) = on_db_write!(self.db(), pool => {
             let mut tx = pool.begin_write().await?;
@@ -268,9 +273,20 @@ impl Store {
             .bind(name)
             .fetch_one(&mut *tx)
             .await?;
+            // The name no longer counts against the project's cap once no event has it.
+            if pending == 0 {
+                sqlx::query("DELETE FROM event_names WHERE project_id = $1 AND name = $2")
+                    .bind(project.as_str())
+                    .bind(name)
+                    .execute(&mut *tx)
+                    .await?;
+            }
             tx.commit().await?;
             (deleted, pending as u64)
         });
+        if pending == 0 {
+            self.known_events.forget(project.as_str(), name);
+        }
         Ok((deleted, pending))
     }
 
@@ -466,11 +482,21 @@ async fn delete_events_named_in_chunks(
             break;
         }
     }
+    // The name no longer counts against the project's cap once no event has it.
+    let mut tx = writer.begin_write().await?;
     let pending: i64 =
         sqlx::query_scalar("SELECT COUNT(*) FROM events WHERE project_id = $1 AND name = $2")
             .bind(project.as_str())
             .bind(name)
-            .fetch_one(writer)
+            .fetch_one(&mut *tx)
             .await?;
+    if pending == 0 {
+        sqlx::query("DELETE FROM event_names WHERE project_id = $1 AND name = $2")
+            .bind(project.as_str())
+            .bind(name)
+            .execute(&mut *tx)
+            .await?;
+    }
+    tx.commit().await?;
     Ok((deleted, pending as u64))
 }

@@ -50,6 +50,10 @@ pub struct TimeoutPayload {
     pub step_run_id: String,
     pub execution_id: String,
     pub workflow_id: String,
+    /// The wait is a `DELAY` that is its workflow's last step: it ends the wait with no branch,
+    /// keeping the step run's output, and completes the execution.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub delay: bool,
 }
 
 impl JobPayload for TimeoutPayload {}
@@ -322,9 +326,10 @@ pub struct Resume<'a> {
     pub project_id: &'a str,
     /// The step run that waits.
     pub waiting_run_id: &'a str,
-    /// `event` or `timeout`.
-    pub branch: &'a str,
-    pub output: &'a Value,
+    /// `event` or `timeout`; `None` for a trailing `DELAY`'s end.
+    pub branch: Option<&'a str>,
+    /// The step run's output; `None` keeps the one it has.
+    pub output: Option<&'a Value>,
     /// The step after the branch; `None` completes the execution.
     pub next: Option<&'a NextRun>,
     /// The timeout job's lease, when the timeout resumes it (completed with the resume).
@@ -813,14 +818,17 @@ impl Store {
                 let mut q = sqlx::query_scalar::<_, String>(&sql);
                 for &k in &held {
                     let c = of(&wave[k]);
+                    // A step run that waits (for an event, or a trailing `DELAY` for its time) is
+                    // the one its execution's resume ends.
+                    let waits = c.run.status == rs::WAITING;
                     q = q
                         .bind(c.execution_id)
                         .bind(c.execution_status)
                         .bind(Json(c.context))
                         .bind(c.current_step)
                         .bind(c.waiting_event)
-                        .bind(c.waiting_event.map(|_| c.run.run_id))
-                        .bind(c.waiting_event.map(|_| now))
+                        .bind(waits.then_some(c.run.run_id))
+                        .bind(waits.then_some(now))
                         .bind(c.execution_error)
                         .bind(c.exit_reason)
                         .bind(is_final(c.execution_status).then_some(now));
@@ -1146,7 +1154,7 @@ impl Store {
     /// the other of event and timeout won, or the execution ended (nothing written but the
     /// timeout job's completion). `None` when the timeout job's lease was lost (nothing
     /// written).
-    #[tracing::instrument(level = "debug", skip_all, fields(execution_id = %r.execution_id, branch = %r.branch))]
+    #[tracing::instrument(level = "debug", skip_all, fields(execution_id = %r.execution_id, branch = r.branch.unwrap_or_default()))]
     pub async fn resume_execution(&self, r: &Resume<'_>) -> StoreResult<Option<bool>> {
         let now = now_ms();
         let (status, finished) = match r.next {
@@ -1177,12 +1185,12 @@ impl Store {
             .rows_affected();
             if n == 1 {
                 sqlx::query(
-                    "UPDATE workflow_step_runs SET status = 'COMPLETED', branch = $2, output = $3, finished_at = $4 \
-                     WHERE id = $1 AND status = 'WAITING'",
+                    "UPDATE workflow_step_runs SET status = 'COMPLETED', branch = $2, output = COALESCE($3, output), \
+                     finished_at = $4 WHERE id = $1 AND status = 'WAITING'",
                 )
                 .bind(r.waiting_run_id)
                 .bind(r.branch)
-                .bind(Json(r.output))
+                .bind(r.output.map(Json))
                 .bind(now)
                 .execute(&mut *tx)
                 .await?;

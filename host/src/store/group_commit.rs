@@ -217,6 +217,7 @@ impl PendingUpsert {
             email: None,
             subscribed: self.write.upsert.subscribed,
             subscribed_default: self.write.upsert.subscribed_default,
+            resubscribe: self.write.upsert.resubscribe,
             data: &self.write.upsert.data,
         }
     }
@@ -293,6 +294,7 @@ fn refuses_one(err: &StoreError) -> bool {
         err,
         StoreError::NotFound
             | StoreError::BillingLimit(_)
+            | StoreError::Cap(_)
             | StoreError::Conflict(
                 Conflict::IdempotencyKey | Conflict::ContactBusy | Conflict::Gone
             )
@@ -334,6 +336,15 @@ async fn write_group(store: &Store, mut batch: Vec<Pending>) {
                             && (o.created || o.updated)
                         {
                             store.known_fields.remember(project, &types);
+                        }
+                        // Remembered only when new to the instance, so that the entry
+                        // expires and the name is recorded again after a minute (another
+                        // instance may have deleted it).
+                        if let Ok((_, Some(tracked))) = &outcome {
+                            let name = [(tracked.name.as_str(), "")];
+                            if !store.known_events.unknown(project, &name).is_empty() {
+                                store.known_events.remember(project, &name);
+                            }
                         }
                         replies.push(Answer::Upsert(outcome, Vec::new()));
                     }
@@ -879,10 +890,11 @@ where
     );
     let target = Target::Email(&pending.write.upsert.email);
     let (req, effects) = (pending.request(), pending.effects());
+    let caps = store.caps(project, pending.write.event.as_ref());
     for _ in 0..MAX_ATTEMPTS {
         let writes = later.as_deref_mut();
         match write_contact_in(
-            tx, project, &target, current, &req, &effects, &types, writes,
+            tx, project, &target, current, &req, &effects, &types, caps, writes,
         )
         .await?
         {

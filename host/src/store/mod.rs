@@ -63,6 +63,10 @@ pub enum StoreError {
     /// The project's cap of a usage category is reached (raised by the metering triggers).
     #[error("the project's {} cap for this period is reached", .0.name())]
     BillingLimit(crate::domain::billing::UsageCategory),
+    /// A write would take a project past one of the caps of [`StoreLimits`]; nothing of it was
+    /// written.
+    #[error(transparent)]
+    Cap(CapReached),
     /// The database could not be reached or could not take the work now: a lost or refused
     /// connection (PostgreSQL restarting, the network), no free connection within the pool's
     /// timeout, a full disk, a SQLite file locked past its busy timeout. Nothing the request
@@ -87,6 +91,67 @@ pub enum StoreError {
     /// The data directory could not be prepared.
     #[error("data directory: {0}")]
     Io(#[from] std::io::Error),
+}
+
+/// Caps on what writes may add to a project, from the settings `contact_data_max_bytes`,
+/// `contact_fields_max_per_project` and `event_names_max_per_project`: whoever can write (the
+/// public key, which anyone can use, among them) cannot grow a project's state without bound.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StoreLimits {
+    /// Largest custom data of one contact, serialized as JSON, in bytes.
+    pub contact_data_max_bytes: usize,
+    /// Most distinct custom fields (`contact_fields` rows) of one project.
+    pub contact_fields_max: u64,
+    /// Most distinct tracked event names (`event_names` rows) of one project.
+    pub event_names_max: u64,
+}
+
+impl Default for StoreLimits {
+    fn default() -> StoreLimits {
+        StoreLimits {
+            contact_data_max_bytes: 65_536,
+            contact_fields_max: 2_000,
+            event_names_max: 10_000,
+        }
+    }
+}
+
+/// The cap of [`StoreLimits`] a write would break.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum CapReached {
+    /// The contact's data would be larger than the cap.
+    #[error(
+        "the contact's data would be {size} bytes serialized as JSON; a contact's data may be at \
+         most {max} bytes (contact_data_max_bytes)"
+    )]
+    ContactData {
+        /// Its size after the write.
+        size: usize,
+        /// The cap.
+        max: usize,
+    },
+    /// The write would add a custom field to a project that has as many as the cap.
+    #[error(
+        "the project has {max} custom fields, the most it may have \
+         (contact_fields_max_per_project); `{field}` would be one more"
+    )]
+    ContactFields {
+        /// A field the write would add.
+        field: String,
+        /// The cap.
+        max: u64,
+    },
+    /// The write would track a new event name in a project that has as many as the cap.
+    #[error(
+        "the project tracks {max} distinct event names, the most it may have \
+         (event_names_max_per_project); `{name}` would be one more"
+    )]
+    EventNames {
+        /// The new name.
+        name: String,
+        /// The cap.
+        max: u64,
+    },
 }
 
 /// Which rule a [`StoreError::Conflict`] broke.
@@ -420,6 +485,11 @@ impl Db {
 pub struct Store {
     db: Db,
     known_fields: std::sync::Arc<KnownFields>,
+    /// Tracked event names this instance has recently seen recorded in `event_names` (the type
+    /// of each entry is empty).
+    known_events: std::sync::Arc<KnownFields>,
+    /// Caps on what writes may add to a project.
+    limits: StoreLimits,
     /// The group writer of contact writes by address, started on first use.
     group: std::sync::Arc<std::sync::OnceLock<group_commit::GroupCommit>>,
     /// The lookups of projects by API key in flight, shared by the requests that present one key.
@@ -479,6 +549,14 @@ impl KnownFields {
             .unwrap_or_else(|p| p.into_inner())
             .remove(&(project.to_string(), key.to_string()));
     }
+
+    /// Forgets every key of a project (after its reset or deletion).
+    pub(crate) fn forget_project(&self, project: &str) {
+        self.0
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .retain(|(p, _), _| p != project);
+    }
 }
 
 impl Store {
@@ -487,11 +565,24 @@ impl Store {
         Store {
             db,
             known_fields: Default::default(),
+            known_events: Default::default(),
+            limits: StoreLimits::default(),
             group: Default::default(),
             key_lookups: Default::default(),
             domain_lookups: Default::default(),
             contact_reads: Default::default(),
         }
+    }
+
+    /// The store with caps `limits` on what writes may add (before its first write).
+    pub fn with_limits(mut self, limits: StoreLimits) -> Store {
+        self.limits = limits;
+        self
+    }
+
+    /// The caps on what writes may add to a project.
+    pub fn limits(&self) -> StoreLimits {
+        self.limits
     }
 
     /// The pool underneath.

@@ -58,18 +58,24 @@ fn key_column(kind: KeyKind) -> &'static str {
 }
 
 /// The project whose hash of a key of `kind` is `$1`, with `$3` hits counted in the rate limit's
-/// window `$2` unless it is disabled, in one statement (PostgreSQL's data-modifying CTE, which
+/// window `$2` (in the key's bucket: the project's id, with `:pk` for the public key) unless it
+/// is disabled, in one statement (PostgreSQL's data-modifying CTE, which
 /// runs once whether or not it is read); `hits` is null for a disabled project.
 fn counted_by_key(kind: KeyKind) -> String {
     format!(
         "WITH p AS (SELECT {} FROM projects p WHERE p.{} = $1 AND p.deleted_at IS NULL), \
          h AS (INSERT INTO rate_limit_windows (bucket, window_start, hits) \
-               SELECT p.id, $2, $3 FROM p WHERE NOT p.disabled \
+               SELECT p.id{}, $2, $3 FROM p WHERE NOT p.disabled \
                ON CONFLICT (bucket, window_start) \
                DO UPDATE SET hits = rate_limit_windows.hits + $3 RETURNING hits) \
          SELECT p.*, (SELECT hits FROM h) AS hits FROM p",
         SELECTED.as_str(),
-        key_column(kind)
+        key_column(kind),
+        match kind {
+            // The public key's bucket (`services::ratelimit::bucket`).
+            KeyKind::Public => " || ':pk'",
+            KeyKind::Secret => "",
+        }
     )
 }
 
@@ -277,10 +283,13 @@ impl Store {
                 };
                 let hits = match project.disabled {
                     true => None,
-                    false => Some(
-                        self.rate_limit_add(project.id.as_str(), window_start, n)
-                            .await?,
-                    ),
+                    false => {
+                        let bucket = match kind {
+                            KeyKind::Public => format!("{}:pk", project.id.as_str()),
+                            KeyKind::Secret => project.id.as_str().to_string(),
+                        };
+                        Some(self.rate_limit_add(&bucket, window_start, n).await?)
+                    }
                 };
                 return Ok(Some((project, hits)));
             }
@@ -437,6 +446,7 @@ impl Store {
         for table in PROJECT_TABLES {
             self.delete_project_rows(table, project).await?;
         }
+        self.delete_event_names(project).await?;
         // The cascade reaches rows that writes in flight hold (a contact, its counters), so on
         // PostgreSQL it may be chosen to break a deadlock with one of them.
         super::retrying_deadlocks(|| async {
@@ -449,6 +459,8 @@ impl Store {
             }))
         })
         .await?;
+        self.known_fields.forget_project(project.as_str());
+        self.known_events.forget_project(project.as_str());
         Ok(())
     }
 
@@ -521,8 +533,8 @@ pub struct SetupState {
 }
 
 impl Store {
-    /// Deletes a project's data (contacts, events, emails, templates, segments, campaigns,
-    /// workflows, jobs, idempotency keys, custom fields), keeping the project, its members,
+    /// Deletes a project's data (contacts, events and their names, emails, templates, segments,
+    /// campaigns, workflows, jobs, idempotency keys, custom fields), keeping the project, its members,
     /// keys, settings and sending domains. Children go by cascade. Table by table, each in
     /// chunks of [`DELETE_CHUNK`] rows a transaction on SQLite ([`Store::delete_chunked`]), so
     /// that another project's write never waits long behind it on the one writer; a write the
@@ -534,6 +546,9 @@ impl Store {
             let n = self.delete_project_rows(table, project).await?;
             deleted.insert(table, n);
         }
+        self.delete_event_names(project).await?;
+        self.known_fields.forget_project(project.as_str());
+        self.known_events.forget_project(project.as_str());
         let n = |t: &str| deleted.get(t).copied().unwrap_or(0);
         Ok(ResetCounts {
             contacts: n("contacts"),
@@ -545,6 +560,18 @@ impl Store {
             workflows: n("workflows"),
             jobs: n("jobs"),
         })
+    }
+
+    /// Deletes a project's tracked event names: at most `event_names_max_per_project` rows, in one
+    /// statement (the table has no rowid to chunk by).
+    async fn delete_event_names(&self, project: &ProjectId) -> StoreResult<()> {
+        on_db_write!(self.db(), pool => {
+            sqlx::query("DELETE FROM event_names WHERE project_id = $1")
+                .bind(project.as_str())
+                .execute(pool)
+                .await?;
+        });
+        Ok(())
     }
 
     /// Deletes a project's rows of `table` in chunks. Its cascades reach rows that the

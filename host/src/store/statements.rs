@@ -12,7 +12,7 @@ use sqlx::{Database, Encode, Executor, IntoArguments, Transaction, Type};
 
 use super::dialect::backend_of;
 use super::jobs::{CHECKPOINT_JOB, COMPLETE_JOB, Lease, NewJob};
-use super::{Conflict, StoreError, StoreResult};
+use super::{CapReached, Conflict, StoreError, StoreResult};
 use crate::domain::event::StoredEvent;
 use crate::domain::ids::JobId;
 
@@ -51,13 +51,27 @@ pub(crate) trait Statements {
         entered_at: Option<i64>,
     ) -> sqlx::Result<Vec<String>>;
 
-    /// Records the first type seen of each custom field key (`(key, type)` pairs).
+    /// Records the first type seen of each custom field key (`(key, type)` pairs); with `max`,
+    /// [`CapReached::ContactFields`] when that takes the project past `max` fields (the
+    /// transaction must then be rolled back).
     async fn insert_field_types(
         &mut self,
         project: &str,
         types: &[(&str, &str)],
         now: i64,
-    ) -> sqlx::Result<()>;
+        max: Option<u64>,
+    ) -> StoreResult<()>;
+
+    /// Records a tracked event name of a project in `event_names`; [`CapReached::EventNames`]
+    /// when it is new and takes the project past `max` names (the transaction must then be
+    /// rolled back).
+    async fn insert_event_name(
+        &mut self,
+        project: &str,
+        name: &str,
+        now: i64,
+        max: u64,
+    ) -> StoreResult<()>;
 
     /// Queues a job; answers its id. A job of a singleton kind already queued or running (see
     /// [`Statements::insert_job_once`]) is an error.
@@ -215,6 +229,7 @@ where
     for<'r> Option<String>: sqlx::Decode<'r, DB> + Type<DB>,
     for<'r> (Option<String>,): sqlx::FromRow<'r, DB::Row>,
     for<'r> (String,): sqlx::FromRow<'r, DB::Row>,
+    for<'r> (i64,): sqlx::FromRow<'r, DB::Row>,
 {
     async fn insert_events(&mut self, events: &[StoredEvent]) -> sqlx::Result<()> {
         for chunk in events.chunks(super::events::MAX_EVENTS_PER_INSERT) {
@@ -271,16 +286,69 @@ where
         project: &str,
         types: &[(&str, &str)],
         now: i64,
-    ) -> sqlx::Result<()> {
+        max: Option<u64>,
+    ) -> StoreResult<()> {
         if types.is_empty() {
             return Ok(());
         }
-        let sql = in_order::<DB>(super::contacts::field_types_sql(types.len()));
-        let mut q = sqlx::query(&sql);
+        let sql = in_order::<DB>(format!(
+            "{} RETURNING key",
+            super::contacts::field_types_sql(types.len())
+        ));
+        let mut q = sqlx::query_scalar::<_, String>(&sql);
         for (k, t) in types {
             q = q.bind(project).bind(*k).bind(*t).bind(now);
         }
-        q.execute(&mut **self).await?;
+        let added = q.fetch_all(&mut **self).await?;
+        // Counted only when fields were added (rare: the instance remembers the known ones).
+        if let Some(max) = max
+            && let Some(field) = added.first()
+        {
+            let count: i64 =
+                sqlx::query_scalar("SELECT COUNT(*) FROM contact_fields WHERE project_id = $1")
+                    .bind(project)
+                    .fetch_one(&mut **self)
+                    .await?;
+            if count as u64 > max {
+                return Err(StoreError::Cap(CapReached::ContactFields {
+                    field: field.clone(),
+                    max,
+                }));
+            }
+        }
+        Ok(())
+    }
+
+    async fn insert_event_name(
+        &mut self,
+        project: &str,
+        name: &str,
+        now: i64,
+        max: u64,
+    ) -> StoreResult<()> {
+        let added = sqlx::query(
+            "INSERT INTO event_names (project_id, name, created_at) VALUES ($1, $2, $3) \
+             ON CONFLICT (project_id, name) DO NOTHING",
+        )
+        .bind(project)
+        .bind(name)
+        .bind(now)
+        .execute(&mut **self)
+        .await?
+        .rows();
+        if added > 0 {
+            let count: i64 =
+                sqlx::query_scalar("SELECT COUNT(*) FROM event_names WHERE project_id = $1")
+                    .bind(project)
+                    .fetch_one(&mut **self)
+                    .await?;
+            if count as u64 > max {
+                return Err(StoreError::Cap(CapReached::EventNames {
+                    name: name.to_string(),
+                    max,
+                }));
+            }
+        }
         Ok(())
     }
 

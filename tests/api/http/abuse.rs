@@ -339,8 +339,13 @@ async fn data_keys_are_capped_and_any_key_can_be_read_back() {
         .await;
     assert!(r.status.is_success(), "{}", r.body);
 
-    // Keys with quotes and backslashes are stored, listed and deleted like any other.
-    for key in ["say \"hi\"", "back\\slash", "it's"] {
+    // Keys with quotes and backslashes are stored, listed and deleted like any other (a field
+    // names a `\` in a key `\\`, as `GET /contacts/fields` lists it).
+    for (key, escaped) in [
+        ("say \"hi\"", "say \"hi\""),
+        ("back\\slash", "back\\\\slash"),
+        ("it's", "it's"),
+    ] {
         let r = app
             .post(
                 "/contacts",
@@ -349,7 +354,17 @@ async fn data_keys_are_capped_and_any_key_can_be_read_back() {
             )
             .await;
         assert!(r.status.is_success(), "{key}: {}", r.body);
-        let field = format!("data.{key}");
+        let field = format!("data.{escaped}");
+        let r = app.get("/contacts/fields", &p.secret_key).await;
+        assert!(
+            r.body["fields"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|f| f["field"] == field.as_str()),
+            "{field}: {}",
+            r.body
+        );
         let path = format!("/contacts/fields/{}/values", urlencoding(&field));
         let r = app.get(&path, &p.secret_key).await;
         assert_eq!(r.status, 200, "{key}: {}", r.body);

@@ -326,7 +326,11 @@ async fn a_backup_taken_under_write_load_restores_every_committed_row() {
 }
 
 /// `herald <args>` in `dir` with `env`, with no `HERALD_*` of the test's own environment.
-fn herald_env(args: &[&str], dir: &std::path::Path, env: &[(&str, &str)]) -> (i32, String, String) {
+pub(super) fn herald_env(
+    args: &[&str],
+    dir: &std::path::Path,
+    env: &[(&str, &str)],
+) -> (i32, String, String) {
     let mut command = Command::new(BIN);
     command.args(args).current_dir(dir);
     for (key, _) in std::env::vars() {

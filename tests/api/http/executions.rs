@@ -670,6 +670,233 @@ async fn a_delay_waits_in_the_queue_until_its_time() {
     );
 }
 
+/// A `DELAY` that is the workflow's last step holds the execution `WAITING` for its time (a
+/// cool-down: the contact cannot enter again meanwhile, with or without re-entry), then
+/// completes it; cancelling it meanwhile drops its job.
+#[tokio::test]
+async fn a_trailing_delay_holds_the_execution_until_its_time() {
+    let app = TestApp::spawn_with(fast).await;
+    let p = app.project().await;
+    for reentry in [false, true] {
+        let event = format!("cooldown_{reentry}");
+        let (wf, steps) = workflow(
+            &app,
+            &p,
+            &event,
+            vec![
+                Step("UPDATE_CONTACT", json!({ "data": { "cooled": reentry } })),
+                Step("DELAY", json!({ "amount": 2, "unit": "hours" })),
+            ],
+            &[(0, 1, None)],
+            json!({ "allowReentry": reentry }),
+        )
+        .await;
+        let before = chrono::Utc::now().timestamp_millis();
+        track(&app, &p, "cool@example.com", &event, json!({})).await;
+        let e = &settled(&app, &p, &wf, 1, &["WAITING"]).await[0];
+        assert_eq!(e["currentStepId"], steps[1].as_str(), "{e:#}");
+        assert_eq!(e["waitingForEvent"], Value::Null);
+        assert_eq!(e["finishedAt"], Value::Null, "{e:#}");
+        assert_eq!(
+            runs(e),
+            vec![
+                run("UPDATE_CONTACT", "COMPLETED", None),
+                run("DELAY", "WAITING", None)
+            ]
+        );
+        let at = e["stepRuns"][1]["output"]["outcome"]["at"]
+            .as_i64()
+            .unwrap();
+        let two_hours = 2 * 3600 * 1000;
+        assert!(
+            at >= before + two_hours && at < before + two_hours + 60_000,
+            "{at}"
+        );
+        // The execution stays WAITING, and a second trigger starts nothing while it waits.
+        track(&app, &p, "cool@example.com", &event, json!({})).await;
+        tokio::time::sleep(Duration::from_millis(400)).await;
+        let list = executions(&app, &p, &wf).await;
+        assert_eq!(list.len(), 1, "{list:#?}");
+        assert_eq!(list[0]["status"], "WAITING");
+        let r = app
+            .post(
+                &format!("/workflows/{wf}/executions"),
+                &p.secret_key,
+                json!({ "email": "cool@example.com" }),
+            )
+            .await;
+        r.assert_error(409, "CONFLICT");
+        // Once its time comes, the DELAY completes (its output kept), and so does the execution.
+        assert_eq!(elapse(&app).await, 1);
+        let e = &settled(&app, &p, &wf, 1, &["COMPLETED"]).await[0];
+        assert_eq!(
+            runs(e),
+            vec![
+                run("UPDATE_CONTACT", "COMPLETED", None),
+                run("DELAY", "COMPLETED", None)
+            ]
+        );
+        assert_eq!(e["stepRuns"][1]["output"]["outcome"]["at"], at, "{e:#}");
+        assert!(e["finishedAt"].is_string(), "{e:#}");
+        // After the cool-down, a workflow that allows re-entry lets the contact in again; one
+        // that does not still refuses.
+        track(&app, &p, "cool@example.com", &event, json!({})).await;
+        if reentry {
+            settled(&app, &p, &wf, 2, &["COMPLETED", "WAITING"]).await;
+        } else {
+            tokio::time::sleep(Duration::from_millis(400)).await;
+            settled(&app, &p, &wf, 1, &["COMPLETED"]).await;
+        }
+    }
+    // A cancelled cool-down drops its job: nothing completes it later.
+    let (wf, _) = workflow(
+        &app,
+        &p,
+        "cancelled_cooldown",
+        vec![Step("DELAY", json!({ "amount": 1, "unit": "days" }))],
+        &[],
+        json!({}),
+    )
+    .await;
+    track(
+        &app,
+        &p,
+        "calm@example.com",
+        "cancelled_cooldown",
+        json!({}),
+    )
+    .await;
+    let e = &settled(&app, &p, &wf, 1, &["WAITING"]).await[0];
+    assert_eq!(runs(e), vec![run("DELAY", "WAITING", None)]);
+    let id = e["id"].as_str().unwrap();
+    let r = app
+        .delete(&format!("/workflows/{wf}/executions/{id}"), &p.secret_key)
+        .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    let e = &settled(&app, &p, &wf, 1, &["CANCELLED"]).await[0];
+    assert_eq!(runs(e), vec![run("DELAY", "SKIPPED", None)]);
+    assert_eq!(
+        elapse(&app).await,
+        1,
+        "the other workflow's re-entered execution"
+    );
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    settled(&app, &p, &wf, 1, &["CANCELLED"]).await;
+
+    // A step added after the DELAY while it waits runs when its time comes.
+    let (wf, steps) = workflow(
+        &app,
+        &p,
+        "extended_cooldown",
+        vec![Step("DELAY", json!({ "amount": 1, "unit": "days" }))],
+        &[],
+        json!({}),
+    )
+    .await;
+    track(&app, &p, "ext@example.com", "extended_cooldown", json!({})).await;
+    settled(&app, &p, &wf, 1, &["WAITING"]).await;
+    let set_enabled = |enabled: bool| {
+        let app = &app;
+        let p = &p;
+        let wf = &wf;
+        async move {
+            let r = app
+                .patch(
+                    &format!("/workflows/{wf}"),
+                    &p.secret_key,
+                    json!({ "enabled": enabled }),
+                )
+                .await;
+            assert_eq!(r.status, 200, "{}", r.body);
+        }
+    };
+    set_enabled(false).await;
+    let r = app
+        .post(
+            &format!("/workflows/{wf}/steps"),
+            &p.secret_key,
+            json!({ "type": "UPDATE_CONTACT", "config": { "data": { "extended": true } } }),
+        )
+        .await;
+    assert_eq!(r.status, 201, "{}", r.body);
+    let added = r.body["id"].as_str().unwrap().to_string();
+    let r = app
+        .post(
+            &format!("/workflows/{wf}/transitions"),
+            &p.secret_key,
+            json!({ "fromStepId": steps[0], "toStepId": added }),
+        )
+        .await;
+    assert_eq!(r.status, 201, "{}", r.body);
+    set_enabled(true).await;
+    assert_eq!(elapse(&app).await, 1);
+    let e = &settled(&app, &p, &wf, 1, &["COMPLETED"]).await[0];
+    assert_eq!(
+        runs(e),
+        vec![
+            run("DELAY", "COMPLETED", None),
+            run("UPDATE_CONTACT", "COMPLETED", None)
+        ]
+    );
+    assert_eq!(
+        contact_by_email(&app, &p, "ext@example.com").await["data"]["extended"],
+        true
+    );
+}
+
+/// A `CONDITION` names a key holding a `.` or a `\` escaped (`\.`, `\\`), as
+/// `GET /workflows/fields` lists it, in the contact's data and the event's.
+#[tokio::test]
+async fn a_condition_reads_keys_with_dots_and_backslashes() {
+    let app = TestApp::spawn_with(fast).await;
+    let p = app.project().await;
+    let (wf, _) = workflow(
+        &app,
+        &p,
+        "visit",
+        vec![
+            Step(
+                "CONDITION",
+                json!({ "filter": { "logic": "AND", "groups": [ { "filters": [
+                    { "field": "data.utm\\.source", "operator": "equals", "value": "ads" },
+                    { "field": "event.data.back\\\\slash", "operator": "equals", "value": 1 }
+                ] } ] } }),
+            ),
+            Step("UPDATE_CONTACT", json!({ "data": { "matched": true } })),
+        ],
+        &[(0, 1, Some("yes"))],
+        json!({ "allowReentry": true }),
+    )
+    .await;
+    p.contact(&app, "dot@example.com", json!({ "utm.source": "ads" }))
+        .await;
+    p.contact(
+        &app,
+        "nest@example.com",
+        json!({ "utm": { "source": "ads" } }),
+    )
+    .await;
+    for email in ["dot@example.com", "nest@example.com"] {
+        track(&app, &p, email, "visit", json!({ "back\\slash": 1 })).await;
+    }
+    settled(&app, &p, &wf, 2, &["COMPLETED"]).await;
+    assert_eq!(
+        contact_by_email(&app, &p, "dot@example.com").await["data"]["matched"],
+        true
+    );
+    assert_eq!(
+        contact_by_email(&app, &p, "nest@example.com").await["data"]["matched"],
+        Value::Null
+    );
+    let r = app
+        .get("/workflows/fields?eventName=visit", &p.secret_key)
+        .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    let text = r.body.to_string();
+    assert!(text.contains("\"data.utm\\\\.source\""), "{text}");
+    assert!(text.contains("\"event.data.back\\\\\\\\slash\""), "{text}");
+}
+
 #[tokio::test]
 async fn wait_for_event_resumes_on_the_event_or_the_timeout() {
     let app = TestApp::spawn_with(fast).await;

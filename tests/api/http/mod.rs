@@ -19,6 +19,7 @@ mod members;
 mod metrics;
 mod oauth;
 mod protocol;
+mod public_key;
 mod races;
 mod rate_limit;
 mod segments;

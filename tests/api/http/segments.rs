@@ -1520,3 +1520,230 @@ async fn a_large_projects_count_in_parts_is_the_count_of_every_member() {
         );
     }
 }
+
+/// Percent-encodes a path segment (`\` and the like), leaving `.` as it is.
+fn encoded(s: &str) -> String {
+    s.bytes()
+        .map(|b| {
+            if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
+                (b as char).to_string()
+            } else {
+                format!("%{b:02X}")
+            }
+        })
+        .collect()
+}
+
+/// Custom keys holding a `.`, a `\` or SQL-looking text are listed escaped (`\.`, `\\`), and each
+/// listed name reads the key's values, filters segments on it and deletes it, on both
+/// databases; the keys only ever reach SQL bound. The standard fields' values are listed too.
+#[tokio::test]
+async fn keys_with_dots_and_backslashes_are_listed_read_filtered_and_deleted() {
+    let app = TestApp::spawn().await;
+    let p = app.project().await;
+    let odd = "it's\"); DROP TABLE contacts; --";
+    let ann = p
+        .contact(
+            &app,
+            "ann@example.com",
+            json!({ "a.b": "x", "a": { "b": "nested" }, "back\\slash": 5, "dot.": true, odd: "y" }),
+        )
+        .await;
+    p.contact(&app, "bob@example.com", json!({ "a.b": "z" }))
+        .await;
+    let r = app.get("/contacts/fields", &p.secret_key).await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    let custom: Vec<String> = r.body["fields"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| f["isCustom"] == true)
+        .map(|f| f["field"].as_str().unwrap().to_string())
+        .collect();
+    let escaped_odd = format!("data.{odd}");
+    let mut expected = vec![
+        "data.a".to_string(),
+        "data.a\\.b".to_string(),
+        "data.back\\\\slash".to_string(),
+        "data.dot\\.".to_string(),
+        escaped_odd.clone(),
+    ];
+    expected.sort();
+    let mut listed = custom.clone();
+    listed.sort();
+    assert_eq!(listed, expected, "{}", r.body);
+
+    // Each listed name reads its own key's values: `data.a\.b` is the key `a.b`, `data.a.b` the
+    // key `b` inside `a`.
+    let values = |field: String| {
+        let app = &app;
+        let p = &p;
+        async move {
+            let r = app
+                .get(
+                    &format!("/contacts/fields/{}/values", encoded(&field)),
+                    &p.secret_key,
+                )
+                .await;
+            assert_eq!(r.status, 200, "{field}: {}", r.body);
+            assert_eq!(r.body["field"], field.as_str(), "{}", r.body);
+            r.body["values"].clone()
+        }
+    };
+    assert_eq!(
+        values("data.a\\.b".into()).await,
+        json!([{ "value": "x", "count": 1 }, { "value": "z", "count": 1 }])
+    );
+    assert_eq!(
+        values("data.a.b".into()).await,
+        json!([{ "value": "nested", "count": 1 }])
+    );
+    assert_eq!(
+        values("data.back\\\\slash".into()).await,
+        json!([{ "value": 5, "count": 1 }])
+    );
+    assert_eq!(
+        values("data.dot\\.".into()).await,
+        json!([{ "value": true, "count": 1 }])
+    );
+    assert_eq!(
+        values(escaped_odd.clone()).await,
+        json!([{ "value": "y", "count": 1 }])
+    );
+    // The standard fields' values.
+    assert_eq!(
+        values("email".into()).await,
+        json!([
+            { "value": "ann@example.com", "count": 1 },
+            { "value": "bob@example.com", "count": 1 }
+        ])
+    );
+    for field in ["createdAt", "updatedAt"] {
+        let v = values(field.into()).await;
+        let list = v.as_array().unwrap();
+        assert!(!list.is_empty() && list.len() <= 2, "{field}: {v}");
+        let total: i64 = list.iter().map(|e| e["count"].as_i64().unwrap()).sum();
+        assert_eq!(total, 2, "{field}: {v}");
+        for e in list {
+            let at = e["value"].as_str().unwrap();
+            assert!(
+                chrono::DateTime::parse_from_rfc3339(at).is_ok(),
+                "{field}: {v}"
+            );
+        }
+    }
+    // A `\` before anything but `.` or `\` is no escape: 422 saying how to write one.
+    let r = app
+        .get(
+            &format!("/contacts/fields/{}/values", encoded("data.back\\slash")),
+            &p.secret_key,
+        )
+        .await;
+    r.assert_error(422, "VALIDATION_ERROR");
+    assert!(
+        r.body.to_string().contains("is not an escape"),
+        "{}",
+        r.body
+    );
+
+    // The same names filter segments, through SQL (members, compute) on either database.
+    for (field, operator, value) in [
+        ("data.a\\.b", "equals", json!("x")),
+        ("data.a\\.b", "notEquals", json!("z")),
+        ("data.a.b", "equals", json!("nested")),
+        ("data.back\\\\slash", "greaterThan", json!(4)),
+        ("data.back\\\\slash", "equals", json!(5)),
+        ("data.dot\\.", "equals", json!(true)),
+        (escaped_odd.as_str(), "contains", json!("Y")),
+        (escaped_odd.as_str(), "exists", Value::Null),
+    ] {
+        let mut condition = json!({ "field": field, "operator": operator });
+        if !value.is_null() {
+            condition["value"] = value;
+        }
+        let id = dynamic(
+            &app,
+            &p,
+            &format!("{field} {operator}"),
+            all_of(json!([condition])),
+        )
+        .await;
+        assert_eq!(
+            members(&app, &p, &id).await,
+            ["ann@example.com"],
+            "{field} {operator}"
+        );
+        let r = app
+            .post(&format!("/segments/{id}/refresh"), &p.secret_key, json!({}))
+            .await;
+        assert_eq!(r.status, 200, "{}", r.body);
+        assert_eq!(r.body["memberCount"], 1, "{field} {operator}: {}", r.body);
+    }
+    // The usage of a field named escaped finds the segments that filter on it.
+    let r = app
+        .get(
+            &format!("/contacts/fields/{}/usage", encoded("data.a\\.b")),
+            &p.secret_key,
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(
+        r.body["segments"].as_array().unwrap().len(),
+        2,
+        "{}",
+        r.body
+    );
+    // A filter with a bad escape is refused at its path.
+    let r = app
+        .post(
+            "/segments",
+            &p.secret_key,
+            json!({ "name": "Bad", "type": "DYNAMIC", "condition": all_of(json!([
+                { "field": "data.back\\slash", "operator": "exists" }
+            ])) }),
+        )
+        .await;
+    r.assert_error(422, "VALIDATION_ERROR");
+    assert_eq!(
+        r.error_fields(),
+        ["condition.groups[0].filters[0].field"],
+        "{}",
+        r.body
+    );
+
+    // Each listed name deletes its own key, and only it.
+    for (field, updated) in [
+        ("data.a\\.b", 2),
+        ("data.back\\\\slash", 1),
+        ("data.dot\\.", 1),
+        (escaped_odd.as_str(), 1),
+    ] {
+        let r = app
+            .delete(
+                &format!("/contacts/fields/{}", encoded(field)),
+                &p.secret_key,
+            )
+            .await;
+        assert_eq!(r.status, 200, "{field}: {}", r.body);
+        assert_eq!(r.body["field"], field, "{}", r.body);
+        assert_eq!(r.body["contactsUpdated"], updated, "{field}: {}", r.body);
+    }
+    let r = app.get(&format!("/contacts/{ann}"), &p.secret_key).await;
+    assert_eq!(
+        r.body["data"],
+        json!({ "a": { "b": "nested" } }),
+        "{}",
+        r.body
+    );
+    let r = app.get("/contacts/fields", &p.secret_key).await;
+    let custom: Vec<&str> = r.body["fields"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| f["isCustom"] == true)
+        .map(|f| f["field"].as_str().unwrap())
+        .collect();
+    assert_eq!(custom, ["data.a"], "{}", r.body);
+    // The contacts table is still there (the odd key was never SQL text).
+    assert_eq!(app.get("/contacts", &p.secret_key).await.body["total"], 2);
+}

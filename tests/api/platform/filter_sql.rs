@@ -34,7 +34,11 @@ const SEGMENTS: [&str; 3] = [
     "seg_000000000000000000000000000000ff",
 ];
 const EVENTS: [&str; 3] = ["signup", "buy", "never"];
-const KEYS: [&str; 7] = ["a", "b", "n", "0", "x-y", "-1", "01"];
+/// Data keys: index-like ones, and ones a field path escapes (`.`, `\`) or SQL would choke on
+/// as text (quotes), which only ever reach SQL bound.
+const KEYS: [&str; 10] = [
+    "a", "b", "n", "0", "x-y", "-1", "01", "a.b", "q\\'\"", "é $[0]",
+];
 
 /// One generated contact.
 #[derive(Clone, Debug)]
@@ -239,7 +243,7 @@ fn condition() -> impl Strategy<Value = Value> {
     };
     let data_field = || {
         prop::collection::vec(prop::sample::select(&KEYS[..]), 1..3)
-            .prop_map(|keys| format!("data.{}", keys.join(".")))
+            .prop_map(|keys| format!("data.{}", herald_filter::join_path(&keys)))
             .boxed()
     };
     let time_field = || {

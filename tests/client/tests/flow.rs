@@ -256,7 +256,7 @@ async fn the_generated_client_goes_through_the_main_flow() {
                 name: "Welcome".into(),
                 subject: "Hi".into(),
                 body: "<p>Hi {{email}}</p>".into(),
-                type_: "TRANSACTIONAL".into(),
+                type_: types::TemplateKind::Transactional,
                 from: None,
                 from_name: None,
                 reply_to: None,

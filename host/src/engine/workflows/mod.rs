@@ -7,7 +7,8 @@
 //!   input, runs the step plugin, applies the effects it asks for (each under an idempotency
 //!   key `wf:<stepRunId>:<index>`, so a retry never sends or updates twice), then commits the
 //!   step run, the execution's new state and the next step's job in one transaction guarded by
-//!   the job's lease. The `workflow.timeout` handler resumes a `WAIT_FOR_EVENT` on `timeout`.
+//!   the job's lease. The `workflow.timeout` handler resumes a `WAIT_FOR_EVENT` on `timeout`,
+//!   and ends the wait of a `DELAY` that is the workflow's last step (completing the execution).
 //! - [`effects`]: sending a template and updating the contact on a step's behalf.
 //!
 //! Every step run is a job of the shared queue, so several instances on one PostgreSQL run each

@@ -798,6 +798,27 @@ impl StepRunner {
                 if let Some(t) = follow(transitions, None) {
                     planned.next = Some(self.next_of(run, &project, t, (*at).max(now_ms()))?);
                     planned.execution_status = es::WAITING;
+                } else if *at > now_ms() {
+                    // A `DELAY` that is the workflow's last step still holds the execution for
+                    // its time (a cool-down: re-entry stays barred while it waits); its own
+                    // timeout job ends the wait and completes the execution.
+                    planned.run_status = rs::WAITING;
+                    planned.execution_status = es::WAITING;
+                    planned.current_step = Some(run.step_id.clone());
+                    planned.timeout_job = Some(NewJob {
+                        kind: TIMEOUT_KIND.to_string(),
+                        project_id: Some(project.clone()),
+                        payload: TimeoutPayload {
+                            step_run_id: run.run_id.clone(),
+                            execution_id: run.execution_id.clone(),
+                            workflow_id: run.workflow_id.clone(),
+                            delay: true,
+                        }
+                        .to_json()?,
+                        input: None,
+                        max_attempts: member.max_attempts,
+                        run_at: *at,
+                    });
                 }
             }
             Outcome::WaitForEvent {
@@ -816,6 +837,7 @@ impl StepRunner {
                             step_run_id: run.run_id.clone(),
                             execution_id: run.execution_id.clone(),
                             workflow_id: run.workflow_id.clone(),
+                            delay: false,
                         }
                         .to_json()?,
                         input: None,
@@ -902,10 +924,17 @@ impl StepRunner {
         Ok(Ran::Finished(Ok(())))
     }
 
-    /// Resumes a `WAIT_FOR_EVENT` along `timeout`, unless the event came first.
+    /// Resumes a `WAIT_FOR_EVENT` along `timeout`, unless the event came first; ends a
+    /// trailing `DELAY`'s wait (no branch, its output kept), completing the execution.
     async fn timeout(&self, ctx: JobContext) -> Result<(), JobError> {
         let payload: TimeoutPayload = ctx.payload()?;
         let project = ctx.project()?;
+        let timed_out = json!({ "timedOut": true });
+        let (branch, output) = if payload.delay {
+            (None, None)
+        } else {
+            (Some("timeout"), Some(&timed_out))
+        };
         let resumed = self
             .engine
             .resume(
@@ -913,8 +942,8 @@ impl StepRunner {
                 &payload.workflow_id,
                 &payload.execution_id,
                 &payload.step_run_id,
-                "timeout",
-                &json!({ "timedOut": true }),
+                branch,
+                output,
                 Some(&ctx.lease),
             )
             .await?;
@@ -936,15 +965,15 @@ impl WorkflowEngine {
         workflow: &str,
         execution: &str,
         waiting_run: &str,
-        branch: &str,
-        output: &Value,
+        branch: Option<&str>,
+        output: Option<&Value>,
         lease: Option<&crate::store::jobs::Lease>,
     ) -> Result<Option<bool>, StoreError> {
         let step: Option<String> = self.store.run_step_id(waiting_run).await?;
         let next = match &step {
             Some(step) => {
                 let transitions = self.store.transitions_from(step).await?;
-                match follow(&transitions, Some(branch)) {
+                match follow(&transitions, branch) {
                     Some(t) => Some(self.next_run(
                         workflow,
                         execution,
@@ -972,7 +1001,7 @@ impl WorkflowEngine {
             if next.is_some() {
                 self.jobs.wake();
             }
-            tracing::info!(execution_id = %execution, branch, "workflow execution resumed");
+            tracing::info!(execution_id = %execution, branch = branch.unwrap_or_default(), "workflow execution resumed");
         }
         Ok(resumed)
     }

@@ -119,8 +119,8 @@ impl WorkflowTriggers {
                     &waiting.workflow_id,
                     &waiting.id,
                     run,
-                    "event",
-                    &output,
+                    Some("event"),
+                    Some(&output),
                     None,
                 )
                 .await?;
