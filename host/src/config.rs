@@ -202,12 +202,24 @@ pub struct SegmentSettings {
     /// change with time alone (`within`, `olderThan`, `triggeredWithin`, `notTriggeredWithin`);
     /// at least 1. One job for every instance sharing the database.
     pub reevaluate_interval_seconds: u64,
+    /// Seconds a dynamic segment's member count (the `total` of `GET /segments/:id/contacts`)
+    /// is reused by the next pages, by every instance sharing the database, while its filter is
+    /// unchanged; 0 counts the filter on every page.
+    pub members_count_cache_seconds: u64,
+}
+
+impl SegmentSettings {
+    /// [`SegmentSettings::members_count_cache_seconds`] in milliseconds.
+    pub fn members_count_cache_ms(&self) -> i64 {
+        i64::try_from(self.members_count_cache_seconds.saturating_mul(1000)).unwrap_or(i64::MAX)
+    }
 }
 
 impl Default for SegmentSettings {
     fn default() -> SegmentSettings {
         SegmentSettings {
             reevaluate_interval_seconds: 300,
+            members_count_cache_seconds: 5,
         }
     }
 }

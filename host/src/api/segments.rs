@@ -549,7 +549,12 @@ impl SegmentsApi {
         let page_size = page_size.0.unwrap_or(20);
         let (contacts, total) = state
             .store()
-            .segment_contacts(&segment, page, page_size)
+            .segment_contacts(
+                &segment,
+                page,
+                page_size,
+                state.settings().segments.members_count_cache_ms(),
+            )
             .await
             .map_err(|e| ApiError::from_store(e, "segment"))?;
         Ok(Json(SegmentContactsPage {

@@ -416,7 +416,8 @@ impl RunningServer {
 /// send windows, expired account links (tokens and invitations) and the shared attachments
 /// no queued email needs, queues the re-evaluation of time-relative segments if no instance has it
 /// queued or running (its chain ends when a run fails for good), deletes the jobs that finished
-/// more than `jobs_retention_hours` ago, and makes due the queued emails an older release
+/// more than `jobs_retention_hours` ago, finishes project deletions that were interrupted, and
+/// makes due the queued emails an older release
 /// queued without a due time during a rolling upgrade (`Store::adopt_undue_emails`).
 async fn maintain(state: AppState, mut stop: watch::Receiver<bool>) {
     let mut tick = tokio::time::interval(MAINTENANCE_EVERY);
@@ -440,6 +441,9 @@ async fn maintain(state: AppState, mut stop: watch::Receiver<bool>) {
                     tracing::warn!(error = %err, "could not queue the re-evaluation of segments");
                 }
                 prune_finished_jobs(state.store(), state.settings()).await;
+                if let Err(err) = state.store().finish_project_deletions().await {
+                    tracing::warn!(error = %err, "could not finish the deletion of projects");
+                }
                 match state.store().adopt_undue_emails(1000).await {
                     Ok(0) => {}
                     Ok(n) => {

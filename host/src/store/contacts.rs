@@ -694,12 +694,34 @@ impl Store {
         search: Option<&str>,
     ) -> StoreResult<Page<Contact>> {
         let pattern = search.map(|s| format!("%{}%", like_escape(&s.to_lowercase())));
-        let mut filter = String::from("project_id = $1");
+        // SQLite: the trigram index (`contacts_search`) narrows a term of 3 characters or more
+        // to the contacts that contain it, and the `LIKE` decides as before. PostgreSQL's
+        // trigram index serves the `LIKE` itself (whose default escape is the backslash).
+        let trigrams = match (self.db().backend(), search) {
+            (Backend::Sqlite, Some(s)) if s.chars().count() >= 3 => {
+                Some(format!("\"{}\"", s.to_lowercase().replace('"', "\"\"")))
+            }
+            _ => None,
+        };
+        // With the trigram index, the matches drive the search (`+` keeps SQLite from walking
+        // the whole project by its index instead).
+        let mut filter = String::from(match trigrams {
+            Some(_) => "+project_id = $1",
+            None => "project_id = $1",
+        });
         if pattern.is_some() {
-            filter.push_str(" AND email LIKE $2 ESCAPE '\\'");
+            filter.push_str(match self.db().backend() {
+                Backend::Sqlite => " AND email LIKE $2 ESCAPE '\\'",
+                Backend::Postgres => " AND email LIKE $2",
+            });
+        }
+        if trigrams.is_some() {
+            filter.push_str(
+                " AND rowid IN (SELECT rowid FROM contacts_search WHERE contacts_search MATCH $3)",
+            );
         }
         let mut sql = format!("SELECT {COLUMNS} FROM contacts WHERE {filter}");
-        let next = if pattern.is_some() { 3 } else { 2 };
+        let next = 2 + usize::from(pattern.is_some()) + usize::from(trigrams.is_some());
         if page.after.is_some() {
             sql.push_str(&format!(" AND id < ${next}"));
         }
@@ -716,6 +738,9 @@ impl Store {
             if let Some(p) = &pattern {
                 q = q.bind(p);
             }
+            if let Some(t) = &trigrams {
+                q = q.bind(t);
+            }
             if let Some(after) = &page.after {
                 q = q.bind(after);
             }
@@ -724,6 +749,9 @@ impl Store {
                 let mut c = sqlx::query_scalar(&count_sql).bind(project.as_str());
                 if let Some(p) = &pattern {
                     c = c.bind(p);
+                }
+                if let Some(t) = &trigrams {
+                    c = c.bind(t);
                 }
                 c.fetch_one(pool).await?
             } else {
@@ -1222,41 +1250,59 @@ impl Store {
             self.known_fields.forget(project.as_str(), key);
         }
         let now = now_ms();
-        /// Removes the path from every contact that has it, and the field's type, in one
-        /// transaction; the SQL and the bound path are the backend's.
+        /// Removes the path from the contacts that have it, `$chunk` contacts a transaction
+        /// (all at once for `None`), until none is left; the transaction that finds fewer also
+        /// removes the field's type, so that when it commits no contact has the field. The SQL
+        /// and the bound path are the backend's.
         macro_rules! delete_field {
-            ($pool:expr, $sql:expr, $path:expr) => {{
-                let mut tx = $pool.begin_write().await?;
-                let n = sqlx::query($sql)
-                    .bind(project.as_str())
-                    .bind($path)
-                    .bind(now)
-                    .execute(&mut *tx)
-                    .await?
-                    .rows_affected();
-                if keys.len() == 1 {
-                    sqlx::query("DELETE FROM contact_fields WHERE project_id = $1 AND key = $2")
+            ($pool:expr, $sql:expr, $path:expr, $chunk:expr) => {{
+                let mut total = 0u64;
+                loop {
+                    let mut tx = $pool.begin_write().await?;
+                    let n = sqlx::query($sql)
+                        .bind(project.as_str())
+                        .bind($path)
+                        .bind(now)
+                        .execute(&mut *tx)
+                        .await?
+                        .rows_affected();
+                    total += n;
+                    let last = $chunk.is_none_or(|chunk: u64| n < chunk);
+                    if last && keys.len() == 1 {
+                        sqlx::query(
+                            "DELETE FROM contact_fields WHERE project_id = $1 AND key = $2",
+                        )
                         .bind(project.as_str())
                         .bind(&keys[0])
                         .execute(&mut *tx)
                         .await?;
+                    }
+                    tx.commit().await?;
+                    if last {
+                        break total;
+                    }
                 }
-                tx.commit().await?;
-                n
             }};
         }
         let n = match self.db() {
+            // SQLite: its one writer is held a chunk at a time.
             super::Db::Sqlite { writer, .. } => delete_field!(
                 writer,
-                "UPDATE contacts SET data = json_remove(data, $2), version = version + 1, updated_at = $3 \
-                 WHERE project_id = $1 AND json_type(data, $2) IS NOT NULL",
-                super::dialect::sqlite_json_path(keys)
+                &format!(
+                    "UPDATE contacts SET data = json_remove(data, $2), version = version + 1, \
+                     updated_at = $3 WHERE rowid IN (SELECT rowid FROM contacts \
+                     WHERE project_id = $1 AND json_type(data, $2) IS NOT NULL LIMIT {})",
+                    super::projects::DELETE_CHUNK
+                ),
+                super::dialect::sqlite_json_path(keys),
+                Some(super::projects::DELETE_CHUNK)
             ),
             super::Db::Postgres(pool) => delete_field!(
                 pool,
                 "UPDATE contacts SET data = data #- $2, version = version + 1, updated_at = $3 \
                  WHERE project_id = $1 AND data #> $2 IS NOT NULL",
-                keys
+                keys,
+                None::<u64>
             ),
         };
         Ok(n)

@@ -229,6 +229,13 @@ impl Store {
         project: &ProjectId,
         name: &str,
     ) -> StoreResult<(u64, u64)> {
+        if let super::Db::Sqlite { writer, .. } = self.db() {
+            let (deleted, pending) = delete_events_named_in_chunks(writer, project, name).await?;
+            if pending == 0 {
+                self.known_events.forget(project.as_str(), name);
+            }
+            return Ok((deleted, pending));
+        }
         let (deleted, pending) = on_db_write!(self.db(), pool => {
             let mut tx = pool.begin_write().await?;
             let deleted = sqlx::query(
@@ -415,4 +422,81 @@ impl Store {
         });
         Ok(n)
     }
+}
+
+/// How many events one write transaction of `DELETE /events/:name` takes on SQLite.
+const DELETE_EVENTS_CHUNK: usize = 500;
+
+/// [`Store::delete_events_named`] on SQLite: [`DELETE_EVENTS_CHUNK`] events a transaction, each
+/// with the summaries of its contacts counted again from the events they have left, so that
+/// the one writer is never held long and every commit leaves the summaries right.
+async fn delete_events_named_in_chunks(
+    writer: &sqlx::SqlitePool,
+    project: &ProjectId,
+    name: &str,
+) -> StoreResult<(u64, u64)> {
+    let mut deleted = 0u64;
+    loop {
+        let mut tx = writer.begin_write().await?;
+        let contacts: Vec<(Option<String>,)> = sqlx::query_as(&format!(
+            "DELETE FROM events WHERE rowid IN (SELECT rowid FROM events \
+             WHERE project_id = $1 AND name = $2 \
+             AND NOT EXISTS (SELECT 1 FROM event_outbox o WHERE o.event_id = events.id) \
+             LIMIT {DELETE_EVENTS_CHUNK}) RETURNING contact_id"
+        ))
+        .bind(project.as_str())
+        .bind(name)
+        .fetch_all(&mut *tx)
+        .await?;
+        let n = contacts.len();
+        deleted += n as u64;
+        let mut ids: Vec<String> = contacts.into_iter().filter_map(|(c,)| c).collect();
+        ids.sort();
+        ids.dedup();
+        if !ids.is_empty() {
+            let list = serde_json::to_string(&ids).expect("ids serialize");
+            sqlx::query(
+                "DELETE FROM event_summaries WHERE name = $2 \
+                 AND contact_id IN (SELECT value FROM json_each($3)) AND project_id = $1",
+            )
+            .bind(project.as_str())
+            .bind(name)
+            .bind(&list)
+            .execute(&mut *tx)
+            .await?;
+            sqlx::query(
+                "INSERT INTO event_summaries (contact_id, name, project_id, count, last_at) \
+                 SELECT contact_id, name, MIN(project_id), COUNT(*), MAX(created_at) \
+                 FROM events WHERE project_id = $1 AND name = $2 \
+                 AND contact_id IN (SELECT value FROM json_each($3)) \
+                 GROUP BY contact_id, name",
+            )
+            .bind(project.as_str())
+            .bind(name)
+            .bind(&list)
+            .execute(&mut *tx)
+            .await?;
+        }
+        tx.commit().await?;
+        if n < DELETE_EVENTS_CHUNK {
+            break;
+        }
+    }
+    // The name no longer counts against the project's cap once no event has it.
+    let mut tx = writer.begin_write().await?;
+    let pending: i64 =
+        sqlx::query_scalar("SELECT COUNT(*) FROM events WHERE project_id = $1 AND name = $2")
+            .bind(project.as_str())
+            .bind(name)
+            .fetch_one(&mut *tx)
+            .await?;
+    if pending == 0 {
+        sqlx::query("DELETE FROM event_names WHERE project_id = $1 AND name = $2")
+            .bind(project.as_str())
+            .bind(name)
+            .execute(&mut *tx)
+            .await?;
+    }
+    tx.commit().await?;
+    Ok((deleted, pending as u64))
 }

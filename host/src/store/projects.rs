@@ -63,7 +63,7 @@ fn key_column(kind: KeyKind) -> &'static str {
 /// runs once whether or not it is read); `hits` is null for a disabled project.
 fn counted_by_key(kind: KeyKind) -> String {
     format!(
-        "WITH p AS (SELECT {} FROM projects p WHERE p.{} = $1), \
+        "WITH p AS (SELECT {} FROM projects p WHERE p.{} = $1 AND p.deleted_at IS NULL), \
          h AS (INSERT INTO rate_limit_windows (bucket, window_start, hits) \
                SELECT p.id{}, $2, $3 FROM p WHERE NOT p.disabled \
                ON CONFLICT (bucket, window_start) \
@@ -217,7 +217,7 @@ impl Store {
     #[tracing::instrument(level = "debug", skip(self))]
     pub async fn project(&self, id: &ProjectId) -> StoreResult<Project> {
         let sql = format!(
-            "SELECT {} FROM projects p WHERE p.id = $1",
+            "SELECT {} FROM projects p WHERE p.id = $1 AND p.deleted_at IS NULL",
             SELECTED.as_str()
         );
         let row: Option<ProjectRow> = on_db!(self.db(), pool => {
@@ -243,7 +243,7 @@ impl Store {
 
     async fn read_project_by_key(&self, kind: KeyKind, hash: &str) -> StoreResult<Option<Project>> {
         let sql = format!(
-            "SELECT {} FROM projects p WHERE p.{} = $1",
+            "SELECT {} FROM projects p WHERE p.{} = $1 AND p.deleted_at IS NULL",
             SELECTED.as_str(),
             key_column(kind)
         );
@@ -403,26 +403,109 @@ impl Store {
         }
     }
 
-    /// Deletes a project and, by cascade, everything in it.
+    /// Deletes a project and everything in it. First, in one transaction, the project becomes
+    /// unreachable: `deleted_at` is set, its keys are replaced by values no key hashes to, and
+    /// its memberships and invitations go (no key, session or invitation reaches it again).
+    /// Then its rows go in chunks ([`Store::finish_project_deletion`]); a deletion interrupted
+    /// meanwhile is finished by periodic maintenance ([`Store::finish_project_deletions`]).
     #[tracing::instrument(level = "debug", skip(self))]
     pub async fn delete_project(&self, project: &ProjectId) -> StoreResult<()> {
-        // The cascade reaches rows that the project's own writes in flight hold (a contact, its
-        // counters), so on PostgreSQL it may be chosen to break a deadlock with one of them.
-        let done = super::retrying_deadlocks(|| async {
+        let now = now_ms();
+        let done = on_db_write!(self.db(), pool => {
+            let mut tx = pool.begin_write().await?;
+            let n = sqlx::query(
+                "UPDATE projects SET deleted_at = $2, \
+                 public_key_hash = 'deleted:public:' || id, secret_key_hash = 'deleted:secret:' || id \
+                 WHERE id = $1 AND deleted_at IS NULL",
+            )
+            .bind(project.as_str())
+            .bind(now)
+            .execute(&mut *tx)
+            .await?
+            .rows_affected();
+            if n > 0 {
+                for table in ["memberships", "project_invitations"] {
+                    sqlx::query(&format!("DELETE FROM {table} WHERE project_id = $1"))
+                        .bind(project.as_str())
+                        .execute(&mut *tx)
+                        .await?;
+                }
+            }
+            tx.commit().await?;
+            n
+        });
+        if done == 0 {
+            return Err(StoreError::NotFound);
+        }
+        self.finish_project_deletion(project).await
+    }
+
+    /// Deletes the rows of a project that [`Store::delete_project`] made unreachable: its
+    /// large tables in chunks, then the project's row (the rest by cascade).
+    pub async fn finish_project_deletion(&self, project: &ProjectId) -> StoreResult<()> {
+        for table in PROJECT_TABLES {
+            self.delete_project_rows(table, project).await?;
+        }
+        self.delete_event_names(project).await?;
+        // The cascade reaches rows that writes in flight hold (a contact, its counters), so on
+        // PostgreSQL it may be chosen to break a deadlock with one of them.
+        super::retrying_deadlocks(|| async {
             Ok(on_db_write!(self.db(), pool => {
-                sqlx::query("DELETE FROM projects WHERE id = $1").bind(project.as_str()).execute(pool).await?.rows_affected()
+                sqlx::query("DELETE FROM projects WHERE id = $1 AND deleted_at IS NOT NULL")
+                    .bind(project.as_str())
+                    .execute(pool)
+                    .await?
+                    .rows_affected()
             }))
         })
         .await?;
         self.known_fields.forget_project(project.as_str());
         self.known_events.forget_project(project.as_str());
-        if done == 0 {
-            Err(StoreError::NotFound)
-        } else {
-            Ok(())
+        Ok(())
+    }
+
+    /// Finishes the deletions of projects that started more than a minute ago and were
+    /// interrupted (by a restart, a lost connection); answers how many were finished.
+    #[tracing::instrument(level = "debug", skip(self))]
+    pub async fn finish_project_deletions(&self) -> StoreResult<usize> {
+        let ids: Vec<String> = on_db!(self.db(), pool => {
+            sqlx::query_scalar(
+                "SELECT id FROM projects WHERE deleted_at IS NOT NULL AND deleted_at < $1 LIMIT 10",
+            )
+            .bind(now_ms() - 60_000)
+            .fetch_all(pool)
+            .await?
+        });
+        for id in &ids {
+            self.finish_project_deletion(&ProjectId::from_trusted(id.clone()))
+                .await?;
         }
+        Ok(ids.len())
     }
 }
+
+/// Rows one write transaction of a chunked delete ([`Store::delete_chunked`]) takes on SQLite.
+pub const DELETE_CHUNK: u64 = 500;
+
+/// The tables a project reset empties, and a project deletion empties before the project's row,
+/// in chunks: each with an index led by `project_id`, children before their parents so that a
+/// chunk's cascade stays small (a workflow's executions, a segment's members, a contact's
+/// events go before it).
+const PROJECT_TABLES: [&str; 13] = [
+    "jobs",
+    "idempotency_keys",
+    "email_events",
+    "emails",
+    "campaigns",
+    "workflow_executions",
+    "workflows",
+    "segment_members",
+    "segments",
+    "events",
+    "contacts",
+    "contact_fields",
+    "templates",
+];
 
 /// What a project reset deleted, by kind.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -451,39 +534,19 @@ pub struct SetupState {
 
 impl Store {
     /// Deletes a project's data (contacts, events and their names, emails, templates, segments,
-    /// campaigns, workflows, jobs, idempotency keys, custom fields) in one transaction, keeping the project,
-    /// its members, keys, settings and sending domains. Children go by cascade.
+    /// campaigns, workflows, jobs, idempotency keys, custom fields), keeping the project, its members,
+    /// keys, settings and sending domains. Children go by cascade. Table by table, each in
+    /// chunks of [`DELETE_CHUNK`] rows a transaction on SQLite ([`Store::delete_chunked`]), so
+    /// that another project's write never waits long behind it on the one writer; a write the
+    /// project makes meanwhile may survive it.
     #[tracing::instrument(level = "debug", skip(self))]
     pub async fn reset_project(&self, project: &ProjectId) -> StoreResult<ResetCounts> {
-        use super::dialect::BeginWrite;
-        // Order matters only for speed: rows that others reference go after them.
-        const TABLES: [&str; 12] = [
-            "jobs",
-            "idempotency_keys",
-            "email_events",
-            "emails",
-            "campaigns",
-            "workflows",
-            "segments",
-            "events",
-            "event_names",
-            "contacts",
-            "contact_fields",
-            "templates",
-        ];
         let mut deleted = std::collections::HashMap::new();
-        on_db_write!(self.db(), pool => {
-            let mut tx = pool.begin_write().await?;
-            for table in TABLES {
-                let n = sqlx::query(&format!("DELETE FROM {table} WHERE project_id = $1"))
-                    .bind(project.as_str())
-                    .execute(&mut *tx)
-                    .await?
-                    .rows_affected();
-                deleted.insert(table, n);
-            }
-            tx.commit().await?;
-        });
+        for table in PROJECT_TABLES {
+            let n = self.delete_project_rows(table, project).await?;
+            deleted.insert(table, n);
+        }
+        self.delete_event_names(project).await?;
         self.known_fields.forget_project(project.as_str());
         self.known_events.forget_project(project.as_str());
         let n = |t: &str| deleted.get(t).copied().unwrap_or(0);
@@ -497,6 +560,69 @@ impl Store {
             workflows: n("workflows"),
             jobs: n("jobs"),
         })
+    }
+
+    /// Deletes a project's tracked event names: at most `event_names_max_per_project` rows, in one
+    /// statement (the table has no rowid to chunk by).
+    async fn delete_event_names(&self, project: &ProjectId) -> StoreResult<()> {
+        on_db_write!(self.db(), pool => {
+            sqlx::query("DELETE FROM event_names WHERE project_id = $1")
+                .bind(project.as_str())
+                .execute(pool)
+                .await?;
+        });
+        Ok(())
+    }
+
+    /// Deletes a project's rows of `table` in chunks. Its cascades reach rows that the
+    /// project's own writes in flight hold (a contact, its counters), so on PostgreSQL a
+    /// statement may be chosen to break a deadlock with one of them: it is tried again.
+    async fn delete_project_rows(&self, table: &str, project: &ProjectId) -> StoreResult<u64> {
+        super::retrying_deadlocks(|| async {
+            self.delete_chunked(table, "project_id = $1", &[project.as_str()])
+                .await
+        })
+        .await
+    }
+
+    /// Deletes the rows of `table` that match `condition` (its binds `$1`… are `binds`) and
+    /// answers how many. On SQLite [`DELETE_CHUNK`] rows a statement (its own transaction on the
+    /// writer), until fewer are left: the writer is never held for long. On PostgreSQL, whose
+    /// writers do not wait for each other, in one statement.
+    pub(super) async fn delete_chunked(
+        &self,
+        table: &str,
+        condition: &str,
+        binds: &[&str],
+    ) -> StoreResult<u64> {
+        match self.db() {
+            super::Db::Sqlite { writer, .. } => {
+                let sql = format!(
+                    "DELETE FROM {table} WHERE rowid IN \
+                     (SELECT rowid FROM {table} WHERE {condition} LIMIT {DELETE_CHUNK})"
+                );
+                let mut total = 0;
+                loop {
+                    let mut q = sqlx::query(&sql);
+                    for b in binds {
+                        q = q.bind(*b);
+                    }
+                    let n = q.execute(writer).await?.rows_affected();
+                    total += n;
+                    if n < DELETE_CHUNK {
+                        return Ok(total);
+                    }
+                }
+            }
+            super::Db::Postgres(pool) => {
+                let sql = format!("DELETE FROM {table} WHERE {condition}");
+                let mut q = sqlx::query(&sql);
+                for b in binds {
+                    q = q.bind(*b);
+                }
+                Ok(q.execute(pool).await?.rows_affected())
+            }
+        }
     }
 
     /// A project's onboarding state, in one statement of index probes.

@@ -28,6 +28,12 @@ use crate::domain::segment::{
 };
 use crate::domain::time::now_ms;
 
+/// The fingerprint of a dynamic segment's filter that a cached member count was made with.
+fn condition_hash(condition: &Value) -> String {
+    use sha2::{Digest, Sha256};
+    hex::encode(Sha256::digest(condition.to_string().as_bytes()))
+}
+
 /// How many entries (then exits) one transaction of a compute writes.
 pub const COMPUTE_CHUNK: usize = 500;
 
@@ -507,14 +513,32 @@ impl Store {
     }
 
     /// One page of a segment's members (newest contacts first) and their total: live through
-    /// the filter for a dynamic segment, the stored members for a static one.
+    /// the filter for a dynamic segment, the stored members for a static one. A dynamic
+    /// segment's total is reused for `count_cache_ms` once counted (0: counted every time),
+    /// from `segment_member_counts`, shared by every instance of the database, and only while
+    /// the segment's filter is the one it was counted with.
     #[tracing::instrument(level = "debug", skip(self, segment))]
     pub async fn segment_contacts(
         &self,
         segment: &Segment,
         page: u32,
         page_size: u32,
+        count_cache_ms: i64,
     ) -> StoreResult<(Vec<Contact>, i64)> {
+        let cache = match (&segment.segment_type, &segment.condition) {
+            (SegmentType::Dynamic, Some(condition)) if count_cache_ms > 0 => {
+                Some(condition_hash(condition))
+            }
+            _ => None,
+        };
+        let now = now_ms();
+        let cached = match &cache {
+            Some(hash) => {
+                self.cached_member_count(segment, hash, now.saturating_sub(count_cache_ms))
+                    .await?
+            }
+            None => None,
+        };
         let (from, binds) = self.members_from(segment, now_ms())?;
         let offset = u64::from(page.saturating_sub(1)) * u64::from(page_size);
         let sql = format!(
@@ -534,9 +558,70 @@ impl Store {
             });
             Ok::<_, StoreError>(rows)
         };
-        let total = self.count_members(segment, &from, &binds);
+        let total = async {
+            if let Some(total) = cached {
+                return Ok(total);
+            }
+            let total = self.count_members(segment, &from, &binds).await?;
+            if let Some(hash) = &cache {
+                self.cache_member_count(segment, hash, total, now).await;
+            }
+            Ok::<_, StoreError>(total)
+        };
         let (rows, total) = tokio::try_join!(rows, total)?;
         Ok((rows.into_iter().map(Into::into).collect(), total))
+    }
+
+    /// The member count of `segment` counted with the filter of `hash` at `not_before` or
+    /// later, if any.
+    async fn cached_member_count(
+        &self,
+        segment: &Segment,
+        hash: &str,
+        not_before: i64,
+    ) -> StoreResult<Option<i64>> {
+        let total: Option<i64> = on_db!(self.db(), pool => {
+            sqlx::query_scalar(
+                "SELECT total FROM segment_member_counts WHERE segment_id = $1 \
+                 AND project_id = $2 AND condition_hash = $3 AND counted_at >= $4",
+            )
+            .bind(segment.id.as_str())
+            .bind(segment.project_id.as_str())
+            .bind(hash)
+            .bind(not_before)
+            .fetch_optional(pool)
+            .await?
+        });
+        Ok(total)
+    }
+
+    /// Keeps a fresh member count for the next pages. Best effort: the page is answered with its
+    /// count whether or not this is stored (the segment may have just been deleted).
+    async fn cache_member_count(&self, segment: &Segment, hash: &str, total: i64, now: i64) {
+        let stored: StoreResult<()> = async {
+            on_db_write!(self.db(), pool => {
+                sqlx::query(
+                    "INSERT INTO segment_member_counts \
+                     (segment_id, project_id, condition_hash, total, counted_at) \
+                     SELECT id, project_id, $3, $4, $5 FROM segments \
+                     WHERE id = $1 AND project_id = $2 \
+                     ON CONFLICT (segment_id) DO UPDATE SET condition_hash = excluded.condition_hash, \
+                     total = excluded.total, counted_at = excluded.counted_at",
+                )
+                .bind(segment.id.as_str())
+                .bind(segment.project_id.as_str())
+                .bind(hash)
+                .bind(total)
+                .bind(now)
+                .execute(pool)
+                .await?;
+            });
+            Ok(())
+        }
+        .await;
+        if let Err(e) = stored {
+            tracing::warn!(segment = %segment.id.as_str(), error = %e, "segment member count not cached");
+        }
     }
 
     /// Counts a segment's members now (live for a dynamic segment) and stores the count.

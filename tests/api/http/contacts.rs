@@ -438,3 +438,57 @@ async fn concurrent_upserts_of_one_address_make_one_contact() {
     // Every concurrent patch landed: none was lost.
     assert_eq!(list.body["data"][0]["data"].as_object().unwrap().len(), 12);
 }
+
+#[tokio::test]
+async fn search_finds_any_substring_of_the_address_as_it_changes() {
+    let app = TestApp::spawn().await;
+    let p = app.project().await;
+    let key = &p.secret_key;
+    let ann = p.contact(&app, "ann.lee@acme.io", json!({})).await;
+    let dan = p.contact(&app, "dan@acme.co.uk", json!({})).await;
+    p.contact(&app, "bob_smith@example.com", json!({})).await;
+    p.contact(&app, "carol+x@example.com", json!({})).await;
+    let other = app.project().await;
+    other.contact(&app, "acme@acme.io", json!({})).await;
+    let found = async |search: &str| {
+        let r = app.get(&format!("/contacts?search={search}"), key).await;
+        assert_eq!(r.status, 200, "{}", r.body);
+        let mut emails: Vec<String> = r.body["data"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c["email"].as_str().unwrap().to_string())
+            .collect();
+        assert_eq!(r.body["total"], emails.len(), "{search}: {}", r.body);
+        emails.sort();
+        emails
+    };
+    assert_eq!(found("acme").await, ["ann.lee@acme.io", "dan@acme.co.uk"]);
+    assert_eq!(found("ACME.IO").await, ["ann.lee@acme.io"]);
+    assert_eq!(found("n@a").await, ["dan@acme.co.uk"]);
+    assert_eq!(found("b_s").await, ["bob_smith@example.com"]);
+    assert_eq!(found("b_").await, ["bob_smith@example.com"]);
+    assert_eq!(found("l%2Bx").await, ["carol+x@example.com"]);
+    assert_eq!(
+        found("xample.co").await,
+        ["bob_smith@example.com", "carol+x@example.com"]
+    );
+    assert_eq!(found("an").await, ["ann.lee@acme.io", "dan@acme.co.uk"]);
+    assert!(found("a_e").await.is_empty(), "`_` is no wildcard");
+    assert!(found("zzz").await.is_empty());
+
+    // A changed address is found by its new text only; a deleted contact not at all.
+    let r = app
+        .patch(
+            &format!("/contacts/{dan}"),
+            key,
+            json!({ "email": "dan@other.org" }),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(found("acme").await, ["ann.lee@acme.io"]);
+    assert_eq!(found("other.o").await, ["dan@other.org"]);
+    let r = app.delete(&format!("/contacts/{ann}"), key).await;
+    assert!(r.status.is_success(), "{}", r.body);
+    assert!(found("acme").await.is_empty());
+}

@@ -865,3 +865,167 @@ async fn an_invitation_is_mailed_in_the_inviters_language() {
         "{html}"
     );
 }
+
+/// Tracks `n` events named `event` for as many contacts (`<prefix><i>@example.com`, each with
+/// `data.plan`), 16 requests at a time.
+async fn seed(app: &TestApp, p: &TestProject, prefix: &str, event: &str, n: usize) {
+    use futures::StreamExt;
+    futures::stream::iter(0..n)
+        .map(|i| async move {
+            let r = app
+                .post(
+                    "/v1/track",
+                    &p.secret_key,
+                    json!({ "email": format!("{prefix}{i}@example.com"), "event": event,
+                            "data": { "plan": "pro" } }),
+                )
+                .await;
+            assert_eq!(r.status, 200, "{}", r.body);
+        })
+        .buffer_unordered(16)
+        .collect::<Vec<()>>()
+        .await;
+}
+
+/// The rows a project still has in its tables (the project's own row included).
+async fn rows_of(app: &TestApp, project: &str) -> i64 {
+    let sql = "SELECT (SELECT COUNT(*) FROM projects WHERE id = $1) \
+               + (SELECT COUNT(*) FROM contacts WHERE project_id = $1) \
+               + (SELECT COUNT(*) FROM events WHERE project_id = $1) \
+               + (SELECT COUNT(*) FROM event_summaries WHERE project_id = $1) \
+               + (SELECT COUNT(*) FROM contact_fields WHERE project_id = $1) \
+               + (SELECT COUNT(*) FROM memberships WHERE project_id = $1)";
+    match app.state().store().db() {
+        herald::store::Db::Sqlite { pool, .. } => sqlx::query_scalar(sql)
+            .bind(project)
+            .fetch_one(pool)
+            .await
+            .unwrap(),
+        herald::store::Db::Postgres(pool) => sqlx::query_scalar(sql)
+            .bind(project)
+            .fetch_one(pool)
+            .await
+            .unwrap(),
+    }
+}
+
+#[tokio::test]
+async fn deletes_of_thousands_of_rows_go_in_chunks_and_leave_nothing_behind() {
+    let app = TestApp::spawn_with(|s| s.rate_limit_per_minute = 1_000_000).await;
+    let p = app.project().await;
+    let other = app.project().await;
+    let n = 1_200;
+    seed(&app, &p, "u", "visit", n).await;
+    seed(&app, &other, "o", "visit", 20).await;
+
+    // A custom field leaves every contact, and its type goes.
+    let r = app
+        .delete("/contacts/fields/data.plan", &p.secret_key)
+        .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.body["contactsUpdated"], n, "{}", r.body);
+    let fields = app.get("/contacts/fields", &p.secret_key).await;
+    assert!(
+        !fields.body.to_string().contains("\"plan\""),
+        "{}",
+        fields.body
+    );
+    let again = app
+        .delete("/contacts/fields/data.plan", &p.secret_key)
+        .await;
+    assert_eq!(
+        again.body["contactsUpdated"], 0,
+        "no contact has it: {}",
+        again.body
+    );
+
+    // Every event of the name goes, with the contacts' summaries of it.
+    let deleted = crate::http::events::delete_events_once_dispatched(&app, &p, "visit").await;
+    assert_eq!(deleted, n as u64);
+    let names = app.get("/events/names", &p.secret_key).await;
+    assert!(!names.body.to_string().contains("visit"), "{}", names.body);
+    let segment = app
+        .post(
+            "/segments",
+            &p.secret_key,
+            json!({ "name": "Visitors", "type": "DYNAMIC", "condition": { "logic": "AND",
+                    "groups": [{ "filters": [{ "field": "event.visit", "operator": "triggered" }] }] } }),
+        )
+        .await;
+    assert_eq!(segment.status, 201, "{}", segment.body);
+    let id = segment.body["id"].as_str().unwrap();
+    let members = app
+        .get(&format!("/segments/{id}/contacts"), &p.secret_key)
+        .await;
+    assert_eq!(members.body["total"], 0, "{}", members.body);
+
+    // A reset deletes every contact.
+    seed(&app, &p, "v", "again", 600).await;
+    let reset = format!("/users/@me/projects/{}/reset", p.id);
+    let r = dashboard(&app, &p.owner, Method::POST, &reset, &p.id, None).await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.body["deleted"]["contacts"], n + 600, "{}", r.body);
+    assert_eq!(r.body["deleted"]["events"], 600, "{}", r.body);
+    assert_eq!(app.get("/contacts", &p.secret_key).await.body["total"], 0);
+
+    // A deleted project is gone whole; the other project keeps everything.
+    seed(&app, &p, "w", "last", 1_100).await;
+    let before = rows_of(&app, &other.id).await;
+    let path = format!("/users/@me/projects/{}", p.id);
+    let r = app
+        .call_with(&p.owner, Method::DELETE, &path, None, None, &[])
+        .await;
+    assert!(r.status.is_success(), "{}", r.body);
+    assert_eq!(rows_of(&app, &p.id).await, 0);
+    app.get("/contacts", &p.secret_key)
+        .await
+        .assert_error(401, "UNAUTHORIZED");
+    assert_eq!(rows_of(&app, &other.id).await, before);
+    assert_eq!(
+        app.get("/contacts", &other.secret_key).await.body["total"],
+        20
+    );
+}
+
+#[tokio::test]
+async fn a_project_deletion_left_half_done_is_unreachable_and_finished_by_maintenance() {
+    let app = TestApp::spawn().await;
+    let p = app.project().await;
+    seed(&app, &p, "u", "visit", 30).await;
+    // As a deletion interrupted after its first step leaves it (an hour ago).
+    crate::support::harness::execute_sql(
+        &app.database_url,
+        &format!(
+            "UPDATE projects SET deleted_at = 1, public_key_hash = 'deleted:public:' || id, \
+             secret_key_hash = 'deleted:secret:' || id WHERE id = '{0}'; \
+             DELETE FROM memberships WHERE project_id = '{0}'",
+            p.id
+        ),
+    )
+    .await;
+    app.get("/contacts", &p.secret_key)
+        .await
+        .assert_error(401, "UNAUTHORIZED");
+    let listed = app
+        .call_with(
+            &p.owner,
+            Method::GET,
+            "/users/@me/projects",
+            None,
+            None,
+            &[],
+        )
+        .await;
+    assert!(!listed.body.to_string().contains(&p.id), "{}", listed.body);
+    assert!(rows_of(&app, &p.id).await > 0);
+    // Another instance's maintenance (its first round runs at start) finishes it.
+    let _other = app.spawn_sharing(|_| {}).await;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while rows_of(&app, &p.id).await > 0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the deletion was not finished"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+}

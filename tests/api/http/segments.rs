@@ -545,6 +545,91 @@ async fn segments_validation_errors_name_their_fields() {
 }
 
 #[tokio::test]
+async fn a_dynamic_segments_member_count_is_reused_until_its_filter_changes() {
+    // Counted once for a minute, by every instance of the database.
+    let cached = |s: &mut herald::config::Settings| s.segments.members_count_cache_seconds = 60;
+    let app = TestApp::spawn_with(cached).await;
+    let other = app.spawn_sharing(cached).await;
+    let p = app.project().await;
+    for i in 1..=3 {
+        p.contact(
+            &app,
+            &format!("pro{i}@example.com"),
+            json!({ "plan": "pro" }),
+        )
+        .await;
+    }
+    p.contact(&app, "free@example.com", json!({ "plan": "free" }))
+        .await;
+    let id = dynamic(
+        &app,
+        &p,
+        "Pro",
+        all_of(json!([{ "field": "data.plan", "operator": "equals", "value": "pro" }])),
+    )
+    .await;
+    let page = async |app: &TestApp, n: u32| {
+        let path = format!("/segments/{id}/contacts?page={n}&pageSize=2");
+        let r = app.get(&path, &p.secret_key).await;
+        assert_eq!(r.status, 200, "{}", r.body);
+        r.body
+    };
+    let first = page(&app, 1).await;
+    assert_eq!(first["total"], 3, "{first}");
+    assert_eq!(first["totalPages"], 2, "{first}");
+
+    // A new member: the pages are live, the total is the one counted (here and on the other
+    // instance).
+    p.contact(&app, "pro4@example.com", json!({ "plan": "pro" }))
+        .await;
+    let again = page(&app, 1).await;
+    assert_eq!(again["total"], 3, "{again}");
+    assert_eq!(again["data"][0]["email"], "pro4@example.com", "{again}");
+    let elsewhere = page(&other, 2).await;
+    assert_eq!(elsewhere["total"], 3, "{elsewhere}");
+
+    // A changed filter is counted again at once.
+    let r = app
+        .patch(
+            &format!("/segments/{id}"),
+            &p.secret_key,
+            json!({ "condition": all_of(json!([
+                { "field": "data.plan", "operator": "equals", "value": "free" }])) }),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    let free = page(&app, 1).await;
+    assert_eq!(free["total"], 1, "{free}");
+    let r = app
+        .patch(
+            &format!("/segments/{id}"),
+            &p.secret_key,
+            json!({ "condition": all_of(json!([
+                { "field": "data.plan", "operator": "equals", "value": "pro" }])) }),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    let back = page(&other, 1).await;
+    assert_eq!(back["total"], 4, "{back}");
+
+    // Without the cache, every page counts.
+    let live = TestApp::spawn().await;
+    let q = live.project().await;
+    q.contact(&live, "a@example.com", json!({})).await;
+    let every = dynamic(
+        &live,
+        &q,
+        "Everyone",
+        all_of(json!([{ "field": "email", "operator": "contains", "value": "@" }])),
+    )
+    .await;
+    let path = format!("/segments/{every}/contacts");
+    assert_eq!(live.get(&path, &q.secret_key).await.body["total"], 1);
+    q.contact(&live, "b@example.com", json!({})).await;
+    assert_eq!(live.get(&path, &q.secret_key).await.body["total"], 2);
+}
+
+#[tokio::test]
 async fn members_pages_walk_a_static_segment() {
     let app = TestApp::spawn().await;
     let p = app.project().await;

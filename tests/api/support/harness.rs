@@ -44,6 +44,12 @@ pub fn test_settings(dir: &std::path::Path, url: &str) -> Settings {
             pool_instances: 16,
             ..Default::default()
         },
+        // Tests read exact member counts right after their writes; the count's cache is
+        // tested with it on in `segments.rs`.
+        segments: herald::config::SegmentSettings {
+            members_count_cache_seconds: 0,
+            ..Default::default()
+        },
         ..Settings::default()
     }
 }
