@@ -1032,6 +1032,143 @@ async fn a_webhook_step_calls_out_and_keeps_the_answer_in_the_context() {
     assert!(requests[0].body.contains("world"), "{}", requests[0].body);
 }
 
+/// #74: a project whose webhooks answer slowly holds neither every job slot nor more calls
+/// than its limit, and another project's campaign is sent beside its executions in the time it
+/// takes when the queue is idle: `WEBHOOK` calls take at most half of the slots
+/// (`jobs_concurrency`) and `workflows.webhooks_per_project` of them, a step run without room
+/// waits in the queue, not in a slot, and a job past `workflows.job_wall_time_ms` puts the rest
+/// of its batch back.
+#[tokio::test]
+async fn slow_webhooks_of_one_project_leave_the_job_slots_to_another_projects_campaign() {
+    use std::sync::atomic::Ordering::SeqCst;
+    let delay = Duration::from_millis(2_000);
+    let (addr, counts) = crate::support::httpd::slow_http_server(delay).await;
+    let app = TestApp::spawn_with(|s| {
+        fast(s);
+        s.plugins.webhook_allow_private = true;
+        s.jobs_concurrency = 6;
+        s.workflows.job_wall_time_ms = 1_000;
+        s.workflows.webhooks_per_project = 2;
+    })
+    .await;
+    let other = app.project().await;
+    for email in ["ann@example.com", "bob@example.com", "cat@example.com"] {
+        let r = app
+            .post(
+                "/contacts",
+                &other.secret_key,
+                json!({ "email": email, "subscribed": true }),
+            )
+            .await;
+        assert!(r.status.is_success(), "{}", r.body);
+    }
+    // How long the other project's campaign takes to be sent on an idle queue.
+    let campaign = |name: &'static str| {
+        let app = &app;
+        let other = &other;
+        async move {
+            let r = app
+                .post(
+                    "/campaigns",
+                    &other.secret_key,
+                    json!({ "name": name, "subject": name, "body": "<p>Hi</p>",
+                            "from": "news@acme.test", "audienceType": "ALL" }),
+                )
+                .await;
+            assert_eq!(r.status, 201, "{}", r.body);
+            let id = r.body["data"]["id"].as_str().unwrap().to_string();
+            let started = Instant::now();
+            let r = app
+                .post(
+                    &format!("/campaigns/{id}/send"),
+                    &other.secret_key,
+                    json!({}),
+                )
+                .await;
+            assert!(r.status.is_success(), "{}", r.body);
+            loop {
+                let r = app
+                    .get(&format!("/campaigns/{id}"), &other.secret_key)
+                    .await;
+                if r.body["status"] == "SENT" {
+                    return started.elapsed();
+                }
+                assert!(
+                    started.elapsed() < Duration::from_secs(60),
+                    "never sent: {}",
+                    r.body
+                );
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        }
+    };
+    let idle = campaign("idle").await;
+
+    let slow = app.project().await;
+    let (wf, _) = workflow(
+        &app,
+        &slow,
+        "upgraded",
+        vec![Step(
+            "WEBHOOK",
+            json!({ "url": format!("http://{addr}/hook"), "method": "POST" }),
+        )],
+        &[],
+        json!({}),
+    )
+    .await;
+    let executions_n = 12;
+    for i in 0..executions_n {
+        track(
+            &app,
+            &slow,
+            &format!("u{i}@example.com"),
+            "upgraded",
+            json!({}),
+        )
+        .await;
+    }
+    // The slow server is busy: the step runs hold what they may.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while counts.in_flight.load(SeqCst) == 0 {
+        assert!(Instant::now() < deadline, "no webhook call came");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let busy = campaign("busy").await;
+    // Without the limits, every slot waits on the slow server, for seconds per call: the
+    // campaign waits for whole batches of them.
+    assert!(
+        busy < idle + Duration::from_millis(3_000),
+        "the campaign took {busy:?} beside the slow webhooks, {idle:?} on an idle queue"
+    );
+    assert!(
+        counts.answered.load(SeqCst) < executions_n,
+        "the webhooks were all answered before the campaign was sent: the test proves nothing"
+    );
+    // Every execution still completes, each calling once, never more than the project's limit
+    // at once.
+    let deadline = Instant::now() + Duration::from_secs(90);
+    loop {
+        let all = executions(&app, &slow, &wf).await;
+        let done = all.iter().filter(|e| e["status"] == "COMPLETED").count();
+        if all.len() == executions_n && done == executions_n {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "executions did not complete: {all:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert_eq!(counts.answered.load(SeqCst), executions_n);
+    assert!(
+        counts.most_in_flight.load(SeqCst) <= 2,
+        "{} calls at once",
+        counts.most_in_flight.load(SeqCst)
+    );
+}
+
 #[tokio::test]
 async fn reentry_is_refused_unless_allowed() {
     let app = TestApp::spawn_with(fast).await;
