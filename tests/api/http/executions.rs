@@ -1041,12 +1041,12 @@ async fn a_webhook_step_calls_out_and_keeps_the_answer_in_the_context() {
 #[tokio::test]
 async fn slow_webhooks_of_one_project_leave_the_job_slots_to_another_projects_campaign() {
     use std::sync::atomic::Ordering::SeqCst;
-    let delay = Duration::from_millis(2_000);
+    let delay = Duration::from_millis(5_000);
     let (addr, counts) = crate::support::httpd::slow_http_server(delay).await;
     let app = TestApp::spawn_with(|s| {
         fast(s);
         s.plugins.webhook_allow_private = true;
-        s.jobs_concurrency = 6;
+        s.jobs_concurrency = 4;
         s.workflows.job_wall_time_ms = 1_000;
         s.workflows.webhooks_per_project = 2;
     })
@@ -1071,7 +1071,7 @@ async fn slow_webhooks_of_one_project_leave_the_job_slots_to_another_projects_ca
                 .post(
                     "/campaigns",
                     &other.secret_key,
-                    json!({ "name": name, "subject": name, "body": "<p>Hi</p>",
+                    json!({ "name": name, "subject": format!("Campaign {name} run"), "body": "<p>Hi</p>",
                             "from": "news@acme.test", "audienceType": "ALL" }),
                 )
                 .await;
@@ -1086,18 +1086,18 @@ async fn slow_webhooks_of_one_project_leave_the_job_slots_to_another_projects_ca
                 )
                 .await;
             assert!(r.status.is_success(), "{}", r.body);
+            // Its batch is run (a job) and its emails handed off to the `outbox` transport.
+            let subject = format!("Subject: Campaign {name} run");
             loop {
-                let r = app
-                    .get(&format!("/campaigns/{id}"), &other.secret_key)
-                    .await;
-                if r.body["status"] == "SENT" {
+                let sent = app
+                    .outbox_messages()
+                    .iter()
+                    .filter(|m| m.contains(&subject))
+                    .count();
+                if sent == 3 {
                     return started.elapsed();
                 }
-                assert!(
-                    started.elapsed() < Duration::from_secs(60),
-                    "never sent: {}",
-                    r.body
-                );
+                assert!(started.elapsed() < Duration::from_secs(60), "never sent");
                 tokio::time::sleep(Duration::from_millis(20)).await;
             }
         }
@@ -1117,7 +1117,7 @@ async fn slow_webhooks_of_one_project_leave_the_job_slots_to_another_projects_ca
         json!({}),
     )
     .await;
-    let executions_n = 12;
+    let executions_n = 24;
     for i in 0..executions_n {
         track(
             &app,
@@ -1130,38 +1130,48 @@ async fn slow_webhooks_of_one_project_leave_the_job_slots_to_another_projects_ca
     }
     // The slow server is busy: the step runs hold what they may.
     let deadline = Instant::now() + Duration::from_secs(30);
-    while counts.in_flight.load(SeqCst) == 0 {
+    while counts.in_flight.load(SeqCst) < 2 {
         assert!(Instant::now() < deadline, "no webhook call came");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     tokio::time::sleep(Duration::from_millis(300)).await;
     let busy = campaign("busy").await;
+    eprintln!(
+        "idle {idle:?} busy {busy:?} answered {}",
+        counts.answered.load(SeqCst)
+    );
     // Without the limits, every slot waits on the slow server, for seconds per call: the
     // campaign waits for whole batches of them.
     assert!(
-        busy < idle + Duration::from_millis(3_000),
+        busy < idle + Duration::from_millis(2_500),
         "the campaign took {busy:?} beside the slow webhooks, {idle:?} on an idle queue"
     );
     assert!(
         counts.answered.load(SeqCst) < executions_n,
         "the webhooks were all answered before the campaign was sent: the test proves nothing"
     );
-    // Every execution still completes, each calling once, never more than the project's limit
-    // at once.
-    let deadline = Instant::now() + Duration::from_secs(90);
+    // The executions go on meanwhile, never more than the project's limit of calls at once.
+    let deadline = Instant::now() + Duration::from_secs(60);
     loop {
         let all = executions(&app, &slow, &wf).await;
         let done = all.iter().filter(|e| e["status"] == "COMPLETED").count();
-        if all.len() == executions_n && done == executions_n {
+        if done >= 4 {
             break;
         }
         assert!(
             Instant::now() < deadline,
-            "executions did not complete: {all:?}"
+            "executions did not go on: {all:?}"
         );
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
-    assert_eq!(counts.answered.load(SeqCst), executions_n);
+    let r = app
+        .post(
+            &format!("/workflows/{wf}/executions/cancel-all"),
+            &slow.secret_key,
+            json!({}),
+        )
+        .await;
+    assert!(r.status.is_success(), "{}", r.body);
     assert!(
         counts.most_in_flight.load(SeqCst) <= 2,
         "{} calls at once",
