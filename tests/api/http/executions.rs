@@ -1179,6 +1179,57 @@ async fn slow_webhooks_of_one_project_leave_the_job_slots_to_another_projects_ca
     );
 }
 
+/// #74: a step job past `workflows.job_wall_time_ms` commits what it ran and puts the rest of its
+/// batch (and of its chain) back in the queue without counting an attempt: with a wall time of
+/// 1 ms, every step job runs one step run, and every execution still runs each step once, on
+/// its first attempt.
+#[tokio::test]
+async fn a_step_job_past_its_wall_time_puts_the_rest_back_and_each_step_runs_once() {
+    let app = TestApp::spawn_with(|s| {
+        fast(s);
+        s.workflows.job_wall_time_ms = 1;
+    })
+    .await;
+    let p = app.project().await;
+    let (wf, _) = workflow(
+        &app,
+        &p,
+        "paid",
+        vec![
+            Step("UPDATE_CONTACT", json!({ "data": { "first": true } })),
+            Step("UPDATE_CONTACT", json!({ "data": { "second": true } })),
+            Step("EXIT", json!({})),
+        ],
+        &[(0, 1, None), (1, 2, None)],
+        json!({}),
+    )
+    .await;
+    let n = 12;
+    for i in 0..n {
+        track(&app, &p, &format!("w{i}@example.com"), "paid", json!({})).await;
+    }
+    let all = settled(&app, &p, &wf, n, &["EXITED"]).await;
+    for e in &all {
+        assert_eq!(
+            runs(e),
+            vec![
+                run("UPDATE_CONTACT", "COMPLETED", None),
+                run("UPDATE_CONTACT", "COMPLETED", None),
+                run("EXIT", "COMPLETED", None),
+            ],
+            "{e}"
+        );
+        for r in e["stepRuns"].as_array().unwrap() {
+            assert_eq!(r["attempts"], 1, "{e}");
+        }
+    }
+    for i in 0..n {
+        let c = contact_by_email(&app, &p, &format!("w{i}@example.com")).await;
+        assert_eq!(c["data"]["first"], true, "{c}");
+        assert_eq!(c["data"]["second"], true, "{c}");
+    }
+}
+
 #[tokio::test]
 async fn reentry_is_refused_unless_allowed() {
     let app = TestApp::spawn_with(fast).await;
