@@ -114,6 +114,8 @@ pub struct Settings {
     pub uploads: UploadSettings,
     /// Segments (`[segments]`, `HERALD_SEGMENTS__<NAME>`).
     pub segments: SegmentSettings,
+    /// The workflow engine's share of the job slots (`[workflows]`, `HERALD_WORKFLOWS__<NAME>`).
+    pub workflows: WorkflowSettings,
     /// OAuth sign-in providers (`[oauth.github]`, `[oauth.google]`,
     /// `HERALD_OAUTH__GITHUB__CLIENT_ID`…); a provider without a client id is off.
     pub oauth: OAuthSettings,
@@ -220,6 +222,30 @@ impl Default for SegmentSettings {
         SegmentSettings {
             reevaluate_interval_seconds: 300,
             members_count_cache_seconds: 5,
+        }
+    }
+}
+
+/// Settings of the workflow engine: how long a step job may hold a job slot, and how many
+/// `WEBHOOK` calls may be under way at once (see `docs/decisions.md`, "Slow steps and the job
+/// slots").
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(default)]
+pub struct WorkflowSettings {
+    /// Longest a claimed `workflow.step` job runs step runs, in milliseconds: past it, between
+    /// two step runs, the job commits what it ran and puts the rest back in the queue (at least
+    /// 1; a step run under way is not interrupted).
+    pub job_wall_time_ms: u64,
+    /// `WEBHOOK` calls of one project under way at once on this instance (at least 1); a step
+    /// run beyond it waits in the queue, not in a job slot.
+    pub webhooks_per_project: usize,
+}
+
+impl Default for WorkflowSettings {
+    fn default() -> WorkflowSettings {
+        WorkflowSettings {
+            job_wall_time_ms: 15_000,
+            webhooks_per_project: 4,
         }
     }
 }
@@ -457,6 +483,7 @@ impl Default for Settings {
             security: SecuritySettings::default(),
             uploads: UploadSettings::default(),
             segments: SegmentSettings::default(),
+            workflows: WorkflowSettings::default(),
             oauth: OAuthSettings::default(),
             metrics: MetricsSettings::default(),
             traces: TraceSettings::default(),

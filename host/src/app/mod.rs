@@ -146,7 +146,8 @@ impl AppBuilder {
             sending.clone(),
             sending_domains.clone(),
             jobs.clone(),
-        );
+        )
+        .with_settings(&settings.workflows);
         let campaigns = Campaigns::new(
             store.clone(),
             sending.clone(),

@@ -283,7 +283,7 @@ impl LoadedSettings {
                 );
             }
         }
-        let at_least: [(&str, u64, u64); 16] = [
+        let at_least: [(&str, u64, u64); 18] = [
             (
                 "contact_data_max_bytes",
                 s.contact_data_max_bytes as u64,
@@ -300,6 +300,16 @@ impl LoadedSettings {
                 1,
             ),
             ("jobs_concurrency", s.jobs_concurrency as u64, 1),
+            (
+                "workflows.job_wall_time_ms",
+                s.workflows.job_wall_time_ms,
+                1,
+            ),
+            (
+                "workflows.webhooks_per_project",
+                s.workflows.webhooks_per_project as u64,
+                1,
+            ),
             ("http_idle_timeout_seconds", s.http_idle_timeout_seconds, 1),
             ("jobs_poll_interval_ms", s.jobs_poll_interval_ms, 1),
             ("jobs_lease_seconds", s.jobs_lease_seconds, 1),

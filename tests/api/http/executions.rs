@@ -1032,6 +1032,204 @@ async fn a_webhook_step_calls_out_and_keeps_the_answer_in_the_context() {
     assert!(requests[0].body.contains("world"), "{}", requests[0].body);
 }
 
+/// #74: a project whose webhooks answer slowly holds neither every job slot nor more calls
+/// than its limit, and another project's campaign is sent beside its executions in the time it
+/// takes when the queue is idle: `WEBHOOK` calls take at most half of the slots
+/// (`jobs_concurrency`) and `workflows.webhooks_per_project` of them, a step run without room
+/// waits in the queue, not in a slot, and a job past `workflows.job_wall_time_ms` puts the rest
+/// of its batch back.
+#[tokio::test]
+async fn slow_webhooks_of_one_project_leave_the_job_slots_to_another_projects_campaign() {
+    use std::sync::atomic::Ordering::SeqCst;
+    let delay = Duration::from_millis(5_000);
+    let (addr, counts) = crate::support::httpd::slow_http_server(delay).await;
+    let app = TestApp::spawn_with(|s| {
+        fast(s);
+        s.plugins.webhook_allow_private = true;
+        s.jobs_concurrency = 4;
+        s.workflows.job_wall_time_ms = 1_000;
+        s.workflows.webhooks_per_project = 2;
+    })
+    .await;
+    let other = app.project().await;
+    for email in ["ann@example.com", "bob@example.com", "cat@example.com"] {
+        let r = app
+            .post(
+                "/contacts",
+                &other.secret_key,
+                json!({ "email": email, "subscribed": true }),
+            )
+            .await;
+        assert!(r.status.is_success(), "{}", r.body);
+    }
+    // How long the other project's campaign takes to be sent on an idle queue.
+    let campaign = |name: &'static str| {
+        let app = &app;
+        let other = &other;
+        async move {
+            let r = app
+                .post(
+                    "/campaigns",
+                    &other.secret_key,
+                    json!({ "name": name, "subject": format!("Campaign {name} run"), "body": "<p>Hi</p>",
+                            "from": "news@acme.test", "audienceType": "ALL" }),
+                )
+                .await;
+            assert_eq!(r.status, 201, "{}", r.body);
+            let id = r.body["data"]["id"].as_str().unwrap().to_string();
+            let started = Instant::now();
+            let r = app
+                .post(
+                    &format!("/campaigns/{id}/send"),
+                    &other.secret_key,
+                    json!({}),
+                )
+                .await;
+            assert!(r.status.is_success(), "{}", r.body);
+            // Its batch is run (a job) and its emails handed off to the `outbox` transport.
+            let subject = format!("Subject: Campaign {name} run");
+            loop {
+                let sent = app
+                    .outbox_messages()
+                    .iter()
+                    .filter(|m| m.contains(&subject))
+                    .count();
+                if sent == 3 {
+                    return started.elapsed();
+                }
+                assert!(started.elapsed() < Duration::from_secs(60), "never sent");
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        }
+    };
+    let idle = campaign("idle").await;
+
+    let slow = app.project().await;
+    let (wf, _) = workflow(
+        &app,
+        &slow,
+        "upgraded",
+        vec![Step(
+            "WEBHOOK",
+            json!({ "url": format!("http://{addr}/hook"), "method": "POST" }),
+        )],
+        &[],
+        json!({}),
+    )
+    .await;
+    let executions_n = 24;
+    for i in 0..executions_n {
+        track(
+            &app,
+            &slow,
+            &format!("u{i}@example.com"),
+            "upgraded",
+            json!({}),
+        )
+        .await;
+    }
+    // The slow server is busy: the step runs hold what they may.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while counts.in_flight.load(SeqCst) < 2 {
+        assert!(Instant::now() < deadline, "no webhook call came");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let busy = campaign("busy").await;
+    eprintln!(
+        "idle {idle:?} busy {busy:?} answered {}",
+        counts.answered.load(SeqCst)
+    );
+    // Without the limits, every slot waits on the slow server, for seconds per call: the
+    // campaign waits for whole batches of them.
+    assert!(
+        busy < idle + Duration::from_millis(2_500),
+        "the campaign took {busy:?} beside the slow webhooks, {idle:?} on an idle queue"
+    );
+    assert!(
+        counts.answered.load(SeqCst) < executions_n,
+        "the webhooks were all answered before the campaign was sent: the test proves nothing"
+    );
+    // The executions go on meanwhile, never more than the project's limit of calls at once.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let all = executions(&app, &slow, &wf).await;
+        let done = all.iter().filter(|e| e["status"] == "COMPLETED").count();
+        if done >= 4 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "executions did not go on: {all:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let r = app
+        .post(
+            &format!("/workflows/{wf}/executions/cancel-all"),
+            &slow.secret_key,
+            json!({}),
+        )
+        .await;
+    assert!(r.status.is_success(), "{}", r.body);
+    assert!(
+        counts.most_in_flight.load(SeqCst) <= 2,
+        "{} calls at once",
+        counts.most_in_flight.load(SeqCst)
+    );
+}
+
+/// #74: a step job past `workflows.job_wall_time_ms` commits what it ran and puts the rest of its
+/// batch (and of its chain) back in the queue without counting an attempt: with a wall time of
+/// 1 ms, every step job runs one step run, and every execution still runs each step once, on
+/// its first attempt.
+#[tokio::test]
+async fn a_step_job_past_its_wall_time_puts_the_rest_back_and_each_step_runs_once() {
+    let app = TestApp::spawn_with(|s| {
+        fast(s);
+        s.workflows.job_wall_time_ms = 1;
+    })
+    .await;
+    let p = app.project().await;
+    let (wf, _) = workflow(
+        &app,
+        &p,
+        "paid",
+        vec![
+            Step("UPDATE_CONTACT", json!({ "data": { "first": true } })),
+            Step("UPDATE_CONTACT", json!({ "data": { "second": true } })),
+            Step("EXIT", json!({})),
+        ],
+        &[(0, 1, None), (1, 2, None)],
+        json!({}),
+    )
+    .await;
+    let n = 12;
+    for i in 0..n {
+        track(&app, &p, &format!("w{i}@example.com"), "paid", json!({})).await;
+    }
+    let all = settled(&app, &p, &wf, n, &["EXITED"]).await;
+    for e in &all {
+        assert_eq!(
+            runs(e),
+            vec![
+                run("UPDATE_CONTACT", "COMPLETED", None),
+                run("UPDATE_CONTACT", "COMPLETED", None),
+                run("EXIT", "COMPLETED", None),
+            ],
+            "{e}"
+        );
+        for r in e["stepRuns"].as_array().unwrap() {
+            assert_eq!(r["attempts"], 1, "{e}");
+        }
+    }
+    for i in 0..n {
+        let c = contact_by_email(&app, &p, &format!("w{i}@example.com")).await;
+        assert_eq!(c["data"]["first"], true, "{c}");
+        assert_eq!(c["data"]["second"], true, "{c}");
+    }
+}
+
 #[tokio::test]
 async fn reentry_is_refused_unless_allowed() {
     let app = TestApp::spawn_with(fast).await;

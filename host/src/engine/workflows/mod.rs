@@ -16,6 +16,7 @@
 //! the database, not in memory.
 
 pub mod effects;
+pub mod gate;
 pub mod runner;
 pub mod triggers;
 
@@ -61,6 +62,10 @@ pub struct WorkflowEngine {
     pub(crate) sending: Arc<Sending>,
     pub(crate) sending_domains: Arc<SendingDomains>,
     pub(crate) jobs: JobQueue,
+    /// Longest a claimed step job runs step runs before it puts the rest back in the queue.
+    pub(crate) wall_time: std::time::Duration,
+    /// This instance's `WEBHOOK` calls under way.
+    pub(crate) webhooks: Arc<gate::WebhookGate>,
 }
 
 /// The triggering event as the steps see it (`{ id, name, data, createdAt }`).
@@ -82,13 +87,27 @@ impl WorkflowEngine {
         sending_domains: Arc<SendingDomains>,
         jobs: JobQueue,
     ) -> WorkflowEngine {
+        let defaults = crate::config::WorkflowSettings::default();
+        let slots = jobs.config().concurrency;
         WorkflowEngine {
             store,
             plugins,
             sending,
             sending_domains,
             jobs,
+            wall_time: std::time::Duration::from_millis(defaults.job_wall_time_ms),
+            webhooks: gate::WebhookGate::new(defaults.webhooks_per_project, slots),
         }
+    }
+
+    /// The engine with the deployment's `[workflows]` settings (see [`gate`]).
+    pub fn with_settings(mut self, settings: &crate::config::WorkflowSettings) -> WorkflowEngine {
+        self.wall_time = std::time::Duration::from_millis(settings.job_wall_time_ms.max(1));
+        self.webhooks = gate::WebhookGate::new(
+            settings.webhooks_per_project,
+            self.jobs.config().concurrency,
+        );
+        self
     }
 
     /// A step run of `step` with the job that runs it at `run_at`.

@@ -328,9 +328,32 @@ impl StepRunner {
         }
         metrics::histogram!("herald_step_batch_size").record(members.len() as f64);
         tracing::debug!(jobs = members.len(), "step batch");
+        // Past it, between two step runs, the job commits what it ran and puts the rest back
+        // in the queue (`workflows.job_wall_time_ms`), so that a batch of slow steps (webhooks
+        // to a slow server) leaves its slot to other work in turn.
+        let deadline = std::time::Instant::now() + self.engine.wall_time;
         let mut outcome = Ok(());
+        let mut progressed = false;
         while !members.is_empty() {
-            let ended = match self.round(&project, &mut members).await {
+            if progressed && std::time::Instant::now() >= deadline {
+                metrics::counter!("herald_step_jobs_cut_total").increment(1);
+                tracing::info!(
+                    jobs = members.len(),
+                    "step job past its wall time; the rest goes back to the queue"
+                );
+                for member in std::mem::take(&mut members) {
+                    let result = self.postpone(&member, now_ms()).await;
+                    if member.claimed {
+                        outcome = result;
+                    } else {
+                        self.finish_adopted(&member, result).await;
+                    }
+                }
+                break;
+            }
+            let round = self.round(&project, &mut members, deadline).await;
+            progressed = true;
+            let ended = match round {
                 Ok(ended) => ended,
                 Err(err) => {
                     // A read or the round's commit failed: no step run of the round was
@@ -353,6 +376,16 @@ impl StepRunner {
             }
         }
         outcome
+    }
+
+    /// Puts a member's job back in the queue until `run_at` without counting the attempt: its
+    /// step run (pending, or the next one of its chain) runs when the job is claimed again.
+    async fn postpone(&self, member: &Member, run_at: i64) -> Result<(), JobError> {
+        match self.engine.store.postpone_job(&member.lease, run_at).await {
+            Ok(true) => Ok(()),
+            Ok(false) => Err(JobError::LeaseLost),
+            Err(err) => Err(err.into()),
+        }
     }
 
     /// Records how an adopted job ended, as the workers do for the job they claimed.
@@ -384,6 +417,7 @@ impl StepRunner {
         &self,
         project: &ProjectId,
         members: &mut Vec<Member>,
+        deadline: std::time::Instant,
     ) -> Result<Vec<(Member, Result<(), JobError>)>, StoreError> {
         let store = &self.engine.store;
         let ids: Vec<&str> = members.iter().map(|m| m.run_id.as_str()).collect();
@@ -417,7 +451,13 @@ impl StepRunner {
         // requests (measured: no faster on either database, and /v1/track slowed by half).
         let mut ran: Vec<Ran> = Vec::with_capacity(members.len());
         let mut reads = SendReads::new(project.clone());
-        for m in members.iter() {
+        for (index, m) in members.iter().enumerate() {
+            // Past the job's wall time, the members not run yet go back to the queue (the first
+            // one of a job's first round always runs, so that every claim makes progress).
+            if (index > 0 || m.ran > 0) && std::time::Instant::now() >= deadline {
+                ran.push(Ran::Finished(self.postpone(m, now_ms()).await));
+                continue;
+            }
             let run = runs.remove(&m.run_id);
             let contact = run
                 .as_ref()
@@ -460,6 +500,10 @@ impl StepRunner {
                     && (shared.contains(stored.id.as_str())
                         || reads_history(&next.step_type, config))
                 {
+                    break;
+                }
+                // Past the wall time, the next step run is committed to run from its own row.
+                if std::time::Instant::now() >= deadline {
                     break;
                 }
                 let run = planned.next_context(next, config);
@@ -712,8 +756,26 @@ impl StepRunner {
                 .collect(),
             segments,
         };
+        // A `WEBHOOK` call takes a place of the project's and of the instance's (see
+        // [`super::gate`]); without one, the step run waits in the queue rather than in a job
+        // slot.
+        let permit = if step_type == StepType::Webhook.as_str() {
+            match self.engine.webhooks.try_enter(&run.project_id) {
+                Some(permit) => Some(permit),
+                None if ahead => return Ok(Ran::Back),
+                None => {
+                    metrics::counter!("herald_webhook_steps_deferred_total").increment(1);
+                    let at = now_ms() + jittered(super::gate::DEFER_MS);
+                    return Ok(Ran::Finished(self.postpone(member, at).await));
+                }
+            }
+        } else {
+            None
+        };
         let started = now_ms();
-        let result = match self.engine.plugins.run_step(&step_type, &input).await {
+        let result = self.engine.plugins.run_step(&step_type, &input).await;
+        drop(permit);
+        let result = match result {
             Ok(r) => r,
             Err(_) if ahead => return Ok(Ran::Back),
             Err(err) => {
