@@ -147,7 +147,10 @@ impl AppBuilder {
             sending_domains.clone(),
             jobs.clone(),
         )
-        .with_settings(&settings.workflows);
+        .with_limits(
+            Duration::from_millis(settings.workflows.job_wall_time_ms),
+            settings.workflows.webhooks_per_project,
+        );
         let campaigns = Campaigns::new(
             store.clone(),
             sending.clone(),

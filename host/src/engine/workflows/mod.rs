@@ -78,6 +78,13 @@ pub fn trigger_of(event: &StoredEvent) -> Value {
     })
 }
 
+/// A claimed step job's wall time unless the deployment sets `workflows.job_wall_time_ms`.
+const DEFAULT_JOB_WALL_TIME: std::time::Duration = std::time::Duration::from_millis(15_000);
+
+/// `WEBHOOK` calls of one project under way at once unless the deployment sets
+/// `workflows.webhooks_per_project`.
+const DEFAULT_WEBHOOKS_PER_PROJECT: usize = 4;
+
 impl WorkflowEngine {
     /// The engine over the services it uses.
     pub fn new(
@@ -87,7 +94,6 @@ impl WorkflowEngine {
         sending_domains: Arc<SendingDomains>,
         jobs: JobQueue,
     ) -> WorkflowEngine {
-        let defaults = crate::config::WorkflowSettings::default();
         let slots = jobs.config().concurrency;
         WorkflowEngine {
             store,
@@ -95,18 +101,22 @@ impl WorkflowEngine {
             sending,
             sending_domains,
             jobs,
-            wall_time: std::time::Duration::from_millis(defaults.job_wall_time_ms),
-            webhooks: gate::WebhookGate::new(defaults.webhooks_per_project, slots),
+            wall_time: DEFAULT_JOB_WALL_TIME,
+            webhooks: gate::WebhookGate::new(DEFAULT_WEBHOOKS_PER_PROJECT, slots),
         }
     }
 
-    /// The engine with the deployment's `[workflows]` settings (see [`gate`]).
-    pub fn with_settings(mut self, settings: &crate::config::WorkflowSettings) -> WorkflowEngine {
-        self.wall_time = std::time::Duration::from_millis(settings.job_wall_time_ms.max(1));
-        self.webhooks = gate::WebhookGate::new(
-            settings.webhooks_per_project,
-            self.jobs.config().concurrency,
-        );
+    /// The engine with the deployment's `[workflows]` settings: a claimed step job's wall time
+    /// (`workflows.job_wall_time_ms`) and the `WEBHOOK` calls of one project under way at once
+    /// (`workflows.webhooks_per_project`; see [`gate`]).
+    pub fn with_limits(
+        mut self,
+        wall_time: std::time::Duration,
+        webhooks_per_project: usize,
+    ) -> WorkflowEngine {
+        self.wall_time = wall_time.max(std::time::Duration::from_millis(1));
+        self.webhooks =
+            gate::WebhookGate::new(webhooks_per_project, self.jobs.config().concurrency);
         self
     }
 
