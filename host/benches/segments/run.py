@@ -29,7 +29,7 @@ bursts tracking `visit` (so each re-evaluation reads a contact with about H even
 
 Usage: host/benches/segments/run.py [N, default 1000000] [M, default 5000]
 (`ONLY=sqlite` or `ONLY=postgres` runs one database; `LIVE_ONLY=1` runs part 3 alone,
-`COUNT_ONLY=1` part 1 alone; `POLL_MS` sets the server's job and outbox poll interval, 20 ms
+`COUNT_ONLY=1` part 1 alone, `SEARCH_ONLY=1` the contact search (`GET /contacts?search=`) alone; `POLL_MS` sets the server's job and outbox poll interval, 20 ms
 unless given, so that a burst's drain is not rounded up to the default 500 ms.)
 Needs a release build (cargo build --release; CARGO_TARGET_DIR is honoured), python3, sqlite3's
 module, psql, and PostgreSQL on 127.0.0.1:5432 for the second half (skipped with a note when
@@ -272,6 +272,26 @@ def live_path(db, key, project, server):
         print(line)
 
 
+def search(db, key, project):
+    """`GET /contacts?search=` for 200 parts of addresses (`c<number>@`, numbers spread over the
+    contacts), one at a time after 20 warm-ups: p50 and p99, beside the ceiling of the same run."""
+    import random
+    rng = random.Random(7)
+    terms = [f"c{rng.randrange(1, N + 1)}@" for _ in range(220)]
+    times = []
+    for i, term in enumerate(terms):
+        t = time.perf_counter()
+        page = call("GET", f"/contacts?search={urllib.parse.quote(term)}", key)
+        if i >= 20:
+            times.append(time.perf_counter() - t)
+        assert any(c["email"].startswith(term) for c in page["data"]), (term, page)
+    times.sort()
+    ceiling = db.timed(f"SELECT COUNT(*) FROM contacts WHERE project_id = '{project}'")
+    print(f"search of 200 address parts: p50 {times[len(times) // 2] * 1000:.1f} ms, "
+          f"p99 {times[int(len(times) * 0.99) - 1] * 1000:.1f} ms; "
+          f"ceiling SELECT COUNT(*) of the project's contacts: {ceiling * 1000:.0f} ms")
+
+
 def bench(label, url, work):
     print(f"### {label}: {N:,} contacts")
     call.reset()
@@ -294,6 +314,9 @@ def bench(label, url, work):
                 time.sleep(0.1)
         if os.environ.get("LIVE_ONLY"):
             live_path(db, key, project, server.pid)
+            return
+        if os.environ.get("SEARCH_ONLY"):
+            search(db, key, project)
             return
         condition = {"logic": "AND", "groups": [{"filters": [
             {"field": "data.plan", "operator": "equals", "value": "pro"},
