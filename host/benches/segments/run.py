@@ -29,7 +29,10 @@ bursts tracking `visit` (so each re-evaluation reads a contact with about H even
 
 Usage: host/benches/segments/run.py [N, default 1000000] [M, default 5000]
 (`ONLY=sqlite` or `ONLY=postgres` runs one database; `LIVE_ONLY=1` runs part 3 alone,
-`COUNT_ONLY=1` part 1 alone, `SEARCH_ONLY=1` the contact search (`GET /contacts?search=`) alone; `POLL_MS` sets the server's job and outbox poll interval, 20 ms
+`COUNT_ONLY=1` part 1 alone, `SEARCH_ONLY=1` the contact search (`GET /contacts?search=`) alone,
+`DELETES_ONLY=1` the long deletes (`DELETE /events/login`, `DELETE /contacts/fields/data.country`,
+then the project's reset), each timed beside a probe write of another project
+every 20 ms (issue #74: on SQLite another tenant's write waits at most 200 ms); `POLL_MS` sets the server's job and outbox poll interval, 20 ms
 unless given, so that a burst's drain is not rounded up to the default 500 ms.)
 Needs a release build (cargo build --release; CARGO_TARGET_DIR is honoured), python3, sqlite3's
 module, psql, and PostgreSQL on 127.0.0.1:5432 for the second half (skipped with a note when
@@ -292,6 +295,52 @@ def search(db, key, project):
           f"ceiling SELECT COUNT(*) of the project's contacts: {ceiling * 1000:.0f} ms")
 
 
+def deletes(init, url):
+    """The long deletes of a project, each beside another project's probe writes every 20 ms."""
+    import http.cookiejar
+
+    def session(path, method, body=None, jar=None):
+        jar = jar if jar is not None else http.cookiejar.CookieJar()
+        opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(jar))
+        r = urllib.request.Request(f"http://127.0.0.1:{PORT}{path}", method=method,
+                                   data=None if body is None else json.dumps(body).encode())
+        r.add_header("content-type", "application/json")
+        text = opener.open(r, timeout=600).read()
+        return (json.loads(text) if text else None), jar
+
+    _, owner = session("/auth/login", "POST", {"email": init["email"], "password": init["password"]})
+    other, _ = session("/users/@me/projects", "POST", {"name": "other tenant"}, owner)
+    other_key = (other.get("data") or other)["secretKey"]
+    key, project = init["secretKey"], init["projectId"]
+    stop, longest = threading.Event(), [0.0]
+
+    def probe():
+        while not stop.is_set():
+            t = time.perf_counter()
+            call("POST", "/v1/track", other_key, {"email": "probe@example.com", "event": "probe"})
+            longest[0] = max(longest[0], time.perf_counter() - t)
+            time.sleep(0.02)
+
+    for label, run in [
+        ("DELETE /events/login (500,000 events)", lambda: call("DELETE", "/events/login", key)),
+        ("DELETE /contacts/fields/data.country (1,000,000 contacts)",
+         lambda: call("DELETE", "/contacts/fields/data.country", key)),
+        ("project reset (1,000,000 contacts, 100,000 events)",
+         lambda: session(f"/users/@me/projects/{project}/reset", "POST", {}, owner)),
+    ]:
+        longest[0] = 0.0
+        stop.clear()
+        th = threading.Thread(target=probe)
+        th.start()
+        t = time.perf_counter()
+        run()
+        took = time.perf_counter() - t
+        time.sleep(0.1)
+        stop.set()
+        th.join()
+        print(f"{label}: {took:.1f} s; another project's longest probe write meanwhile: {longest[0] * 1000:.0f} ms")
+
+
 def bench(label, url, work):
     print(f"### {label}: {N:,} contacts")
     call.reset()
@@ -317,6 +366,9 @@ def bench(label, url, work):
             return
         if os.environ.get("SEARCH_ONLY"):
             search(db, key, project)
+            return
+        if os.environ.get("DELETES_ONLY"):
+            deletes(init, url)
             return
         condition = {"logic": "AND", "groups": [{"filters": [
             {"field": "data.plan", "operator": "equals", "value": "pro"},
