@@ -1,7 +1,9 @@
 //! Settings: defaults, overridden by an optional TOML file, then by `HERALD_*` environment
-//! variables, then by command-line flags. Every setting is listed with its default in the README.
+//! variables, then by command-line flags. Every setting is listed with its default in
+//! `docs/settings.md`, generated from [`reference`] by `herald config --markdown`.
 
 mod check;
+pub mod reference;
 
 use std::path::{Path, PathBuf};
 

@@ -55,6 +55,10 @@ enum Command {
         /// Print JSON (`[{setting, value, source}]`) instead of lines.
         #[arg(long)]
         json: bool,
+        /// Print the settings reference (every setting, its variable, default and meaning) as
+        /// Markdown instead: `herald config --markdown > docs/settings.md`.
+        #[arg(long, conflicts_with = "json")]
+        markdown: bool,
     },
     /// Inspect the plugins.
     Plugins {
@@ -67,7 +71,7 @@ enum Command {
         command: ProjectsCommand,
     },
     /// Write a consistent copy of a SQLite deployment's database to a new file, while it
-    /// serves. (PostgreSQL: use pg_dump; see the README.)
+    /// serves. (PostgreSQL: use pg_dump; see docs/operating.md, "Backup and restore".)
     Backup {
         /// The file to write; it must not exist.
         #[arg(long)]
@@ -173,7 +177,11 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             print!("{}", herald::api::openapi_json());
             Ok(())
         }
-        Command::Config { json } => {
+        Command::Config { markdown: true, .. } => {
+            print!("{}", herald::config::reference::markdown());
+            Ok(())
+        }
+        Command::Config { json, .. } => {
             let loaded = Settings::load_checked(cli.config.as_deref())?;
             let lines = loaded.lines();
             if json {
@@ -231,7 +239,8 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             if herald::store::backup::sqlite_path(&url).is_none() {
                 anyhow::bail!(
                     "herald backup copies SQLite deployments; for PostgreSQL run \
-                     `pg_dump --format=custom --file=herald.dump <database url>` (see the README)"
+                     `pg_dump --format=custom --file=herald.dump <database url>` (see docs/operating.md, \
+                     \"Backup and restore\")"
                 );
             }
             let pool = Db::connect(&url, 2).await?;

@@ -159,16 +159,18 @@ impl Settings {
     }
 }
 
-/// Every setting's dotted key (those of optional tables included).
-fn known_keys() -> Vec<String> {
+/// The defaults as JSON, with the optional tables filled so that their keys are listed too.
+pub(super) fn defaults_filled() -> serde_json::Value {
     let mut all = Settings::default();
-    // Fill the optional tables so that their keys are listed too.
     all.oauth.github = Some(Default::default());
     all.oauth.google = Some(Default::default());
+    serde_json::to_value(&all).unwrap_or_default()
+}
+
+/// Every setting's dotted key (those of optional tables included).
+pub(super) fn known_keys() -> Vec<String> {
     let mut keys = Vec::new();
-    if let Ok(value) = serde_json::to_value(&all) {
-        flatten("", &value, &mut |k, _| keys.push(k.to_string()));
-    }
+    flatten("", &defaults_filled(), &mut |k, _| keys.push(k.to_string()));
     keys
 }
 
@@ -182,7 +184,7 @@ fn closest(key: &str) -> Option<String> {
         .map(|(_, k)| k)
 }
 
-fn flatten(
+pub(super) fn flatten(
     prefix: &str,
     value: &serde_json::Value,
     out: &mut impl FnMut(&str, &serde_json::Value),

@@ -3,7 +3,8 @@
 //! refuses to replace the database of a running server. A serving process holds a shared lock
 //! on `<database>.lock` for its whole life; a restore needs it exclusively.
 //!
-//! PostgreSQL deployments use `pg_dump` and `pg_restore` (see the README).
+//! PostgreSQL deployments use `pg_dump` and `pg_restore` (see `docs/operating.md`, "Backup and
+//! restore").
 
 use std::fs::{File, OpenOptions, TryLockError};
 use std::path::{Path, PathBuf};

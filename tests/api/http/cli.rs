@@ -1,4 +1,5 @@
-//! The `herald` binary: `init`, `openapi`, `migrate` and `serve` with a clean shutdown.
+//! The `herald` binary: `init`, `openapi`, `config --markdown`, `migrate` and `serve` with a
+//! clean shutdown.
 
 use std::process::Command;
 use std::time::Duration;
@@ -105,6 +106,23 @@ fn openapi_command_prints_the_committed_spec() {
     assert_eq!(
         String::from_utf8_lossy(&out.stdout).trim_end(),
         committed.trim_end()
+    );
+}
+
+#[test]
+fn config_markdown_prints_the_committed_settings_page() {
+    let out = Command::new(BIN)
+        .args(["config", "--markdown"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let committed =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/settings.md"))
+            .unwrap();
+    assert!(
+        String::from_utf8_lossy(&out.stdout) == committed,
+        "docs/settings.md is not the output of `herald config --markdown`; regenerate it with \
+         `target/debug/herald config --markdown > docs/settings.md`"
     );
 }
 

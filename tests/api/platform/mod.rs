@@ -2,6 +2,7 @@
 
 mod architecture;
 mod contract;
+mod docs;
 mod filter_sql;
 pub mod plugins;
 mod schema;
