@@ -399,6 +399,10 @@ pub struct SendingSettings {
     /// Memory, in megabytes, that the messages being built and handed off at once may take; a
     /// hand-off waits for room (small messages never wait; a few large ones at a time do).
     pub hand_off_memory_mb: u64,
+    /// Memory, in megabytes, that rendered messages waiting for their commit may take at once
+    /// (those of a `/v1/send`, of a campaign group); a request whose messages take more than
+    /// all of it fails, one that finds no room waits for it (`services::render_budget`).
+    pub render_memory_mb: u64,
     /// Most emails of one project handed to the transport in one plugin call (one SMTP
     /// connection, one commit): a delivery worker claims up to this many due emails at once.
     pub batch_size: u32,
@@ -410,6 +414,7 @@ impl Default for SendingSettings {
             per_project_per_second: 0,
             retry_lifetime_seconds: 86_400,
             hand_off_memory_mb: 256,
+            render_memory_mb: crate::services::render_budget::DEFAULT_RENDER_MB,
             batch_size: 50,
         }
     }

@@ -469,6 +469,7 @@ fn campaign_error(e: CampaignError) -> ApiError {
         }
         CampaignError::Send(SendError::Suspended(reason)) => super::send::suspended(reason),
         CampaignError::Send(SendError::Store(e)) => e.into(),
+        CampaignError::Send(SendError::RenderBudget(e)) => e.into(),
         CampaignError::Send(e) => ApiError::internal(e),
         CampaignError::Store(e) => e.into(),
     }

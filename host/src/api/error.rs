@@ -347,6 +347,33 @@ impl From<crate::services::sending_domains::SenderError> for ApiError {
     }
 }
 
+impl From<crate::services::render_budget::RenderBudgetError> for ApiError {
+    /// 413 `PAYLOAD_TOO_LARGE` for a request whose rendered messages take more than the server
+    /// holds at once (`sending.render_memory_mb`); 503 with `Retry-After` when it found no room
+    /// in time.
+    fn from(err: crate::services::render_budget::RenderBudgetError) -> ApiError {
+        use crate::services::render_budget::RenderBudgetError;
+        match err {
+            RenderBudgetError::OverBudget { .. } => ApiError::new(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                ErrorCode::PayloadTooLarge,
+                err.to_string(),
+            )
+            .suggest(
+                "send to fewer recipients per request, or make the rendered content smaller; \
+                 the server's operator can raise `sending.render_memory_mb`",
+            ),
+            RenderBudgetError::NoRoom | RenderBudgetError::Busy => {
+                tracing::warn!(error = %err, "no room in the render budget");
+                ApiError::service_unavailable(
+                    &err.to_string(),
+                    "retry the request after `Retry-After`, when the server renders less at once",
+                )
+            }
+        }
+    }
+}
+
 impl From<crate::services::account_mail::AccountMailError> for ApiError {
     /// A store failure as the store's (503 when the database is unavailable); a template or
     /// message that cannot be built is the operator's configuration: 500.

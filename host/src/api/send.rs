@@ -463,6 +463,7 @@ async fn send(
         )])),
         Err(SendError::Store(e)) => Err(e.into()),
         Err(SendError::Suspended(reason)) => Err(suspended(reason)),
+        Err(SendError::RenderBudget(e)) => Err(e.into()),
         Err(e @ SendError::Dkim(_)) => Err(ApiError::internal(e)),
     }
 }

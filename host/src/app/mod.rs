@@ -122,7 +122,8 @@ impl AppBuilder {
                 DkimSigner::default(),
                 jobs.clone(),
             )
-            .with_hand_off_memory(settings.sending.hand_off_memory_mb),
+            .with_hand_off_memory(settings.sending.hand_off_memory_mb)
+            .with_render_memory(settings.sending.render_memory_mb),
         );
         let account_mail = crate::services::account_mail::AccountMail::new(
             settings.account_mail_from(),

@@ -285,7 +285,7 @@ impl LoadedSettings {
                 );
             }
         }
-        let at_least: [(&str, u64, u64); 18] = [
+        let at_least: [(&str, u64, u64); 19] = [
             (
                 "contact_data_max_bytes",
                 s.contact_data_max_bytes as u64,
@@ -328,6 +328,7 @@ impl LoadedSettings {
                 s.sending.hand_off_memory_mb,
                 1,
             ),
+            ("sending.render_memory_mb", s.sending.render_memory_mb, 1),
             (
                 "plugins.smtp_pool_size",
                 u64::from(s.plugins.smtp_pool_size),

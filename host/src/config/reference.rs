@@ -417,6 +417,12 @@ pub const SETTINGS: &[SettingDoc] = &[
         meaning: "Memory the messages being built and handed to the transport at once may take (each counted at eight times its stored size); hand-offs of large messages wait for room, small ones never do. One 14 MB message in flight takes about 85 MB; the default lets two be (a server's peak about 205 MB; [Benchmarks](benchmarks.md)).",
     },
     SettingDoc {
+        keys: &["sending.render_memory_mb"],
+        flag: None,
+        default: None,
+        meaning: "Memory the rendered messages waiting for their commit may take at once in one server (a `/v1/send`'s up to 50, a campaign group's up to 200; each counted by its rendered size). A `/v1/send` whose messages take more than all of it answers 413 naming the setting; one that finds no room waits for it, up to 10 s, then answers 503 with `Retry-After`; a campaign batch waits (its recipients stay pending) and never fails for it. Keep it above your largest rendered message.",
+    },
+    SettingDoc {
         keys: &["sending.batch_size"],
         flag: None,
         default: None,

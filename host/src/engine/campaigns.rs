@@ -7,7 +7,11 @@
 //! - `campaigns.batch`: renders the batch's pending recipients in groups of [`GROUP`] on the CPU
 //!   pool and writes each group's emails (due for delivery) with their ledger rows in one
 //!   transaction ([`Store::commit_campaign_batch`]). Delivery is then the same queue as
-//!   `/v1/send`'s (`jobs::deliver`): the same throttle, transport and retries.
+//!   `/v1/send`'s (`jobs::deliver`): the same throttle, transport and retries. A group's
+//!   rendered emails are held in the render budget until their commit
+//!   (`services::render_budget`): the recipients that find no room stay pending for the next
+//!   group, which first waits for room (the job is postponed when none comes in time), so a
+//!   campaign waits for room rather than fails.
 //! - `campaigns.finish`: marks the campaign `SENT` once the snapshot is done, no recipient is
 //!   pending and no email of it waits for the transport; until then it looks again every
 //!   [`FINISH_POLL_MS`].
@@ -33,6 +37,7 @@ use crate::domain::ids::{ContactId, EmailId};
 use crate::domain::send::Mailbox;
 use crate::domain::time::now_ms;
 use crate::jobs::{JobContext, JobError, JobHandler, JobQueue};
+use crate::services::render_budget::{RENDER_WAIT, RenderBudgetError};
 use crate::services::sending::{SendError, SendPlan, Sending};
 use crate::services::sending_domains::{Sender, SenderError, SendingDomains};
 use crate::store::campaigns::{
@@ -45,6 +50,9 @@ use crate::store::{Store, StoreError};
 pub const GROUP: usize = 200;
 /// How often the finish job looks whether every email of a campaign is final.
 pub const FINISH_POLL_MS: i64 = 2000;
+/// How long a batch waits before it looks again for room in the render budget, when none came
+/// within [`RENDER_WAIT`].
+const NO_ROOM_POLL_MS: i64 = 1000;
 
 /// Why a campaign cannot be sent (or tested) now.
 #[derive(Debug, thiserror::Error)]
@@ -152,13 +160,20 @@ impl Campaigns {
         });
         // A test goes to the person testing whatever their subscription.
         contact.subscribed = true;
-        let (_, email) = self
+        let (project, plan, contact) = (&project, &plan, &contact);
+        let (email, _room) = self
             .sending
-            .build_for_contacts(&project, &plan, vec![contact])
-            .await
-            .pop()
-            .ok_or_else(|| StoreError::Corrupt("a test send built no email".into()))?;
-        let email = email?;
+            .render_held(1, |room| async move {
+                let built = self
+                    .sending
+                    .build_for_contacts(project, plan, vec![contact.clone()], &room)
+                    .await;
+                let (_, email) = built.into_iter().next().ok_or_else(|| {
+                    SendError::from(StoreError::Corrupt("a test send built no email".into()))
+                })?;
+                email
+            })
+            .await?;
         self.store
             .insert_test_email(&c.project_id, &email, known.as_ref())
             .await?;
@@ -313,6 +328,9 @@ impl Campaigns {
             }
         };
         let project = self.store.project(&c.project_id).await?;
+        let budget = self.sending.render_budget();
+        // The room the next group waits for, when the last one ran short of it.
+        let mut wait_for_kb = None;
         loop {
             let pending = self
                 .store
@@ -321,6 +339,23 @@ impl Campaigns {
             if pending.is_empty() {
                 break;
             }
+            // Held (with nothing else) until the group's commit.
+            let room = match wait_for_kb.take() {
+                None => budget.holding(),
+                Some(kb) => {
+                    let deadline = tokio::time::Instant::now() + RENDER_WAIT;
+                    match budget.reserve(kb, deadline).await {
+                        Ok(room) => room,
+                        Err(_) => {
+                            // Another look later, without holding a job slot meanwhile.
+                            ctx.store
+                                .postpone_job(lease, now_ms() + NO_ROOM_POLL_MS)
+                                .await?;
+                            return Ok(());
+                        }
+                    }
+                }
+            };
             let mut closed: Vec<(ContactId, &'static str)> = Vec::new();
             let mut contacts = Vec::with_capacity(pending.len());
             for (id, contact) in pending {
@@ -332,15 +367,25 @@ impl Campaigns {
             let mut emails = Vec::with_capacity(contacts.len());
             for (contact, built) in self
                 .sending
-                .build_for_contacts(&project, &plan, contacts)
+                .build_for_contacts(&project, &plan, contacts, &room)
                 .await
             {
                 match built {
                     Ok(email) => emails.push(email),
+                    // No room for it in the render budget now: pending, for the next group.
+                    Err(SendError::RenderBudget(e @ RenderBudgetError::OverBudget { .. }))
+                        if !e.message_over_budget() => {}
+                    Err(SendError::RenderBudget(RenderBudgetError::NoRoom)) => {}
                     Err(e) => {
                         tracing::warn!(campaign_id = %c.id, contact_id = %contact.id, error = %e, "campaign email could not be built");
                         closed.push((contact.id, recipient::FAILED));
                     }
+                }
+            }
+            if room.is_short() {
+                wait_for_kb = Some(room.estimate(GROUP));
+                if emails.is_empty() && closed.is_empty() {
+                    continue;
                 }
             }
             match self

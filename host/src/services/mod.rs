@@ -8,6 +8,7 @@ pub mod cpu;
 pub mod engagement;
 pub mod oauth;
 pub mod ratelimit;
+pub mod render_budget;
 pub mod security;
 pub mod sending;
 pub mod sending_domains;

@@ -9,6 +9,8 @@
 //! core), never on an async worker, but for one recipient's small email, whose compiling and
 //! rendering are bounded by construction and cost less than the trip to the pool
 //! ([`Signers::build_email_inline`], `services::cpu`).
+//! The rendered messages of a `/v1/send` and of a campaign group are held in the process's
+//! render budget until their commit (`services::render_budget`, [`Sending::render_held`]).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -36,6 +38,9 @@ use crate::services::compiled_templates::CompiledTemplates;
 use crate::services::cpu::{
     CpuPool, INLINE_RENDER, INLINE_SOURCE_BYTES, INLINE_VARIABLE_BYTES, TURN, json_size_within,
 };
+use crate::services::render_budget::{
+    DEFAULT_RENDER_MB, RENDER_WAIT, RenderBudget, RenderBudgetError, RenderRoom,
+};
 use crate::services::sending_domains::Sender;
 use crate::store::contacts::{Plan, field_types, plan_upsert};
 use crate::store::domains::SigningDomain;
@@ -48,6 +53,10 @@ const DEFAULT_HAND_OFF_KB: u32 = 256 * 1024;
 
 /// How many times a send is planned again when its contacts change under it.
 const MAX_ATTEMPTS: usize = 8;
+
+/// How many times a request renders again after waiting for room in the render budget (each
+/// time for what the last rendering measured) before it gives up.
+const RENDER_ROUNDS: usize = 4;
 
 /// Why marketing mail to an unsubscribed contact is not sent.
 pub const UNSUBSCRIBED_REASON: &str =
@@ -128,6 +137,9 @@ pub enum SendError {
     /// The project's sending is suspended (its bounce or complaint rate); the reason says why.
     #[error("{0}")]
     Suspended(String),
+    /// The rendered messages cannot be held in the render budget (`services::render_budget`).
+    #[error(transparent)]
+    RenderBudget(#[from] RenderBudgetError),
 }
 
 /// The variables a template sees for one contact: its stored data, this request's one-off
@@ -170,6 +182,9 @@ pub struct Sending {
     /// the message, and the copies in and out of the transport plugin's memory, as measured).
     hand_off_room: Arc<tokio::sync::Semaphore>,
     hand_off_room_kb: u32,
+    /// The memory rendered messages may take at once until their commit
+    /// (`services::render_budget`).
+    render_budget: RenderBudget,
 }
 
 /// What signs a message's links and the message itself; cheap to clone into a blocking task.
@@ -193,7 +208,49 @@ impl Sending {
             hand_off_cpu: CpuPool::sized_to_cores(),
             hand_off_room: Arc::new(tokio::sync::Semaphore::new(DEFAULT_HAND_OFF_KB as usize)),
             hand_off_room_kb: DEFAULT_HAND_OFF_KB,
+            render_budget: RenderBudget::new(DEFAULT_RENDER_MB),
         }
+    }
+
+    /// Sets the memory that rendered messages waiting for their commit may take at once.
+    pub fn with_render_memory(mut self, megabytes: u64) -> Sending {
+        self.render_budget = RenderBudget::new(megabytes);
+        self
+    }
+
+    /// The render budget the messages built here are held in.
+    pub fn render_budget(&self) -> &RenderBudget {
+        &self.render_budget
+    }
+
+    /// Runs `render` with a holding of the render budget for the `messages` it renders, and
+    /// answers what it made with the holding (to keep until the messages are committed). First
+    /// from the budget's free room; when `render` runs short of room
+    /// ([`RenderBudgetError::NoRoom`]), what it made is dropped, its room given back, and it runs
+    /// again once as much as it measured is reserved at once (waiting at most [`RENDER_WAIT`] in
+    /// all, then [`RenderBudgetError::Busy`]). Never waits while holding room.
+    pub async fn render_held<T, F, R>(
+        &self,
+        messages: usize,
+        render: R,
+    ) -> Result<(T, RenderRoom), SendError>
+    where
+        R: Fn(RenderRoom) -> F,
+        F: Future<Output = Result<T, SendError>>,
+    {
+        let deadline = tokio::time::Instant::now() + RENDER_WAIT;
+        let mut room = self.render_budget.holding();
+        for _ in 0..RENDER_ROUNDS {
+            match render(room.clone()).await {
+                Err(SendError::RenderBudget(RenderBudgetError::NoRoom)) => {
+                    let kb = room.estimate(messages);
+                    drop(room);
+                    room = self.render_budget.reserve(kb, deadline).await?;
+                }
+                made => return made.map(|made| (made, room)),
+            }
+        }
+        Err(RenderBudgetError::Busy.into())
     }
 
     /// Sets the memory that messages being built and handed off at once may take.
@@ -229,7 +286,10 @@ impl Sending {
     /// idempotency key in one transaction; a failure at any point writes nothing. When a
     /// recipient's contact changed between the read and the write, or the database rolled the
     /// write back to break a deadlock, the whole request is planned and rendered again (a few
-    /// times, then `ContactBusy`).
+    /// times, then `ContactBusy`). The rendered messages are held in the render budget until
+    /// the commit: a request whose messages take more than all of it fails
+    /// ([`RenderBudgetError::OverBudget`]), one that finds no room waits for it
+    /// ([`Sending::render_held`]).
     pub async fn send(
         &self,
         project: &Project,
@@ -252,28 +312,35 @@ impl Sending {
     }
 
     /// Renders, tracks, builds and signs one email per contact of a campaign batch, spread over
-    /// the CPU pool (one task per core), each addressed to the contact's address. Suppressed
-    /// (never sent) for a contact unsubscribed meanwhile, since campaign mail is marketing mail.
-    /// A failure is the recipient's own, reported beside its contact.
+    /// the CPU pool (one task per core), each addressed to the contact's address, and counts it
+    /// into `room`. Suppressed (never sent) for a contact unsubscribed meanwhile, since campaign
+    /// mail is marketing mail. A failure is the recipient's own, reported beside its contact;
+    /// once `room` runs short, the contacts left are not rendered
+    /// ([`RenderBudgetError::NoRoom`]).
     pub async fn build_for_contacts(
         &self,
         project: &Project,
         plan: &Arc<SendPlan>,
         contacts: Vec<Contact>,
+        room: &RenderRoom,
     ) -> Vec<(Contact, Result<NewEmail, SendError>)> {
-        let (signers, plan, project) = (
+        let (signers, plan, project, room) = (
             self.signers.clone(),
             plan.clone(),
             Arc::new(project.clone()),
+            room.clone(),
         );
         self.cpu
             .map(self.cpu.width(), TURN, contacts, move |c: Contact| {
+                if room.is_short() {
+                    return (c, Err(RenderBudgetError::NoRoom.into()));
+                }
                 let to = Mailbox {
                     name: None,
                     email: c.email.clone(),
                 };
                 let email = signers.build_email(&project, &plan, &c, &to, None);
-                (c, email)
+                (c, held(&room, email))
             })
             .await
     }
@@ -285,7 +352,12 @@ impl Sending {
         plan: &SendPlan,
         idempotency: Option<&Idempotency<'_>>,
     ) -> Result<Option<Vec<QueuedEmail>>, SendError> {
-        let (prepared, queued) = self.prepare_send(project, plan, None).await?;
+        // The rendered messages are held in the render budget until the commit.
+        let ((prepared, queued), _room) = self
+            .render_held(plan.recipients.len(), |room| {
+                self.prepare(project, plan, None, Some(room))
+            })
+            .await?;
         let idempotency = idempotency.map(|i| OwnedResponse {
             key: i.key.to_string(),
             endpoint: i.endpoint,
@@ -319,6 +391,18 @@ impl Sending {
         project: &Project,
         plan: &SendPlan,
         known: Option<KnownContact<'_>>,
+    ) -> Result<(PreparedSend, Vec<QueuedEmail>), SendError> {
+        self.prepare(project, plan, known, None).await
+    }
+
+    /// [`Sending::prepare_send`], each rendered message counted into `room` when there is one
+    /// (the rendering stops at the first that does not fit).
+    async fn prepare(
+        &self,
+        project: &Project,
+        plan: &SendPlan,
+        known: Option<KnownContact<'_>>,
+        room: Option<RenderRoom>,
     ) -> Result<(PreparedSend, Vec<QueuedEmail>), SendError> {
         if let Some(reason) = &project.sending_suspended {
             return Err(SendError::Suspended(reason.clone()));
@@ -394,10 +478,10 @@ impl Sending {
             .collect();
         // One recipient's small email is built here rather than sent to the pool and back.
         let inline = match recipients.as_slice() {
-            [recipient] => {
-                self.signers
-                    .build_email_inline((project, plan), recipient, content_id.as_deref())
-            }
+            [recipient] => self
+                .signers
+                .build_email_inline((project, plan), recipient, content_id.as_deref())
+                .map(|email| held_if(room.as_ref(), email)),
             _ => None,
         };
         let built = match inline {
@@ -411,9 +495,12 @@ impl Sending {
                     (self.signers.clone(), shared.clone(), content_id.clone());
                 self.cpu
                     .map(1, TURN, recipients, move |(c, to): (Contact, Mailbox)| {
+                        if room.as_ref().is_some_and(RenderRoom::is_short) {
+                            return (c, Err(RenderBudgetError::NoRoom.into()));
+                        }
                         let email =
                             signers.build_email(&job.0, &job.1, &c, &to, shared_id.as_deref());
-                        (c, email)
+                        (c, held_if(room.as_ref(), email))
                     })
                     .await
             }
@@ -440,6 +527,28 @@ impl Sending {
             emails,
         };
         Ok((prepared, queued))
+    }
+}
+
+/// A rendered email counted into the render budget's `room`: what it holds until its commit
+/// (its draft, subject and links); refused when the room has none for it.
+fn held(room: &RenderRoom, email: Result<NewEmail, SendError>) -> Result<NewEmail, SendError> {
+    let email = email?;
+    let bytes = email.draft.as_ref().map_or(0, String::len)
+        + email.subject.len()
+        + email.links.iter().map(String::len).sum::<usize>();
+    room.take(bytes)?;
+    Ok(email)
+}
+
+/// [`held`] when there is a room to count into.
+fn held_if(
+    room: Option<&RenderRoom>,
+    email: Result<NewEmail, SendError>,
+) -> Result<NewEmail, SendError> {
+    match room {
+        Some(room) => held(room, email),
+        None => email,
     }
 }
 

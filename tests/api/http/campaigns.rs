@@ -924,3 +924,33 @@ async fn two_instances_send_one_campaign_without_mailing_anyone_twice() {
     assert_eq!(counts.len(), N);
     assert!(counts.values().all(|n| *n == 1), "someone was mailed twice");
 }
+
+#[tokio::test]
+async fn a_campaign_over_the_render_budget_waits_for_room_and_mails_everyone() {
+    const N: usize = 40;
+    let app = TestApp::spawn_with(|s| {
+        fast(s);
+        s.sending.render_memory_mb = 1;
+    })
+    .await;
+    let p = app.project().await;
+    import(&app, &p, N).await;
+    // About 80 KB rendered a recipient (with the text part): 40 of them take three times the
+    // 1 MB budget, so a group of the batch holds only some and the rest wait for the next.
+    let mut body = campaign_body("Large", json!({ "audienceType": "ALL" }));
+    body["body"] = json!(format!(
+        "<p>{}</p><a href=\"{{{{unsubscribeUrl}}}}\">Unsubscribe</a>",
+        "Hello there. ".repeat(3_000)
+    ));
+    let id = create(&app, &p, body).await;
+    let r = send(&app, &p, &id, None).await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    let c = campaign_with_status(&app, &p, &id, "SENT", 60).await;
+    assert_eq!(c["recipientCount"], N as i64, "{c}");
+    let counts = per_recipient(&deliveries(&app));
+    assert_eq!(counts.len(), N, "every recipient mailed");
+    assert!(counts.values().all(|n| *n == 1), "{counts:?}");
+    let s = stats(&app, &p, &id).await;
+    assert_eq!(s["sent"], N as i64, "{s}");
+    assert_eq!(app.state().sending().render_budget().free_kb(), 1024);
+}

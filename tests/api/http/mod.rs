@@ -22,6 +22,7 @@ mod protocol;
 mod public_key;
 mod races;
 mod rate_limit;
+mod render_budget;
 mod segments;
 pub mod send;
 mod templates;
