@@ -9,6 +9,7 @@ pub mod engagement;
 pub mod oauth;
 pub mod ratelimit;
 pub mod security;
+pub mod send_plan;
 pub mod sending;
 pub mod sending_domains;
 pub mod uploads;
