@@ -2,13 +2,13 @@
 //! between them) and the fields their conditions may use. Executions are in `executions.rs`.
 //!
 //! A workflow is created disabled and its graph is edited while it is disabled; enabling it
-//! checks the whole graph ([`checks::enable_problems`]) and answers every problem at once. The store
+//! checks the whole graph ([`enable_problems`]) and answers every problem at once. The store
 //! applies each edit in one transaction under a lock of the workflow, so the rules hold under
 //! concurrent requests too.
 //!
-//! - [`bodies`]: the workflows, steps and transitions as answered, and the answers;
-//! - [`requests`]: the bodies of the requests that create and change them;
-//! - [`checks`]: the rules a request is checked by, gathered so one answer names every problem.
+//! - `bodies.rs`: the workflows, steps and transitions as answered, and the answers;
+//! - `requests.rs`: the bodies of the requests that create and change them;
+//! - `checks.rs`: the rules a request is checked by, gathered so one answer names every problem.
 
 mod bodies;
 mod checks;

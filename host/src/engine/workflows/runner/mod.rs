@@ -3,11 +3,11 @@
 //!
 //! - here: the job handler, the batch a claimed step job runs (its adopted jobs) and how
 //!   each job of it ends;
-//! - [`round`]: one round of a batch: its reads, each member's step run (and those it runs on
+//! - `round.rs`: one round of a batch: its reads, each member's step run (and those it runs on
 //!   to in memory), and the one commit;
-//! - [`step`]: running one step run: its input, its plugin, its effects, the outcome to commit;
-//! - [`planned`]: a step run's outcome, owned until the round commits it;
-//! - [`resume`]: resuming a wait, on its `workflow.timeout` job or on the event it waits for.
+//! - `step.rs`: running one step run: its input, its plugin, its effects, the outcome to commit;
+//! - `planned.rs`: a step run's outcome, owned until the round commits it;
+//! - `resume.rs`: resuming a wait, on its `workflow.timeout` job or on the event it waits for.
 
 mod planned;
 mod resume;
