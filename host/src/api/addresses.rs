@@ -11,7 +11,7 @@ use poem_openapi::types::{ParseFromJSON, ParseResult, ToJSON, Type};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::formats::EmailText;
+use super::formats::{EmailText, own_raw_value};
 
 /// A name and an address.
 #[derive(Object, Serialize, Deserialize, Clone, Debug)]
@@ -41,11 +41,7 @@ fn mailbox() -> MetaSchemaRef {
 macro_rules! json_value_type {
     ($name:ident, $schema_name:literal, $schema:expr) => {
         impl Type for $name {
-            const IS_REQUIRED: bool = true;
-
-            type RawValueType = Self;
-
-            type RawElementValueType = Self;
+            own_raw_value!();
 
             fn name() -> Cow<'static, str> {
                 $schema_name.into()
@@ -57,16 +53,6 @@ macro_rules! json_value_type {
 
             fn register(registry: &mut Registry) {
                 MailboxBody::register(registry);
-            }
-
-            fn as_raw_value(&self) -> Option<&Self::RawValueType> {
-                Some(self)
-            }
-
-            fn raw_element_iter<'a>(
-                &'a self,
-            ) -> Box<dyn Iterator<Item = &'a Self::RawElementValueType> + 'a> {
-                Box::new(self.as_raw_value().into_iter())
             }
         }
 

@@ -100,6 +100,13 @@ impl From<crate::domain::segment::Violation> for FieldError {
     }
 }
 
+impl From<crate::domain::send::Problem> for FieldError {
+    /// An invalid part of a send request, reported at its field.
+    fn from(p: crate::domain::send::Problem) -> FieldError {
+        FieldError::new(p.field, p.code, p.message)
+    }
+}
+
 /// An error answered to a client.
 #[derive(Debug, thiserror::Error)]
 #[error("{message}")]
@@ -370,6 +377,34 @@ impl From<crate::services::render_budget::RenderBudgetError> for ApiError {
                     "retry the request after `Retry-After`, when the server renders less at once",
                 )
             }
+        }
+    }
+}
+
+impl From<crate::services::send_plan::SendPlanError> for ApiError {
+    /// Every problem of a send request as 422 at its field; a sender whose domain is not
+    /// verified as 422 `DOMAIN_NOT_VERIFIED` at `from`.
+    fn from(err: crate::services::send_plan::SendPlanError) -> ApiError {
+        use crate::services::send_plan::SendPlanError;
+        match err {
+            SendPlanError::Invalid(problems) => {
+                ApiError::validation(problems.into_iter().map(Into::into).collect())
+            }
+            SendPlanError::NotVerified(message) => ApiError::new(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                ErrorCode::DomainNotVerified,
+                message.clone(),
+            )
+            .with_errors(vec![FieldError::new(
+                "from",
+                "domain_not_verified",
+                message,
+            )])
+            .suggest(
+                "verify the domain with GET /domains/:id/verify once its DNS records are published",
+            ),
+            e @ SendPlanError::Incomplete => ApiError::internal(e),
+            SendPlanError::Store(e) => e.into(),
         }
     }
 }

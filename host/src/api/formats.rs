@@ -9,15 +9,100 @@
 //! strings into domain types, so a bad address or an unknown value still gets the spec's 422
 //! `VALIDATION_ERROR` naming the field and saying what to send, never a parse error. The enum
 //! values are read in any case (`dynamic` is `DYNAMIC`), as they always were.
+//!
+//! Their poem-openapi impls come from `string_type!`, which [`super::timestamp::Timestamp`]
+//! uses too; `own_raw_value!` holds what every type declared by hand shares (also the `to` and
+//! `from` shapes of `addresses.rs`).
 
-use std::borrow::Cow;
 use std::fmt;
 use std::marker::PhantomData;
 
-use poem_openapi::registry::{MetaSchema, MetaSchemaRef, Registry};
-use poem_openapi::types::{ParseError, ParseFromJSON, ParseResult, ToJSON, Type};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
-use serde_json::Value;
+
+/// Implements poem-openapi's `Type`, `ParseFromJSON` and `ToJSON` for a type sent and answered
+/// as a JSON string: `text` gives a value's string, `read` reads a string sent (any other JSON
+/// value is refused as the wrong type). The type is declared `{ type: string, format: … }`
+/// (`format "email"`), or as its type parameter is (`as E`).
+macro_rules! string_type {
+    (@impl [$($generics:tt)*] $ty:ty, { $($declared:tt)* }, $text:expr, $read:expr) => {
+        impl<$($generics)*> ::poem_openapi::types::Type for $ty {
+            $crate::api::formats::own_raw_value!();
+
+            $($declared)*
+        }
+
+        impl<$($generics)*> ::poem_openapi::types::ParseFromJSON for $ty {
+            fn parse_from_json(
+                value: Option<::serde_json::Value>,
+            ) -> ::poem_openapi::types::ParseResult<Self> {
+                let read: fn(String) -> ::poem_openapi::types::ParseResult<Self> = $read;
+                match value.unwrap_or_default() {
+                    ::serde_json::Value::String(s) => read(s),
+                    other => Err(::poem_openapi::types::ParseError::expected_type(other)),
+                }
+            }
+        }
+
+        impl<$($generics)*> ::poem_openapi::types::ToJSON for $ty {
+            fn to_json(&self) -> Option<::serde_json::Value> {
+                let text: fn(&Self) -> String = $text;
+                Some(::serde_json::Value::String(text(self)))
+            }
+        }
+    };
+    ($ty:ty, format $format:literal, text $text:expr, read $read:expr $(,)?) => {
+        string_type!(@impl [] $ty, {
+            fn name() -> ::std::borrow::Cow<'static, str> {
+                concat!("string_", $format).into()
+            }
+
+            fn schema_ref() -> ::poem_openapi::registry::MetaSchemaRef {
+                ::poem_openapi::registry::MetaSchemaRef::Inline(Box::new(
+                    ::poem_openapi::registry::MetaSchema::new_with_format("string", $format),
+                ))
+            }
+        }, $text, $read);
+    };
+    ($ty:ty, as $e:ident, text $text:expr, read $read:expr $(,)?) => {
+        string_type!(@impl [$e: ::poem_openapi::types::Type] $ty, {
+            fn name() -> ::std::borrow::Cow<'static, str> {
+                <$e as ::poem_openapi::types::Type>::name()
+            }
+
+            fn schema_ref() -> ::poem_openapi::registry::MetaSchemaRef {
+                <$e as ::poem_openapi::types::Type>::schema_ref()
+            }
+
+            fn register(registry: &mut ::poem_openapi::registry::Registry) {
+                <$e as ::poem_openapi::types::Type>::register(registry);
+            }
+        }, $text, $read);
+    };
+}
+
+/// The items of poem-openapi's `Type` that the types declared by hand share: required, and
+/// their own raw value (not a container of others).
+macro_rules! own_raw_value {
+    () => {
+        const IS_REQUIRED: bool = true;
+
+        type RawValueType = Self;
+
+        type RawElementValueType = Self;
+
+        fn as_raw_value(&self) -> Option<&Self::RawValueType> {
+            Some(self)
+        }
+
+        fn raw_element_iter<'a>(
+            &'a self,
+        ) -> Box<dyn Iterator<Item = &'a Self::RawElementValueType> + 'a> {
+            Box::new(self.as_raw_value().into_iter())
+        }
+    };
+}
+
+pub(crate) use {own_raw_value, string_type};
 
 /// An email address, declared `format: email`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -43,46 +128,7 @@ impl fmt::Display for EmailText {
     }
 }
 
-impl Type for EmailText {
-    const IS_REQUIRED: bool = true;
-
-    type RawValueType = Self;
-
-    type RawElementValueType = Self;
-
-    fn name() -> Cow<'static, str> {
-        "string_email".into()
-    }
-
-    fn schema_ref() -> MetaSchemaRef {
-        MetaSchemaRef::Inline(Box::new(MetaSchema::new_with_format("string", "email")))
-    }
-
-    fn as_raw_value(&self) -> Option<&Self::RawValueType> {
-        Some(self)
-    }
-
-    fn raw_element_iter<'a>(
-        &'a self,
-    ) -> Box<dyn Iterator<Item = &'a Self::RawElementValueType> + 'a> {
-        Box::new(self.as_raw_value().into_iter())
-    }
-}
-
-impl ParseFromJSON for EmailText {
-    fn parse_from_json(value: Option<Value>) -> ParseResult<Self> {
-        match value.unwrap_or_default() {
-            Value::String(s) => Ok(EmailText(s)),
-            other => Err(ParseError::expected_type(other)),
-        }
-    }
-}
-
-impl ToJSON for EmailText {
-    fn to_json(&self) -> Option<Value> {
-        Some(Value::String(self.0.clone()))
-    }
-}
+string_type!(EmailText, format "email", text |e| e.0.clone(), read |s| Ok(EmailText(s)));
 
 /// A string sent for one of the values of the enum `E`: declared as `E` in the document, read
 /// as text and checked by the handler.
@@ -134,53 +180,14 @@ impl<'de, E> Deserialize<'de> for OneOf<E> {
     }
 }
 
-impl<E: Type> Type for OneOf<E> {
-    const IS_REQUIRED: bool = true;
-
-    type RawValueType = Self;
-
-    type RawElementValueType = Self;
-
-    fn name() -> Cow<'static, str> {
-        E::name()
-    }
-
-    fn schema_ref() -> MetaSchemaRef {
-        E::schema_ref()
-    }
-
-    fn register(registry: &mut Registry) {
-        E::register(registry);
-    }
-
-    fn as_raw_value(&self) -> Option<&Self::RawValueType> {
-        Some(self)
-    }
-
-    fn raw_element_iter<'a>(
-        &'a self,
-    ) -> Box<dyn Iterator<Item = &'a Self::RawElementValueType> + 'a> {
-        Box::new(self.as_raw_value().into_iter())
-    }
-}
-
-impl<E: Type> ParseFromJSON for OneOf<E> {
-    fn parse_from_json(value: Option<Value>) -> ParseResult<Self> {
-        match value.unwrap_or_default() {
-            Value::String(s) => Ok(s.as_str().into()),
-            other => Err(ParseError::expected_type(other)),
-        }
-    }
-}
-
-impl<E: Type> ToJSON for OneOf<E> {
-    fn to_json(&self) -> Option<Value> {
-        Some(Value::String(self.text.clone()))
-    }
-}
+string_type!(OneOf<E>, as E, text |o| o.text.clone(), read |s| Ok(s.as_str().into()));
 
 #[cfg(test)]
 mod tests {
+    use poem_openapi::registry::MetaSchemaRef;
+    use poem_openapi::types::Type;
+    use serde_json::Value;
+
     use super::*;
     use crate::api::campaigns::AudienceType;
 

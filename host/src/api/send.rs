@@ -1,6 +1,6 @@
 //! `POST /v1/send`: transactional email. The request is checked whole before anything is
-//! written (every invalid field is reported at once); then each recipient is processed in
-//! order and every email is queued in one transaction.
+//! written (every invalid field is reported at once; `services::send_plan`); then each
+//! recipient is processed in order and every email is queued in one transaction.
 
 use std::collections::BTreeMap;
 
@@ -12,23 +12,16 @@ use serde_json::Value;
 
 use super::ApiTags;
 use super::addresses::{Recipients, Sender};
-use super::contacts::parse_data;
 use super::error::{ApiError, ErrorCode, FieldError, PublicApiError};
 use super::extract::{JsonBody, SecretKeyAuth};
 use super::formats::EmailText;
 use super::state::AppState;
 use super::timestamp::Timestamp;
 use super::track::{IdempotencyKeyHeader, idempotency_key, replayed, request_hash};
-use crate::domain::email::EmailAddress;
-use crate::domain::ids::TemplateId;
-use crate::domain::send::{
-    AttachmentInput, Mailbox, Problem, check_subject, parse_attachments, parse_headers,
-    parse_mailbox, parse_recipients,
-};
-use crate::domain::template::fields::TemplateType;
+use crate::domain::send::AttachmentInput;
 use crate::domain::time::now_ms;
-use crate::services::sending::{Idempotency, QueuedEmail, SendError, SendPlan};
-use crate::services::sending_domains::SenderError;
+use crate::services::send_plan::SendInput;
+use crate::services::sending::{Idempotency, QueuedEmail, SendError};
 use crate::store::{Conflict, StoreError};
 
 /// Largest `/v1/send` request body: 10 MB of attachments in base64 plus the rest.
@@ -166,212 +159,32 @@ fn respond(queued: &[QueuedEmail], at: i64) -> SendResponse {
     }
 }
 
-fn field_errors(problems: Vec<Problem>) -> Vec<FieldError> {
-    problems
-        .into_iter()
-        .map(|p| FieldError::new(p.field, p.code, p.message))
-        .collect()
-}
-
-/// Checks the whole request and turns it into a plan; every problem is reported at once.
-async fn plan(
-    state: &AppState,
-    project: &crate::domain::project::Project,
-    body: &SendRequest,
-) -> Result<SendPlan, ApiError> {
-    let mut problems = Vec::new();
-    let recipients = parse_recipients(&body.to.0, &mut problems);
-
-    let template = match &body.template {
-        Some(id) => {
-            let found = match TemplateId::parse(id) {
-                Some(tid) => match state.store().template(&project.id, &tid).await {
-                    Ok(t) => Some(t.fields),
-                    Err(StoreError::NotFound) => None,
-                    Err(e) => return Err(e.into()),
-                },
-                None => None,
-            };
-            if found.is_none() {
-                problems.push(Problem {
-                    field: "template".into(),
-                    code: "not_found",
-                    message: format!("no template `{id}` in this project"),
-                });
-            }
-            found
-        }
-        None => None,
-    };
-    if let Some(subject) = &body.subject {
-        check_subject(subject, "subject", &mut problems);
-    }
-    if body.body.as_deref() == Some("") {
-        problems.push(Problem {
-            field: "body".into(),
-            code: "required",
-            message: "the body is empty".into(),
-        });
-    }
-    let subject = body
-        .subject
-        .clone()
-        .or_else(|| template.as_ref().map(|t| t.subject.clone()));
-    let html = body
-        .body
-        .clone()
-        .or_else(|| template.as_ref().map(|t| t.body.clone()));
-    if body.template.is_none() {
-        for (field, missing) in [("subject", subject.is_none()), ("body", html.is_none())] {
-            if missing {
-                problems.push(Problem {
-                    field: field.into(),
-                    code: "required",
-                    message: format!("`{field}` is required unless a template is given"),
-                });
-            }
-        }
-    }
-
-    let from = match body.from.as_ref().map(|f| &f.0) {
-        Some(value) => parse_mailbox(value, "from", &mut problems).map(|mut m| {
-            if m.name.is_none() && matches!(value, Value::String(_)) {
-                m.name = body
-                    .name
-                    .as_deref()
-                    .map(str::trim)
-                    .filter(|n| !n.is_empty() && !n.contains(['\r', '\n']))
-                    .map(str::to_string);
-            }
-            m
-        }),
-        None => match template.as_ref().and_then(|t| {
-            t.from_email.clone().map(|email| Mailbox {
-                name: t.from_name.clone(),
-                email,
-            })
-        }) {
-            Some(from) => Some(from),
-            None => match &project.default_from {
-                Some(default) => Some(Mailbox {
-                    name: default.name.clone(),
-                    email: default.email.clone(),
-                }),
-                None => {
-                    if template.is_some() || body.template.is_none() {
-                        problems.push(Problem {
-                            field: "from".into(),
-                            code: "required",
-                            message: "`from` is required unless the template or the project \
-                                      (`defaultFrom`) has a from address"
-                                .into(),
-                        });
-                    }
-                    None
-                }
-            },
-        },
-    };
-    let reply_to = match &body.reply {
-        Some(r) => match EmailAddress::parse(r.as_str()) {
-            Ok(a) => Some(a),
-            Err(e) => {
-                problems.push(Problem {
-                    field: "reply".into(),
-                    code: "invalid_email",
-                    message: e.to_string(),
-                });
-                None
-            }
-        },
-        None => template.as_ref().and_then(|t| t.reply_to.clone()),
-    };
-    let data = match parse_data(body.data.clone()) {
-        Ok(d) => Some(d),
-        Err(e) => {
-            problems.extend(e.errors.into_iter().map(|f| Problem {
-                field: f.field,
-                code: "invalid_key",
-                message: f.message,
-            }));
-            None
-        }
-    };
-    let headers = body
-        .headers
-        .as_ref()
-        .map(|h| parse_headers(h.iter(), &mut problems))
-        .unwrap_or_default();
-    let inputs: Vec<AttachmentInput<'_>> = body
-        .attachments
-        .iter()
-        .flatten()
-        .map(|a| AttachmentInput {
-            filename: &a.filename,
-            content: &a.content,
-            content_type: &a.content_type,
-            disposition: a.disposition.as_deref(),
-            content_id: a.content_id.as_deref(),
-        })
-        .collect();
-    let attachments = parse_attachments(&inputs, &mut problems);
-    let content = match (subject, html) {
-        (Some(subject), Some(html)) => {
-            match state.sending().compile(&project.id, subject, html).await {
-                Ok(c) => Some(c),
-                Err(e) => {
-                    problems.push(Problem {
-                        field: e.field.to_string(),
-                        code: "template_syntax",
-                        message: e.describe(),
-                    });
-                    None
-                }
-            }
-        }
-        _ => None,
-    };
-    if !problems.is_empty() {
-        return Err(ApiError::validation(field_errors(problems)));
-    }
-    let (Some(from), Some(data), Some(content)) = (from, data, content) else {
-        return Err(ApiError::internal("a checked send request lacks a part"));
-    };
-    let sender = state
-        .sending_domains()
-        .authorize_sender(&project.id, &from.email)
-        .await
-        .map_err(|e| match e {
-            SenderError::NotVerified(_) => {
-                let message = e.to_string();
-                ApiError::new(
-                    StatusCode::UNPROCESSABLE_ENTITY,
-                    ErrorCode::DomainNotVerified,
-                    message.clone(),
-                )
-                .with_errors(vec![FieldError::new("from", "domain_not_verified", message)])
-                .suggest("verify the domain with GET /domains/:id/verify once its DNS records are published")
-            }
-            SenderError::Store(s) => s.into(),
-        })?;
-    Ok(SendPlan {
-        recipients,
-        from: Mailbox {
-            name: from.name,
-            email: from.email,
-        },
-        sender,
-        reply_to,
-        content,
-        template_id: body.template.clone().filter(|_| template.is_some()),
-        marketing: template
-            .as_ref()
-            .is_some_and(|t| t.template_type == TemplateType::Marketing),
+/// The request's fields as the send planner reads them.
+fn send_input(body: &SendRequest) -> SendInput<'_> {
+    SendInput {
+        to: &body.to.0,
+        subject: body.subject.as_deref(),
+        body: body.body.as_deref(),
+        template: body.template.as_deref(),
+        from: body.from.as_ref().map(|f| &f.0),
+        name: body.name.as_deref(),
         subscribed: body.subscribed,
-        data,
-        headers,
-        attachments,
-    })
+        data: body.data.as_ref(),
+        headers: body.headers.as_ref(),
+        reply: body.reply.as_ref().map(EmailText::as_str),
+        attachments: body
+            .attachments
+            .iter()
+            .flatten()
+            .map(|a| AttachmentInput {
+                filename: &a.filename,
+                content: &a.content,
+                content_type: &a.content_type,
+                disposition: a.disposition.as_deref(),
+                content_id: a.content_id.as_deref(),
+            })
+            .collect(),
+    }
 }
 
 /// The sending endpoint.
@@ -421,7 +234,10 @@ async fn send(
         let body: SendResponse = replayed(stored, ENDPOINT, &hash)?;
         return Ok(SendResult::Ok(Json(body), Some("true".into())));
     }
-    let plan = plan(state, project, &body).await?;
+    let plan = state
+        .send_planner()
+        .plan(project, &send_input(&body))
+        .await?;
     let at = now_ms();
     let respond_json =
         |queued: &[QueuedEmail]| serde_json::to_value(respond(queued, at)).unwrap_or(Value::Null);

@@ -11,6 +11,7 @@ use crate::jobs::JobQueue;
 use crate::mail::links::LinkSigner;
 use crate::plugins::Plugins;
 use crate::services::ratelimit::RateLimiter;
+use crate::services::send_plan::SendPlanner;
 use crate::services::sending::Sending;
 use crate::services::sending_domains::SendingDomains;
 use crate::services::verification::Verifier;
@@ -32,6 +33,7 @@ pub(crate) struct Parts {
     pub(crate) verifier: Verifier,
     pub(crate) links: LinkSigner,
     pub(crate) sending: Arc<Sending>,
+    pub(crate) send_planner: SendPlanner,
     pub(crate) workflows: WorkflowEngine,
     pub(crate) campaigns: Campaigns,
     pub(crate) account_mail: crate::services::account_mail::AccountMail,
@@ -121,6 +123,11 @@ impl AppState {
     /// Sending email (`/v1/send`).
     pub fn sending(&self) -> &Sending {
         &self.inner.sending
+    }
+
+    /// The plans of `/v1/send` requests.
+    pub fn send_planner(&self) -> &SendPlanner {
+        &self.inner.send_planner
     }
 
     /// The workflow engine (manual starts).

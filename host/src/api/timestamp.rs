@@ -2,14 +2,9 @@
 //! precision in UTC (`2026-11-22T17:00:00.000Z`) and declared `format: date-time` in the
 //! OpenAPI document, so that generated clients parse it as a date.
 
-use std::borrow::Cow;
+use poem_openapi::types::{ParseError, ParseFromParameter, ParseResult};
 
-use poem_openapi::registry::{MetaSchema, MetaSchemaRef};
-use poem_openapi::types::{
-    ParseError, ParseFromJSON, ParseFromParameter, ParseResult, ToJSON, Type,
-};
-use serde_json::Value;
-
+use super::formats::string_type;
 use crate::domain::time::to_rfc3339;
 
 /// Unix milliseconds, shown as an RFC 3339 date-time.
@@ -23,48 +18,16 @@ impl Timestamp {
     }
 }
 
-impl Type for Timestamp {
-    const IS_REQUIRED: bool = true;
-
-    type RawValueType = Self;
-
-    type RawElementValueType = Self;
-
-    fn name() -> Cow<'static, str> {
-        "string_date-time".into()
-    }
-
-    fn schema_ref() -> MetaSchemaRef {
-        MetaSchemaRef::Inline(Box::new(MetaSchema::new_with_format("string", "date-time")))
-    }
-
-    fn as_raw_value(&self) -> Option<&Self::RawValueType> {
-        Some(self)
-    }
-
-    fn raw_element_iter<'a>(
-        &'a self,
-    ) -> Box<dyn Iterator<Item = &'a Self::RawElementValueType> + 'a> {
-        Box::new(self.as_raw_value().into_iter())
-    }
-}
-
-impl ToJSON for Timestamp {
-    fn to_json(&self) -> Option<Value> {
-        Some(Value::String(to_rfc3339(self.0)))
-    }
-}
-
-impl ParseFromJSON for Timestamp {
-    fn parse_from_json(value: Option<Value>) -> ParseResult<Self> {
-        match value.unwrap_or_default() {
-            Value::String(s) => chrono::DateTime::parse_from_rfc3339(&s)
-                .map(|t| Timestamp(t.timestamp_millis()))
-                .map_err(|_| ParseError::custom("expected an RFC 3339 date-time")),
-            other => Err(ParseError::expected_type(other)),
-        }
-    }
-}
+string_type!(
+    Timestamp,
+    format "date-time",
+    text |t| to_rfc3339(t.0),
+    read |s| {
+        chrono::DateTime::parse_from_rfc3339(&s)
+            .map(|t| Timestamp(t.timestamp_millis()))
+            .map_err(|_| ParseError::custom("expected an RFC 3339 date-time"))
+    },
+);
 
 impl ParseFromParameter for Timestamp {
     fn parse_from_parameter(value: &str) -> ParseResult<Self> {
@@ -93,6 +56,9 @@ impl<'de> serde::Deserialize<'de> for Timestamp {
 
 #[cfg(test)]
 mod tests {
+    use poem_openapi::types::{ParseFromJSON, ToJSON};
+    use serde_json::Value;
+
     use super::*;
 
     #[test]

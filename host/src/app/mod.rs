@@ -33,6 +33,7 @@ use crate::mail::links::LinkSigner;
 use crate::outbox::{EventConsumer, EventDispatcher, OutboxWake};
 use crate::plugins::Plugins;
 use crate::services::ratelimit::RateLimiter;
+use crate::services::send_plan::SendPlanner;
 use crate::services::sending::Sending;
 use crate::services::sending_domains::{DomainPolicy, SendingDomains};
 use crate::services::verification::Verifier;
@@ -251,6 +252,7 @@ impl AppBuilder {
         let engagement = crate::services::engagement::Engagement::new(store.clone());
         let state = AppState::new(Parts {
             rate_limiter: RateLimiter::for_store(&store),
+            send_planner: SendPlanner::new(store.clone(), sending.clone(), sending_domains.clone()),
             engagement,
             store,
             jobs,

@@ -10,6 +10,7 @@ pub mod oauth;
 pub mod ratelimit;
 pub mod render_budget;
 pub mod security;
+pub mod send_plan;
 pub mod sending;
 pub mod sending_domains;
 pub mod uploads;
