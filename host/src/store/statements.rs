@@ -310,18 +310,12 @@ where
         // Counted only when fields were added (rare: the instance remembers the known ones).
         if let Some(max) = max
             && let Some(field) = added.first()
+            && past_cap(self, "contact_fields", project, max).await?
         {
-            let count: i64 =
-                sqlx::query_scalar("SELECT COUNT(*) FROM contact_fields WHERE project_id = $1")
-                    .bind(project)
-                    .fetch_one(&mut **self)
-                    .await?;
-            if count as u64 > max {
-                return Err(StoreError::Cap(CapReached::ContactFields {
-                    field: field.clone(),
-                    max,
-                }));
-            }
+            return Err(StoreError::Cap(CapReached::ContactFields {
+                field: field.clone(),
+                max,
+            }));
         }
         Ok(())
     }
@@ -343,18 +337,11 @@ where
         .execute(&mut **self)
         .await?
         .rows();
-        if added > 0 {
-            let count: i64 =
-                sqlx::query_scalar("SELECT COUNT(*) FROM event_names WHERE project_id = $1")
-                    .bind(project)
-                    .fetch_one(&mut **self)
-                    .await?;
-            if count as u64 > max {
-                return Err(StoreError::Cap(CapReached::EventNames {
-                    name: name.to_string(),
-                    max,
-                }));
-            }
+        if added > 0 && past_cap(self, "event_names", project, max).await? {
+            return Err(StoreError::Cap(CapReached::EventNames {
+                name: name.to_string(),
+                max,
+            }));
         }
         Ok(())
     }
@@ -606,6 +593,29 @@ where
         }
         Ok(())
     }
+}
+
+/// Whether `project` has more than `max` rows in `table` (a fixed identifier: `contact_fields`
+/// or `event_names`), counted inside `tx`: the write just took it past its cap.
+async fn past_cap<DB>(
+    tx: &mut Transaction<'_, DB>,
+    table: &'static str,
+    project: &str,
+    max: u64,
+) -> sqlx::Result<bool>
+where
+    DB: Database,
+    for<'c> &'c mut DB::Connection: Executor<'c, Database = DB>,
+    for<'q> DB::Arguments<'q>: IntoArguments<'q, DB>,
+    for<'q> &'q str: Encode<'q, DB> + Type<DB>,
+    for<'r> (i64,): sqlx::FromRow<'r, DB::Row>,
+{
+    let sql = format!("SELECT COUNT(*) FROM {table} WHERE project_id = $1");
+    let count: i64 = sqlx::query_scalar(&sql)
+        .bind(project)
+        .fetch_one(&mut **tx)
+        .await?;
+    Ok(count as u64 > max)
 }
 
 /// `true` when `insert_contacts_with_emails_sql` wrote, `false` when it refused a taken address
