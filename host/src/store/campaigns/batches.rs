@@ -1,9 +1,9 @@
 //! A campaign's batches: their pending recipients, each batch's emails written with its ledger
 //! rows' moves, and the campaign finished once every email is final.
 
-use super::records::{BatchCommit, PendingRecipient, recipient};
 use std::collections::HashMap;
 
+use super::records::{BatchCommit, PendingRecipient, recipient};
 use crate::domain::campaign::CampaignStatus;
 use crate::domain::contact::Contact;
 use crate::domain::ids::{CampaignId, ContactId, ProjectId};

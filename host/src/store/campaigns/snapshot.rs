@@ -1,11 +1,10 @@
 //! A campaign's audience and its snapshot into the recipients ledger, a chunk a transaction.
 
+use herald_filter::{Scope, SqlValue};
+
 use super::records::{
     BATCH_KIND, BatchPayload, Campaign, FINISH_KIND, FinishPayload, SNAPSHOT_CHUNK, SnapshotStep,
 };
-
-use herald_filter::{Scope, SqlValue};
-
 use crate::domain::campaign::Audience;
 use crate::domain::time::now_ms;
 use crate::store::dialect::{BeginWrite, for_update};

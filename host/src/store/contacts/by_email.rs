@@ -1,8 +1,8 @@
 //! Reads of a project's contacts by address.
 
-use super::rows::{COLUMNS, ContactRow, READ_CHUNK};
 use std::collections::HashMap;
 
+use super::rows::{COLUMNS, ContactRow, READ_CHUNK};
 use crate::domain::contact::Contact;
 use crate::domain::email::EmailAddress;
 use crate::domain::ids::ProjectId;

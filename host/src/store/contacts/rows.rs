@@ -2,13 +2,13 @@
 //! field-type writes, and the planned contact writes [`ContactWrites`] that
 //! [`crate::store::statements::Statements::write_contacts`] makes.
 
-use super::plan::Plan;
 use std::collections::HashMap;
 
 use serde_json::{Map, Value};
 use sqlx::FromRow;
 use sqlx::types::Json;
 
+use super::plan::Plan;
 use crate::domain::contact::Contact;
 use crate::domain::custom_data::FieldType;
 use crate::domain::email::EmailAddress;

@@ -1,12 +1,12 @@
 //! A contact write inside a transaction: one by address or id ([`write_contact_in`]) or a
 //! group by id ([`change_contacts_in`]), with its events and idempotency key.
 
-use super::plan::{Caps, Plan, Request, Target, check_data_size, plan, plan_change};
-use super::rows::{COLUMNS, ContactRow, ContactWrites, MAX_CONTACTS_PER_WRITE};
 use std::collections::{BTreeSet, HashMap};
 
 use serde_json::Value;
 
+use super::plan::{Caps, Plan, Request, Target, check_data_size, plan, plan_change};
+use super::rows::{COLUMNS, ContactRow, ContactWrites, MAX_CONTACTS_PER_WRITE};
 use crate::domain::contact::{Contact, ContactChange, UpsertOutcome};
 use crate::domain::event::{NewEvent, StoredEvent, SubscriptionSource};
 use crate::domain::ids::{ContactId, EventId, ProjectId};

@@ -1,11 +1,11 @@
 //! What a delivery reads of an email and how its outcome is recorded.
 
-use super::insert::insert_activity_sql;
-use super::status;
 use std::collections::HashSet;
 
 use sqlx::FromRow;
 
+use super::insert::insert_activity_sql;
+use super::status;
 use crate::domain::ids::{ActivityId, EmailId};
 use crate::domain::time::now_ms;
 use crate::store::dialect::{BeginWrite, bound_in_order};

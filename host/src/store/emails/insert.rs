@@ -2,7 +2,6 @@
 //! the new contacts it goes to ([`crate::store::statements::Statements::insert_emails`]).
 
 use super::status;
-
 use crate::domain::ids::{ContactId, EmailId};
 
 /// An email to queue.

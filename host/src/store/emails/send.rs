@@ -1,12 +1,12 @@
 //! A send written whole: its recipients' contacts as planned, its emails and its idempotency
 //! key, alone or with other sends in one transaction.
 
-use super::insert::{EmailContent, EmailInsert, INSERT_CONTENT, NewEmail};
-use super::status;
 use std::collections::HashMap;
 
 use serde_json::Value;
 
+use super::insert::{EmailContent, EmailInsert, INSERT_CONTENT, NewEmail};
+use super::status;
 use crate::domain::event::{NewEvent, StoredEvent, SubscriptionSource};
 use crate::domain::ids::{EventId, ProjectId};
 use crate::store::StoreResult;

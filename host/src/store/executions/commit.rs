@@ -1,14 +1,14 @@
 //! Committing step runs' outcomes with the next steps' jobs, in one lease-guarded transaction a
 //! round.
 
-use super::records::{NextRun, is_final};
-use super::sql::{executions_update_sql, finished_runs_insert_sql, step_runs_update_sql};
-use super::start::insert_runs;
 use std::collections::HashSet;
 
 use serde_json::{Map, Value};
 use sqlx::types::Json;
 
+use super::records::{NextRun, is_final};
+use super::sql::{executions_update_sql, finished_runs_insert_sql, step_runs_update_sql};
+use super::start::insert_runs;
 use crate::domain::contact::ContactChange;
 use crate::domain::ids::{ContactId, ProjectId};
 use crate::domain::time::now_ms;

@@ -1,9 +1,8 @@
 //! The writes a committed step run makes beside its own: sends and contact updates.
 
-use super::commit::{EFFECT_ENDPOINT, EffectWrite};
-
 use serde_json::Value;
 
+use super::commit::{EFFECT_ENDPOINT, EffectWrite};
 use crate::domain::contact::{Contact, ContactChange};
 use crate::domain::event::{StoredEvent, SubscriptionSource};
 use crate::domain::ids::{ContactId, ProjectId};

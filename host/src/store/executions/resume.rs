@@ -1,13 +1,12 @@
 //! Waiting executions resumed (by event or timeout, whichever commits first), failed, skipped
 //! and cancelled.
 
-use super::records::{ExecutionRecord, NextRun, STEP_KIND, TIMEOUT_KIND, is_final};
-use super::start::insert_runs;
-
 use serde_json::Value;
 use sqlx::FromRow;
 use sqlx::types::Json;
 
+use super::records::{ExecutionRecord, NextRun, STEP_KIND, TIMEOUT_KIND, is_final};
+use super::start::insert_runs;
 use crate::domain::ids::{ContactId, ExecutionId, ProjectId, WorkflowId};
 use crate::domain::time::now_ms;
 use crate::domain::workflow::{execution_status as es, step_run_status as rs};

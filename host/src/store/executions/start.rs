@@ -1,12 +1,12 @@
 //! Starting executions: deduplicated by trigger event, one active per contact, by the
 //! workflow's re-entry rule, each with its first step run and job.
 
-use super::records::{EXECUTION_COLUMNS, ExecutionRecord, INSERT_CHUNK, LOOKUP_CHUNK, NextRun};
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 use serde_json::{Map, Value};
 use sqlx::types::Json;
 
+use super::records::{EXECUTION_COLUMNS, ExecutionRecord, INSERT_CHUNK, LOOKUP_CHUNK, NextRun};
 use crate::domain::ids::{ContactId, ExecutionId, ProjectId, WorkflowId};
 use crate::domain::time::now_ms;
 use crate::store::dialect::{BeginWrite, bound_in_order, for_key_share, placeholders};

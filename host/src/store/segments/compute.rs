@@ -1,10 +1,10 @@
 //! The reconciliation of a tracked dynamic segment's stored members with its filter, in chunks.
 
-use super::rows::{COMPUTE_CHUNK, COMPUTE_WINDOW, ComputeOutcome, Segment, membership_event};
 use std::collections::HashSet;
 
 use herald_filter::SqlValue;
 
+use super::rows::{COMPUTE_CHUNK, COMPUTE_WINDOW, ComputeOutcome, Segment, membership_event};
 use crate::domain::event::StoredEvent;
 use crate::domain::ids::ContactId;
 use crate::domain::time::now_ms;

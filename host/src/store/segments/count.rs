@@ -1,10 +1,9 @@
 //! A segment's member count: counted by its filter (on SQLite in parts for a large project),
 //! cached per filter and stored.
 
-use super::rows::Segment;
-
 use herald_filter::SqlValue;
 
+use super::rows::Segment;
 use crate::domain::segment::SegmentType;
 use crate::domain::time::now_ms;
 use crate::store::contacts::fields::CONTACT_COUNT;

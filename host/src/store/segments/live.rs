@@ -1,12 +1,12 @@
 //! Live membership: the tracked segments of contacts that changed, re-evaluated and their
 //! stored memberships written with their events.
 
+use std::collections::{HashMap, HashSet};
+
 use super::rows::{
     COLUMNS, CONTACT_COLUMNS, LiveContact, MembershipChange, RECONCILE_CHUNK,
     RECONCILE_WRITE_CHUNK, Segment, SegmentRow, TrackedSegment, membership_event,
 };
-use std::collections::{HashMap, HashSet};
-
 use crate::domain::ids::{ContactId, ProjectId};
 use crate::domain::segment::SegmentType;
 use crate::domain::time::now_ms;
