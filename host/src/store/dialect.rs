@@ -316,41 +316,6 @@ mod tests {
     }
 
     #[test]
-    fn the_hot_multi_row_statements_bind_in_order() {
-        use crate::store::{contacts, emails, events, executions, idempotency, jobs, segments};
-        type Builder = fn(usize) -> String;
-        let builders: [(&str, Builder); 17] = [
-            ("insert_events", events::insert_events_sql),
-            ("insert_contacts", contacts::insert_contacts_sql),
-            ("update_contacts", contacts::update_contacts_sql),
-            ("field_types", contacts::field_types_sql),
-            ("insert_emails", emails::insert_emails_sql),
-            ("insert_activity", emails::insert_activity_sql),
-            ("finish_outcomes", emails::finish_outcomes_sql),
-            ("insert_jobs", jobs::insert_jobs_sql),
-            ("complete_jobs", jobs::complete_jobs_sql),
-            ("chain_jobs", jobs::chain_jobs_sql),
-            ("step_runs_update", executions::step_runs_update_sql),
-            ("executions_update", executions::executions_update_sql),
-            ("finished_runs_insert", executions::finished_runs_insert_sql),
-            ("add_members", segments::add_members_sql),
-            ("remove_members", segments::remove_members_sql),
-            ("delete_expired_keys", idempotency::delete_expired_keys_sql),
-            ("insert_keys", idempotency::insert_keys_sql),
-        ];
-        for (name, build) in builders {
-            for n in [1, 3] {
-                let sql = bound_in_order(Backend::Sqlite, build(n));
-                assert!(
-                    !sql.contains('$'),
-                    "{name}({n}) keeps numbered placeholders: {sql}"
-                );
-                assert!(sql.contains('?'), "{name}({n})");
-            }
-        }
-    }
-
-    #[test]
     fn the_backend_of_a_database_type() {
         assert_eq!(backend_of::<Sqlite>(), Backend::Sqlite);
         assert_eq!(backend_of::<Postgres>(), Backend::Postgres);

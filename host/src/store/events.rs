@@ -266,23 +266,9 @@ impl Store {
                 .execute(&mut *tx)
                 .await?;
             }
-            let pending: i64 = sqlx::query_scalar(
-                "SELECT COUNT(*) FROM events WHERE project_id = $1 AND name = $2",
-            )
-            .bind(project.as_str())
-            .bind(name)
-            .fetch_one(&mut *tx)
-            .await?;
-            // The name no longer counts against the project's cap once no event has it.
-            if pending == 0 {
-                sqlx::query("DELETE FROM event_names WHERE project_id = $1 AND name = $2")
-                    .bind(project.as_str())
-                    .bind(name)
-                    .execute(&mut *tx)
-                    .await?;
-            }
+            let pending = events_left(&mut tx, project, name).await?;
             tx.commit().await?;
-            (deleted, pending as u64)
+            (deleted, pending)
         });
         if pending == 0 {
             self.known_events.forget(project.as_str(), name);
@@ -482,21 +468,38 @@ async fn delete_events_named_in_chunks(
             break;
         }
     }
-    // The name no longer counts against the project's cap once no event has it.
     let mut tx = writer.begin_write().await?;
+    let pending = events_left(&mut tx, project, name).await?;
+    tx.commit().await?;
+    Ok((deleted, pending))
+}
+
+/// How many events of `name` `project` has left, inside `tx`; once none, the name is taken out
+/// of `event_names`: it no longer counts against the project's cap once no event has it.
+async fn events_left<DB>(
+    tx: &mut sqlx::Transaction<'_, DB>,
+    project: &ProjectId,
+    name: &str,
+) -> sqlx::Result<u64>
+where
+    DB: sqlx::Database,
+    for<'c> &'c mut DB::Connection: sqlx::Executor<'c, Database = DB>,
+    for<'q> DB::Arguments<'q>: sqlx::IntoArguments<'q, DB>,
+    for<'q> &'q str: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+    for<'r> (i64,): sqlx::FromRow<'r, DB::Row>,
+{
     let pending: i64 =
         sqlx::query_scalar("SELECT COUNT(*) FROM events WHERE project_id = $1 AND name = $2")
             .bind(project.as_str())
             .bind(name)
-            .fetch_one(&mut *tx)
+            .fetch_one(&mut **tx)
             .await?;
     if pending == 0 {
         sqlx::query("DELETE FROM event_names WHERE project_id = $1 AND name = $2")
             .bind(project.as_str())
             .bind(name)
-            .execute(&mut *tx)
+            .execute(&mut **tx)
             .await?;
     }
-    tx.commit().await?;
-    Ok((deleted, pending as u64))
+    Ok(pending as u64)
 }

@@ -590,3 +590,49 @@ impl Store {
         &self.db
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The multi-row statements of the tables' modules qualify for anonymous placeholders on
+    /// SQLite ([`dialect::bound_in_order`]).
+    #[test]
+    fn the_hot_multi_row_statements_bind_in_order() {
+        use super::dialect::bound_in_order;
+        use super::{contacts, emails, events, executions, idempotency, jobs, segments};
+        type Builder = fn(usize) -> String;
+        let builders: [(&str, Builder); 17] = [
+            ("insert_events", events::insert_events_sql),
+            ("insert_contacts", contacts::rows::insert_contacts_sql),
+            ("update_contacts", contacts::rows::update_contacts_sql),
+            ("field_types", contacts::rows::field_types_sql),
+            ("insert_emails", emails::insert::insert_emails_sql),
+            ("insert_activity", emails::insert::insert_activity_sql),
+            ("finish_outcomes", emails::delivery::finish_outcomes_sql),
+            ("insert_jobs", jobs::sql::insert_jobs_sql),
+            ("complete_jobs", jobs::sql::complete_jobs_sql),
+            ("chain_jobs", jobs::sql::chain_jobs_sql),
+            ("step_runs_update", executions::sql::step_runs_update_sql),
+            ("executions_update", executions::sql::executions_update_sql),
+            (
+                "finished_runs_insert",
+                executions::sql::finished_runs_insert_sql,
+            ),
+            ("add_members", segments::members::add_members_sql),
+            ("remove_members", segments::members::remove_members_sql),
+            ("delete_expired_keys", idempotency::delete_expired_keys_sql),
+            ("insert_keys", idempotency::insert_keys_sql),
+        ];
+        for (name, build) in builders {
+            for n in [1, 3] {
+                let sql = bound_in_order(Backend::Sqlite, build(n));
+                assert!(
+                    !sql.contains('$'),
+                    "{name}({n}) keeps numbered placeholders: {sql}"
+                );
+                assert!(sql.contains('?'), "{name}({n})");
+            }
+        }
+    }
+}

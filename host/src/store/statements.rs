@@ -11,7 +11,10 @@ use sqlx::types::Json;
 use sqlx::{Database, Encode, Executor, IntoArguments, Transaction, Type};
 
 use super::dialect::backend_of;
-use super::jobs::{CHECKPOINT_JOB, COMPLETE_JOB, Lease, NewJob};
+use super::jobs::rows::{Lease, NewJob, queue_of};
+use super::jobs::sql::{
+    CHECKPOINT_JOB, COMPLETE_JOB, chain_jobs_sql, complete_jobs_sql, insert_jobs_sql,
+};
 use super::{CapReached, Conflict, StoreError, StoreResult};
 use crate::domain::event::StoredEvent;
 use crate::domain::ids::JobId;
@@ -117,19 +120,23 @@ pub(crate) trait Statements {
 
     /// Writes a planned contact change (insert or update; nothing for `Keep`). False when an
     /// insert met a contact created with the same address since the read.
-    async fn write_contact_plan(&mut self, plan: &super::contacts::Plan) -> StoreResult<bool>;
+    async fn write_contact_plan(&mut self, plan: &super::contacts::plan::Plan)
+    -> StoreResult<bool>;
 
     /// Writes planned contact changes: the inserts in one statement, then the updates in one
     /// (per [`super::contacts::MAX_CONTACTS_PER_WRITE`]). False when an insert met a contact
     /// created with the same address since the read (others may be written: roll back).
     async fn write_contacts(
         &mut self,
-        writes: &super::contacts::ContactWrites,
+        writes: &super::contacts::rows::ContactWrites,
     ) -> StoreResult<bool>;
 
     /// Inserts an email (its status: `queued` or `suppressed`), a suppressed one with its
     /// history entry (a queued one's is read off the email: `emails::QUEUED_ENTRY`).
-    async fn insert_email(&mut self, email: &super::emails::EmailInsert<'_>) -> sqlx::Result<()>;
+    async fn insert_email(
+        &mut self,
+        email: &super::emails::insert::EmailInsert<'_>,
+    ) -> sqlx::Result<()>;
 
     /// Writes `contacts` as [`Statements::write_contacts`] does, then inserts `emails` as
     /// [`Statements::insert_emails`] does; on PostgreSQL, when the contacts are new ones only and
@@ -138,8 +145,8 @@ pub(crate) trait Statements {
     /// writes may be done: roll back).
     async fn write_contacts_and_emails(
         &mut self,
-        contacts: &super::contacts::ContactWrites,
-        emails: &[super::emails::EmailInsert<'_>],
+        contacts: &super::contacts::rows::ContactWrites,
+        emails: &[super::emails::insert::EmailInsert<'_>],
     ) -> StoreResult<bool>;
 
     /// Inserts emails, the suppressed ones with their history entries, in one statement per
@@ -147,7 +154,7 @@ pub(crate) trait Statements {
     /// [`super::emails::MAX_EMAILS_PER_INSERT`]).
     async fn insert_emails(
         &mut self,
-        emails: &[super::emails::EmailInsert<'_>],
+        emails: &[super::emails::insert::EmailInsert<'_>],
     ) -> sqlx::Result<()>;
 
     /// Forgets an expired use of `write.key` and stores `response` under it; a live key taken
@@ -257,10 +264,10 @@ where
         entered_at: Option<i64>,
     ) -> sqlx::Result<Vec<String>> {
         let mut written = Vec::with_capacity(contacts.len());
-        for chunk in contacts.chunks(super::segments::MEMBERS_PER_STATEMENT) {
+        for chunk in contacts.chunks(super::segments::members::MEMBERS_PER_STATEMENT) {
             let sql = in_order::<DB>(match entered_at {
-                Some(_) => super::segments::add_members_sql(chunk.len()),
-                None => super::segments::remove_members_sql(chunk.len()),
+                Some(_) => super::segments::members::add_members_sql(chunk.len()),
+                None => super::segments::members::remove_members_sql(chunk.len()),
             });
             let mut q = sqlx::query_scalar(&sql);
             match entered_at {
@@ -293,7 +300,7 @@ where
         }
         let sql = in_order::<DB>(format!(
             "{} RETURNING key",
-            super::contacts::field_types_sql(types.len())
+            super::contacts::rows::field_types_sql(types.len())
         ));
         let mut q = sqlx::query_scalar::<_, String>(&sql);
         for (k, t) in types {
@@ -303,18 +310,12 @@ where
         // Counted only when fields were added (rare: the instance remembers the known ones).
         if let Some(max) = max
             && let Some(field) = added.first()
+            && past_cap(self, "contact_fields", project, max).await?
         {
-            let count: i64 =
-                sqlx::query_scalar("SELECT COUNT(*) FROM contact_fields WHERE project_id = $1")
-                    .bind(project)
-                    .fetch_one(&mut **self)
-                    .await?;
-            if count as u64 > max {
-                return Err(StoreError::Cap(CapReached::ContactFields {
-                    field: field.clone(),
-                    max,
-                }));
-            }
+            return Err(StoreError::Cap(CapReached::ContactFields {
+                field: field.clone(),
+                max,
+            }));
         }
         Ok(())
     }
@@ -336,18 +337,11 @@ where
         .execute(&mut **self)
         .await?
         .rows();
-        if added > 0 {
-            let count: i64 =
-                sqlx::query_scalar("SELECT COUNT(*) FROM event_names WHERE project_id = $1")
-                    .bind(project)
-                    .fetch_one(&mut **self)
-                    .await?;
-            if count as u64 > max {
-                return Err(StoreError::Cap(CapReached::EventNames {
-                    name: name.to_string(),
-                    max,
-                }));
-            }
+        if added > 0 && past_cap(self, "event_names", project, max).await? {
+            return Err(StoreError::Cap(CapReached::EventNames {
+                name: name.to_string(),
+                max,
+            }));
         }
         Ok(())
     }
@@ -376,7 +370,7 @@ where
         jobs: &[(&Lease, &Value)],
         now: i64,
     ) -> sqlx::Result<Vec<String>> {
-        let sql = in_order::<DB>(super::jobs::complete_jobs_sql(jobs.len()));
+        let sql = in_order::<DB>(complete_jobs_sql(jobs.len()));
         leased_update(self, &sql, jobs, now, 2).await
     }
 
@@ -385,7 +379,7 @@ where
         jobs: &[(&Lease, &Value)],
         now: i64,
     ) -> sqlx::Result<Vec<String>> {
-        let sql = in_order::<DB>(super::jobs::chain_jobs_sql(jobs.len()));
+        let sql = in_order::<DB>(chain_jobs_sql(jobs.len()));
         leased_update(self, &sql, jobs, now, 1).await
     }
 
@@ -425,17 +419,22 @@ where
         Ok(n == 1)
     }
 
-    async fn write_contact_plan(&mut self, plan: &super::contacts::Plan) -> StoreResult<bool> {
-        let mut writes = super::contacts::ContactWrites::default();
+    async fn write_contact_plan(
+        &mut self,
+        plan: &super::contacts::plan::Plan,
+    ) -> StoreResult<bool> {
+        let mut writes = super::contacts::rows::ContactWrites::default();
         writes.add(plan);
         self.write_contacts(&writes).await
     }
 
     async fn write_contacts(
         &mut self,
-        writes: &super::contacts::ContactWrites,
+        writes: &super::contacts::rows::ContactWrites,
     ) -> StoreResult<bool> {
-        use super::contacts::{MAX_CONTACTS_PER_WRITE, insert_contacts_sql, update_contacts_sql};
+        use super::contacts::rows::{
+            MAX_CONTACTS_PER_WRITE, insert_contacts_sql, update_contacts_sql,
+        };
         for chunk in writes.inserts.chunks(MAX_CONTACTS_PER_WRITE) {
             let sql = in_order::<DB>(insert_contacts_sql(chunk.len()));
             let mut q = sqlx::query_as::<_, (String,)>(&sql);
@@ -468,11 +467,11 @@ where
 
     async fn write_contacts_and_emails(
         &mut self,
-        contacts: &super::contacts::ContactWrites,
-        emails: &[super::emails::EmailInsert<'_>],
+        contacts: &super::contacts::rows::ContactWrites,
+        emails: &[super::emails::insert::EmailInsert<'_>],
     ) -> StoreResult<bool> {
-        use super::contacts::MAX_CONTACTS_PER_WRITE;
-        use super::emails::MAX_EMAILS_PER_INSERT;
+        use super::contacts::rows::MAX_CONTACTS_PER_WRITE;
+        use super::emails::insert::MAX_EMAILS_PER_INSERT;
         let inserts = &contacts.inserts;
         let together = backend_of::<DB>() == super::Backend::Postgres
             && contacts.updates.is_empty()
@@ -489,15 +488,18 @@ where
         insert_contacts_with_emails(&mut **self, &inserts, emails).await
     }
 
-    async fn insert_email(&mut self, w: &super::emails::EmailInsert<'_>) -> sqlx::Result<()> {
+    async fn insert_email(
+        &mut self,
+        w: &super::emails::insert::EmailInsert<'_>,
+    ) -> sqlx::Result<()> {
         self.insert_emails(std::slice::from_ref(w)).await
     }
 
     async fn insert_emails(
         &mut self,
-        emails: &[super::emails::EmailInsert<'_>],
+        emails: &[super::emails::insert::EmailInsert<'_>],
     ) -> sqlx::Result<()> {
-        use super::emails::{
+        use super::emails::insert::{
             MAX_EMAILS_PER_INSERT, insert_activity_sql, insert_emails_sql,
             insert_emails_with_activity_sql,
         };
@@ -593,13 +595,36 @@ where
     }
 }
 
+/// Whether `project` has more than `max` rows in `table` (a fixed identifier: `contact_fields`
+/// or `event_names`), counted inside `tx`: the write just took it past its cap.
+async fn past_cap<DB>(
+    tx: &mut Transaction<'_, DB>,
+    table: &'static str,
+    project: &str,
+    max: u64,
+) -> sqlx::Result<bool>
+where
+    DB: Database,
+    for<'c> &'c mut DB::Connection: Executor<'c, Database = DB>,
+    for<'q> DB::Arguments<'q>: IntoArguments<'q, DB>,
+    for<'q> &'q str: Encode<'q, DB> + Type<DB>,
+    for<'r> (i64,): sqlx::FromRow<'r, DB::Row>,
+{
+    let sql = format!("SELECT COUNT(*) FROM {table} WHERE project_id = $1");
+    let count: i64 = sqlx::query_scalar(&sql)
+        .bind(project)
+        .fetch_one(&mut **tx)
+        .await?;
+    Ok(count as u64 > max)
+}
+
 /// `true` when `insert_contacts_with_emails_sql` wrote, `false` when it refused a taken address
 /// (having written nothing; a transaction it ran in must be rolled back).
 fn address_not_taken<R>(done: sqlx::Result<R>) -> StoreResult<bool> {
     match done {
         Ok(_) => Ok(true),
         Err(sqlx::Error::Database(db))
-            if db.code().as_deref() == Some(super::emails::ADDRESS_TAKEN) =>
+            if db.code().as_deref() == Some(super::emails::insert::ADDRESS_TAKEN) =>
         {
             Ok(false)
         }
@@ -614,7 +639,7 @@ fn address_not_taken<R>(done: sqlx::Result<R>) -> StoreResult<bool> {
 pub(super) async fn insert_contacts_with_emails<'c, DB, E>(
     executor: E,
     contacts: &[&crate::domain::contact::Contact],
-    emails: &[super::emails::EmailInsert<'_>],
+    emails: &[super::emails::insert::EmailInsert<'_>],
 ) -> StoreResult<bool>
 where
     DB: Database,
@@ -629,7 +654,7 @@ where
     for<'q> bool: Encode<'q, DB> + Type<DB>,
 {
     let (links, ids) = links_and_history_ids(emails);
-    let sql = super::emails::insert_contacts_with_emails_sql(contacts.len(), emails.len());
+    let sql = super::emails::insert::insert_contacts_with_emails_sql(contacts.len(), emails.len());
     let mut q = sqlx::query(&sql);
     for c in contacts {
         q = bind_new_contact!(q, c);
@@ -645,7 +670,7 @@ where
 /// id for each one's history entry (none for a queued one, which gets no entry:
 /// `emails::QUEUED_ENTRY`).
 fn links_and_history_ids(
-    emails: &[super::emails::EmailInsert<'_>],
+    emails: &[super::emails::insert::EmailInsert<'_>],
 ) -> (Vec<Value>, Vec<Option<String>>) {
     let links = emails
         .iter()
@@ -654,7 +679,7 @@ fn links_and_history_ids(
     let ids = emails
         .iter()
         .map(|w| {
-            (w.status != super::emails::QUEUED_ENTRY)
+            (w.status != super::emails::insert::QUEUED_ENTRY)
                 .then(|| crate::domain::ids::ActivityId::generate().into_string())
         })
         .collect();
@@ -725,9 +750,9 @@ where
     }
     let queues: Vec<String> = jobs
         .iter()
-        .map(|(j, _)| super::jobs::queue_of(j.project_id.as_ref().map(|p| p.as_str()), &j.kind))
+        .map(|(j, _)| queue_of(j.project_id.as_ref().map(|p| p.as_str()), &j.kind))
         .collect();
-    let sql = in_order::<DB>(super::jobs::insert_jobs_sql(jobs.len()));
+    let sql = in_order::<DB>(insert_jobs_sql(jobs.len()));
     let mut q = sqlx::query(&sql);
     for ((job, id), queue) in jobs.iter().zip(&queues) {
         q = q

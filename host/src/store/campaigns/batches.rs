@@ -1,0 +1,182 @@
+//! A campaign's batches: their pending recipients, each batch's emails written with its ledger
+//! rows' moves, and the campaign finished once every email is final.
+
+use std::collections::HashMap;
+
+use super::records::{BatchCommit, PendingRecipient, recipient};
+use crate::domain::campaign::CampaignStatus;
+use crate::domain::contact::Contact;
+use crate::domain::ids::{CampaignId, ContactId, ProjectId};
+use crate::domain::time::now_ms;
+use crate::store::contacts::{COLUMNS as CONTACT_COLUMNS, ContactRow};
+use crate::store::dialect::{BeginWrite, placeholders};
+use crate::store::emails::{EmailInsert, NewEmail, status as email_status};
+use crate::store::statements::Statements;
+use crate::store::{Store, StoreResult, on_db, on_db_write};
+
+impl Store {
+    /// Up to `limit` pending ledger rows of a batch, in contact id order, with their contacts.
+    #[tracing::instrument(level = "debug", skip(self))]
+    pub async fn pending_recipients(
+        &self,
+        campaign: &CampaignId,
+        batch: i32,
+        limit: usize,
+    ) -> StoreResult<Vec<PendingRecipient>> {
+        let ids: Vec<String> = on_db!(self.db(), pool => {
+            sqlx::query_scalar(&format!(
+                "SELECT contact_id FROM campaign_recipients WHERE campaign_id = $1 AND batch = $2 \
+                 AND status = 'pending' ORDER BY contact_id LIMIT {limit}"
+            ))
+            .bind(campaign.as_str())
+            .bind(batch)
+            .fetch_all(pool)
+            .await?
+        });
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let sql = format!(
+            "SELECT {CONTACT_COLUMNS} FROM contacts WHERE id IN ({})",
+            placeholders(1, ids.len())
+        );
+        let rows: Vec<ContactRow> = on_db!(self.db(), pool => {
+            let mut q = sqlx::query_as(&sql);
+            for id in &ids {
+                q = q.bind(id);
+            }
+            q.fetch_all(pool).await?
+        });
+        let mut contacts: HashMap<String, Contact> = rows
+            .into_iter()
+            .map(Contact::from)
+            .map(|c| (c.id.as_str().to_string(), c))
+            .collect();
+        Ok(ids
+            .into_iter()
+            .map(|id| {
+                let contact = contacts.remove(&id);
+                (ContactId::from_trusted(id), contact)
+            })
+            .collect())
+    }
+
+    /// Writes a group of a batch in one transaction: each email (unless suppressed, due for
+    /// delivery at once) only with its ledger row's move out of `pending`, so a recipient whose row
+    /// moved already (a second run of the batch) gets nothing; and the rows in `closed` with
+    /// their final status (`skipped` for a deleted contact, `failed`). Nothing is written when the campaign is no longer sending.
+    #[tracing::instrument(level = "debug", skip_all, fields(campaign = %campaign, emails = emails.len()))]
+    pub async fn commit_campaign_batch(
+        &self,
+        project: &ProjectId,
+        campaign: &CampaignId,
+        emails: &[NewEmail],
+        closed: &[(ContactId, &str)],
+    ) -> StoreResult<BatchCommit> {
+        let now = now_ms();
+        // A plain read, no row lock: the snapshot locks the campaign row for each chunk, and
+        // batch commits waiting on it (or holding it) would serialise the two. A cancel that
+        // commits while this group is being written is seen by the next group ("within one
+        // batch"); the emails of this group are not suppressed by it and go out.
+        let status_sql = "SELECT status FROM campaigns WHERE id = $1";
+        let mark = "UPDATE campaign_recipients SET status = $3, email_id = $4 \
+                    WHERE campaign_id = $1 AND contact_id = $2 AND status = 'pending'";
+        let commit = on_db_write!(self.db(), pool => {
+            let mut tx = pool.begin_write().await?;
+            let status: Option<String> = sqlx::query_scalar(status_sql)
+                .bind(campaign.as_str())
+                .fetch_optional(&mut *tx)
+                .await?;
+            if status.as_deref() != Some(CampaignStatus::Sending.as_str()) {
+                tx.rollback().await?;
+                return Ok(BatchCommit::Stopped);
+            }
+            let mut wrote = 0;
+            for e in emails {
+                let (row_status, status) = if e.suppressed.is_some() {
+                    (recipient::SUPPRESSED, email_status::SUPPRESSED)
+                } else {
+                    (recipient::QUEUED, email_status::QUEUED)
+                };
+                let moved = sqlx::query(mark)
+                    .bind(campaign.as_str())
+                    .bind(e.contact_id.as_str())
+                    .bind(row_status)
+                    .bind(e.id.as_str())
+                    .execute(&mut *tx)
+                    .await?
+                    .rows_affected();
+                if moved == 0 {
+                    continue;
+                }
+                wrote += 1;
+                tx.insert_email(&EmailInsert {
+                    project: project.as_str(),
+                    email: e,
+                    contact_id: Some(e.contact_id.as_str()),
+                    status,
+                    campaign_id: Some(campaign.as_str()),
+                    test: false,
+                    due_at: e.suppressed.is_none().then_some(now),
+                    now,
+                })
+                .await?;
+            }
+            for (contact, row_status) in closed {
+                wrote += sqlx::query(mark)
+                    .bind(campaign.as_str())
+                    .bind(contact.as_str())
+                    .bind(*row_status)
+                    .bind(None::<&str>)
+                    .execute(&mut *tx)
+                    .await?
+                    .rows_affected() as usize;
+            }
+            tx.commit().await?;
+            BatchCommit::Wrote(wrote)
+        });
+        Ok(commit)
+    }
+
+    /// Marks a batch's pending rows `cancelled` (the campaign stopped before their turn).
+    #[tracing::instrument(level = "debug", skip(self))]
+    pub async fn cancel_pending_recipients(
+        &self,
+        campaign: &CampaignId,
+        batch: i32,
+    ) -> StoreResult<u64> {
+        let n = on_db_write!(self.db(), pool => {
+            sqlx::query(
+                "UPDATE campaign_recipients SET status = 'cancelled' \
+                 WHERE campaign_id = $1 AND batch = $2 AND status = 'pending'",
+            )
+            .bind(campaign.as_str())
+            .bind(batch)
+            .execute(pool)
+            .await?
+            .rows_affected()
+        });
+        Ok(n)
+    }
+
+    /// Marks a sending campaign `SENT` when its snapshot is done, no ledger row is pending and
+    /// none of its emails waits for the transport; false otherwise (look again later).
+    #[tracing::instrument(level = "debug", skip(self))]
+    pub async fn finish_campaign_if_done(&self, id: &str) -> StoreResult<bool> {
+        let now = now_ms();
+        let n = on_db_write!(self.db(), pool => {
+            sqlx::query(
+                "UPDATE campaigns SET status = 'SENT', finished_at = $2, updated_at = $2 \
+                 WHERE id = $1 AND status = 'SENDING' AND snapshot_done \
+                 AND NOT EXISTS (SELECT 1 FROM campaign_recipients r WHERE r.campaign_id = $1 AND r.status = 'pending') \
+                 AND NOT EXISTS (SELECT 1 FROM emails e WHERE e.campaign_id = $1 AND e.status = 'queued')",
+            )
+            .bind(id)
+            .bind(now)
+            .execute(pool)
+            .await?
+            .rows_affected()
+        });
+        Ok(n == 1)
+    }
+}

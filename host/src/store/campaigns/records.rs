@@ -1,0 +1,223 @@
+//! A campaign's records: its job kinds and payloads, its row, its counts and the ledger's
+//! statuses.
+
+use serde_json::Value;
+use sqlx::FromRow;
+use sqlx::types::Json;
+
+use crate::domain::campaign::{Audience, CampaignContent, CampaignStatus};
+use crate::domain::contact::Contact;
+use crate::domain::email::EmailAddress;
+use crate::domain::ids::{CampaignId, ContactId, ProjectId, SegmentId};
+use crate::store::StoreError;
+use crate::store::jobs::JobPayload;
+
+/// Contacts one snapshot transaction takes (and one delivery batch holds).
+pub const SNAPSHOT_CHUNK: i64 = 2000;
+
+/// The job that starts a campaign's send (at once, or at `scheduledAt`) and snapshots its
+/// audience.
+pub const SEND_KIND: &str = "campaigns.send";
+/// The job that renders and queues one batch of a campaign's recipients.
+pub const BATCH_KIND: &str = "campaigns.batch";
+/// The job that marks a campaign `SENT` once every recipient's email is final.
+pub const FINISH_KIND: &str = "campaigns.finish";
+
+/// Statuses of a ledger row.
+pub mod recipient {
+    /// Snapshotted, no email yet.
+    pub const PENDING: &str = "pending";
+    /// Its email is written (and queued for delivery).
+    pub const QUEUED: &str = "queued";
+    /// Unsubscribed since the snapshot: recorded as a suppressed email, never sent.
+    pub const SUPPRESSED: &str = "suppressed";
+    /// The contact was deleted since the snapshot.
+    pub const SKIPPED: &str = "skipped";
+    /// The campaign was cancelled before its email was written.
+    pub const CANCELLED: &str = "cancelled";
+    /// Its email could not be built (the reason is in the log).
+    pub const FAILED: &str = "failed";
+}
+
+pub(super) const COLUMNS: &str = "id, project_id, name, description, subject, body, from_email, from_name, \
+     reply_to, audience_type, segment_id, audience_filter, status, scheduled_at, started_at, \
+     finished_at, failure_reason, snapshot_after, snapshot_done, batches, recipient_count, \
+     created_at, updated_at";
+
+/// The payload of a `campaigns.send` job.
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SendPayload {
+    pub campaign_id: String,
+    /// The `scheduledAt` the job was queued for; a job of an earlier schedule finds it changed
+    /// and does nothing.
+    pub scheduled_at: Option<i64>,
+}
+impl JobPayload for SendPayload {}
+
+/// The payload of a `campaigns.batch` job.
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct BatchPayload {
+    pub campaign_id: String,
+    /// The chunk of the snapshot it delivers.
+    pub batch: i32,
+}
+impl JobPayload for BatchPayload {}
+
+/// The payload of a `campaigns.finish` job.
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct FinishPayload {
+    pub campaign_id: String,
+}
+impl JobPayload for FinishPayload {}
+
+/// A stored campaign.
+#[derive(Clone, Debug)]
+pub struct Campaign {
+    pub id: CampaignId,
+    pub project_id: ProjectId,
+    pub content: CampaignContent,
+    pub status: CampaignStatus,
+    /// When a scheduled send starts (or started), unix ms.
+    pub scheduled_at: Option<i64>,
+    /// When sending started.
+    pub started_at: Option<i64>,
+    /// When it became `SENT`, `CANCELLED` or `FAILED`.
+    pub finished_at: Option<i64>,
+    /// Why it failed.
+    pub failure_reason: Option<String>,
+    /// The snapshot's checkpoint: the last contact id taken.
+    pub snapshot_after: Option<String>,
+    /// Whether the whole audience is in the ledger.
+    pub snapshot_done: bool,
+    /// Chunks snapshotted (each one delivery batch).
+    pub batches: i32,
+    /// Rows of the ledger.
+    pub recipient_count: i64,
+    pub created_at: i64,
+    pub updated_at: i64,
+}
+
+#[derive(FromRow)]
+pub(super) struct CampaignRow {
+    id: String,
+    project_id: String,
+    name: String,
+    description: Option<String>,
+    subject: String,
+    body: String,
+    from_email: String,
+    from_name: Option<String>,
+    reply_to: Option<String>,
+    audience_type: String,
+    segment_id: Option<String>,
+    audience_filter: Option<Json<Value>>,
+    status: String,
+    scheduled_at: Option<i64>,
+    started_at: Option<i64>,
+    finished_at: Option<i64>,
+    failure_reason: Option<String>,
+    snapshot_after: Option<String>,
+    snapshot_done: bool,
+    batches: i32,
+    recipient_count: i64,
+    created_at: i64,
+    updated_at: i64,
+}
+
+impl TryFrom<CampaignRow> for Campaign {
+    type Error = StoreError;
+
+    fn try_from(r: CampaignRow) -> Result<Campaign, StoreError> {
+        let corrupt = |what: &str| StoreError::Corrupt(format!("campaign {}: {what}", r.id));
+        let audience = match (r.audience_type.as_str(), &r.segment_id, &r.audience_filter) {
+            ("ALL", _, _) => Audience::All,
+            ("SEGMENT", Some(s), _) => Audience::Segment(SegmentId::from_trusted(s.clone())),
+            ("FILTERED", _, Some(f)) => Audience::Filtered(f.0.clone()),
+            _ => return Err(corrupt("audience")),
+        };
+        let status = CampaignStatus::parse(&r.status).ok_or_else(|| corrupt("status"))?;
+        Ok(Campaign {
+            id: CampaignId::from_trusted(r.id),
+            project_id: ProjectId::from_trusted(r.project_id),
+            content: CampaignContent {
+                name: r.name,
+                description: r.description,
+                subject: r.subject,
+                body: r.body,
+                from_email: EmailAddress::from_trusted(r.from_email),
+                from_name: r.from_name,
+                reply_to: r.reply_to.map(EmailAddress::from_trusted),
+                audience,
+            },
+            status,
+            scheduled_at: r.scheduled_at,
+            started_at: r.started_at,
+            finished_at: r.finished_at,
+            failure_reason: r.failure_reason,
+            snapshot_after: r.snapshot_after,
+            snapshot_done: r.snapshot_done,
+            batches: r.batches,
+            recipient_count: r.recipient_count,
+            created_at: r.created_at,
+            updated_at: r.updated_at,
+        })
+    }
+}
+
+/// A campaign's email counts (test sends excluded): distinct emails, a click also an open.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, FromRow)]
+pub struct CampaignCounts {
+    /// Handed to the transport.
+    pub sent: i64,
+    /// Accepted by the recipient's server (as the transport reports it).
+    pub delivered: i64,
+    /// Opened (or clicked).
+    pub opened: i64,
+    pub clicked: i64,
+    pub bounced: i64,
+    pub complained: i64,
+    /// Never handed to the transport: the contact unsubscribed between the snapshot and the
+    /// hand-off, or the campaign was cancelled first.
+    pub suppressed: i64,
+    /// Could not be delivered.
+    pub failed: i64,
+    /// Still waiting for the transport.
+    pub queued: i64,
+    /// Recipients who unsubscribed after their email was sent.
+    #[sqlx(skip)]
+    pub unsubscribed: i64,
+}
+
+/// One step of a snapshot.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SnapshotStep {
+    /// A chunk of this many contacts entered the ledger (and its batch job was queued).
+    Took(i64),
+    /// The audience is all in the ledger; the finish job is queued.
+    Done,
+    /// The campaign is no longer sending, or another worker moved the checkpoint: stop.
+    Stopped,
+}
+
+/// A pending ledger row of a batch with its contact (`None`: the contact was deleted).
+pub type PendingRecipient = (ContactId, Option<Contact>);
+
+/// What a batch commit did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BatchCommit {
+    /// Rows moved out of `pending` (others had moved already).
+    Wrote(usize),
+    /// The campaign is no longer sending: nothing written.
+    Stopped,
+}
+
+pub(super) fn campaign_row_binds(c: &CampaignContent) -> (Option<&str>, Option<Json<&Value>>) {
+    match &c.audience {
+        Audience::All => (None, None),
+        Audience::Segment(s) => (Some(s.as_str()), None),
+        Audience::Filtered(f) => (None, Some(Json(f))),
+    }
+}

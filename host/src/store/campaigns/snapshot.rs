@@ -1,0 +1,173 @@
+//! A campaign's audience and its snapshot into the recipients ledger, a chunk a transaction.
+
+use herald_filter::{Scope, SqlValue};
+
+use super::records::{
+    BATCH_KIND, BatchPayload, Campaign, FINISH_KIND, FinishPayload, SNAPSHOT_CHUNK, SnapshotStep,
+};
+use crate::domain::campaign::Audience;
+use crate::domain::time::now_ms;
+use crate::store::dialect::{BeginWrite, for_update};
+use crate::store::jobs::{JobPayload, Lease, NewJob};
+use crate::store::segments::bind_all;
+use crate::store::statements::Statements;
+use crate::store::{Store, StoreError, StoreResult, on_db, on_db_write};
+
+impl Store {
+    /// The `FROM contacts c … WHERE …` of a campaign's audience (all contacts, not only the
+    /// subscribed) and its binds (`$1` the project); `None` when its segment no longer exists.
+    async fn audience_from(
+        &self,
+        c: &Campaign,
+        now: i64,
+    ) -> StoreResult<Option<(String, Vec<SqlValue>)>> {
+        let project = &c.project_id;
+        match &c.content.audience {
+            Audience::All => Ok(Some((
+                "FROM contacts c WHERE c.project_id = $1".to_string(),
+                vec![SqlValue::Text(project.as_str().to_string())],
+            ))),
+            Audience::Segment(id) => match self.segment(project, id).await {
+                Ok(segment) => self.members_from(&segment, now).map(Some),
+                Err(StoreError::NotFound) => Ok(None),
+                Err(e) => Err(e),
+            },
+            Audience::Filtered(f) => {
+                let filter = herald_filter::parse(f, Scope::Contacts)
+                    .map_err(|_| StoreError::Corrupt(format!("campaign {} filter", c.id)))?;
+                let (expr, binds) = self.compile(project, None, &filter, now)?;
+                Ok(Some((
+                    format!("FROM contacts c WHERE c.project_id = $1 AND ({expr})"),
+                    binds,
+                )))
+            }
+        }
+    }
+
+    /// Subscribed contacts in a campaign's audience now (what a send would snapshot); `None`
+    /// when its segment no longer exists.
+    #[tracing::instrument(level = "debug", skip(self, c))]
+    pub async fn count_audience(&self, c: &Campaign) -> StoreResult<Option<i64>> {
+        let Some((from, binds)) = self.audience_from(c, now_ms()).await? else {
+            return Ok(None);
+        };
+        let sql = format!("SELECT COUNT(*) {from} AND c.subscribed");
+        let n: i64 = on_db!(self.db(), pool => {
+            bind_all!(sqlx::query_scalar(&sql), &binds).fetch_one(pool).await?
+        });
+        Ok(Some(n))
+    }
+
+    /// Takes the next chunk of a sending campaign's audience into its ledger: the subscribed
+    /// contacts after the checkpoint, in id order, with the checkpoint's move and the chunk's
+    /// batch job, in one transaction guarded by the checkpoint `c` was read with. When nothing
+    /// is left, marks the snapshot done, queues the finish job and completes `lease`'s job.
+    /// `Err(NotFound)` when the campaign's segment was deleted.
+    #[tracing::instrument(level = "debug", skip_all, fields(campaign = %c.id, batch = c.batches))]
+    pub async fn snapshot_chunk(
+        &self,
+        c: &Campaign,
+        lease: &Lease,
+        max_attempts: i32,
+    ) -> StoreResult<SnapshotStep> {
+        let now = now_ms();
+        // The filter's clock is the send's start, so every chunk sees the same audience rules.
+        let Some((from, mut binds)) = self.audience_from(c, c.started_at.unwrap_or(now)).await?
+        else {
+            return Err(StoreError::NotFound);
+        };
+        let n = binds.len();
+        binds.push(SqlValue::Text(c.id.as_str().to_string()));
+        binds.push(SqlValue::Int(i64::from(c.batches)));
+        binds.push(SqlValue::Text(c.snapshot_after.clone().unwrap_or_default()));
+        let insert = format!(
+            "INSERT INTO campaign_recipients (campaign_id, contact_id, batch, status) \
+             SELECT ${}, c.id, ${}, 'pending' {from} AND c.subscribed AND c.id > ${} \
+             ORDER BY c.id LIMIT {SNAPSHOT_CHUNK} RETURNING contact_id",
+            n + 1,
+            n + 2,
+            n + 3
+        );
+        let guard = format!(
+            "SELECT 1 FROM campaigns WHERE id = $1 AND status = 'SENDING' AND NOT snapshot_done \
+             AND batches = $2 AND COALESCE(snapshot_after, '') = $3{}",
+            for_update(self.db().backend())
+        );
+        let batch_job = |batch: i32| -> StoreResult<NewJob> {
+            Ok(NewJob {
+                kind: BATCH_KIND.to_string(),
+                project_id: Some(c.project_id.clone()),
+                payload: BatchPayload {
+                    campaign_id: c.id.as_str().to_string(),
+                    batch,
+                }
+                .to_json()?,
+                input: None,
+                max_attempts,
+                run_at: now,
+            })
+        };
+        let batch = batch_job(c.batches)?;
+        let finish = NewJob {
+            kind: FINISH_KIND.to_string(),
+            project_id: Some(c.project_id.clone()),
+            payload: FinishPayload {
+                campaign_id: c.id.as_str().to_string(),
+            }
+            .to_json()?,
+            input: None,
+            max_attempts,
+            run_at: now,
+        };
+        let after = c.snapshot_after.clone().unwrap_or_default();
+        let step = on_db_write!(self.db(), pool => {
+            let mut tx = pool.begin_write().await?;
+            let current: Option<i32> = sqlx::query_scalar(&guard)
+                .bind(c.id.as_str())
+                .bind(c.batches)
+                .bind(&after)
+                .fetch_optional(&mut *tx)
+                .await?;
+            if current.is_none() {
+                tx.rollback().await?;
+                return Ok(SnapshotStep::Stopped);
+            }
+            let taken: Vec<String> = bind_all!(sqlx::query_scalar(&insert), &binds)
+                .fetch_all(&mut *tx)
+                .await?;
+            match taken.iter().max() {
+                Some(last) => {
+                    sqlx::query(
+                        "UPDATE campaigns SET snapshot_after = $2, batches = batches + 1, \
+                         recipient_count = recipient_count + $3, updated_at = $4 WHERE id = $1",
+                    )
+                    .bind(c.id.as_str())
+                    .bind(last)
+                    .bind(taken.len() as i64)
+                    .bind(now)
+                    .execute(&mut *tx)
+                    .await?;
+                    tx.insert_job(&batch, now).await?;
+                    tx.commit().await?;
+                    SnapshotStep::Took(taken.len() as i64)
+                }
+                None => {
+                    sqlx::query("UPDATE campaigns SET snapshot_done = TRUE, updated_at = $2 WHERE id = $1")
+                        .bind(c.id.as_str())
+                        .bind(now)
+                        .execute(&mut *tx)
+                        .await?;
+                    tx.insert_job(&finish, now).await?;
+                    let result = serde_json::json!({ "recipients": c.recipient_count, "batches": c.batches });
+                    if !tx.complete_job(lease, &result, now).await? {
+                        tx.rollback().await?;
+                        return Ok(SnapshotStep::Stopped);
+                    }
+                    tx.commit().await?;
+                    SnapshotStep::Done
+                }
+            }
+        });
+        Ok(step)
+    }
+}

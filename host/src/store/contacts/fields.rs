@@ -1,0 +1,275 @@
+//! A project's contact count, custom fields and the distinct values of contacts' columns and
+//! data fields.
+
+use serde_json::Value;
+
+use crate::domain::ids::ProjectId;
+use crate::domain::time::now_ms;
+use crate::store::dialect::BeginWrite;
+use crate::store::on_db;
+use crate::store::{Backend, Store, StoreResult};
+
+/// A custom field of a project: its inferred type and how many contacts have it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CustomField {
+    /// The key in `data`.
+    pub key: String,
+    /// The type inferred from the first non-null value.
+    pub field_type: String,
+    /// Contacts that have the key.
+    pub contacts: i64,
+}
+
+/// A project's contact count as `contact_counts` keeps it (migration 0016); binds the project.
+pub(in crate::store) const CONTACT_COUNT: &str =
+    "SELECT CAST(COALESCE(SUM(n), 0) AS BIGINT) FROM contact_counts WHERE project_id = $1";
+
+impl Store {
+    /// How many contacts a project has (kept by triggers as contacts come and go, so this reads
+    /// at most 16 rows).
+    #[tracing::instrument(level = "debug", skip(self))]
+    pub async fn count_contacts(&self, project: &ProjectId) -> StoreResult<i64> {
+        let n: i64 = on_db!(self.db(), pool => {
+            sqlx::query_scalar(CONTACT_COUNT)
+                .bind(project.as_str())
+                .fetch_one(pool)
+                .await?
+        });
+        Ok(n)
+    }
+
+    /// The project's custom fields with their types and usage, by key.
+    #[tracing::instrument(level = "debug", skip(self))]
+    pub async fn custom_fields(&self, project: &ProjectId) -> StoreResult<Vec<CustomField>> {
+        let counts_sql = data_key_counts_sql(self.db().backend());
+        type Rows = (Vec<(String, String)>, Vec<(String, i64)>);
+        let (types, counts): Rows = on_db!(self.db(), pool => {
+            let types = sqlx::query_as("SELECT key, type FROM contact_fields WHERE project_id = $1 ORDER BY key")
+                .bind(project.as_str())
+                .fetch_all(pool)
+                .await?;
+            let counts = sqlx::query_as(counts_sql).bind(project.as_str()).fetch_all(pool).await?;
+            (types, counts)
+        });
+        let counts: std::collections::HashMap<String, i64> = counts.into_iter().collect();
+        Ok(types
+            .into_iter()
+            .map(|(key, field_type)| CustomField {
+                contacts: counts.get(&key).copied().unwrap_or(0),
+                key,
+                field_type,
+            })
+            .collect())
+    }
+}
+
+/// `(key, contacts having it)` for every top-level custom data key of a project.
+fn data_key_counts_sql(backend: Backend) -> &'static str {
+    match backend {
+        Backend::Sqlite => {
+            "SELECT j.key AS key, COUNT(*) AS n FROM contacts c, json_each(c.data) j \
+             WHERE c.project_id = $1 GROUP BY j.key"
+        }
+        Backend::Postgres => {
+            "SELECT k AS key, COUNT(*) AS n FROM contacts c, jsonb_object_keys(c.data) k \
+             WHERE c.project_id = $1 GROUP BY k"
+        }
+    }
+}
+
+/// A standard column of contacts whose values [`Store::column_values`] lists.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ContactColumn {
+    Email,
+    CreatedAt,
+    UpdatedAt,
+}
+
+/// How often a value of a field occurs.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ValueCount {
+    pub value: Value,
+    /// Contacts with it.
+    pub count: i64,
+}
+
+impl Store {
+    /// Distinct values of `subscribed`, most common first.
+    #[tracing::instrument(level = "debug", skip(self))]
+    pub async fn subscribed_values(&self, project: &ProjectId) -> StoreResult<Vec<ValueCount>> {
+        let rows: Vec<(bool, i64)> = on_db!(self.db(), pool => {
+            sqlx::query_as("SELECT subscribed, COUNT(*) FROM contacts WHERE project_id = $1 GROUP BY subscribed ORDER BY COUNT(*) DESC")
+                .bind(project.as_str())
+                .fetch_all(pool)
+                .await?
+        });
+        Ok(rows
+            .into_iter()
+            .map(|(v, count)| ValueCount {
+                value: Value::Bool(v),
+                count,
+            })
+            .collect())
+    }
+
+    /// Distinct values of a standard column of contacts, most common first: `email` in address
+    /// order (each is one contact's), `createdAt` and `updatedAt` then newest first, as RFC 3339
+    /// dates (as the API writes them).
+    #[tracing::instrument(level = "debug", skip(self))]
+    pub async fn column_values(
+        &self,
+        project: &ProjectId,
+        column: ContactColumn,
+        limit: i64,
+    ) -> StoreResult<Vec<ValueCount>> {
+        // The column's name is one of two constants, never the caller's text.
+        let name = match column {
+            ContactColumn::Email => {
+                // An address is one contact's (unique in a project): each counts 1, in address
+                // order, read from the (project, email) index without grouping every contact.
+                let rows: Vec<String> = on_db!(self.db(), pool => {
+                    sqlx::query_scalar("SELECT email FROM contacts WHERE project_id = $1 ORDER BY email LIMIT $2")
+                        .bind(project.as_str())
+                        .bind(limit)
+                        .fetch_all(pool)
+                        .await?
+                });
+                return Ok(rows
+                    .into_iter()
+                    .map(|v| ValueCount {
+                        value: Value::String(v),
+                        count: 1,
+                    })
+                    .collect());
+            }
+            ContactColumn::CreatedAt => "created_at",
+            ContactColumn::UpdatedAt => "updated_at",
+        };
+        let sql = format!(
+            "SELECT {name} AS v, COUNT(*) AS n FROM contacts WHERE project_id = $1 \
+             GROUP BY {name} ORDER BY n DESC, v DESC LIMIT $2"
+        );
+        let rows: Vec<(i64, i64)> = on_db!(self.db(), pool => {
+            sqlx::query_as(&sql).bind(project.as_str()).bind(limit).fetch_all(pool).await?
+        });
+        Ok(rows
+            .into_iter()
+            .map(|(v, count)| ValueCount {
+                value: Value::String(crate::domain::time::to_rfc3339(v)),
+                count,
+            })
+            .collect())
+    }
+
+    /// Distinct values of the custom field at `keys` (a field path's keys, unescaped), most
+    /// common first.
+    #[tracing::instrument(level = "debug", skip(self))]
+    pub async fn data_values(
+        &self,
+        project: &ProjectId,
+        keys: &[String],
+        limit: i64,
+    ) -> StoreResult<Vec<ValueCount>> {
+        let rows: Vec<(String, i64)> = match self.db() {
+            crate::store::Db::Sqlite { pool, .. } => {
+                sqlx::query_as(
+                    "SELECT data -> $2 AS v, COUNT(*) AS n FROM contacts WHERE project_id = $1 \
+                     AND json_type(data, $2) IS NOT NULL AND json_type(data, $2) != 'null' \
+                     GROUP BY v ORDER BY n DESC, v LIMIT $3",
+                )
+                .bind(project.as_str())
+                .bind(crate::store::dialect::sqlite_json_path(keys))
+                .bind(limit)
+                .fetch_all(pool)
+                .await?
+            }
+            crate::store::Db::Postgres(pool) => sqlx::query_as(
+                "SELECT (data #> $2)::text AS v, COUNT(*) AS n FROM contacts WHERE project_id = $1 \
+                     AND data #> $2 IS NOT NULL AND jsonb_typeof(data #> $2) != 'null' \
+                     GROUP BY v ORDER BY n DESC, v LIMIT $3",
+            )
+            .bind(project.as_str())
+            .bind(keys)
+            .bind(limit)
+            .fetch_all(pool)
+            .await?,
+        };
+        Ok(rows
+            .into_iter()
+            .map(|(v, count)| ValueCount {
+                value: serde_json::from_str(&v).unwrap_or(Value::String(v)),
+                count,
+            })
+            .collect())
+    }
+
+    /// Removes the custom field at `keys` from every contact of a project; answers how many
+    /// contacts had it.
+    #[tracing::instrument(level = "debug", skip(self))]
+    pub async fn delete_data_field(
+        &self,
+        project: &ProjectId,
+        keys: &[String],
+    ) -> StoreResult<u64> {
+        if let Some(key) = keys.first() {
+            self.known_fields.forget(project.as_str(), key);
+        }
+        let now = now_ms();
+        /// Removes the path from the contacts that have it, `$chunk` contacts a transaction
+        /// (all at once for `None`), until none is left; the transaction that finds fewer also
+        /// removes the field's type, so that when it commits no contact has the field. The SQL
+        /// and the bound path are the backend's.
+        macro_rules! delete_field {
+            ($pool:expr, $sql:expr, $path:expr, $chunk:expr) => {{
+                let mut total = 0u64;
+                loop {
+                    let mut tx = $pool.begin_write().await?;
+                    let n = sqlx::query($sql)
+                        .bind(project.as_str())
+                        .bind($path)
+                        .bind(now)
+                        .execute(&mut *tx)
+                        .await?
+                        .rows_affected();
+                    total += n;
+                    let last = $chunk.is_none_or(|chunk: u64| n < chunk);
+                    if last && keys.len() == 1 {
+                        sqlx::query(
+                            "DELETE FROM contact_fields WHERE project_id = $1 AND key = $2",
+                        )
+                        .bind(project.as_str())
+                        .bind(&keys[0])
+                        .execute(&mut *tx)
+                        .await?;
+                    }
+                    tx.commit().await?;
+                    if last {
+                        break total;
+                    }
+                }
+            }};
+        }
+        let n = match self.db() {
+            // SQLite: its one writer is held a chunk at a time.
+            crate::store::Db::Sqlite { writer, .. } => delete_field!(
+                writer,
+                &format!(
+                    "UPDATE contacts SET data = json_remove(data, $2), version = version + 1, \
+                     updated_at = $3 WHERE rowid IN (SELECT rowid FROM contacts \
+                     WHERE project_id = $1 AND json_type(data, $2) IS NOT NULL LIMIT {})",
+                    crate::store::projects::DELETE_CHUNK
+                ),
+                crate::store::dialect::sqlite_json_path(keys),
+                Some(crate::store::projects::DELETE_CHUNK)
+            ),
+            crate::store::Db::Postgres(pool) => delete_field!(
+                pool,
+                "UPDATE contacts SET data = data #- $2, version = version + 1, updated_at = $3 \
+                 WHERE project_id = $1 AND data #> $2 IS NOT NULL",
+                keys,
+                None::<u64>
+            ),
+        };
+        Ok(n)
+    }
+}
