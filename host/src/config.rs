@@ -414,7 +414,7 @@ impl Default for SendingSettings {
             per_project_per_second: 0,
             retry_lifetime_seconds: 86_400,
             hand_off_memory_mb: 256,
-            render_memory_mb: crate::services::render_budget::DEFAULT_RENDER_MB,
+            render_memory_mb: 256,
             batch_size: 50,
         }
     }
