@@ -139,9 +139,15 @@ impl Store {
             if let Some(after) = &page.after {
                 q = q.bind(after);
             }
-            let rows = q.fetch_all(pool).await?;
+            // A search is planned for its pattern each time (an unnamed statement): a cached,
+            // generic plan cannot see that the pattern is selective, and on PostgreSQL walks the
+            // primary key for the page's order instead of taking the trigram index (360 ms
+            // against 1.5 ms over 1,000,000 contacts).
+            let rows = q.persistent(pattern.is_none()).fetch_all(pool).await?;
             let total = if page.is_first() {
-                let mut c = sqlx::query_scalar(&count_sql).bind(project.as_str());
+                let mut c = sqlx::query_scalar(&count_sql)
+                    .persistent(pattern.is_none())
+                    .bind(project.as_str());
                 if let Some(p) = &pattern {
                     c = c.bind(p);
                 }
