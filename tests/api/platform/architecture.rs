@@ -643,3 +643,22 @@ fn the_circle_checker_resolves_paths_and_finds_a_circle() {
         [vec![m("store::jobs::sql"), m("store::statements")]]
     );
 }
+
+/// No file of `host/src` is over 1,000 lines: a file holds one concept (ARCHITECTURE.md).
+#[test]
+fn no_host_source_file_is_over_a_thousand_lines() {
+    let mut files = Vec::new();
+    rust_files(&Path::new(ROOT).join("host/src"), &mut files);
+    let long: Vec<String> = files
+        .iter()
+        .filter_map(|path| {
+            let lines = std::fs::read_to_string(path).unwrap().lines().count();
+            (lines > 1_000).then(|| format!("{} has {lines} lines", path.display()))
+        })
+        .collect();
+    assert!(
+        long.is_empty(),
+        "split these along the concepts they hold (a concept a file):\n{}",
+        long.join("\n")
+    );
+}
