@@ -410,6 +410,8 @@ def bench(label, url, work):
 
         live_path(db, key, project, server.pid)
     finally:
+        if server.poll() is not None:
+            print(f"the server exited by itself: status {server.returncode}")
         server.terminate()
         server.wait()
 

@@ -215,60 +215,78 @@ impl Store {
             self.known_fields.forget(project.as_str(), key);
         }
         let now = now_ms();
-        /// Removes the path from the contacts that have it, `$chunk` contacts a transaction
-        /// (all at once for `None`), until none is left; the transaction that finds fewer also
-        /// removes the field's type, so that when it commits no contact has the field. The SQL
-        /// and the bound path are the backend's.
-        macro_rules! delete_field {
-            ($pool:expr, $sql:expr, $path:expr, $chunk:expr) => {{
-                let mut total = 0u64;
+        let forget_type = "DELETE FROM contact_fields WHERE project_id = $1 AND key = $2";
+        let n = match self.db() {
+            // SQLite: its one writer is held a chunk at a time. The chunks walk the project's
+            // contacts by id (a window of `DELETE_CHUNK` ids after the last one), so the whole
+            // delete reads each contact once. The field's type goes in the first transaction:
+            // a contact written with the field meanwhile registers it again.
+            crate::store::Db::Sqlite { writer, .. } => {
+                let chunk = crate::store::projects::DELETE_CHUNK;
+                let window = format!(
+                    "SELECT id FROM contacts WHERE project_id = $1 AND id > $2 ORDER BY id LIMIT {chunk}"
+                );
+                let last_id = format!("SELECT MAX(id) FROM ({window})");
+                let update = format!(
+                    "UPDATE contacts SET data = json_remove(data, $3), version = version + 1, \
+                     updated_at = $4 WHERE project_id = $1 AND id IN ({window}) \
+                     AND json_type(data, $3) IS NOT NULL"
+                );
+                let path = crate::store::dialect::sqlite_json_path(keys);
+                let (mut total, mut after, mut first) = (0u64, String::new(), true);
                 loop {
-                    let mut tx = $pool.begin_write().await?;
-                    let n = sqlx::query($sql)
+                    let mut tx = writer.begin_write().await?;
+                    if first && keys.len() == 1 {
+                        sqlx::query(forget_type)
+                            .bind(project.as_str())
+                            .bind(&keys[0])
+                            .execute(&mut *tx)
+                            .await?;
+                    }
+                    first = false;
+                    let end: Option<String> = sqlx::query_scalar(&last_id)
                         .bind(project.as_str())
-                        .bind($path)
+                        .bind(&after)
+                        .fetch_one(&mut *tx)
+                        .await?;
+                    let Some(end) = end else {
+                        tx.commit().await?;
+                        break total;
+                    };
+                    total += sqlx::query(&update)
+                        .bind(project.as_str())
+                        .bind(&after)
+                        .bind(&path)
                         .bind(now)
                         .execute(&mut *tx)
                         .await?
                         .rows_affected();
-                    total += n;
-                    let last = $chunk.is_none_or(|chunk: u64| n < chunk);
-                    if last && keys.len() == 1 {
-                        sqlx::query(
-                            "DELETE FROM contact_fields WHERE project_id = $1 AND key = $2",
-                        )
+                    tx.commit().await?;
+                    after = end;
+                }
+            }
+            crate::store::Db::Postgres(pool) => {
+                let mut tx = pool.begin_write().await?;
+                let n = sqlx::query(
+                    "UPDATE contacts SET data = data #- $2, version = version + 1, updated_at = $3 \
+                     WHERE project_id = $1 AND data #> $2 IS NOT NULL",
+                )
+                .bind(project.as_str())
+                .bind(keys)
+                .bind(now)
+                .execute(&mut *tx)
+                .await?
+                .rows_affected();
+                if keys.len() == 1 {
+                    sqlx::query(forget_type)
                         .bind(project.as_str())
                         .bind(&keys[0])
                         .execute(&mut *tx)
                         .await?;
-                    }
-                    tx.commit().await?;
-                    if last {
-                        break total;
-                    }
                 }
-            }};
-        }
-        let n = match self.db() {
-            // SQLite: its one writer is held a chunk at a time.
-            crate::store::Db::Sqlite { writer, .. } => delete_field!(
-                writer,
-                &format!(
-                    "UPDATE contacts SET data = json_remove(data, $2), version = version + 1, \
-                     updated_at = $3 WHERE rowid IN (SELECT rowid FROM contacts \
-                     WHERE project_id = $1 AND json_type(data, $2) IS NOT NULL LIMIT {})",
-                    crate::store::projects::DELETE_CHUNK
-                ),
-                crate::store::dialect::sqlite_json_path(keys),
-                Some(crate::store::projects::DELETE_CHUNK)
-            ),
-            crate::store::Db::Postgres(pool) => delete_field!(
-                pool,
-                "UPDATE contacts SET data = data #- $2, version = version + 1, updated_at = $3 \
-                 WHERE project_id = $1 AND data #> $2 IS NOT NULL",
-                keys,
-                None::<u64>
-            ),
+                tx.commit().await?;
+                n
+            }
         };
         Ok(n)
     }
