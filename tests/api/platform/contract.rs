@@ -13,8 +13,9 @@ const API: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/src/api");
 /// `(file, line, field line, attributes above it)` for every field of every `Object` type.
 fn object_fields() -> Vec<(String, usize, String, String)> {
     let mut out = Vec::new();
-    for entry in std::fs::read_dir(Path::new(API)).unwrap() {
-        let path = entry.unwrap().path();
+    let mut files = Vec::new();
+    super::architecture::rust_files(Path::new(API), &mut files);
+    for path in files {
         let source = std::fs::read_to_string(&path).unwrap();
         let lines: Vec<&str> = source.lines().collect();
         let mut in_object = false;
