@@ -420,7 +420,7 @@ pub const SETTINGS: &[SettingDoc] = &[
         keys: &["sending.render_memory_mb"],
         flag: None,
         default: None,
-        meaning: "Memory the rendered messages waiting for their commit may take at once in one server (a `/v1/send`'s up to 50, a campaign group's up to 200; each counted by its rendered size). A `/v1/send` whose messages take more than all of it answers 413 naming the setting; one that finds no room waits for it, up to 10 s, then answers 503 with `Retry-After`; a campaign batch waits (its recipients stay pending) and never fails for it. Keep it above your largest rendered message.",
+        meaning: "Memory the rendered messages waiting for their commit may take at once in one server (a `/v1/send`'s up to 50, a campaign group's up to 200; each counted by its rendered size). A `/v1/send` whose messages take more than all of it answers 413 naming the setting; one that finds no room waits for it, up to 10 s, then answers 503 with `Retry-After`; a campaign batch waits (its recipients stay pending) and never fails for it; a workflow's send is held until its round commits. Keep it above your largest rendered message.",
     },
     SettingDoc {
         keys: &["sending.batch_size"],

@@ -395,6 +395,19 @@ impl Sending {
         self.prepare(project, plan, known, None).await
     }
 
+    /// [`Sending::prepare_send`] with each rendered message counted into `room`, for a caller
+    /// that holds it until its commit (a workflow round's send, through
+    /// [`Sending::render_held`]).
+    pub async fn prepare_send_in(
+        &self,
+        project: &Project,
+        plan: &SendPlan,
+        known: Option<KnownContact<'_>>,
+        room: RenderRoom,
+    ) -> Result<(PreparedSend, Vec<QueuedEmail>), SendError> {
+        self.prepare(project, plan, known, Some(room)).await
+    }
+
     /// [`Sending::prepare_send`], each rendered message counted into `room` when there is one
     /// (the rendering stops at the first that does not fit).
     async fn prepare(

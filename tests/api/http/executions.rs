@@ -2190,3 +2190,56 @@ async fn usage_endpoints_list_the_workflows_and_steps_that_reference_a_name() {
     );
     assert_eq!(usage("/events/login/usage".into()).await, json!([]));
 }
+
+/// #74: a workflow's send is held in the render budget (`sending.render_memory_mb`) until its
+/// round commits, as a `/v1/send`'s is: a message over the whole budget fails its execution with
+/// an error naming the setting, queues nothing, and gives its room back.
+#[tokio::test]
+async fn a_workflow_send_over_the_render_budget_fails_its_execution_and_queues_nothing() {
+    let app = TestApp::spawn_with(|s| {
+        fast(s);
+        s.sending.render_memory_mb = 1;
+    })
+    .await;
+    let p = app.project().await;
+    // 50 items of about 32 KB each: about 1.6 MB rendered, over the 1 MB budget.
+    let body = format!(
+        "{{{{#each items}}}}<p>{}</p>{{{{/each}}}}",
+        "Hello there. ".repeat(2_500)
+    );
+    let r = app
+        .post(
+            "/templates",
+            &p.secret_key,
+            json!({ "name": "big", "type": "TRANSACTIONAL", "subject": "Big", "body": body,
+                    "from": "hello@acme.test" }),
+        )
+        .await;
+    assert_eq!(r.status, 201, "{}", r.body);
+    let tpl = r.body["id"].as_str().unwrap().to_string();
+    let (wf, _) = workflow(
+        &app,
+        &p,
+        "big",
+        vec![Step("SEND_EMAIL", json!({ "templateId": tpl }))],
+        &[],
+        json!({}),
+    )
+    .await;
+    let items: Vec<u32> = (0..50).collect();
+    let r = app
+        .post(
+            "/contacts",
+            &p.secret_key,
+            json!({ "email": "ann@example.com", "subscribed": true, "data": { "items": items } }),
+        )
+        .await;
+    assert!(r.status.is_success(), "{}", r.body);
+    track(&app, &p, "ann@example.com", "big", json!({})).await;
+    let e = &settled(&app, &p, &wf, 1, &["FAILED"]).await[0];
+    let error = e["error"].as_str().unwrap();
+    assert!(error.contains("sending.render_memory_mb"), "{error}");
+    let upcoming = app.get("/activity/upcoming", &p.secret_key).await;
+    assert_eq!(upcoming.body["queuedEmails"], 0, "{}", upcoming.body);
+    assert_eq!(app.state().sending().render_budget().free_kb(), 1024);
+}

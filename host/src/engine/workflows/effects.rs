@@ -23,6 +23,7 @@ use crate::domain::template::CompiledTemplate;
 use crate::domain::template::fields::TemplateType;
 use crate::domain::workflow::MAX_CONFIG_BYTES;
 use crate::plugins::types::Effect;
+use crate::services::render_budget::RenderRoom;
 use crate::services::sending::{Idempotency, KnownContact, QueuedEmail, SendError, SendPlan};
 use crate::services::sending_domains::{Sender, SenderError};
 use crate::store::contacts::{Effects, would_change};
@@ -95,8 +96,13 @@ fn send_response(queued: &[QueuedEmail]) -> Value {
 
 /// A send's failure as an effect's: the database's is retried, the others fail the execution.
 fn send_error(e: SendError) -> EffectError {
+    use crate::services::render_budget::RenderBudgetError;
     match e {
         SendError::Store(e) => e.into(),
+        // No room in the render budget now: the step run is tried again later.
+        e @ SendError::RenderBudget(RenderBudgetError::NoRoom | RenderBudgetError::Busy) => {
+            EffectError::Retry(e.to_string())
+        }
         e => EffectError::Fail(e.to_string()),
     }
 }
@@ -150,7 +156,8 @@ impl WorkflowEngine {
     /// `stored` is still so). Set-context effects change `context`.
     /// Answers what each did (for the step run's output) and the writes left to the round's
     /// commit: a step's one write (a send, planned and rendered here, or a contact update) is
-    /// made in the same transaction as its step run (see [`EffectWrite`]). A step with several
+    /// made in the same transaction as its step run (see [`EffectWrite`]); a send's rendered
+    /// message is held in the render budget until then (the rooms answered, kept with the write). A step with several
     /// writes (a `PLUGIN` step) has them made here, in order, each in a transaction of its own,
     /// so that a send renders the contact as an earlier update left it.
     ///
@@ -165,11 +172,12 @@ impl WorkflowEngine {
         first_attempt: bool,
         effects: &[Effect],
         context: &mut Map<String, Value>,
-    ) -> Result<(Vec<Value>, Vec<EffectWrite>), EffectError> {
+    ) -> Result<(Vec<Value>, Vec<EffectWrite>, Vec<RenderRoom>), EffectError> {
         let project = &reads.project.clone();
         let contact = known.now;
         let mut done = Vec::with_capacity(effects.len());
         let mut writes = Vec::new();
+        let mut rooms = Vec::new();
         // The one write of a step (every built-in step's case) waits for the round's commit;
         // several are written one by one, in order, each in a transaction of its own, so that a
         // send renders the contact as an earlier update left it.
@@ -201,11 +209,20 @@ impl WorkflowEngine {
                                 let (project, plan) = self
                                     .send_plan(reads, contact, template_id, to.as_deref(), context)
                                     .await?;
-                                let (send, queued) = self
+                                // Held in the render budget until the round commits.
+                                let ((send, queued), room) = self
                                     .sending
-                                    .prepare_send(&project, &plan, Some(known))
+                                    .render_held(1, |room| {
+                                        self.sending.prepare_send_in(
+                                            &project,
+                                            &plan,
+                                            Some(known),
+                                            room,
+                                        )
+                                    })
                                     .await
                                     .map_err(send_error)?;
+                                rooms.push(room);
                                 let response = send_response(&queued);
                                 writes.push(EffectWrite::SendEmail {
                                     send: Box::new(send),
@@ -235,7 +252,7 @@ impl WorkflowEngine {
             };
             done.push(out);
         }
-        Ok((done, writes))
+        Ok((done, writes, rooms))
     }
 
     /// What sending a template to the contact (or `to`) asks for, with the execution's context

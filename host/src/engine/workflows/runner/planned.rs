@@ -3,6 +3,7 @@
 use serde_json::{Map, Value};
 
 use crate::domain::workflow::step_run_status as rs;
+use crate::services::render_budget::RenderRoom;
 use crate::store::executions::{EffectWrite, NextRun, RunContext, RunOutcome, StepCommit};
 use crate::store::jobs::{Lease, NewJob};
 
@@ -27,6 +28,13 @@ pub(super) struct Planned {
     /// The writes of its effects and of those of the step runs run before it in the same chain,
     /// in order, made in the round's commit.
     pub(super) effects: Vec<EffectWrite>,
+    /// Its send's rendered message held in the render budget until the round commits (dropped
+    /// with it).
+    #[expect(
+        dead_code,
+        reason = "held for its drop: the room is given back after the commit"
+    )]
+    pub(super) rooms: Vec<RenderRoom>,
     /// Its effects were written before the commit, one by one (a step with several writes), so
     /// the contact the round read may no longer be the contact's.
     pub(super) wrote_alone: bool,

@@ -179,7 +179,7 @@ impl StepRunner {
             return Ok(Ran::Back);
         }
         let mut context = run.context.0.clone();
-        let (effects, writes) = match self
+        let (effects, writes, rooms) = match self
             .engine
             .apply_effects(
                 reads,
@@ -228,6 +228,7 @@ impl StepRunner {
             timeout_job: None,
             chain: false,
             effects: writes,
+            rooms,
             wrote_alone: write_count > 1,
             earlier: Vec::new(),
             run,
