@@ -355,7 +355,7 @@ impl Sending {
         // The rendered messages are held in the render budget until the commit.
         let ((prepared, queued), _room) = self
             .render_held(plan.recipients.len(), |room| {
-                self.prepare(project, plan, None, Some(room))
+                self.prepare_send(project, plan, None, room)
             })
             .await?;
         let idempotency = idempotency.map(|i| OwnedResponse {
@@ -382,7 +382,9 @@ impl Sending {
     /// email (on the CPU pool), without writing anything: the writes are for
     /// [`Store::commit_send`], or for the commit of a workflow round (the send of a
     /// `SEND_EMAIL` step, written in the same transaction as its step run). Refused while the
-    /// project's sending is suspended, as read with `project`.
+    /// project's sending is suspended, as read with `project`. Each rendered message is counted
+    /// into `room`, which the caller holds until its commit ([`Sending::render_held`]); the
+    /// rendering stops at the first that does not fit.
     ///
     /// `known`: a recipient's contact the caller has read already (not read again; see
     /// [`KnownContact`]).
@@ -391,31 +393,7 @@ impl Sending {
         project: &Project,
         plan: &SendPlan,
         known: Option<KnownContact<'_>>,
-    ) -> Result<(PreparedSend, Vec<QueuedEmail>), SendError> {
-        self.prepare(project, plan, known, None).await
-    }
-
-    /// [`Sending::prepare_send`] with each rendered message counted into `room`, for a caller
-    /// that holds it until its commit (a workflow round's send, through
-    /// [`Sending::render_held`]).
-    pub async fn prepare_send_in(
-        &self,
-        project: &Project,
-        plan: &SendPlan,
-        known: Option<KnownContact<'_>>,
         room: RenderRoom,
-    ) -> Result<(PreparedSend, Vec<QueuedEmail>), SendError> {
-        self.prepare(project, plan, known, Some(room)).await
-    }
-
-    /// [`Sending::prepare_send`], each rendered message counted into `room` when there is one
-    /// (the rendering stops at the first that does not fit).
-    async fn prepare(
-        &self,
-        project: &Project,
-        plan: &SendPlan,
-        known: Option<KnownContact<'_>>,
-        room: Option<RenderRoom>,
     ) -> Result<(PreparedSend, Vec<QueuedEmail>), SendError> {
         if let Some(reason) = &project.sending_suspended {
             return Err(SendError::Suspended(reason.clone()));
@@ -494,7 +472,7 @@ impl Sending {
             [recipient] => self
                 .signers
                 .build_email_inline((project, plan), recipient, content_id.as_deref())
-                .map(|email| held_if(room.as_ref(), email)),
+                .map(|email| held(&room, email)),
             _ => None,
         };
         let built = match inline {
@@ -508,12 +486,12 @@ impl Sending {
                     (self.signers.clone(), shared.clone(), content_id.clone());
                 self.cpu
                     .map(1, TURN, recipients, move |(c, to): (Contact, Mailbox)| {
-                        if room.as_ref().is_some_and(RenderRoom::is_short) {
+                        if room.is_short() {
                             return (c, Err(RenderBudgetError::NoRoom.into()));
                         }
                         let email =
                             signers.build_email(&job.0, &job.1, &c, &to, shared_id.as_deref());
-                        (c, held_if(room.as_ref(), email))
+                        (c, held(&room, email))
                     })
                     .await
             }
@@ -552,17 +530,6 @@ fn held(room: &RenderRoom, email: Result<NewEmail, SendError>) -> Result<NewEmai
         + email.links.iter().map(String::len).sum::<usize>();
     room.take(bytes)?;
     Ok(email)
-}
-
-/// [`held`] when there is a room to count into.
-fn held_if(
-    room: Option<&RenderRoom>,
-    email: Result<NewEmail, SendError>,
-) -> Result<NewEmail, SendError> {
-    match room {
-        Some(room) => held(room, email),
-        None => email,
-    }
 }
 
 /// A recipient of one email: its contact, its address, and its contact's links.

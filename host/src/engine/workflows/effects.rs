@@ -213,7 +213,7 @@ impl WorkflowEngine {
                                 let ((send, queued), room) = self
                                     .sending
                                     .render_held(1, |room| {
-                                        self.sending.prepare_send_in(
+                                        self.sending.prepare_send(
                                             &project,
                                             &plan,
                                             Some(known),
