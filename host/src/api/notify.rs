@@ -16,9 +16,6 @@ use super::ApiTags;
 use super::error::{ApiError, ErrorCode};
 use super::extract::header_pairs;
 use super::state::AppState;
-use crate::domain::event::SubscriptionSource;
-use crate::plugins::DeliveryEventKind;
-use crate::store::emails::status;
 
 /// A notification as the provider sends it, in whatever format and content type the active
 /// transport plugin understands (JSON, `message/rfc822` bounce reports, form posts…).
@@ -83,13 +80,6 @@ pub struct NotifyResult {
     pub ignored: usize,
 }
 
-/// Herald's email id from a message id as providers report it (`<eml_…@domain>`, `eml_…`).
-fn email_id(message_id: &str) -> Option<String> {
-    let id = message_id.trim().trim_matches(['<', '>']);
-    let id = id.split('@').next().unwrap_or(id);
-    crate::domain::ids::EmailId::parse(id).map(|e| e.into_string())
-}
-
 /// The internal receiver of the mail infrastructure's notifications.
 #[derive(Default)]
 pub struct NotifyApi;
@@ -150,58 +140,15 @@ async fn receive(
         }
         Err(message) => return Err(ApiError::bad_request(message)),
     };
-    let mut result = NotifyResult {
-        received: events.len(),
-        applied: 0,
-        ignored: 0,
-    };
-    // Projects with a new hard bounce or complaint: their health is measured once, at the end.
-    let mut to_check = Vec::new();
-    for event in events {
-        let Some(id) = event.message_id.as_deref().and_then(email_id) else {
-            result.ignored += 1;
-            continue;
-        };
-        let kind = match event.kind {
-            DeliveryEventKind::Delivered => status::DELIVERED,
-            DeliveryEventKind::BouncedHard => status::BOUNCED,
-            DeliveryEventKind::BouncedSoft => "soft_bounced",
-            DeliveryEventKind::Complained => status::COMPLAINED,
-            DeliveryEventKind::Opened => status::OPENED,
-            DeliveryEventKind::Clicked => status::CLICKED,
-            DeliveryEventKind::Inbound => "inbound",
-        };
-        let recorded = state
-            .store()
-            .record_email_event(&id, kind, event.detail.as_deref(), Some(&event.email))
-            .await?;
-        let Some(recorded) = recorded else {
-            result.ignored += 1;
-            continue;
-        };
-        result.applied += 1;
-        let source = match event.kind {
-            DeliveryEventKind::BouncedHard => SubscriptionSource::Bounce,
-            DeliveryEventKind::Complained => SubscriptionSource::Complaint,
-            _ => continue,
-        };
-        if let Some(contact) = &recorded.contact_id {
-            let reason = event.detail.clone().unwrap_or_else(|| kind.to_string());
-            state
-                .store()
-                .unsubscribe_contact(&recorded.project_id, contact, source, Some(&reason))
-                .await
-                .map_err(|e| ApiError::from_store(e, "contact"))?;
-        }
-        if recorded.first && !to_check.contains(&recorded.project_id) {
-            to_check.push(recorded.project_id.clone());
-        }
-    }
-    for project in &to_check {
-        if let Err(err) = state.health_guard().check(project).await {
-            // The notification is applied; the next bounce or complaint measures again.
-            tracing::warn!(project_id = %project, error = %err, "could not check the project's sending health");
-        }
-    }
-    Ok(Json(result))
+    let received = events.len();
+    let applied = state
+        .delivery_events()
+        .apply(events)
+        .await
+        .map_err(|e| ApiError::from_store(e, "contact"))?;
+    Ok(Json(NotifyResult {
+        received,
+        applied: applied.applied,
+        ignored: applied.ignored,
+    }))
 }

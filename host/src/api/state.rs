@@ -38,6 +38,7 @@ pub(crate) struct Parts {
     pub(crate) campaigns: Campaigns,
     pub(crate) account_mail: crate::services::account_mail::AccountMail,
     pub(crate) health_guard: crate::services::security::HealthGuard,
+    pub(crate) delivery_events: crate::services::delivery_events::DeliveryEvents,
     pub(crate) uploads: crate::services::uploads::Uploads,
     pub(crate) oauth: crate::services::oauth::OAuth,
     pub(crate) engagement: crate::services::engagement::Engagement,
@@ -88,6 +89,11 @@ impl AppState {
     /// The sending-health guard (suspensions on bad bounce or complaint rates).
     pub fn health_guard(&self) -> &crate::services::security::HealthGuard {
         &self.inner.health_guard
+    }
+
+    /// Applies what the mail infrastructure reports (bounces, complaints, deliveries…).
+    pub fn delivery_events(&self) -> &crate::services::delivery_events::DeliveryEvents {
+        &self.inner.delivery_events
     }
 
     /// OAuth sign-in providers.

@@ -250,6 +250,10 @@ impl AppBuilder {
             tracing::warn!("another metrics recorder is installed; /metrics will fail");
         }
         let engagement = crate::services::engagement::Engagement::new(store.clone());
+        let delivery_events = crate::services::delivery_events::DeliveryEvents::new(
+            store.clone(),
+            health_guard.clone(),
+        );
         let state = AppState::new(Parts {
             rate_limiter: RateLimiter::for_store(&store),
             send_planner: SendPlanner::new(store.clone(), sending.clone(), sending_domains.clone()),
@@ -264,6 +268,7 @@ impl AppBuilder {
             workflows,
             campaigns,
             account_mail,
+            delivery_events,
             health_guard,
             uploads,
             oauth,

@@ -5,6 +5,7 @@
 pub mod account_mail;
 pub mod compiled_templates;
 pub mod cpu;
+pub mod delivery_events;
 pub mod engagement;
 pub mod oauth;
 pub mod ratelimit;

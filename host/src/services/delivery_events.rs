@@ -1,0 +1,99 @@
+//! What the mail infrastructure tells Herald about its emails (deliveries, bounces, complaints,
+//! opens, clicks), applied the same way whatever brought it: `POST /webhooks/notify` through
+//! the transport plugin, or the SMTP server receiving a bounce or a feedback-loop report. Each
+//! event applies to the email it names only when its recipient is that email's (so a message id
+//! quoted in someone else's mail changes nothing); a hard bounce or a complaint unsubscribes the
+//! contact, and the projects with a new one have their sending health measured once, at the end.
+
+use crate::domain::event::SubscriptionSource;
+use crate::domain::ids::ProjectId;
+use crate::plugins::{DeliveryEvent, DeliveryEventKind};
+use crate::services::security::HealthGuard;
+use crate::store::emails::status;
+use crate::store::{Store, StoreError};
+
+/// What applying a batch of events did.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Applied {
+    /// Events applied to an email of this service.
+    pub applied: usize,
+    /// Events about no email of this service (or not about its recipient).
+    pub ignored: usize,
+}
+
+/// Applies delivery events; cheap to clone.
+#[derive(Clone)]
+pub struct DeliveryEvents {
+    store: Store,
+    health_guard: HealthGuard,
+}
+
+/// Herald's email id from a message id as providers report it (`<eml_…@domain>`, `eml_…`).
+pub fn email_id(message_id: &str) -> Option<String> {
+    let id = message_id.trim().trim_matches(['<', '>']);
+    let id = id.split('@').next().unwrap_or(id);
+    crate::domain::ids::EmailId::parse(id).map(|e| e.into_string())
+}
+
+impl DeliveryEvents {
+    /// Applies through `store`, measuring health with `health_guard`.
+    pub fn new(store: Store, health_guard: HealthGuard) -> DeliveryEvents {
+        DeliveryEvents {
+            store,
+            health_guard,
+        }
+    }
+
+    /// Applies `events` in order. A store failure stops at the event that failed (those before
+    /// it stay applied; applying one again changes nothing more).
+    pub async fn apply(&self, events: Vec<DeliveryEvent>) -> Result<Applied, StoreError> {
+        let mut result = Applied::default();
+        // Projects with a new hard bounce or complaint: their health is measured once, at the end.
+        let mut to_check: Vec<ProjectId> = Vec::new();
+        for event in events {
+            let Some(id) = event.message_id.as_deref().and_then(email_id) else {
+                result.ignored += 1;
+                continue;
+            };
+            let kind = match event.kind {
+                DeliveryEventKind::Delivered => status::DELIVERED,
+                DeliveryEventKind::BouncedHard => status::BOUNCED,
+                DeliveryEventKind::BouncedSoft => "soft_bounced",
+                DeliveryEventKind::Complained => status::COMPLAINED,
+                DeliveryEventKind::Opened => status::OPENED,
+                DeliveryEventKind::Clicked => status::CLICKED,
+                DeliveryEventKind::Inbound => "inbound",
+            };
+            let recorded = self
+                .store
+                .record_email_event(&id, kind, event.detail.as_deref(), Some(&event.email))
+                .await?;
+            let Some(recorded) = recorded else {
+                result.ignored += 1;
+                continue;
+            };
+            result.applied += 1;
+            let source = match event.kind {
+                DeliveryEventKind::BouncedHard => SubscriptionSource::Bounce,
+                DeliveryEventKind::Complained => SubscriptionSource::Complaint,
+                _ => continue,
+            };
+            if let Some(contact) = &recorded.contact_id {
+                let reason = event.detail.clone().unwrap_or_else(|| kind.to_string());
+                self.store
+                    .unsubscribe_contact(&recorded.project_id, contact, source, Some(&reason))
+                    .await?;
+            }
+            if recorded.first && !to_check.contains(&recorded.project_id) {
+                to_check.push(recorded.project_id.clone());
+            }
+        }
+        for project in &to_check {
+            if let Err(err) = self.health_guard.check(project).await {
+                // The events are applied; the next bounce or complaint measures again.
+                tracing::warn!(project_id = %project, error = %err, "could not check the project's sending health");
+            }
+        }
+        Ok(result)
+    }
+}
