@@ -254,6 +254,15 @@ impl AppBuilder {
             store.clone(),
             health_guard.clone(),
         );
+        let inbound_mail = crate::services::inbound_mail::InboundMail::new(
+            store.clone(),
+            uploads.clone(),
+            links.base().to_string(),
+            crate::services::inbound_mail::AttachmentCaps {
+                count: settings.uploads.inbound_attachments,
+                bytes: settings.uploads.inbound_attachment_bytes,
+            },
+        );
         let state = AppState::new(Parts {
             rate_limiter: RateLimiter::for_store(&store),
             send_planner: SendPlanner::new(store.clone(), sending.clone(), sending_domains.clone()),
@@ -271,6 +280,7 @@ impl AppBuilder {
             delivery_events,
             health_guard,
             uploads,
+            inbound_mail,
             oauth,
             live_segments,
             jwt_encoding: EncodingKey::from_secret(secret.as_bytes()),
