@@ -16,6 +16,21 @@
 //! `services::delivery_events::email_id` turns it into the email's id (`mail` may not import
 //! `services`, see ARCHITECTURE.md's layering table).
 //!
+//! For the SMTP server, roughly (a `DeliveryEvent` per bounced recipient, for
+//! `DeliveryEvents::apply`, which applies it only when the address is the named email's
+//! recipient):
+//!
+//! ```text
+//! Inbound::Bounce(b)    => for r in b.recipients: DeliveryEvent { kind: if r.hard
+//!                          { BouncedHard } else { BouncedSoft }, email: r.address,
+//!                          message_id: b.original_message_id (else the id in the
+//!                          `bounces+<email id>@…` RCPT), detail: r.diagnostic }
+//! Inbound::Complaint(c) => DeliveryEvent { kind: Complained, email: c.original_recipient,
+//!                          message_id: c.original_message_id, detail: c.feedback_type }
+//! Inbound::AutoReply    => nothing (answer 250 and drop it)
+//! Inbound::Message(m)   => InboundMail::receive(project, rcpt, m)
+//! ```
+//!
 //! Everything is linear in the input and capped: at most [`MAX_INPUT_BYTES`] of the message are
 //! parsed, at most 64 KiB of a report or of a bounce's text are read, and the lists are bounded.
 //! Nothing here panics on any input (a property test feeds it garbage).

@@ -7,6 +7,7 @@ use proptest::prelude::*;
 use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
 
 use super::*;
+use crate::domain::ids::EmailId;
 
 const POSTFIX_DSN: &[u8] = include_bytes!("fixtures/postfix-dsn.eml");
 const EXIM_DSN: &[u8] = include_bytes!("fixtures/exim-dsn.eml");
@@ -77,6 +78,9 @@ fn one_recipient(raw: &[u8], address: &str, status: &str, n: &str) -> String {
     assert_eq!((r.address.as_str(), r.status.as_str()), (address, status));
     assert_eq!(r.hard, status.starts_with('5'));
     assert_eq!(b.original_message_id, id(n));
+    // What `services::delivery_events::email_id` reads: an email id before the `@`.
+    let original = b.original_message_id.as_deref().unwrap();
+    assert!(EmailId::parse(original.split('@').next().unwrap()).is_some());
     r.diagnostic.clone().unwrap_or_default()
 }
 
