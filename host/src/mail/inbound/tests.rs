@@ -358,6 +358,20 @@ fn the_recipient_is_the_original_one_before_forwarding() {
 }
 
 #[test]
+fn an_internationalised_report_is_read_like_a_plain_one() {
+    // RFC 6533: message/global-delivery-status, `utf-8` address types, message/global.
+    let raw = text(POSTFIX_DSN)
+        .replace("message/delivery-status", "message/global-delivery-status")
+        .replace("rfc822; Ann.Lee", "utf-8; Ann.Lee")
+        .replace("rfc822;Ann.Lee", "utf-8;Ann.Lee")
+        .replace(
+            "Content-Type: message/rfc822",
+            "Content-Type: message/global",
+        );
+    one_recipient(raw.as_bytes(), "ann.lee@example.net", "5.1.1", "50");
+}
+
+#[test]
 fn a_status_is_read_from_the_action_or_the_diagnostic_when_missing() {
     let no_status = text(POSTFIX_DSN).replace("Status: 5.1.1\n", "");
     let r = &bounce(no_status.as_bytes()).recipients[0];
