@@ -262,8 +262,8 @@ impl Store {
     #[tracing::instrument(level = "debug", skip(self))]
     pub async fn clear_soft_bounces(&self, project: &ProjectId, email: &str) -> StoreResult<()> {
         // Read first: most addresses have none, and a delivery then writes nothing.
-        let any: Option<i64> = on_db!(self.db(), pool => {
-            sqlx::query_scalar("SELECT 1 FROM soft_bounces WHERE project_id = $1 AND email = $2 LIMIT 1")
+        let any: Option<String> = on_db!(self.db(), pool => {
+            sqlx::query_scalar("SELECT email_id FROM soft_bounces WHERE project_id = $1 AND email = $2 LIMIT 1")
                 .bind(project.as_str())
                 .bind(email)
                 .fetch_optional(pool)
