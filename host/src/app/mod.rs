@@ -253,7 +253,11 @@ impl AppBuilder {
         let delivery_events = crate::services::delivery_events::DeliveryEvents::new(
             store.clone(),
             health_guard.clone(),
-        );
+        )
+        .with_soft_bounce_rule(crate::domain::suppression::SoftBounceRule::new(
+            settings.sending.soft_bounce_limit,
+            settings.sending.soft_bounce_days,
+        ));
         let state = AppState::new(Parts {
             rate_limiter: RateLimiter::for_store(&store),
             send_planner: SendPlanner::new(store.clone(), sending.clone(), sending_domains.clone()),
