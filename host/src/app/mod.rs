@@ -254,8 +254,17 @@ impl AppBuilder {
             store.clone(),
             health_guard.clone(),
         );
+        let rate_limiter = Arc::new(RateLimiter::for_store(&store));
+        let submission = crate::services::submission::Submission::new(
+            store.clone(),
+            SendPlanner::new(store.clone(), sending.clone(), sending_domains.clone()),
+            sending.clone(),
+            rate_limiter.clone(),
+            settings.rate_limit_per_minute,
+        );
         let state = AppState::new(Parts {
-            rate_limiter: RateLimiter::for_store(&store),
+            rate_limiter,
+            submission,
             send_planner: SendPlanner::new(store.clone(), sending.clone(), sending_domains.clone()),
             engagement,
             store,
