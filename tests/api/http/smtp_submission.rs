@@ -328,3 +328,34 @@ async fn the_same_message_id_submitted_twice_creates_one_email() {
     .await;
     assert_eq!(emails, 2);
 }
+
+#[tokio::test]
+async fn a_message_to_more_recipients_than_a_send_takes_goes_in_parts_once() {
+    let Setup {
+        smtp, app, project, ..
+    } = setup().await;
+    let submission = app.state().submission();
+    let to: Vec<String> = (0..120).map(|i| format!("r{i}@example.com")).collect();
+    let raw = message(
+        "a@acme.test",
+        "Subject: many\r\nMessage-ID: <many-1@acme.test>\r\n",
+        "to many",
+    );
+    let ids = submission
+        .submit(&project, "", &to, raw.as_bytes())
+        .await
+        .unwrap();
+    assert_eq!(ids.len(), 120);
+    let again = submission
+        .submit(&project, "", &to, raw.as_bytes())
+        .await
+        .unwrap();
+    assert_eq!(again, ids);
+    let log = smtp.received(120).await;
+    let mut delivered = log.rcpt_to.clone();
+    delivered.sort();
+    delivered.dedup();
+    assert_eq!(delivered.len(), 120);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(smtp.log.lock().unwrap().data.len(), 120);
+}

@@ -8,7 +8,8 @@
 //!   user name); [`Submission::authenticate`].
 //! - **Who receives**: the envelope's `RCPT TO` list, one email per address (a `Bcc` is an
 //!   envelope recipient the headers do not show); each recipient's name is taken from the
-//!   `To`, `Cc` or `Bcc` header that lists its address.
+//!   `To`, `Cc` or `Bcc` header that lists its address. Over the 50 recipients of a send, the
+//!   message goes in parts of 50, all planned before any is sent.
 //! - **The content**: `From` (with its name), `Subject`, `Reply-To`, the HTML part (a message
 //!   with only a text part is sent as that text, preformatted), the attachments (inline ones
 //!   by their `Content-ID`) and the extra headers `/v1/send` accepts (`X-…`, `In-Reply-To`,
@@ -16,9 +17,10 @@
 //!   written, never read as a template: subject and body reach the renderer as values
 //!   (`{{smtpSubject}}`, `{{{smtpHtml}}}`) for this request only. The text alternative is derived
 //!   from the HTML, as for every email Herald sends.
-//! - **Idempotency**: the `Message-ID` with the envelope's recipients names the request (kept
-//!   24 hours, like an `Idempotency-Key`): a client that submits the same message again after a
-//!   lost `250` is answered with the first submission's emails, and nothing is sent twice.
+//! - **Idempotency**: the `Message-ID` with the envelope's recipients names the request (each
+//!   part's, kept 24 hours like an `Idempotency-Key`): a client that submits the same message
+//!   again after a lost `250` (or a failure after some parts were sent) is answered with the
+//!   emails sent before, and nothing is sent twice.
 //! - **Answers**: `Ok` only once every email is committed (queued, or recorded suppressed);
 //!   every refusal is a [`SubmissionError`] with the reply code, the enhanced status code and
 //!   the reason the API would give.
@@ -31,11 +33,12 @@ use serde_json::{Map, Value, json};
 
 use crate::domain::ids::{EmailId, ProjectId};
 use crate::domain::keys::KeyKind;
-use crate::domain::send::{AttachmentInput, check_subject};
+use crate::domain::project::Project;
+use crate::domain::send::{AttachmentInput, MAX_RECIPIENTS, check_subject};
 use crate::services::ratelimit::{RateLimiter, bucket};
 use crate::services::render_budget::RenderBudgetError;
 use crate::services::send_plan::{SendInput, SendPlanError, SendPlanner};
-use crate::services::sending::{Idempotency, QueuedEmail, SendError, Sending};
+use crate::services::sending::{Idempotency, QueuedEmail, SendError, SendPlan, Sending};
 use crate::store::{Conflict, Store, StoreError};
 
 mod message;
@@ -199,13 +202,6 @@ impl Submission {
                 .run(move || read_message(&raw, &rcpts))
                 .await?
         };
-        let hash = submitted.request_hash();
-        let key = submitted.idempotency_key();
-        if let Some(key) = &key
-            && let Some(ids) = self.replayed(&project.id, key, &hash).await?
-        {
-            return Ok(ids);
-        }
         // The subject reaches the planner as a value: its rule is checked here.
         let mut problems = Vec::new();
         if !submitted.subject.is_empty() {
@@ -214,24 +210,75 @@ impl Submission {
         if !problems.is_empty() {
             return Err(plan_refusal(SendPlanError::Invalid(problems)));
         }
-        let request = Request::of(&submitted);
-        let plan = self
-            .planner
-            .plan(&project, &request.input())
-            .await
-            .map_err(plan_refusal)?;
+        // A send has at most `MAX_RECIPIENTS`, as `/v1/send`; a message to more (RFC 5321 asks a
+        // server to take 100) goes in parts, each its own idempotent send, all of them planned
+        // (every rule checked) before any is sent.
+        let parts: Vec<Submitted> = if submitted.recipients.len() <= MAX_RECIPIENTS {
+            vec![submitted]
+        } else {
+            submitted
+                .recipients
+                .chunks(MAX_RECIPIENTS)
+                .map(|chunk| Submitted {
+                    recipients: chunk.to_vec(),
+                    ..submitted.clone()
+                })
+                .collect()
+        };
+        let mut planned = Vec::with_capacity(parts.len());
+        for part in &parts {
+            let hash = part.request_hash();
+            let key = part.idempotency_key();
+            if let Some(key) = &key
+                && let Some(ids) = self.replayed(&project.id, key, &hash).await?
+            {
+                planned.push(Planned::Sent(ids));
+                continue;
+            }
+            let plan = self
+                .planner
+                .plan(&project, &Request::of(part).input())
+                .await
+                .map_err(plan_refusal)?;
+            planned.push(Planned::ToSend {
+                plan: Box::new(plan),
+                key,
+                hash,
+            });
+        }
+        let mut ids = Vec::with_capacity(rcpts.len());
+        for part in planned {
+            match part {
+                Planned::Sent(sent) => ids.extend(sent),
+                Planned::ToSend { plan, key, hash } => {
+                    ids.extend(self.send(&project, &plan, key, &hash).await?);
+                }
+            }
+        }
+        Ok(ids)
+    }
+
+    /// Sends one planned part, storing its idempotency key with its emails; a concurrent
+    /// session that sent the same part first is answered with its emails.
+    async fn send(
+        &self,
+        project: &Project,
+        plan: &SendPlan,
+        key: Option<String>,
+        hash: &str,
+    ) -> Result<Vec<EmailId>, SubmissionError> {
         let respond = |queued: &[QueuedEmail]| json!({ "emails": queued.iter().map(|q| q.email_id.as_str()).collect::<Vec<_>>() });
         let idempotency = key.as_deref().map(|key| Idempotency {
             key,
             endpoint: ENDPOINT,
-            request_hash: &hash,
+            request_hash: hash,
             respond: &respond,
         });
-        match self.sending.send(&project, &plan, idempotency).await {
+        match self.sending.send(project, plan, idempotency).await {
             Ok(queued) => Ok(queued.into_iter().map(|q| q.email_id).collect()),
             Err(SendError::Store(StoreError::Conflict(Conflict::IdempotencyKey))) => {
                 let key = key.unwrap_or_default();
-                match self.replayed(&project.id, &key, &hash).await? {
+                match self.replayed(&project.id, &key, hash).await? {
                     Some(ids) => Ok(ids),
                     None => Err(SubmissionError::new(
                         451,
@@ -278,6 +325,16 @@ impl Submission {
                 .collect(),
         ))
     }
+}
+
+/// A part of a submission: sent before (its emails), or planned and ready to send.
+enum Planned {
+    Sent(Vec<EmailId>),
+    ToSend {
+        plan: Box<SendPlan>,
+        key: Option<String>,
+        hash: String,
+    },
 }
 
 fn disabled() -> SubmissionError {
