@@ -258,8 +258,17 @@ impl AppBuilder {
             settings.sending.soft_bounce_limit,
             settings.sending.soft_bounce_days,
         ));
+        let rate_limiter = Arc::new(RateLimiter::for_store(&store));
+        let submission = crate::services::submission::Submission::new(
+            store.clone(),
+            SendPlanner::new(store.clone(), sending.clone(), sending_domains.clone()),
+            sending.clone(),
+            rate_limiter.clone(),
+            settings.rate_limit_per_minute,
+        );
         let state = AppState::new(Parts {
-            rate_limiter: RateLimiter::for_store(&store),
+            rate_limiter,
+            submission,
             send_planner: SendPlanner::new(store.clone(), sending.clone(), sending_domains.clone()),
             engagement,
             store,

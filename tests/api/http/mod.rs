@@ -25,6 +25,7 @@ mod rate_limit;
 mod render_budget;
 mod segments;
 pub mod send;
+mod smtp_submission;
 mod suppressions;
 mod templates;
 mod upgrades;
