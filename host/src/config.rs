@@ -339,6 +339,12 @@ pub struct UploadSettings {
     pub max_bytes: usize,
     /// Largest image, in pixels (width × height), checked before decoding.
     pub max_pixels: u64,
+    /// Attachments of one received message stored at most (`email.received`); the others are
+    /// listed without a URL.
+    pub inbound_attachments: usize,
+    /// Bytes of one received message's attachments stored at most, all together; an attachment
+    /// that would pass the cap is listed without a URL.
+    pub inbound_attachment_bytes: usize,
     /// Where files are kept: `local` (`<data_dir>/uploads`) or `s3` (S3-compatible object
     /// storage, the `s3_*` settings).
     pub storage: UploadStorage,
@@ -374,6 +380,8 @@ impl Default for UploadSettings {
         UploadSettings {
             max_bytes: 5 * 1024 * 1024,
             max_pixels: 40_000_000,
+            inbound_attachments: 10,
+            inbound_attachment_bytes: 10 * 1024 * 1024,
             storage: UploadStorage::Local,
             s3_bucket: None,
             s3_region: "us-east-1".into(),

@@ -47,13 +47,14 @@ pub struct ActivityBody {
     /// The contact.
     #[oai(nullable)]
     pub contact_id: Option<String>,
-    /// The recipient.
+    /// The recipient; of `inbound`, the sender.
     #[oai(nullable)]
     pub email: Option<String>,
-    /// The email's subject.
+    /// The email's subject (of `inbound`, the subject of the email it replies to, if any).
     #[oai(nullable)]
     pub subject: Option<String>,
-    /// The clicked link, the bounce reason or the provider's answer.
+    /// The clicked link, the bounce reason or the provider's answer; of `inbound`, the received
+    /// message's subject.
     #[oai(nullable)]
     pub detail: Option<String>,
     /// When it happened.

@@ -31,6 +31,11 @@ pub struct CreateDomain {
     /// mail is signed with it once the record is found.
     #[oai(nullable)]
     pub dkim_ed25519: Option<bool>,
+    /// Whether the domain receives mail (default false): `records` then lists an MX record at
+    /// the domain to the Herald host, and mail to the domain's addresses becomes
+    /// `email.received` events once the domain is verified and that record is found.
+    #[oai(nullable)]
+    pub inbound: Option<bool>,
 }
 
 /// `PATCH /domains/:id` body; a field that is absent or null is left as it is.
@@ -46,6 +51,11 @@ pub struct UpdateDomain {
     /// key; `false` stops signing with it, forgets it and removes its record.
     #[oai(nullable)]
     pub dkim_ed25519: Option<bool>,
+    /// Whether the domain receives mail. `true` adds its inbound MX record, pending, to
+    /// `records` (mail is received once a check finds it); `false` stops receiving and removes
+    /// the record.
+    #[oai(nullable)]
+    pub inbound: Option<bool>,
 }
 
 /// A DNS record to publish and its state.
@@ -61,7 +71,8 @@ pub struct DnsRecordBody {
     pub value: String,
     /// `pending` (not found yet), `verified` or `failed` (found with another value).
     pub status: String,
-    /// Whether verification needs it; DMARC is recommended only.
+    /// Whether verification needs it; DMARC, the Ed25519 key and the inbound MX record are not
+    /// needed to send.
     pub required: bool,
     /// What DNS answered at the name in the last check.
     pub found: Vec<String>,
@@ -109,6 +120,11 @@ pub struct DomainBody {
     /// The selector of the Ed25519 key; null when the domain has none.
     #[oai(nullable)]
     pub dkim_ed25519_selector: Option<String>,
+    /// Whether it receives mail (its inbound MX record is in `records`).
+    pub inbound: bool,
+    /// Whether mail to its addresses is received now: `inbound`, the domain verified and its
+    /// inbound MX record found.
+    pub receiving: bool,
     /// When it was added.
     pub created_at: Timestamp,
     /// When it was first verified.
@@ -121,6 +137,7 @@ pub struct DomainBody {
 
 impl From<Domain> for DomainBody {
     fn from(d: Domain) -> DomainBody {
+        let receiving = d.receiving();
         DomainBody {
             id: d.id.into_string(),
             domain: d.name.as_str().to_string(),
@@ -131,6 +148,8 @@ impl From<Domain> for DomainBody {
             dkim_selector: d.dkim_selector,
             dkim_ed25519: d.dkim_ed25519.is_some(),
             dkim_ed25519_selector: d.dkim_ed25519.map(|k| k.selector),
+            inbound: d.inbound,
+            receiving,
             created_at: Timestamp(d.created_at),
             verified_at: d.verified_at.map(Timestamp),
             last_checked_at: d.last_checked_at.map(Timestamp),
@@ -169,7 +188,8 @@ impl DomainsApi {
     /// Generates an RSA-2048 DKIM key for the domain (the private key never leaves the service)
     /// and answers the DNS records to publish: DKIM TXT, SPF TXT and the return-path MX
     /// (required) and DMARC TXT (recommended). With `dkimEd25519`, an Ed25519 key as well and its
-    /// DKIM TXT record (recommended: mail is signed with both keys once it is found). The domain
+    /// DKIM TXT record (recommended: mail is signed with both keys once it is found). With
+    /// `inbound`, the MX record at the domain that makes it receive mail. The domain
     /// is checked in the background every 5 minutes until it is verified, or at once with
     /// `GET /domains/:id/verify`.
     #[oai(path = "/domains", method = "post", operation_id = "createDomain")]
@@ -195,9 +215,16 @@ impl DomainsApi {
             Some(true) => Some(Ed25519DkimKey::generate().map_err(ApiError::internal)?),
             _ => None,
         };
+        let inbound = body.0.inbound.unwrap_or(false);
         let records = state
             .sending_domains()
-            .records_to_publish(&name, &key.selector, &key.public_base64, ed25519.as_ref())
+            .records_to_publish(
+                &name,
+                &key.selector,
+                &key.public_base64,
+                ed25519.as_ref(),
+                inbound,
+            )
             .await?;
         let new = NewDomain {
             name,
@@ -206,6 +233,7 @@ impl DomainsApi {
             dkim_private_key: key.private_pem,
             dkim_public_key: key.public_base64,
             dkim_ed25519: ed25519,
+            inbound,
             records,
         };
         // The first background check runs soon after the domain is added; later ones follow the
@@ -305,8 +333,9 @@ impl DomainsApi {
 
     /// Update a domain
     ///
-    /// Sets whether addresses on subdomains may send under this domain, and whether its mail is
-    /// signed with an Ed25519 key as well (RFC 8463). Fields left out are unchanged.
+    /// Sets whether addresses on subdomains may send under this domain, whether its mail is
+    /// signed with an Ed25519 key as well (RFC 8463), and whether it receives mail (`inbound`).
+    /// Fields left out are unchanged.
     #[oai(path = "/domains/:id", method = "patch", operation_id = "updateDomain")]
     async fn update(
         &self,
@@ -328,6 +357,10 @@ impl DomainsApi {
                 Some(false) => Some(None),
                 None => None,
             },
+            inbound: body
+                .0
+                .inbound
+                .map(|on| on.then(|| state.sending_domains().mail_host().to_string())),
         };
         let domain = state
             .store()

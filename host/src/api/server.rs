@@ -46,6 +46,10 @@ pub fn routes(state: AppState) -> impl Endpoint<Output = Response> {
         .nest("/docs", ui)
         .at("/openapi.json", spec)
         .at("/uploads/files/:name", poem::get(super::uploads::serve))
+        .at(
+            "/uploads/attachments/:name",
+            poem::get(super::uploads::serve_attachment),
+        )
         .at("/metrics", poem::get(super::metrics::scrape))
         .nest("/", service)
         .with(Cors::new())

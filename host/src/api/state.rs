@@ -41,6 +41,7 @@ pub(crate) struct Parts {
     pub(crate) health_guard: crate::services::security::HealthGuard,
     pub(crate) delivery_events: crate::services::delivery_events::DeliveryEvents,
     pub(crate) uploads: crate::services::uploads::Uploads,
+    pub(crate) inbound_mail: crate::services::inbound_mail::InboundMail,
     pub(crate) oauth: crate::services::oauth::OAuth,
     pub(crate) engagement: crate::services::engagement::Engagement,
     pub(crate) sending_domains: Arc<SendingDomains>,
@@ -100,6 +101,11 @@ impl AppState {
     /// OAuth sign-in providers.
     pub fn oauth(&self) -> &crate::services::oauth::OAuth {
         &self.inner.oauth
+    }
+
+    /// Mail the projects receive on their inbound domains (the SMTP server's replies path).
+    pub fn inbound_mail(&self) -> &crate::services::inbound_mail::InboundMail {
+        &self.inner.inbound_mail
     }
 
     /// Image uploads.

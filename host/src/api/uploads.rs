@@ -131,3 +131,28 @@ pub async fn serve(
         None => Err(ApiError::not_found("upload").into()),
     }
 }
+
+/// `GET /uploads/attachments/<name>`: an attachment of a received message (the URL of its
+/// `email.received` event), always as a download (`application/octet-stream`, never rendered
+/// by the browser, whatever the sender called it); 404 for any other name.
+#[poem::handler]
+pub async fn serve_attachment(
+    poem::web::Path(name): poem::web::Path<String>,
+    state: poem::web::Data<&AppState>,
+) -> poem::Result<poem::Response> {
+    let found = state
+        .uploads()
+        .read_attachment(&name)
+        .await
+        .map_err(ApiError::storage_unavailable)?;
+    match found {
+        Some(bytes) => Ok(poem::Response::builder()
+            .content_type("application/octet-stream")
+            .header("Content-Disposition", "attachment")
+            .header("Cache-Control", "private, max-age=31536000, immutable")
+            .header("X-Content-Type-Options", "nosniff")
+            .header("Content-Security-Policy", "sandbox")
+            .body(bytes)),
+        None => Err(ApiError::not_found("attachment").into()),
+    }
+}

@@ -266,6 +266,15 @@ impl AppBuilder {
             rate_limiter.clone(),
             settings.rate_limit_per_minute,
         );
+        let inbound_mail = crate::services::inbound_mail::InboundMail::new(
+            store.clone(),
+            uploads.clone(),
+            links.base().to_string(),
+            crate::services::inbound_mail::AttachmentCaps {
+                count: settings.uploads.inbound_attachments,
+                bytes: settings.uploads.inbound_attachment_bytes,
+            },
+        );
         let state = AppState::new(Parts {
             rate_limiter,
             submission,
@@ -284,6 +293,7 @@ impl AppBuilder {
             delivery_events,
             health_guard,
             uploads,
+            inbound_mail,
             oauth,
             live_segments,
             jwt_encoding: EncodingKey::from_secret(secret.as_bytes()),

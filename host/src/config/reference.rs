@@ -599,6 +599,18 @@ pub const SETTINGS: &[SettingDoc] = &[
         meaning: "Largest image in pixels, read from its header before decoding (422 beyond).",
     },
     SettingDoc {
+        keys: &["uploads.inbound_attachments"],
+        flag: None,
+        default: None,
+        meaning: "Attachments of one received message stored at most (`email.received`; see [Receiving mail](using.md#receiving-mail)); the others are listed in the event without a URL.",
+    },
+    SettingDoc {
+        keys: &["uploads.inbound_attachment_bytes"],
+        flag: None,
+        default: None,
+        meaning: "Bytes of one received message's attachments stored at most, all together; an attachment that would pass the cap is listed without a URL. 0 stores none.",
+    },
+    SettingDoc {
         keys: &["uploads.storage"],
         flag: None,
         default: None,

@@ -358,6 +358,63 @@ pub fn ed25519_record_status(found: &[String], public_base64: &str) -> RecordSta
     }
 }
 
+/// The MX record of a domain that receives mail (`inbound`): at the domain itself, to the
+/// deployment's mail host, not looked up yet. It is not required for sending: the domain verifies
+/// and sends without it, and receives mail once it is found.
+pub fn inbound_record(domain: &str, mail_host: &str) -> DnsRecordState {
+    DnsRecordState {
+        record_type: "MX".into(),
+        name: domain.to_string(),
+        value: format!("10 {}", mail_host.trim_end_matches('.')),
+        required: false,
+        status: RecordStatus::Pending,
+        found: Vec::new(),
+    }
+}
+
+/// Whether `record` is the inbound MX record of the domain `domain`.
+pub fn is_inbound_record(record: &DnsRecordState, domain: &str) -> bool {
+    record.record_type == "MX" && record.name == domain
+}
+
+/// The state of an inbound MX record from the MX values `found` at its name (`preference host`):
+/// verified when the mail host is among the most preferred hosts (so mail reaches it first);
+/// failed when the name has MX records but not so; pending when it has none.
+pub fn inbound_record_status(found: &[String], mail_host: &str) -> RecordStatus {
+    let mail_host = mail_host.trim_end_matches('.');
+    let parsed: Vec<(u32, &str)> = found
+        .iter()
+        .filter_map(|v| {
+            let mut parts = v.split_whitespace();
+            let preference = parts.next()?.parse().ok()?;
+            Some((preference, parts.next()?.trim_end_matches('.')))
+        })
+        .collect();
+    let Some(best) = parsed.iter().map(|(p, _)| *p).min() else {
+        return if found.is_empty() {
+            RecordStatus::Pending
+        } else {
+            RecordStatus::Failed
+        };
+    };
+    if parsed
+        .iter()
+        .any(|(p, host)| *p == best && host.eq_ignore_ascii_case(mail_host))
+    {
+        RecordStatus::Verified
+    } else {
+        RecordStatus::Failed
+    }
+}
+
+/// Whether a domain named `domain` with these `records` receives mail: its inbound MX record is
+/// listed and was found.
+pub fn receives_mail(records: &[DnsRecordState], domain: &str) -> bool {
+    records
+        .iter()
+        .any(|r| is_inbound_record(r, domain) && r.status == RecordStatus::Verified)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -524,5 +581,39 @@ mod tests {
             ed25519_record_status(&[], &a.public_base64),
             RecordStatus::Pending
         );
+    }
+
+    #[test]
+    fn an_inbound_mx_verifies_when_the_mail_host_is_most_preferred() {
+        let host = "mail.herald.test";
+        let found = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(inbound_record_status(&[], host), RecordStatus::Pending);
+        assert_eq!(
+            inbound_record_status(&found(&["10 mail.herald.test."]), host),
+            RecordStatus::Verified
+        );
+        assert_eq!(
+            inbound_record_status(
+                &found(&["5 MAIL.herald.test", "20 backup.example.net."]),
+                host
+            ),
+            RecordStatus::Verified
+        );
+        // Another host is tried first: mail would not reach Herald.
+        assert_eq!(
+            inbound_record_status(&found(&["5 mx.example.net.", "10 mail.herald.test."]), host),
+            RecordStatus::Failed
+        );
+        assert_eq!(
+            inbound_record_status(&found(&["garbage"]), host),
+            RecordStatus::Failed
+        );
+        let mut record = inbound_record("in.acme.io", "mail.herald.test.");
+        assert_eq!(record.value, "10 mail.herald.test");
+        assert!(!record.required);
+        assert!(!receives_mail(std::slice::from_ref(&record), "in.acme.io"));
+        record.status = RecordStatus::Verified;
+        assert!(receives_mail(std::slice::from_ref(&record), "in.acme.io"));
+        assert!(!receives_mail(&[record], "acme.io"));
     }
 }

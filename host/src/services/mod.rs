@@ -7,6 +7,7 @@ pub mod compiled_templates;
 pub mod cpu;
 pub mod delivery_events;
 pub mod engagement;
+pub mod inbound_mail;
 pub mod oauth;
 pub mod ratelimit;
 pub mod render_budget;

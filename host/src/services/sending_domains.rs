@@ -16,7 +16,8 @@ use crate::domain::email::EmailAddress;
 use crate::domain::ids::ProjectId;
 use crate::domain::sending_domain::{
     DnsRecordState, DomainName, DomainStatus, Ed25519DkimKey, RecordStatus, VerifiedDomain,
-    conclude, covering, ed25519_record, ed25519_record_status,
+    conclude, covering, ed25519_record, ed25519_record_status, inbound_record,
+    inbound_record_status,
 };
 use crate::jobs::domains::{CheckIntervals, DomainChecker, next_check};
 use crate::plugins::{self, PluginError, Plugins, Requirement, SendingDomain};
@@ -62,6 +63,30 @@ impl SendingDomains {
         }
     }
 
+    /// The host the inbound MX records of domains that receive mail point at.
+    pub fn mail_host(&self) -> &str {
+        &self.policy.mail_host
+    }
+
+    /// Looks `domain`'s inbound MX record up, when it receives mail.
+    async fn check_inbound(&self, domain: &Domain) -> Option<DnsRecordState> {
+        if !domain.inbound {
+            return None;
+        }
+        let mut record = inbound_record(domain.name.as_str(), &self.policy.mail_host);
+        let found = self
+            .plugins
+            .resolve_mx(&record.name)
+            .await
+            .unwrap_or_else(|e| {
+                tracing::debug!(record = %record.name, error = %e, "inbound MX record not found");
+                Vec::new()
+            });
+        record.status = inbound_record_status(&found, &self.policy.mail_host);
+        record.found = found;
+        Some(record)
+    }
+
     /// Looks the record of `domain`'s Ed25519 key up, when it has one.
     async fn check_ed25519(&self, domain: &Domain) -> Option<DnsRecordState> {
         let mut record = domain.ed25519_record()?;
@@ -91,13 +116,14 @@ impl SendingDomains {
     }
 
     /// The records a new domain must publish, all pending: the plugin's, then the record of the
-    /// Ed25519 key when there is one.
+    /// Ed25519 key when there is one, then the inbound MX record when it receives mail.
     pub async fn records_to_publish(
         &self,
         name: &DomainName,
         selector: &str,
         public_key: &str,
         ed25519: Option<&Ed25519DkimKey>,
+        inbound: bool,
     ) -> Result<Vec<DnsRecordState>, PluginError> {
         let domain = self.sending_domain(name.as_str(), selector, public_key);
         let records = self.plugins.domain_records(&domain).await?;
@@ -113,6 +139,7 @@ impl SendingDomains {
                 found: Vec::new(),
             })
             .chain(ed25519)
+            .chain(inbound.then(|| inbound_record(name.as_str(), &self.policy.mail_host)))
             .collect())
     }
 
@@ -135,8 +162,9 @@ impl SendingDomains {
                 found: c.found,
             })
             .collect();
-        // Recommended only, so it never changes the domain's status.
+        // Recommended only, so they never change the domain's status.
         records.extend(self.check_ed25519(domain).await);
+        records.extend(self.check_inbound(domain).await);
         let outcome = conclude(&records, domain.verified_at.is_some());
         Ok(CheckedDomain {
             status: outcome.status,

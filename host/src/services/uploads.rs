@@ -4,6 +4,9 @@
 //! (`<hash>.<ext>`) through `object_store`: in the uploads folder (written to a temporary name
 //! and renamed, so a reader never sees half a file) or in an S3-compatible bucket. Decoding
 //! runs on the CPU pool, never on the async workers.
+//!
+//! The attachments of received mail (`services::inbound_mail`) are kept in the same storage,
+//! under `attachments/` and a random name each, whatever their content.
 
 use std::io::Cursor;
 use std::path::PathBuf;
@@ -116,6 +119,14 @@ pub fn content_type_of(name: &str) -> Option<&'static str> {
         "webp" => Some("image/webp"),
         _ => None,
     }
+}
+
+/// Whether `name` is one [`Uploads::store_attachment`] gives: 32 lower-case hex digits.
+pub fn is_attachment_name(name: &str) -> bool {
+    name.len() == 32
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
 }
 
 /// Checks that `bytes` are one image within the caps; answers its type, extension and size.
@@ -277,6 +288,36 @@ impl Uploads {
         Ok(image)
     }
 
+    /// Stores an attachment of a received message (any content) under a new random name of 32
+    /// hex digits, which is its URL's only secret: unlike images, the same bytes stored twice get
+    /// two names, so that a name tells nothing of the content. Answers the name.
+    pub async fn store_attachment(&self, bytes: Vec<u8>) -> Result<String, UploadError> {
+        let mut token = [0u8; 16];
+        rand::RngCore::fill_bytes(&mut rand::thread_rng(), &mut token);
+        let name = hex::encode(token);
+        self.store
+            .put(&self.attachment_path(&name), PutPayload::from(bytes))
+            .await?;
+        Ok(name)
+    }
+
+    fn attachment_path(&self, name: &str) -> ObjectPath {
+        ObjectPath::from(format!("{}attachments/{name}", self.prefix))
+    }
+
+    /// The bytes of a stored attachment; `None` for a name this service never gives or a file
+    /// that is not there.
+    pub async fn read_attachment(&self, name: &str) -> Result<Option<Vec<u8>>, UploadError> {
+        if !is_attachment_name(name) {
+            return Ok(None);
+        }
+        match self.store.get(&self.attachment_path(name)).await {
+            Ok(found) => Ok(Some(found.bytes().await?.to_vec())),
+            Err(object_store::Error::NotFound { .. }) => Ok(None),
+            Err(other) => Err(other.into()),
+        }
+    }
+
     /// The bytes and content type of a stored file; `None` for a name this service never gives
     /// or a file that is not there.
     pub async fn read(&self, name: &str) -> Result<Option<(Vec<u8>, &'static str)>, UploadError> {
@@ -304,6 +345,15 @@ mod tests {
         assert_eq!(content_type_of("../../etc/passwd"), None);
         assert_eq!(content_type_of(&format!("{}.png", "A".repeat(64))), None);
         assert_eq!(content_type_of(&format!("{}.png", "a".repeat(63))), None);
+    }
+
+    #[test]
+    fn only_attachment_names_this_service_gives_are_read() {
+        assert!(is_attachment_name(&"0f".repeat(16)));
+        assert!(!is_attachment_name(&"0F".repeat(16)));
+        assert!(!is_attachment_name(&"0f".repeat(15)));
+        assert!(!is_attachment_name("../../../../etc/passwd"));
+        assert!(!is_attachment_name(&format!("{}.png", "a".repeat(28))));
     }
 
     #[test]

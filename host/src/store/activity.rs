@@ -3,9 +3,9 @@
 
 use sqlx::FromRow;
 
-use super::on_db;
 use super::{Store, StoreResult};
-use crate::domain::ids::ProjectId;
+use super::{on_db, on_db_write};
+use crate::domain::ids::{ActivityId, ContactId, ProjectId};
 use crate::domain::pagination::{Page, PageRequest};
 
 /// One entry of the feed.
@@ -71,8 +71,12 @@ pub struct UpcomingEmail {
     pub created_at: i64,
 }
 
-const SELECT_ITEMS: &str = "SELECT a.id, a.kind, a.email_id, a.contact_id, m.to_address, m.subject, a.detail, \
-     a.created_at FROM email_events a LEFT JOIN emails m ON m.id = a.email_id";
+/// An entry's address is its email's recipient, but an `inbound` entry's is its sender's (the
+/// contact's), whose message may reply to no email.
+const SELECT_ITEMS: &str = "SELECT a.id, a.kind, a.email_id, a.contact_id, \
+     CASE WHEN a.kind = 'inbound' THEN c.email ELSE m.to_address END AS to_address, m.subject, \
+     a.detail, a.created_at FROM email_events a LEFT JOIN emails m ON m.id = a.email_id \
+     LEFT JOIN contacts c ON a.kind = 'inbound' AND c.id = a.contact_id";
 
 impl Store {
     /// A page of the feed, newest first, optionally of one kind (`queued` entries are not part of
@@ -111,6 +115,36 @@ impl Store {
             (rows, total)
         });
         Ok(Page::from_rows(rows, page, total, |a| a.id.as_str()))
+    }
+
+    /// Records a message received from `contact` in the feed, as `inbound`, under `id`, replying
+    /// to `email` when it does; `detail` is its subject. Recording the same id again changes
+    /// nothing (a receipt retried after a crash).
+    #[tracing::instrument(level = "debug", skip(self, detail))]
+    pub async fn record_inbound(
+        &self,
+        project: &ProjectId,
+        id: &ActivityId,
+        email: Option<&str>,
+        contact: &ContactId,
+        detail: &str,
+        created_at: i64,
+    ) -> StoreResult<()> {
+        on_db_write!(self.db(), pool => {
+            sqlx::query(
+                "INSERT INTO email_events (id, project_id, email_id, contact_id, kind, detail, created_at) \
+                 VALUES ($1, $2, $3, $4, 'inbound', $5, $6) ON CONFLICT (id) DO NOTHING",
+            )
+            .bind(id.as_str())
+            .bind(project.as_str())
+            .bind(email)
+            .bind(contact.as_str())
+            .bind(detail)
+            .bind(created_at)
+            .execute(pool)
+            .await?;
+        });
+        Ok(())
     }
 
     /// Feed entries per kind since `since` (unix ms).

@@ -14,7 +14,7 @@ use super::{on_db, on_db_write};
 use crate::domain::ids::{DomainId, ProjectId};
 use crate::domain::sending_domain::{
     DnsRecordState, DomainName, DomainStatus, Ed25519DkimKey, RecordStatus, VerifiedDomain,
-    dkim_record_name, ed25519_record,
+    dkim_record_name, ed25519_record, inbound_record, is_inbound_record, receives_mail,
 };
 use crate::domain::time::now_ms;
 
@@ -36,6 +36,8 @@ pub struct Domain {
     pub dkim_public_key: String,
     /// The Ed25519 key mail is signed with besides the RSA key, when the domain has one.
     pub dkim_ed25519: Option<Ed25519Public>,
+    /// Whether it receives mail (its inbound MX record is listed in `records`).
+    pub inbound: bool,
     /// The records to publish with their last known state.
     pub records: Vec<DnsRecordState>,
     /// Why it is not verified.
@@ -64,6 +66,14 @@ impl Domain {
             .as_ref()
             .map(|k| ed25519_record(self.name.as_str(), &k.selector, &k.public_key))
     }
+
+    /// Whether mail to its addresses is received now: it receives (`inbound`), it is verified
+    /// (its DKIM record proves the project holds it) and its inbound MX record was found.
+    pub fn receiving(&self) -> bool {
+        self.inbound
+            && self.status == DomainStatus::Verified
+            && receives_mail(&self.records, self.name.as_str())
+    }
 }
 
 #[derive(FromRow)]
@@ -77,6 +87,7 @@ struct DomainRow {
     dkim_public_key: String,
     dkim_ed25519_selector: Option<String>,
     dkim_ed25519_public_key: Option<String>,
+    inbound: bool,
     records: Json<Vec<DnsRecordState>>,
     failure_reason: Option<String>,
     created_at: i64,
@@ -85,7 +96,7 @@ struct DomainRow {
 }
 
 const COLUMNS: &str = "id, project_id, name, status, allow_subdomains, dkim_selector, dkim_public_key, \
-     dkim_ed25519_selector, dkim_ed25519_public_key, records, failure_reason, created_at, \
+     dkim_ed25519_selector, dkim_ed25519_public_key, inbound, records, failure_reason, created_at, \
      verified_at, last_checked_at";
 
 impl TryFrom<DomainRow> for Domain {
@@ -108,6 +119,7 @@ impl TryFrom<DomainRow> for Domain {
                 }),
                 _ => None,
             },
+            inbound: r.inbound,
             records: r.records.0,
             failure_reason: r.failure_reason,
             created_at: r.created_at,
@@ -130,6 +142,8 @@ pub struct NewDomain {
     pub dkim_public_key: String,
     /// The Ed25519 key to sign with as well, when asked for.
     pub dkim_ed25519: Option<Ed25519DkimKey>,
+    /// Whether it receives mail (`records` then lists its inbound MX record).
+    pub inbound: bool,
     /// The records to publish, all pending.
     pub records: Vec<DnsRecordState>,
 }
@@ -177,6 +191,10 @@ pub struct DomainChange {
     /// `Some(Some(key))` signs with Ed25519 as well (the key is used only when the domain has
     /// none yet: enabling twice keeps the first key); `Some(None)` stops and forgets the key.
     pub dkim_ed25519: Option<Option<Ed25519DkimKey>>,
+    /// `Some(Some(mail_host))` receives mail, listing the inbound MX record to `mail_host`
+    /// (pending until a check finds it; kept as it is when the domain receives already);
+    /// `Some(None)` stops receiving and removes the record.
+    pub inbound: Option<Option<String>>,
 }
 
 /// The check job `job` (whose payload is left to this function) of domain `id`.
@@ -209,8 +227,8 @@ impl Store {
             sqlx::query(
                 "INSERT INTO domains (id, project_id, name, status, allow_subdomains, dkim_selector, \
                  dkim_private_key, dkim_public_key, records, created_at, updated_at, \
-                 dkim_ed25519_selector, dkim_ed25519_private_key, dkim_ed25519_public_key) \
-                 VALUES ($1, $2, $3, 'pending', $4, $5, $6, $7, $8, $9, $9, $10, $11, $12)",
+                 dkim_ed25519_selector, dkim_ed25519_private_key, dkim_ed25519_public_key, inbound) \
+                 VALUES ($1, $2, $3, 'pending', $4, $5, $6, $7, $8, $9, $9, $10, $11, $12, $13)",
             )
             .bind(id.as_str())
             .bind(project.as_str())
@@ -224,6 +242,7 @@ impl Store {
             .bind(domain.dkim_ed25519.as_ref().map(|k| &k.selector))
             .bind(domain.dkim_ed25519.as_ref().map(|k| &k.private_pkcs8))
             .bind(domain.dkim_ed25519.as_ref().map(|k| &k.public_base64))
+            .bind(domain.inbound)
             .execute(&mut *tx)
             .await
             .map_err(|e| StoreError::unique(e, Conflict::Domain))?;
@@ -251,6 +270,25 @@ impl Store {
             sqlx::query_as(&sql).bind(id.as_str()).fetch_optional(pool).await?
         });
         row.map(Domain::try_from).transpose()
+    }
+
+    /// The domains named `name` that receive mail now ([`Domain::receiving`]), of projects not
+    /// being deleted, first verified first: the SMTP server's routing of a `RCPT` address.
+    #[tracing::instrument(level = "debug", skip(self))]
+    pub async fn receiving_domains(&self, name: &str) -> StoreResult<Vec<Domain>> {
+        let sql = format!(
+            "SELECT {COLUMNS} FROM domains WHERE name = $1 AND inbound AND status = 'verified' \
+             AND EXISTS (SELECT 1 FROM projects p WHERE p.id = domains.project_id \
+             AND p.deleted_at IS NULL) ORDER BY verified_at, id"
+        );
+        let rows: Vec<DomainRow> = on_db!(self.db(), pool => {
+            sqlx::query_as(&sql).bind(name).fetch_all(pool).await?
+        });
+        let domains = rows
+            .into_iter()
+            .map(Domain::try_from)
+            .collect::<StoreResult<Vec<Domain>>>()?;
+        Ok(domains.into_iter().filter(Domain::receiving).collect())
     }
 
     /// Every domain of a project, oldest first.
@@ -327,6 +365,37 @@ impl Store {
                 .bind(key.map(|k| &k.selector))
                 .bind(key.map(|k| &k.private_pkcs8))
                 .bind(key.map(|k| &k.public_base64))
+                .bind(Json(&records))
+                .bind(now)
+                .execute(&mut *tx)
+                .await?;
+            }
+            let inbound = match &change.inbound {
+                Some(Some(host)) if !current.inbound => Some(Some(host)),
+                Some(None) if current.inbound => Some(None),
+                _ => None,
+            };
+            if let Some(host) = inbound {
+                // Read again: the Ed25519 change above may have changed the records.
+                let row: Option<(Json<Vec<DnsRecordState>>,)> =
+                    sqlx::query_as("SELECT records FROM domains WHERE project_id = $1 AND id = $2")
+                        .bind(project.as_str())
+                        .bind(id.as_str())
+                        .fetch_optional(&mut *tx)
+                        .await?;
+                let mut records = row.ok_or(StoreError::NotFound)?.0.0;
+                let name = current.name.as_str();
+                records.retain(|r| !is_inbound_record(r, name));
+                if let Some(host) = host {
+                    records.push(inbound_record(name, host));
+                }
+                sqlx::query(
+                    "UPDATE domains SET inbound = $3, records = $4, updated_at = $5 \
+                     WHERE project_id = $1 AND id = $2",
+                )
+                .bind(project.as_str())
+                .bind(id.as_str())
+                .bind(host.is_some())
                 .bind(Json(&records))
                 .bind(now)
                 .execute(&mut *tx)

@@ -20,11 +20,11 @@ fn fast(s: &mut Settings) {
 }
 
 /// A step to create: type and config.
-struct Step(&'static str, Value);
+pub struct Step(pub &'static str, pub Value);
 
 /// Creates a workflow triggered by `event` with `steps` joined by `links` (from index, to
 /// index, branch), enables it, and answers its id and step ids.
-async fn workflow(
+pub async fn workflow(
     app: &TestApp,
     p: &TestProject,
     event: &str,
@@ -135,7 +135,7 @@ async fn executions(app: &TestApp, p: &TestProject, wf: &str) -> Vec<Value> {
 
 /// Waits (up to 20 s) until the workflow has `n` executions, all in one of `statuses`, and
 /// answers them with their step runs, oldest first.
-async fn settled(
+pub async fn settled(
     app: &TestApp,
     p: &TestProject,
     wf: &str,
@@ -173,7 +173,7 @@ async fn execution(app: &TestApp, p: &TestProject, wf: &str, id: &str) -> Value 
 }
 
 /// The types and statuses of an execution's step runs, in order.
-fn runs(e: &Value) -> Vec<(String, String, Option<String>)> {
+pub fn runs(e: &Value) -> Vec<(String, String, Option<String>)> {
     e["stepRuns"]
         .as_array()
         .unwrap()
@@ -188,7 +188,7 @@ fn runs(e: &Value) -> Vec<(String, String, Option<String>)> {
         .collect()
 }
 
-fn run(t: &str, status: &str, branch: Option<&str>) -> (String, String, Option<String>) {
+pub fn run(t: &str, status: &str, branch: Option<&str>) -> (String, String, Option<String>) {
     (
         t.to_string(),
         status.to_string(),

@@ -60,4 +60,13 @@ impl Plugins {
             .resolve(name, hickory_resolver::proto::rr::RecordType::TXT)
             .await
     }
+
+    /// The MX values at `name` (`preference host.`), through the host's resolver: for the
+    /// inbound MX record of a domain that receives mail, which the service checks itself.
+    pub async fn resolve_mx(&self, name: &str) -> Result<Vec<String>, LookupError> {
+        self.runtime
+            .services
+            .resolve(name, hickory_resolver::proto::rr::RecordType::MX)
+            .await
+    }
 }

@@ -184,6 +184,31 @@ impl Store {
         Ok((record, history))
     }
 
+    /// Which of `ids` name emails of `project` (an inbound message's `In-Reply-To` and
+    /// `References`), in no particular order.
+    #[tracing::instrument(level = "debug", skip(self))]
+    pub async fn project_emails(
+        &self,
+        project: &ProjectId,
+        ids: &[String],
+    ) -> StoreResult<Vec<String>> {
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let sql = format!(
+            "SELECT id FROM emails WHERE project_id = $1 AND id IN ({})",
+            super::dialect::placeholders(2, ids.len())
+        );
+        let found = on_db!(self.db(), pool => {
+            let mut q = sqlx::query_scalar(&sql).bind(project.as_str());
+            for id in ids {
+                q = q.bind(id);
+            }
+            q.fetch_all(pool).await?
+        });
+        Ok(found)
+    }
+
     /// Records what happened to an email (`delivered`, `opened`, `clicked`, `bounced`,
     /// `soft_bounced`, `complained`): a history entry, the first time of the kind, and the status
     /// when it moves forward (never back). Opens and clicks after the first are only counted

@@ -1,0 +1,484 @@
+//! Inbound mail (#76 item 4): a domain that receives (`inbound`) lists an MX record at itself to
+//! the mail host, verified against a real DNS server on loopback like the other records; the
+//! domain receives (`receiving`, and the SMTP server's routing) only once it is verified and that
+//! record is found.
+
+use std::time::{Duration, Instant};
+
+use herald::domain::ids::ProjectId;
+use herald::mail::inbound::{Received, ReceivedAttachment};
+use serde_json::{Value, json};
+
+use super::domains::{publish, verified_domain, with_dns};
+use super::executions::{Step, run, runs, settled, workflow};
+use crate::support::dnsd::DnsServer;
+use crate::support::harness::{TestApp, TestProject};
+
+const MAIL_HOST: &str = "mail.herald.test";
+
+/// The inbound MX record of `body` (at the domain itself), if listed.
+fn inbound_record(body: &Value) -> Option<&Value> {
+    let name = body["domain"].as_str().unwrap();
+    body["records"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["type"] == "MX" && r["name"] == name)
+}
+
+/// Adds `name` to `p` as a domain that receives mail.
+async fn add_inbound(app: &TestApp, p: &TestProject, name: &str) -> Value {
+    let r = app
+        .post(
+            "/domains",
+            &p.secret_key,
+            json!({ "domain": name, "inbound": true }),
+        )
+        .await;
+    assert_eq!(r.status, 201, "{}", r.body);
+    r.body
+}
+
+/// The project the SMTP server routes `rcpt` to.
+async fn route(app: &TestApp, rcpt: &str) -> Option<String> {
+    app.state()
+        .inbound_mail()
+        .route(rcpt)
+        .await
+        .expect("routing reads the store")
+        .map(ProjectId::into_string)
+}
+
+/// Verifies `id` until `done` holds of the answer (the resolver may have cached "no record" for a
+/// few seconds).
+async fn verify_until(
+    app: &TestApp,
+    p: &TestProject,
+    id: &str,
+    done: impl Fn(&Value) -> bool,
+) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let r = app
+            .get(&format!("/domains/{id}/verify"), &p.secret_key)
+            .await;
+        assert_eq!(r.status, 200, "{}", r.body);
+        if done(&r.body) {
+            return r.body;
+        }
+        assert!(Instant::now() < deadline, "{}", r.body);
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
+#[tokio::test]
+async fn a_domain_receives_once_verified_with_its_inbound_mx_found() {
+    let dns = DnsServer::start().await;
+    let app = TestApp::spawn_with(with_dns(&dns)).await;
+    let p = app.project().await;
+    let domain = verified_domain(&app, &p, &dns, "in.acme.test").await;
+    let id = domain["id"].as_str().unwrap().to_string();
+    assert_eq!(domain["inbound"], false);
+    assert_eq!(domain["receiving"], false);
+    assert!(inbound_record(&domain).is_none(), "{domain}");
+    assert_eq!(route(&app, "hello@in.acme.test").await, None);
+
+    // Turned on: the record is listed, pending and not required, and the domain stays verified.
+    let on = app
+        .patch(
+            &format!("/domains/{id}"),
+            &p.secret_key,
+            json!({ "inbound": true }),
+        )
+        .await;
+    assert_eq!(on.status, 200, "{}", on.body);
+    assert_eq!(on.body["inbound"], true);
+    assert_eq!(on.body["receiving"], false);
+    assert_eq!(on.body["status"], "verified");
+    let record = inbound_record(&on.body)
+        .expect("the inbound MX record")
+        .clone();
+    assert_eq!(record["value"], format!("10 {MAIL_HOST}"));
+    assert_eq!(record["status"], "pending");
+    assert_eq!(record["required"], false);
+    // Turning it on again changes nothing.
+    let again = app
+        .patch(
+            &format!("/domains/{id}"),
+            &p.secret_key,
+            json!({ "inbound": true }),
+        )
+        .await;
+    assert_eq!(again.status, 200, "{}", again.body);
+    assert_eq!(again.body["records"], on.body["records"]);
+    // A check that does not find it leaves the domain verified and not receiving.
+    let checked = app
+        .get(&format!("/domains/{id}/verify"), &p.secret_key)
+        .await;
+    assert_eq!(checked.body["status"], "verified", "{}", checked.body);
+    assert_eq!(checked.body["receiving"], false);
+    assert_eq!(route(&app, "hello@in.acme.test").await, None);
+
+    // Published: the record verifies and the domain receives, whatever the address's case.
+    dns.mx("in.acme.test", 10, MAIL_HOST);
+    let found = verify_until(&app, &p, &id, |b| b["receiving"] == true).await;
+    assert_eq!(inbound_record(&found).unwrap()["status"], "verified");
+    assert_eq!(found["status"], "verified");
+    let got = app.get(&format!("/domains/{id}"), &p.secret_key).await;
+    assert_eq!(got.body["receiving"], true, "{}", got.body);
+    assert_eq!(route(&app, "Hello@IN.Acme.test").await, Some(p.id.clone()));
+    // Only the domain itself, not its parent or its subdomains.
+    assert_eq!(route(&app, "hello@acme.test").await, None);
+    assert_eq!(route(&app, "hello@x.in.acme.test").await, None);
+    assert_eq!(route(&app, "not an address").await, None);
+
+    // Another project adding the same name is not verified (its own DKIM key is not published):
+    // the mail stays with the project that proved the domain.
+    let q = app.project().await;
+    let theirs = add_inbound(&app, &q, "in.acme.test").await;
+    let theirs_id = theirs["id"].as_str().unwrap();
+    let theirs = app
+        .get(&format!("/domains/{theirs_id}/verify"), &q.secret_key)
+        .await;
+    assert_ne!(theirs.body["status"], "verified", "{}", theirs.body);
+    assert_eq!(theirs.body["receiving"], false);
+    assert_eq!(route(&app, "hello@in.acme.test").await, Some(p.id.clone()));
+
+    // Turned off: the record goes and the domain no longer receives.
+    let off = app
+        .patch(
+            &format!("/domains/{id}"),
+            &p.secret_key,
+            json!({ "inbound": false }),
+        )
+        .await;
+    assert_eq!(off.status, 200, "{}", off.body);
+    assert_eq!(off.body["inbound"], false);
+    assert_eq!(off.body["receiving"], false);
+    assert!(inbound_record(&off.body).is_none(), "{}", off.body);
+    assert_eq!(off.body["status"], "verified");
+    assert_eq!(route(&app, "hello@in.acme.test").await, None);
+    let rechecked = app
+        .get(&format!("/domains/{id}/verify"), &p.secret_key)
+        .await;
+    assert!(
+        inbound_record(&rechecked.body).is_none(),
+        "{}",
+        rechecked.body
+    );
+}
+
+#[tokio::test]
+async fn a_domain_added_inbound_lists_the_record_and_a_wrong_mx_fails_it_alone() {
+    let dns = DnsServer::start().await;
+    let app = TestApp::spawn_with(with_dns(&dns)).await;
+    let p = app.project().await;
+    let added = add_inbound(&app, &p, "replies.acme.test").await;
+    assert_eq!(added["inbound"], true);
+    assert_eq!(added["receiving"], false);
+    assert_eq!(added["records"].as_array().unwrap().len(), 5, "{}", added);
+    let record = inbound_record(&added).expect("the inbound MX record");
+    assert_eq!(record["value"], format!("10 {MAIL_HOST}"));
+    assert_eq!(record["required"], false);
+    let id = added["id"].as_str().unwrap();
+
+    // The required records verify the domain; an MX that sends the mail elsewhere first fails
+    // the inbound record alone, with what was found.
+    dns.apex("replies.acme.test");
+    publish(&dns, &added);
+    dns.mx("replies.acme.test", 5, "mx.elsewhere.test");
+    dns.mx("replies.acme.test", 10, MAIL_HOST);
+    let checked = verify_until(&app, &p, id, |b| b["status"] == "verified").await;
+    let record = inbound_record(&checked).unwrap();
+    assert_eq!(record["status"], "failed", "{checked}");
+    let found: Vec<&str> = record["found"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap())
+        .collect();
+    assert!(found.contains(&"5 mx.elsewhere.test."), "{found:?}");
+    assert_eq!(checked["receiving"], false);
+    assert_eq!(checked["failureReason"], Value::Null);
+    assert_eq!(route(&app, "a@replies.acme.test").await, None);
+
+    // The list shows the flag too, and another project cannot change it.
+    let listed = app
+        .get(&format!("/domains/project/{}", p.id), &p.secret_key)
+        .await;
+    assert_eq!(listed.body[0]["inbound"], true, "{}", listed.body);
+    let q = app.project().await;
+    app.patch(
+        &format!("/domains/{id}"),
+        &q.secret_key,
+        json!({ "inbound": false }),
+    )
+    .await
+    .assert_error(404, "NOT_FOUND");
+}
+
+// Receipt through the service the SMTP server calls (`AppState::inbound_mail`), until the
+// server's own tests send real SMTP sessions here.
+
+/// Fast polling and unverified senders allowed (the `outbox` transport writes files), with `dns`.
+fn settings(dns: &DnsServer) -> impl FnOnce(&mut herald::config::Settings) + '_ {
+    move |s: &mut herald::config::Settings| {
+        with_dns(dns)(s);
+        s.jobs_poll_interval_ms = 20;
+        s.domains.allow_unverified = true;
+    }
+}
+
+/// A verified domain of `p` that receives mail, its MX published.
+async fn receiving_domain(app: &TestApp, p: &TestProject, dns: &DnsServer, name: &str) {
+    let domain = verified_domain(app, p, dns, name).await;
+    let id = domain["id"].as_str().unwrap();
+    let on = app
+        .patch(
+            &format!("/domains/{id}"),
+            &p.secret_key,
+            json!({ "inbound": true }),
+        )
+        .await;
+    assert_eq!(on.status, 200, "{}", on.body);
+    dns.mx(name, 10, MAIL_HOST);
+    verify_until(app, p, id, |b| b["receiving"] == true).await;
+}
+
+/// A message from `from`, replying to `replies_to` (a `Message-ID` without brackets).
+fn message(from: &str, message_id: &str, replies_to: Option<&str>) -> Received {
+    Received {
+        from: from.into(),
+        from_name: Some("Ann Example".into()),
+        to: vec!["support@in.acme.test".into()],
+        subject: "Re: Your order".into(),
+        text: Some("Yes, please ship it.".into()),
+        html: None,
+        message_id: Some(message_id.into()),
+        in_reply_to: replies_to.map(str::to_string).into_iter().collect(),
+        references: Vec::new(),
+        attachments: Vec::new(),
+    }
+}
+
+async fn receive(app: &TestApp, p: &TestProject, rcpt: &str, m: Received) {
+    let project = ProjectId::parse(&p.id).unwrap();
+    app.state()
+        .inbound_mail()
+        .receive(&project, rcpt, m)
+        .await
+        .expect("received");
+}
+
+/// Sends one email to `to` and answers its id.
+async fn send(app: &TestApp, p: &TestProject, to: &str) -> String {
+    let r = app
+        .post(
+            "/v1/send",
+            &p.secret_key,
+            json!({ "to": to, "from": "hello@acme.test", "subject": "Your order", "body": "<p>Ship it?</p>" }),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    r.body["data"]["emails"][0]["email"]
+        .as_str()
+        .unwrap()
+        .to_string()
+}
+
+/// The project's `email.received` events, newest first.
+async fn received(app: &TestApp, p: &TestProject) -> Vec<Value> {
+    let r = app
+        .get("/events?name=email.received&limit=100", &p.secret_key)
+        .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    r.body["data"].as_array().unwrap().clone()
+}
+
+#[tokio::test]
+async fn a_reply_becomes_email_received_on_its_sender_and_starts_a_workflow() {
+    let dns = DnsServer::start().await;
+    let app = TestApp::spawn_with(settings(&dns)).await;
+    let p = app.project().await;
+    receiving_domain(&app, &p, &dns, "in.acme.test").await;
+    let eml = send(&app, &p, "ann@example.net").await;
+    let (wf, _) = workflow(
+        &app,
+        &p,
+        "email.received",
+        vec![Step("EXIT", json!({}))],
+        &[],
+        json!({}),
+    )
+    .await;
+
+    let mut reply = message(
+        "ann@example.net",
+        "CAF=1@mail.example.net",
+        Some(&format!("{eml}@acme.test")),
+    );
+    reply.references = vec!["older@mail.example.net".into()];
+    let pdf = b"%PDF-1.4 not much of a pdf".to_vec();
+    reply.attachments = vec![ReceivedAttachment {
+        filename: Some("order.pdf".into()),
+        content_type: "application/pdf".into(),
+        content: pdf.clone(),
+    }];
+    receive(&app, &p, "support@in.acme.test", reply.clone()).await;
+
+    let events = received(&app, &p).await;
+    assert_eq!(events.len(), 1, "{events:#?}");
+    let event = &events[0];
+    assert_eq!(event["email"], "ann@example.net");
+    let data = &event["data"];
+    assert_eq!(data["subject"], "Re: Your order");
+    assert_eq!(data["text"], "Yes, please ship it.");
+    assert_eq!(data["to"], "support@in.acme.test");
+    assert_eq!(data["from"], "ann@example.net");
+    assert_eq!(data["fromName"], "Ann Example");
+    assert_eq!(data["inReplyTo"], eml.as_str());
+    assert_eq!(data["messageId"], "CAF=1@mail.example.net");
+    let attachment = &data["attachments"][0];
+    assert_eq!(attachment["filename"], "order.pdf");
+    assert_eq!(attachment["contentType"], "application/pdf");
+    assert_eq!(attachment["size"], pdf.len());
+    // The attachment downloads as it was sent, never as something a browser renders.
+    let url = attachment["url"].as_str().unwrap();
+    assert!(url.starts_with(app.base_url()), "{url}");
+    let got = reqwest::get(url).await.unwrap();
+    assert_eq!(got.status(), 200);
+    assert_eq!(got.headers()["content-type"], "application/octet-stream");
+    assert_eq!(got.headers()["content-disposition"], "attachment");
+    assert_eq!(got.bytes().await.unwrap().to_vec(), pdf);
+    let missing = reqwest::get(format!(
+        "{}/uploads/attachments/{}",
+        app.base_url(),
+        "0".repeat(32)
+    ))
+    .await
+    .unwrap();
+    assert_eq!(missing.status(), 404);
+
+    // The event started the workflow for the sender's contact.
+    let started = settled(&app, &p, &wf, 1, &["EXITED"]).await;
+    assert_eq!(started[0]["triggerEventId"], event["id"]);
+
+    // The feed shows it as `inbound`: the sender, the email it answers, its own subject.
+    let feed = app.get("/activity?type=inbound", &p.secret_key).await;
+    assert_eq!(feed.status, 200, "{}", feed.body);
+    let items = feed.body["data"].as_array().unwrap();
+    assert_eq!(items.len(), 1, "{}", feed.body);
+    assert_eq!(items[0]["type"], "inbound");
+    assert_eq!(items[0]["email"], "ann@example.net");
+    assert_eq!(items[0]["emailId"], eml.as_str());
+    assert_eq!(items[0]["subject"], "Your order");
+    assert_eq!(items[0]["detail"], "Re: Your order");
+    assert_eq!(items[0]["contactId"], event["contactId"]);
+
+    // The same message again (a retry, or another of the project's addresses) adds nothing.
+    receive(&app, &p, "sales@in.acme.test", reply).await;
+    assert_eq!(received(&app, &p).await.len(), 1);
+    let feed = app.get("/activity?type=inbound", &p.secret_key).await;
+    assert_eq!(
+        feed.body["data"].as_array().unwrap().len(),
+        1,
+        "{}",
+        feed.body
+    );
+
+    // A new sender becomes an unsubscribed contact; a message naming another project's email,
+    // or none of Herald's, replies to nothing.
+    let q = app.project().await;
+    let theirs = send(&app, &q, "bob@example.net").await;
+    let stranger = message(
+        "Bob@Example.net",
+        "CAF=2@mail.example.net",
+        Some(&format!("<{theirs}@acme.test>")),
+    );
+    receive(&app, &p, "support@in.acme.test", stranger).await;
+    let events = received(&app, &p).await;
+    assert_eq!(events.len(), 2);
+    assert_eq!(events[0]["email"], "bob@example.net");
+    assert_eq!(events[0]["data"]["inReplyTo"], Value::Null);
+    assert_eq!(events[0]["data"]["attachments"], json!([]));
+    let bob = app
+        .get(
+            &format!("/contacts/{}", events[0]["contactId"].as_str().unwrap()),
+            &p.secret_key,
+        )
+        .await;
+    assert_eq!(bob.body["subscribed"], false, "{}", bob.body);
+    assert!(received(&app, &q).await.is_empty());
+    settled(&app, &p, &wf, 2, &["EXITED"]).await;
+}
+
+#[tokio::test]
+async fn a_reply_satisfies_a_wait_for_event_and_a_subscribed_contact_stays_so() {
+    let dns = DnsServer::start().await;
+    let app = TestApp::spawn_with(settings(&dns)).await;
+    let p = app.project().await;
+    receiving_domain(&app, &p, &dns, "in.acme.test").await;
+    // "Follow up unless they reply": wait for a reply, exit on it.
+    let (wf, _) = workflow(
+        &app,
+        &p,
+        "signup",
+        vec![
+            Step(
+                "WAIT_FOR_EVENT",
+                json!({ "eventName": "email.received", "timeoutSeconds": 86400 }),
+            ),
+            Step("EXIT", json!({})),
+        ],
+        &[(0, 1, Some("event"))],
+        json!({}),
+    )
+    .await;
+    let r = app
+        .post(
+            "/v1/track",
+            &p.secret_key,
+            json!({ "email": "ann@example.net", "event": "signup", "subscribed": true }),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    settled(&app, &p, &wf, 1, &["WAITING"]).await;
+
+    receive(
+        &app,
+        &p,
+        "hello@in.acme.test",
+        message("ann@example.net", "m-1@example.net", None),
+    )
+    .await;
+    let done = settled(&app, &p, &wf, 1, &["EXITED"]).await;
+    assert_eq!(
+        runs(&done[0]),
+        vec![
+            run("WAIT_FOR_EVENT", "COMPLETED", Some("event")),
+            run("EXIT", "COMPLETED", None)
+        ]
+    );
+    let ann = app
+        .get(
+            &format!("/contacts/{}", done[0]["contactId"].as_str().unwrap()),
+            &p.secret_key,
+        )
+        .await;
+    assert_eq!(ann.body["subscribed"], true, "{}", ann.body);
+
+    // A sender that is no address is refused for good; nothing is recorded.
+    let project = ProjectId::parse(&p.id).unwrap();
+    let err = app
+        .state()
+        .inbound_mail()
+        .receive(
+            &project,
+            "hello@in.acme.test",
+            message("not an address", "m-2@x", None),
+        )
+        .await
+        .unwrap_err();
+    assert!(err.is_permanent(), "{err}");
+    assert_eq!(received(&app, &p).await.len(), 1);
+}
