@@ -414,6 +414,11 @@ pub struct SendingSettings {
     /// Most emails of one project handed to the transport in one plugin call (one SMTP
     /// connection, one commit): a delivery worker claims up to this many due emails at once.
     pub batch_size: u32,
+    /// Soft bounces of one address, with no delivery to it between them, that put it on its
+    /// project's suppression list as a hard bounce (0: soft bounces never do).
+    pub soft_bounce_limit: u32,
+    /// The days within which `soft_bounce_limit` soft bounces count.
+    pub soft_bounce_days: u32,
 }
 
 impl Default for SendingSettings {
@@ -424,6 +429,8 @@ impl Default for SendingSettings {
             hand_off_memory_mb: 256,
             render_memory_mb: 256,
             batch_size: 50,
+            soft_bounce_limit: 3,
+            soft_bounce_days: 7,
         }
     }
 }

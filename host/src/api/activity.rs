@@ -37,8 +37,8 @@ pub struct ActivityBody {
     /// Its id (`act_…`).
     pub id: String,
     /// `sent`, `delivered`, `opened`, `clicked`, `bounced`, `soft_bounced`, `complained`,
-    /// `failed`, `suppressed` (marketing mail to an unsubscribed contact, never sent) or
-    /// `inbound`.
+    /// `failed`, `suppressed` (never sent: the recipient is on the project's suppression list,
+    /// or marketing mail to an unsubscribed contact; `detail` says which) or `inbound`.
     #[oai(rename = "type")]
     pub kind: String,
     /// The email (`eml_…`).

@@ -33,8 +33,10 @@ pub struct EmailBody {
     /// Its id (`eml_…`).
     pub id: String,
     /// The furthest state reached: `queued`, `sent`, `delivered`, `opened`, `clicked`, or
-    /// `bounced`, `complained`, `failed`; or `suppressed` (marketing mail to an unsubscribed
-    /// contact, never sent; `error` says why).
+    /// `bounced`, `complained`, `failed`; or `suppressed`: never sent, because the recipient is
+    /// on the project's suppression list (`error`: "the address is on the project's suppression
+    /// list (HARD_BOUNCE)", with the entry's reason `HARD_BOUNCE`, `COMPLAINT` or `MANUAL`), or
+    /// because it is marketing mail to an unsubscribed contact (`error` says so).
     pub status: String,
     /// `transactional` or `marketing`.
     #[oai(rename = "type")]
@@ -56,7 +58,8 @@ pub struct EmailBody {
     /// The transport's id for it.
     #[oai(nullable)]
     pub provider_id: Option<String>,
-    /// Why it failed or was suppressed.
+    /// Why it failed or was suppressed (for a suppressed one, the suppression list's reason or
+    /// the contact's unsubscription).
     #[oai(nullable)]
     pub error: Option<String>,
     /// Hand-offs to the transport so far.

@@ -30,6 +30,7 @@ pub mod segments;
 pub mod send;
 pub mod server;
 pub mod state;
+pub mod suppressions;
 pub mod templates;
 pub mod timestamp;
 pub mod track;
@@ -105,6 +106,7 @@ pub type Apis = (
         track::TrackApi,
         events::EventsApi,
         verify::VerifyApi,
+        suppressions::SuppressionsApi,
     ),
     (
         domains::DomainsApi,

@@ -27,13 +27,14 @@ pub struct AppState {
 pub(crate) struct Parts {
     pub(crate) store: Store,
     pub(crate) settings: Settings,
-    pub(crate) rate_limiter: RateLimiter,
+    pub(crate) rate_limiter: Arc<RateLimiter>,
     pub(crate) jobs: JobQueue,
     pub(crate) plugins: Arc<Plugins>,
     pub(crate) verifier: Verifier,
     pub(crate) links: LinkSigner,
     pub(crate) sending: Arc<Sending>,
     pub(crate) send_planner: SendPlanner,
+    pub(crate) submission: crate::services::submission::Submission,
     pub(crate) workflows: WorkflowEngine,
     pub(crate) campaigns: Campaigns,
     pub(crate) account_mail: crate::services::account_mail::AccountMail,
@@ -140,6 +141,11 @@ impl AppState {
     /// The plans of `/v1/send` requests.
     pub fn send_planner(&self) -> &SendPlanner {
         &self.inner.send_planner
+    }
+
+    /// SMTP submission: a project's secret key as the password, messages sent as `/v1/send`.
+    pub fn submission(&self) -> &crate::services::submission::Submission {
+        &self.inner.submission
     }
 
     /// The workflow engine (manual starts).

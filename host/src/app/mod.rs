@@ -253,6 +253,18 @@ impl AppBuilder {
         let delivery_events = crate::services::delivery_events::DeliveryEvents::new(
             store.clone(),
             health_guard.clone(),
+        )
+        .with_soft_bounce_rule(crate::domain::suppression::SoftBounceRule::new(
+            settings.sending.soft_bounce_limit,
+            settings.sending.soft_bounce_days,
+        ));
+        let rate_limiter = Arc::new(RateLimiter::for_store(&store));
+        let submission = crate::services::submission::Submission::new(
+            store.clone(),
+            SendPlanner::new(store.clone(), sending.clone(), sending_domains.clone()),
+            sending.clone(),
+            rate_limiter.clone(),
+            settings.rate_limit_per_minute,
         );
         let inbound_mail = crate::services::inbound_mail::InboundMail::new(
             store.clone(),
@@ -264,7 +276,8 @@ impl AppBuilder {
             },
         );
         let state = AppState::new(Parts {
-            rate_limiter: RateLimiter::for_store(&store),
+            rate_limiter,
+            submission,
             send_planner: SendPlanner::new(store.clone(), sending.clone(), sending_domains.clone()),
             engagement,
             store,

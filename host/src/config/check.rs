@@ -285,7 +285,7 @@ impl LoadedSettings {
                 );
             }
         }
-        let at_least: [(&str, u64, u64); 19] = [
+        let at_least: [(&str, u64, u64); 20] = [
             (
                 "contact_data_max_bytes",
                 s.contact_data_max_bytes as u64,
@@ -329,6 +329,11 @@ impl LoadedSettings {
                 1,
             ),
             ("sending.render_memory_mb", s.sending.render_memory_mb, 1),
+            (
+                "sending.soft_bounce_days",
+                u64::from(s.sending.soft_bounce_days),
+                1,
+            ),
             (
                 "plugins.smtp_pool_size",
                 u64::from(s.plugins.smtp_pool_size),

@@ -435,6 +435,18 @@ pub const SETTINGS: &[SettingDoc] = &[
         meaning: "How long transient delivery failures are retried, from when the email was queued.",
     },
     SettingDoc {
+        keys: &["sending.soft_bounce_limit"],
+        flag: None,
+        default: None,
+        meaning: "Soft bounces (`4.x.x`) of one address, each of a different email and with no delivery to the address between them, that put it on its project's suppression list as `HARD_BOUNCE` once they fall within `sending.soft_bounce_days`; 0: soft bounces are only recorded.",
+    },
+    SettingDoc {
+        keys: &["sending.soft_bounce_days"],
+        flag: None,
+        default: None,
+        meaning: "The window, in days, within which `sending.soft_bounce_limit` soft bounces suppress an address; older ones no longer count.",
+    },
+    SettingDoc {
         keys: &["accounts.require_email_verification"],
         flag: None,
         default: None,

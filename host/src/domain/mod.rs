@@ -18,6 +18,7 @@ pub mod security;
 pub mod segment;
 pub mod send;
 pub mod sending_domain;
+pub mod suppression;
 pub mod time;
 pub mod verification;
 pub mod workflow;

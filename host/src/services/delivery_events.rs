@@ -3,13 +3,18 @@
 //! the transport plugin, or the SMTP server receiving a bounce or a feedback-loop report. Each
 //! event applies to the email it names only when its recipient is that email's (so a message id
 //! quoted in someone else's mail changes nothing); a hard bounce or a complaint unsubscribes the
-//! contact, and the projects with a new one have their sending health measured once, at the end.
+//! contact and puts the address on the project's suppression list (so that no email of any kind
+//! goes to it again), soft bounces are counted towards the soft-bounce rule (that many within
+//! the window, with no delivery between, list the address as a hard bounce), and the projects
+//! with a new hard bounce or complaint have their sending health measured once, at the end.
 
 use crate::domain::event::SubscriptionSource;
 use crate::domain::ids::ProjectId;
+use crate::domain::suppression::{SoftBounceRule, SuppressionReason};
 use crate::plugins::{DeliveryEvent, DeliveryEventKind};
 use crate::services::security::HealthGuard;
 use crate::store::emails::status;
+use crate::store::suppressions::NewSuppression;
 use crate::store::{Store, StoreError};
 
 /// What applying a batch of events did.
@@ -26,6 +31,8 @@ pub struct Applied {
 pub struct DeliveryEvents {
     store: Store,
     health_guard: HealthGuard,
+    /// When soft bounces suppress an address (`sending.soft_bounce_limit`, `_days`).
+    soft_bounces: SoftBounceRule,
 }
 
 /// Herald's email id from a message id as providers report it (`<eml_…@domain>`, `eml_…`).
@@ -41,7 +48,14 @@ impl DeliveryEvents {
         DeliveryEvents {
             store,
             health_guard,
+            soft_bounces: SoftBounceRule::default(),
         }
+    }
+
+    /// Suppresses an address after soft bounces as `rule` says (a limit of 0: never).
+    pub fn with_soft_bounce_rule(mut self, rule: SoftBounceRule) -> DeliveryEvents {
+        self.soft_bounces = rule;
+        self
     }
 
     /// Applies `events` in order. A store failure stops at the event that failed (those before
@@ -73,17 +87,55 @@ impl DeliveryEvents {
                 continue;
             };
             result.applied += 1;
-            let source = match event.kind {
-                DeliveryEventKind::BouncedHard => SubscriptionSource::Bounce,
-                DeliveryEventKind::Complained => SubscriptionSource::Complaint,
+            // The recipient, as the email has it (the event applied only because they match).
+            let address = event.email.trim().to_ascii_lowercase();
+            let project = &recorded.project_id;
+            let (source, reason) = match event.kind {
+                DeliveryEventKind::BouncedHard => {
+                    (SubscriptionSource::Bounce, SuppressionReason::HardBounce)
+                }
+                DeliveryEventKind::Complained => {
+                    (SubscriptionSource::Complaint, SuppressionReason::Complaint)
+                }
+                DeliveryEventKind::Delivered => {
+                    self.store.clear_soft_bounces(project, &address).await?;
+                    continue;
+                }
+                DeliveryEventKind::BouncedSoft => {
+                    let listed = self
+                        .store
+                        .count_soft_bounce(
+                            project,
+                            &address,
+                            &id,
+                            event.detail.as_deref(),
+                            self.soft_bounces,
+                        )
+                        .await?;
+                    if listed {
+                        tracing::info!(project_id = %project, email_id = %id, "an address that soft-bounced too often is suppressed");
+                    }
+                    continue;
+                }
                 _ => continue,
             };
             if let Some(contact) = &recorded.contact_id {
-                let reason = event.detail.clone().unwrap_or_else(|| kind.to_string());
+                let why = event.detail.clone().unwrap_or_else(|| kind.to_string());
                 self.store
-                    .unsubscribe_contact(&recorded.project_id, contact, source, Some(&reason))
+                    .unsubscribe_contact(project, contact, source, Some(&why))
                     .await?;
             }
+            self.store
+                .add_suppressions(
+                    project,
+                    &[NewSuppression {
+                        email: &address,
+                        reason,
+                        detail: event.detail.as_deref(),
+                        email_id: Some(&id),
+                    }],
+                )
+                .await?;
             if recorded.first && !to_check.contains(&recorded.project_id) {
                 to_check.push(recorded.project_id.clone());
             }

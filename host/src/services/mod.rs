@@ -15,5 +15,6 @@ pub mod security;
 pub mod send_plan;
 pub mod sending;
 pub mod sending_domains;
+pub mod submission;
 pub mod uploads;
 pub mod verification;

@@ -499,7 +499,11 @@ async fn write_creating_sends<'p>(
         .iter()
         .flat_map(|w| w.send.email_inserts(&w.project, now))
         .collect();
-    match super::statements::insert_contacts_with_emails(pool, &contacts, &emails).await {
+    // The suppression list is read on the connection that writes, just before.
+    let mut conn = pool.acquire().await?;
+    let listed = super::statements::listed_emails::<sqlx::Postgres>(&mut conn, &emails).await?;
+    let emails = super::statements::with_listed(&emails, &listed);
+    match super::statements::insert_contacts_with_emails(&mut *conn, &contacts, &emails).await {
         Ok(true) => Ok(GroupEnd::Committed(
             sends
                 .iter()

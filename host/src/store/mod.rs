@@ -35,6 +35,7 @@ pub mod security;
 pub mod segments;
 pub mod settings;
 pub mod statements;
+pub mod suppressions;
 pub mod templates;
 pub mod usage;
 pub mod workflows;

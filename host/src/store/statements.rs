@@ -151,11 +151,19 @@ pub(crate) trait Statements {
 
     /// Inserts emails, the suppressed ones with their history entries, in one statement per
     /// table on SQLite and one for both on PostgreSQL (per
-    /// [`super::emails::MAX_EMAILS_PER_INSERT`]).
+    /// [`super::emails::MAX_EMAILS_PER_INSERT`]). An email whose recipient is on its project's
+    /// suppression list is written suppressed ([`listed_emails`]).
     async fn insert_emails(
         &mut self,
         emails: &[super::emails::insert::EmailInsert<'_>],
     ) -> sqlx::Result<()>;
+
+    /// [`listed_emails`] inside this transaction: the emails of `emails` to a listed address,
+    /// as they are to be written.
+    async fn listed_emails(
+        &mut self,
+        emails: &[super::emails::insert::EmailInsert<'_>],
+    ) -> sqlx::Result<Vec<(usize, super::emails::insert::NewEmail)>>;
 
     /// Forgets an expired use of `write.key` and stores `response` under it; a live key taken
     /// meanwhile fails with `Conflict(IdempotencyKey)`, so the whole transaction rolls back.
@@ -237,6 +245,7 @@ where
     for<'r> (Option<String>,): sqlx::FromRow<'r, DB::Row>,
     for<'r> (String,): sqlx::FromRow<'r, DB::Row>,
     for<'r> (i64,): sqlx::FromRow<'r, DB::Row>,
+    for<'r> (String, String, String): sqlx::FromRow<'r, DB::Row>,
 {
     async fn insert_events(&mut self, events: &[StoredEvent]) -> sqlx::Result<()> {
         for chunk in events.chunks(super::events::MAX_EVENTS_PER_INSERT) {
@@ -485,7 +494,9 @@ where
             return Ok(true);
         }
         let inserts: Vec<_> = inserts.iter().collect();
-        insert_contacts_with_emails(&mut **self, &inserts, emails).await
+        let listed = listed_emails::<DB>(&mut **self, emails).await?;
+        let rows = with_listed(emails, &listed);
+        insert_contacts_with_emails(&mut **self, &inserts, &rows).await
     }
 
     async fn insert_email(
@@ -503,6 +514,10 @@ where
             MAX_EMAILS_PER_INSERT, insert_activity_sql, insert_emails_sql,
             insert_emails_with_activity_sql,
         };
+        // Those to a listed address are written suppressed.
+        let listed = listed_emails::<DB>(&mut **self, emails).await?;
+        let rows = with_listed(emails, &listed);
+        let emails = rows.as_slice();
         // One statement a chunk on PostgreSQL (the emails with their history); two on SQLite,
         // whose `WITH` takes no insert.
         let together = backend_of::<DB>() == super::Backend::Postgres;
@@ -548,6 +563,13 @@ where
             q.execute(&mut **self).await?;
         }
         Ok(())
+    }
+
+    async fn listed_emails(
+        &mut self,
+        emails: &[super::emails::insert::EmailInsert<'_>],
+    ) -> sqlx::Result<Vec<(usize, super::emails::insert::NewEmail)>> {
+        listed_emails::<DB>(&mut **self, emails).await
     }
 
     async fn store_idempotent_response<R: Sync>(
@@ -664,6 +686,83 @@ where
         q = bind_email!(q, w, links);
     }
     address_not_taken(q.bind(contacts.len() as i64).execute(executor).await)
+}
+
+/// The emails of `emails` whose recipient is on its project's suppression list, read through
+/// `conn` (the caller's transaction, so the list is read where the emails are committed), by
+/// index, each as it is written instead: `suppressed` with the entry's reason
+/// (`domain::suppression::suppressed_reason`), without a draft, never due. One select per
+/// [`super::suppressions::MAX_LISTED_PER_SELECT`] distinct addresses; an email suppressed
+/// already (marketing mail to an unsubscribed contact) is left as it is.
+pub(super) async fn listed_emails<DB>(
+    conn: &mut DB::Connection,
+    emails: &[super::emails::insert::EmailInsert<'_>],
+) -> sqlx::Result<Vec<(usize, super::emails::insert::NewEmail)>>
+where
+    DB: Database,
+    for<'c> &'c mut DB::Connection: Executor<'c, Database = DB>,
+    for<'q> DB::Arguments<'q>: IntoArguments<'q, DB>,
+    for<'q> &'q str: Encode<'q, DB> + Type<DB>,
+    for<'r> (String, String, String): sqlx::FromRow<'r, DB::Row>,
+{
+    use super::suppressions::{MAX_LISTED_PER_SELECT, listed_sql};
+    let mut projects: Vec<&str> = Vec::new();
+    let mut addresses: std::collections::BTreeSet<&str> = std::collections::BTreeSet::new();
+    for w in emails.iter().filter(|w| w.email.suppressed.is_none()) {
+        if !projects.contains(&w.project) {
+            projects.push(w.project);
+        }
+        addresses.insert(w.email.to_address.as_str());
+    }
+    let addresses: Vec<&str> = addresses.into_iter().collect();
+    let mut found: std::collections::HashMap<(String, String), String> =
+        std::collections::HashMap::new();
+    for chunk in addresses.chunks(MAX_LISTED_PER_SELECT) {
+        let sql = in_order::<DB>(listed_sql(projects.len(), chunk.len()));
+        let mut q = sqlx::query_as::<_, (String, String, String)>(&sql);
+        for project in &projects {
+            q = q.bind(*project);
+        }
+        for address in chunk {
+            q = q.bind(*address);
+        }
+        for (project, email, reason) in q.fetch_all(&mut *conn).await? {
+            found.insert((project, email), reason);
+        }
+    }
+    if found.is_empty() {
+        return Ok(Vec::new());
+    }
+    Ok(emails
+        .iter()
+        .enumerate()
+        .filter(|(_, w)| w.email.suppressed.is_none())
+        .filter_map(|(i, w)| {
+            let key = (w.project.to_string(), w.email.to_address.clone());
+            let reason = found.get(&key)?;
+            let mut email = w.email.clone();
+            email.suppressed = Some(crate::domain::suppression::suppressed_reason(reason));
+            email.draft = None;
+            Some((i, email))
+        })
+        .collect())
+}
+
+/// `emails` with those [`listed_emails`] found replaced by their suppressed selves.
+pub(super) fn with_listed<'b>(
+    emails: &[super::emails::insert::EmailInsert<'b>],
+    listed: &'b [(usize, super::emails::insert::NewEmail)],
+) -> Vec<super::emails::insert::EmailInsert<'b>> {
+    let mut rows = emails.to_vec();
+    for (i, email) in listed {
+        rows[*i] = super::emails::insert::EmailInsert {
+            email,
+            status: super::emails::status::SUPPRESSED,
+            due_at: None,
+            ..rows[*i]
+        };
+    }
+    rows
 }
 
 /// What an insert of `emails` binds beside them: each one's tracked links as JSON, and a fresh

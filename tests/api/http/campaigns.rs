@@ -108,7 +108,7 @@ async fn stats(app: &TestApp, p: &TestProject, id: &str) -> Value {
 }
 
 /// The recipients of the delivered messages whose subject starts with `name`.
-fn recipients_of(app: &TestApp, name: &str) -> Vec<String> {
+pub fn recipients_of(app: &TestApp, name: &str) -> Vec<String> {
     let mut to: Vec<String> = app
         .outbox_messages()
         .iter()

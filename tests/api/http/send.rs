@@ -21,7 +21,7 @@ use crate::support::harness::{
 use crate::support::smtpd::{SmtpLog, SmtpServer};
 
 /// An app that resolves through `dns` and delivers through the `smtp` transport to `smtp`.
-fn with_mail<'a>(dns: &'a DnsServer, smtp: SocketAddr) -> impl FnOnce(&mut Settings) + 'a {
+pub fn with_mail<'a>(dns: &'a DnsServer, smtp: SocketAddr) -> impl FnOnce(&mut Settings) + 'a {
     move |s: &mut Settings| {
         with_dns(dns)(s);
         s.plugins.transport = "smtp".into();
@@ -107,7 +107,7 @@ fn b64(bytes: &[u8]) -> String {
 
 /// Checks the DKIM signatures of `raw` with mail-auth, resolving through `dns`: true when there
 /// is one at least and every one passes.
-async fn dkim_passes(dns: &DnsServer, raw: &[u8]) -> bool {
+pub async fn dkim_passes(dns: &DnsServer, raw: &[u8]) -> bool {
     let results = dkim_results(dns, raw).await;
     !results.is_empty() && results.iter().all(|r| r == &mail_auth::DkimResult::Pass)
 }
@@ -955,7 +955,7 @@ async fn the_project_throttle_spreads_sends_over_seconds() {
 }
 
 /// One number from the test's database.
-async fn count(app: &TestApp, sql: &str) -> i64 {
+pub async fn count(app: &TestApp, sql: &str) -> i64 {
     use herald::store::Db;
     match app.state().store().db() {
         Db::Sqlite { pool, .. } => sqlx::query_scalar(sql).fetch_one(pool).await,

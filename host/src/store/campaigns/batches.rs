@@ -11,7 +11,7 @@ use crate::domain::time::now_ms;
 use crate::store::contacts::{COLUMNS as CONTACT_COLUMNS, ContactRow};
 use crate::store::dialect::{BeginWrite, placeholders};
 use crate::store::emails::{EmailInsert, NewEmail, status as email_status};
-use crate::store::statements::Statements;
+use crate::store::statements::{Statements, with_listed};
 use crate::store::{Store, StoreResult, on_db, on_db_write};
 
 impl Store {
@@ -91,18 +91,40 @@ impl Store {
                 tx.rollback().await?;
                 return Ok(BatchCommit::Stopped);
             }
+            // Every email is written with its ledger row's move, a recipient on the project's
+            // suppression list as suppressed (read here, in the transaction that writes them).
+            let all: Vec<EmailInsert> = emails
+                .iter()
+                .map(|e| EmailInsert {
+                    project: project.as_str(),
+                    email: e,
+                    contact_id: Some(e.contact_id.as_str()),
+                    status: if e.suppressed.is_some() {
+                        email_status::SUPPRESSED
+                    } else {
+                        email_status::QUEUED
+                    },
+                    campaign_id: Some(campaign.as_str()),
+                    test: false,
+                    due_at: e.suppressed.is_none().then_some(now),
+                    now,
+                })
+                .collect();
+            let listed = tx.listed_emails(&all).await?;
+            let all = with_listed(&all, &listed);
             let mut wrote = 0;
-            for e in emails {
-                let (row_status, status) = if e.suppressed.is_some() {
-                    (recipient::SUPPRESSED, email_status::SUPPRESSED)
+            let mut inserts = Vec::with_capacity(all.len());
+            for w in &all {
+                let row_status = if w.status == email_status::SUPPRESSED {
+                    recipient::SUPPRESSED
                 } else {
-                    (recipient::QUEUED, email_status::QUEUED)
+                    recipient::QUEUED
                 };
                 let moved = sqlx::query(mark)
                     .bind(campaign.as_str())
-                    .bind(e.contact_id.as_str())
+                    .bind(w.email.contact_id.as_str())
                     .bind(row_status)
-                    .bind(e.id.as_str())
+                    .bind(w.email.id.as_str())
                     .execute(&mut *tx)
                     .await?
                     .rows_affected();
@@ -110,18 +132,9 @@ impl Store {
                     continue;
                 }
                 wrote += 1;
-                tx.insert_email(&EmailInsert {
-                    project: project.as_str(),
-                    email: e,
-                    contact_id: Some(e.contact_id.as_str()),
-                    status,
-                    campaign_id: Some(campaign.as_str()),
-                    test: false,
-                    due_at: e.suppressed.is_none().then_some(now),
-                    now,
-                })
-                .await?;
+                inserts.push(*w);
             }
+            tx.insert_emails(&inserts).await?;
             for (contact, row_status) in closed {
                 wrote += sqlx::query(mark)
                     .bind(campaign.as_str())

@@ -29,7 +29,8 @@ pub mod recipient {
     pub const PENDING: &str = "pending";
     /// Its email is written (and queued for delivery).
     pub const QUEUED: &str = "queued";
-    /// Unsubscribed since the snapshot: recorded as a suppressed email, never sent.
+    /// Unsubscribed since the snapshot, or on the project's suppression list: recorded as a
+    /// suppressed email, never sent.
     pub const SUPPRESSED: &str = "suppressed";
     /// The contact was deleted since the snapshot.
     pub const SKIPPED: &str = "skipped";

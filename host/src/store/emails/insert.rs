@@ -121,7 +121,9 @@ pub(crate) const ADDRESS_TAKEN: &str = "HR001";
 pub(crate) const INSERT_CONTENT: &str = "INSERT INTO email_contents (id, project_id, attachments, created_at) \
      VALUES ($1, $2, $3, $4)";
 
-/// One email to insert, with what the send around it decided.
+/// One email to insert, with what the send around it decided (the insert itself suppresses it
+/// when its recipient is on its project's suppression list: `statements::listed_emails`).
+#[derive(Clone, Copy)]
 pub(crate) struct EmailInsert<'a> {
     /// The project.
     pub project: &'a str,

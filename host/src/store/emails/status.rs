@@ -16,7 +16,8 @@ pub const BOUNCED: &str = "bounced";
 pub const COMPLAINED: &str = "complained";
 /// Could not be delivered.
 pub const FAILED: &str = "failed";
-/// Never handed to the transport: marketing mail to an unsubscribed contact.
+/// Never handed to the transport: the recipient is on the project's suppression list, or
+/// marketing mail to an unsubscribed contact.
 pub const SUPPRESSED: &str = "suppressed";
 
 /// How far along a status is; a later event never moves an email back.

@@ -1,0 +1,301 @@
+//! A project's suppression list (`suppressions`) and the soft bounces counted towards it
+//! (`soft_bounces`). The list is read where emails are committed: every insert of emails looks
+//! its recipients up in it in the same transaction ([`LISTED_SQL`], run by
+//! `statements::listed_emails`), so no path of sending can pass it by. Entries are added by the
+//! API, by hard bounces and complaints and by the soft-bounce rule
+//! (`services::delivery_events`).
+
+use super::dialect::{BeginWrite, bound_in_order, placeholders, value_rows};
+use super::{Store, StoreResult, on_db, on_db_write};
+use crate::domain::ids::ProjectId;
+use crate::domain::pagination::{Page, PageRequest};
+use crate::domain::suppression::{SoftBounceRule, SuppressionReason};
+use crate::domain::time::now_ms;
+
+/// One entry of a project's list.
+#[derive(Clone, Debug, PartialEq, Eq, sqlx::FromRow)]
+pub struct Suppression {
+    /// The address, lower-case.
+    pub email: String,
+    /// `HARD_BOUNCE`, `COMPLAINT` or `MANUAL`.
+    pub reason: String,
+    /// What the bounce or complaint said, or the caller's note.
+    pub detail: Option<String>,
+    /// The email whose bounce or complaint added it.
+    pub email_id: Option<String>,
+    /// When it was added.
+    pub created_at: i64,
+    /// Its position in the list, for the cursor of the page it ends.
+    #[sqlx(skip)]
+    pub key: String,
+}
+
+/// An entry to add.
+#[derive(Clone, Debug)]
+pub struct NewSuppression<'a> {
+    /// The address, lower-case.
+    pub email: &'a str,
+    pub reason: SuppressionReason,
+    pub detail: Option<&'a str>,
+    pub email_id: Option<&'a str>,
+}
+
+/// The position of an entry in the list (newest first): `<created_at>:<email>`, the cursor's
+/// content.
+pub fn list_key(created_at: i64, email: &str) -> String {
+    format!("{created_at}:{email}")
+}
+
+/// A position written by [`list_key`], or `None`.
+pub fn parse_list_key(key: &str) -> Option<(i64, &str)> {
+    let (at, email) = key.split_once(':')?;
+    let at: i64 = at.parse().ok()?;
+    (!email.is_empty()).then_some((at, email))
+}
+
+/// The most entries one insert of [`Store::add_suppressions`] writes (6 values a row).
+const MAX_PER_INSERT: usize = 500;
+
+/// The most addresses one lookup ([`listed_sql`]) names.
+pub(crate) const MAX_LISTED_PER_SELECT: usize = 500;
+
+/// The entries of the projects `$1…$projects` for the addresses that follow them (`addresses`
+/// placeholders): project, address, reason. One seek of the primary key a pair.
+pub(crate) fn listed_sql(projects: usize, addresses: usize) -> String {
+    format!(
+        "SELECT project_id, email, reason FROM suppressions WHERE project_id IN ({}) AND email IN ({})",
+        placeholders(1, projects),
+        placeholders(1 + projects, addresses)
+    )
+}
+
+/// Forgets the soft bounces counted for an address; binds project, address.
+const CLEAR_SOFT_BOUNCES: &str = "DELETE FROM soft_bounces WHERE project_id = $1 AND email = $2";
+
+/// Inserts entries (project, email, reason, detail, email id, created), leaving those listed
+/// already as they are.
+fn insert_sql(n: usize) -> String {
+    format!(
+        "INSERT INTO suppressions (project_id, email, reason, detail, email_id, created_at) \
+         VALUES {} ON CONFLICT (project_id, email) DO NOTHING",
+        value_rows(1, n, 6)
+    )
+}
+
+impl Store {
+    /// A page of `project`'s list, newest first (then by address, descending).
+    #[tracing::instrument(level = "debug", skip(self))]
+    pub async fn list_suppressions(
+        &self,
+        project: &ProjectId,
+        page: &PageRequest,
+    ) -> StoreResult<Page<Suppression>> {
+        let after = page.after.as_deref().and_then(parse_list_key);
+        let mut sql = "SELECT email, reason, detail, email_id, created_at FROM suppressions \
+                       WHERE project_id = $1"
+            .to_string();
+        if after.is_some() {
+            sql.push_str(" AND (created_at < $2 OR (created_at = $2 AND email < $3))");
+        }
+        sql.push_str(&format!(
+            " ORDER BY created_at DESC, email DESC LIMIT {}",
+            page.limit + 1
+        ));
+        let (rows, total): (Vec<Suppression>, i64) = on_db!(self.db(), pool => {
+            let mut q = sqlx::query_as(&sql).bind(project.as_str());
+            if let Some((at, email)) = after {
+                q = q.bind(at).bind(email);
+            }
+            let rows = q.fetch_all(pool).await?;
+            let total = if page.is_first() {
+                sqlx::query_scalar("SELECT COUNT(*) FROM suppressions WHERE project_id = $1")
+                    .bind(project.as_str())
+                    .fetch_one(pool)
+                    .await?
+            } else {
+                0
+            };
+            (rows, total)
+        });
+        let items = rows
+            .into_iter()
+            .map(|mut s| {
+                s.key = list_key(s.created_at, &s.email);
+                s
+            })
+            .collect();
+        Ok(Page::from_rows(items, page, total, |s| s.key.as_str()))
+    }
+
+    /// Adds `entries` to `project`'s list in one transaction; an address listed already keeps
+    /// its entry. Answers how many were added.
+    #[tracing::instrument(level = "debug", skip_all, fields(project = %project, entries = entries.len()))]
+    pub async fn add_suppressions(
+        &self,
+        project: &ProjectId,
+        entries: &[NewSuppression<'_>],
+    ) -> StoreResult<u64> {
+        if entries.is_empty() {
+            return Ok(0);
+        }
+        let now = now_ms();
+        let backend = self.db().backend();
+        let added = on_db_write!(self.db(), pool => {
+            let mut tx = pool.begin_write().await?;
+            let mut added = 0;
+            for chunk in entries.chunks(MAX_PER_INSERT) {
+                let sql = bound_in_order(backend, insert_sql(chunk.len()));
+                let mut q = sqlx::query(&sql);
+                for e in chunk {
+                    q = q
+                        .bind(project.as_str())
+                        .bind(e.email)
+                        .bind(e.reason.as_str())
+                        .bind(e.detail)
+                        .bind(e.email_id)
+                        .bind(now);
+                }
+                added += q.execute(&mut *tx).await?.rows_affected();
+            }
+            tx.commit().await?;
+            added
+        });
+        Ok(added)
+    }
+
+    /// Removes `email` from `project`'s list (the address may be mailed again), with the soft
+    /// bounces counted for it; `false` when it was not listed.
+    #[tracing::instrument(level = "debug", skip(self))]
+    pub async fn delete_suppression(&self, project: &ProjectId, email: &str) -> StoreResult<bool> {
+        let n = on_db_write!(self.db(), pool => {
+            let mut tx = pool.begin_write().await?;
+            let n = sqlx::query("DELETE FROM suppressions WHERE project_id = $1 AND email = $2")
+                .bind(project.as_str())
+                .bind(email)
+                .execute(&mut *tx)
+                .await?
+                .rows_affected();
+            sqlx::query(CLEAR_SOFT_BOUNCES)
+                .bind(project.as_str())
+                .bind(email)
+                .execute(&mut *tx)
+                .await?;
+            tx.commit().await?;
+            n
+        });
+        Ok(n > 0)
+    }
+
+    /// Counts a soft bounce of the email `email_id` to `email` (lower-case) under `rule`, in one
+    /// transaction: the address's soft bounces older than the rule's window are forgotten, this
+    /// one is added (once per email), and when the address has `rule.limit` of them it is listed
+    /// as a hard bounce with the detail the rule writes (`last` the bounce's own detail) and
+    /// its count starts again. Answers whether it listed the address now.
+    #[tracing::instrument(level = "debug", skip(self, last))]
+    pub async fn count_soft_bounce(
+        &self,
+        project: &ProjectId,
+        email: &str,
+        email_id: &str,
+        last: Option<&str>,
+        rule: SoftBounceRule,
+    ) -> StoreResult<bool> {
+        if rule.limit == 0 {
+            return Ok(false);
+        }
+        let now = now_ms();
+        let backend = self.db().backend();
+        let listed = on_db_write!(self.db(), pool => {
+            let mut tx = pool.begin_write().await?;
+            sqlx::query(
+                "DELETE FROM soft_bounces WHERE project_id = $1 AND email = $2 AND created_at < $3",
+            )
+            .bind(project.as_str())
+            .bind(email)
+            .bind(now - rule.window_ms)
+            .execute(&mut *tx)
+            .await?;
+            sqlx::query(
+                "INSERT INTO soft_bounces (project_id, email, email_id, created_at) \
+                 VALUES ($1, $2, $3, $4) ON CONFLICT (project_id, email, email_id) DO NOTHING",
+            )
+            .bind(project.as_str())
+            .bind(email)
+            .bind(email_id)
+            .bind(now)
+            .execute(&mut *tx)
+            .await?;
+            let count: i64 = sqlx::query_scalar(
+                "SELECT COUNT(*) FROM soft_bounces WHERE project_id = $1 AND email = $2",
+            )
+            .bind(project.as_str())
+            .bind(email)
+            .fetch_one(&mut *tx)
+            .await?;
+            let reached = count >= i64::from(rule.limit);
+            if reached {
+                let detail = rule.detail(count as u64, last);
+                let sql = bound_in_order(backend, insert_sql(1));
+                sqlx::query(&sql)
+                    .bind(project.as_str())
+                    .bind(email)
+                    .bind(SuppressionReason::HardBounce.as_str())
+                    .bind(detail.as_str())
+                    .bind(email_id)
+                    .bind(now)
+                    .execute(&mut *tx)
+                    .await?;
+                sqlx::query(CLEAR_SOFT_BOUNCES)
+                    .bind(project.as_str())
+                    .bind(email)
+                    .execute(&mut *tx)
+                    .await?;
+            }
+            tx.commit().await?;
+            reached
+        });
+        Ok(listed)
+    }
+
+    /// Forgets the soft bounces counted for `email` (lower-case) in `project`: an email to it
+    /// was delivered.
+    #[tracing::instrument(level = "debug", skip(self))]
+    pub async fn clear_soft_bounces(&self, project: &ProjectId, email: &str) -> StoreResult<()> {
+        // Read first: most addresses have none, and a delivery then writes nothing.
+        let any: Option<String> = on_db!(self.db(), pool => {
+            sqlx::query_scalar("SELECT email_id FROM soft_bounces WHERE project_id = $1 AND email = $2 LIMIT 1")
+                .bind(project.as_str())
+                .bind(email)
+                .fetch_optional(pool)
+                .await?
+        });
+        if any.is_none() {
+            return Ok(());
+        }
+        on_db_write!(self.db(), pool => {
+            sqlx::query(CLEAR_SOFT_BOUNCES)
+                .bind(project.as_str())
+                .bind(email)
+                .execute(pool)
+                .await?;
+        });
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn list_keys_round_trip() {
+        let key = list_key(1_700_000_000_000, "a:b@example.com");
+        assert_eq!(
+            parse_list_key(&key),
+            Some((1_700_000_000_000, "a:b@example.com"))
+        );
+        assert_eq!(parse_list_key("x:a@example.com"), None);
+        assert_eq!(parse_list_key("12:"), None);
+        assert_eq!(parse_list_key("12"), None);
+    }
+}
