@@ -198,6 +198,7 @@ async fn the_generated_client_goes_through_the_main_flow() {
                 domain: "client-flow.test".into(),
                 allow_subdomains: None,
                 dkim_ed25519: Some(true),
+                inbound: None,
             },
         )
         .await
