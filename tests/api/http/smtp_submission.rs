@@ -359,3 +359,49 @@ async fn a_message_to_more_recipients_than_a_send_takes_goes_in_parts_once() {
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert_eq!(smtp.log.lock().unwrap().data.len(), 120);
 }
+
+#[tokio::test]
+async fn a_suppressed_recipient_is_recorded_suppressed_and_never_sent() {
+    let Setup {
+        smtp,
+        app,
+        p,
+        project,
+        ..
+    } = setup().await;
+    let r = app
+        .post(
+            "/suppressions",
+            &p.secret_key,
+            serde_json::json!({ "emails": ["gone@example.com"] }),
+        )
+        .await;
+    assert!(r.status.is_success(), "{}", r.body);
+    let ids = app
+        .state()
+        .submission()
+        .submit(
+            &project,
+            "",
+            &rcpts(&["gone@example.com", "ann@example.com"]),
+            message(
+                "a@acme.test",
+                "To: gone@example.com, ann@example.com\r\nSubject: hi\r\n",
+                "hello",
+            )
+            .as_bytes(),
+        )
+        .await
+        .unwrap();
+    // Both answered (the submission succeeds), one recorded suppressed, the other sent.
+    email_with_status(&app, &p, ids[0].as_str(), "suppressed").await;
+    email_with_status(&app, &p, ids[1].as_str(), "sent").await;
+    let log = smtp.received(1).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(smtp.log.lock().unwrap().data.len(), 1);
+    assert!(
+        log.rcpt_to.iter().all(|r| !r.contains("gone@")),
+        "{:?}",
+        log.rcpt_to
+    );
+}
