@@ -19,7 +19,7 @@ use crate::http::domains::verified_domain;
 use crate::http::send::{email_with_status, with_mail};
 use crate::support::dnsd::DnsServer;
 use crate::support::harness::{
-    DoomedServer, TestApp, fresh_database_url, smtp_listeners, test_settings,
+    DoomedServer, TestApp, TestProject, fresh_database_url, smtp_listeners, test_settings,
 };
 use crate::support::smtp_client::SmtpClient;
 use crate::support::smtpd::SmtpServer;
@@ -116,6 +116,42 @@ async fn send_bounce(addr: SocketAddr, rcpt: &str, raw: &str) -> Result<(), Stri
         .map_err(|e| e.to_string())
 }
 
+/// An app delivering through the `smtp` transport to a loopback sink, with its SMTP listeners
+/// on and `adjust`ed, and a project whose domain `acme.test` is verified.
+async fn mail_app(
+    adjust: impl FnOnce(&mut Settings),
+) -> (DnsServer, SmtpServer, TestApp, TestProject) {
+    let dns = DnsServer::start().await;
+    let sink = SmtpServer::start().await;
+    let app = TestApp::spawn_with(|s| {
+        with_mail(&dns, sink.addr)(s);
+        smtp_listeners(s);
+        adjust(s);
+    })
+    .await;
+    let p = app.project().await;
+    verified_domain(&app, &p, &dns, "acme.test").await;
+    (dns, sink, app, p)
+}
+
+/// Sends one email from `hello@acme.test` to `to` and waits until it is `sent`; answers its id.
+async fn sent_email(app: &TestApp, p: &TestProject, to: &str) -> String {
+    let r = app
+        .post(
+            "/v1/send",
+            &p.secret_key,
+            json!({ "to": to, "from": "hello@acme.test", "subject": "s", "body": "b" }),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    let id = r.body["data"]["emails"][0]["email"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    email_with_status(app, p, &id, "sent").await;
+    id
+}
+
 #[tokio::test]
 async fn a_recipient_that_names_no_email_is_refused() {
     let (_app, addr) = mx(|_| {}).await;
@@ -159,35 +195,10 @@ async fn a_recipient_that_names_no_email_is_refused() {
 
 #[tokio::test]
 async fn a_dsn_at_an_emails_return_path_bounces_it_and_a_forged_one_changes_nothing() {
-    let dns = DnsServer::start().await;
-    let sink = SmtpServer::start().await;
-    let app = TestApp::spawn_with(|s| {
-        with_mail(&dns, sink.addr)(s);
-        smtp_listeners(s);
-    })
-    .await;
-    let p = app.project().await;
-    verified_domain(&app, &p, &dns, "acme.test").await;
+    let (_dns, _sink, app, p) = mail_app(|_| {}).await;
     let mut ids = Vec::new();
     for to in ["ann@example.com", "bob@example.com"] {
-        let r = app
-            .post(
-                "/v1/send",
-                &p.secret_key,
-                json!({ "to": to, "from": "hello@acme.test", "subject": "s", "body": "b" }),
-            )
-            .await;
-        assert_eq!(r.status, 200, "{}", r.body);
-        ids.push(
-            r.body["data"]["emails"][0]["email"]
-                .as_str()
-                .unwrap()
-                .to_string(),
-        );
-    }
-    sink.received(2).await;
-    for id in &ids {
-        email_with_status(&app, &p, id, "sent").await;
+        ids.push(sent_email(&app, &p, to).await);
     }
     let mx = app.smtp().inbound.unwrap();
     let (ann, bob) = (&ids[0], &ids[1]);
@@ -245,19 +256,7 @@ async fn a_bounce_answered_250_survives_a_kill_right_after() {
     let app = &doomed.app;
     let p = app.project().await;
     verified_domain(app, &p, &dns, "acme.test").await;
-    let r = app
-        .post(
-            "/v1/send",
-            &p.secret_key,
-            json!({ "to": "ann@example.com", "from": "hello@acme.test", "subject": "s", "body": "b" }),
-        )
-        .await;
-    assert_eq!(r.status, 200, "{}", r.body);
-    let id = r.body["data"]["emails"][0]["email"]
-        .as_str()
-        .unwrap()
-        .to_string();
-    email_with_status(app, &p, &id, "sent").await;
+    let id = sent_email(app, &p, "ann@example.com").await;
     let path = format!("bounces+{id}@bounces.acme.test");
     let mut c = session(doomed.smtp.inbound.unwrap()).await;
     assert!(c.cmd("MAIL FROM:<>").await.is(250, "2.1.0"));
@@ -443,15 +442,7 @@ fn b64(bytes: &[u8]) -> String {
 
 #[tokio::test]
 async fn submission_authenticates_with_the_secret_key_and_sends_as_v1_send_does() {
-    let dns = DnsServer::start().await;
-    let sink = SmtpServer::start().await;
-    let app = TestApp::spawn_with(|s| {
-        with_mail(&dns, sink.addr)(s);
-        smtp_listeners(s);
-    })
-    .await;
-    let p = app.project().await;
-    verified_domain(&app, &p, &dns, "acme.test").await;
+    let (_dns, sink, app, p) = mail_app(|_| {}).await;
     let addr = app
         .smtp()
         .submission
@@ -543,29 +534,8 @@ fn arf(to: &str, recipient: &str, email_id: &str) -> String {
 
 #[tokio::test]
 async fn a_feedback_report_at_the_abuse_address_is_a_complaint_about_the_email_it_names() {
-    let dns = DnsServer::start().await;
-    let sink = SmtpServer::start().await;
-    let app = TestApp::spawn_with(|s| {
-        with_mail(&dns, sink.addr)(s);
-        smtp_listeners(s);
-        s.inbound.abuse_address = Some(ABUSE.into());
-    })
-    .await;
-    let p = app.project().await;
-    verified_domain(&app, &p, &dns, "acme.test").await;
-    let r = app
-        .post(
-            "/v1/send",
-            &p.secret_key,
-            json!({ "to": "ann@example.com", "from": "hello@acme.test", "subject": "s", "body": "b" }),
-        )
-        .await;
-    assert_eq!(r.status, 200, "{}", r.body);
-    let id = r.body["data"]["emails"][0]["email"]
-        .as_str()
-        .unwrap()
-        .to_string();
-    email_with_status(&app, &p, &id, "sent").await;
+    let (_dns, _sink, app, p) = mail_app(|s| s.inbound.abuse_address = Some(ABUSE.into())).await;
+    let id = sent_email(&app, &p, "ann@example.com").await;
     let mx = app.smtp().inbound.unwrap();
     let mut c = session(mx).await;
     // A report naming someone the email was not sent to changes nothing.
