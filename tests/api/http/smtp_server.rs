@@ -600,3 +600,53 @@ async fn a_reply_at_an_inbound_domain_is_received_and_an_auto_reply_dropped() {
     assert!(r.is(250, "2.0.0"), "{r:?}");
     assert_eq!(received(&app, &p).await.len(), 1);
 }
+
+#[tokio::test]
+async fn submission_speaks_tls_from_the_first_byte_on_its_implicit_tls_listener() {
+    use tokio_rustls::TlsConnector;
+    use tokio_rustls::rustls::{ClientConfig, RootCertStore};
+    let dir = tempfile::tempdir().unwrap();
+    let (der, cert_file, key_file) = certificate(dir.path());
+    let app = TestApp::spawn_with(|s| {
+        s.submission.implicit_tls_listen = Some("127.0.0.1:0".into());
+        s.submission.tls_cert_file = Some(cert_file);
+        s.submission.tls_key_file = Some(key_file);
+    })
+    .await;
+    let addr = app
+        .smtp()
+        .submission_tls
+        .expect("the implicit TLS listener is on");
+    assert_eq!(
+        app.smtp().submission,
+        None,
+        "only what is configured listens"
+    );
+    let mut roots = RootCertStore::empty();
+    roots.add(der).unwrap();
+    let config = ClientConfig::builder_with_provider(Arc::new(
+        tokio_rustls::rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .unwrap()
+    .with_root_certificates(roots)
+    .with_no_client_auth();
+    let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let tls = TlsConnector::from(Arc::new(config))
+        .connect("localhost".try_into().unwrap(), tcp)
+        .await
+        .expect("TLS from the first byte");
+    let mut c = SmtpClient::over(tls);
+    assert_eq!(c.reply().await.code, 220);
+    let ehlo = c.cmd("EHLO app.test").await;
+    assert!(
+        ehlo.text.lines().any(|l| l == "AUTH PLAIN LOGIN"),
+        "{ehlo:?}"
+    );
+    assert!(!ehlo.text.contains("STARTTLS"), "{ehlo:?}");
+    let r = c
+        .cmd(&format!("AUTH PLAIN {}", b64(b"\0app\0sk_wrong")))
+        .await;
+    assert!(r.is(535, "5.7.8"), "{r:?}");
+    assert!(c.cmd("QUIT").await.is(221, "2.0.0"));
+}
