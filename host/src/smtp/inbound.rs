@@ -159,9 +159,16 @@ impl InboundMx {
 /// The delivery events `message`, received for `routes`, reports at `now` (Unix ms): a
 /// bounce's recipients, each about the email of a return path it arrived at; a complaint about
 /// the email of its return path, or at the abuse address about the email it names (with the
-/// recipient it names: a report that names none is not applied there).
+/// recipient it names: a report that names none is not applied there). A `not-spam` report
+/// applies nothing.
 fn events(message: &Inbound, routes: &[Route], now: i64) -> Vec<DeliveryEvent> {
     let mut events = Vec::new();
+    // A report that the message is *not* spam (RFC 5965 `not-spam`) is no complaint.
+    if let Inbound::Complaint(c) = message
+        && c.feedback_type.eq_ignore_ascii_case("not-spam")
+    {
+        return events;
+    }
     for route in routes {
         match (message, route) {
             (Inbound::Bounce(bounce), Route::ReturnPath { email_id, .. }) => {
@@ -306,5 +313,12 @@ mod tests {
             "the return path names it"
         );
         assert!(super::events(&Inbound::AutoReply, &at_return_path(), 1).is_empty());
+        let not_spam = Inbound::Complaint(Complaint {
+            feedback_type: "not-spam".into(),
+            original_message_id: Some(format!("<{ID}@acme.test>")),
+            original_recipient: Some("ann@example.com".into()),
+        });
+        assert!(super::events(&not_spam, &at_return_path(), 1).is_empty());
+        assert!(super::events(&not_spam, &[Route::Abuse], 1).is_empty());
     }
 }
