@@ -1,18 +1,23 @@
 //! Inbound mail (#76 item 4): a domain that receives (`inbound`) lists an MX record at itself to
 //! the mail host, verified against a real DNS server on loopback like the other records; the
 //! domain receives (`receiving`, and the SMTP server's routing) only once it is verified and that
-//! record is found.
+//! record is found. Replies sent in real SMTP sessions to the MX listener on loopback become
+//! `email.received` events that start workflows and resume a `WAIT_FOR_EVENT`.
 
 use std::time::{Duration, Instant};
 
+use base64::Engine as _;
+use herald::config::Settings;
 use herald::domain::ids::ProjectId;
-use herald::mail::inbound::{Received, ReceivedAttachment};
+use lettre::address::Envelope;
+use lettre::{AsyncSmtpTransport, AsyncTransport, Tokio1Executor};
 use serde_json::{Value, json};
 
 use super::domains::{publish, verified_domain, with_dns};
 use super::executions::{Step, run, runs, settled, workflow};
 use crate::support::dnsd::DnsServer;
-use crate::support::harness::{TestApp, TestProject};
+use crate::support::harness::{TestApp, TestProject, message_id_of, smtp_listeners};
+use crate::support::smtp_client::SmtpClient;
 
 const MAIL_HOST: &str = "mail.herald.test";
 
@@ -217,13 +222,14 @@ async fn a_domain_added_inbound_lists_the_record_and_a_wrong_mx_fails_it_alone()
     .assert_error(404, "NOT_FOUND");
 }
 
-// Receipt through the service the SMTP server calls (`AppState::inbound_mail`), until the
-// server's own tests send real SMTP sessions here.
+// Receipt over SMTP: real sessions to the server's MX listener on loopback.
 
-/// Fast polling and unverified senders allowed (the `outbox` transport writes files), with `dns`.
-pub fn settings(dns: &DnsServer) -> impl FnOnce(&mut herald::config::Settings) + '_ {
-    move |s: &mut herald::config::Settings| {
+/// Fast polling and unverified senders allowed (the `outbox` transport writes files), with `dns`
+/// and the SMTP listeners on.
+pub fn settings(dns: &DnsServer) -> impl FnOnce(&mut Settings) + '_ {
+    move |s: &mut Settings| {
         with_dns(dns)(s);
+        smtp_listeners(s);
         s.jobs_poll_interval_ms = 20;
         s.domains.allow_unverified = true;
     }
@@ -245,33 +251,43 @@ pub async fn receiving_domain(app: &TestApp, p: &TestProject, dns: &DnsServer, n
     verify_until(app, p, id, |b| b["receiving"] == true).await;
 }
 
-/// A message from `from`, replying to `replies_to` (a `Message-ID` without brackets).
-fn message(from: &str, message_id: &str, replies_to: Option<&str>) -> Received {
-    Received {
-        from: from.into(),
-        from_name: Some("Ann Example".into()),
-        to: vec!["support@in.acme.test".into()],
-        subject: "Re: Your order".into(),
-        text: Some("Yes, please ship it.".into()),
-        html: None,
-        message_id: Some(message_id.into()),
-        in_reply_to: replies_to.map(str::to_string).into_iter().collect(),
-        references: Vec::new(),
-        attachments: Vec::new(),
-    }
+/// A message as a mail client writes it: `from` to `to`, with `headers` (CRLF-ended lines) and
+/// `body` (with its own `Content-Type` when it starts with one; a text part otherwise).
+fn message(from: &str, to: &str, message_id: &str, headers: &str, body: &str) -> String {
+    let body = if body.starts_with("Content-Type:") {
+        body.to_string()
+    } else {
+        format!("Content-Type: text/plain; charset=utf-8\r\n\r\n{body}\r\n")
+    };
+    format!(
+        "From: Ann Example <{from}>\r\n\
+         To: {to}\r\n\
+         Subject: Re: Your order\r\n\
+         Date: Mon, 7 Dec 2026 00:00:00 +0000\r\n\
+         Message-ID: <{message_id}>\r\n\
+         {headers}\
+         MIME-Version: 1.0\r\n\
+         {body}"
+    )
 }
 
-async fn receive(app: &TestApp, p: &TestProject, rcpt: &str, m: Received) {
-    let project = ProjectId::parse(&p.id).unwrap();
-    app.state()
-        .inbound_mail()
-        .receive(&project, rcpt, m)
+/// Sends `raw` from `from` to `rcpt` over SMTP with a real client (lettre) to the MX listener;
+/// `Err` with the server's refusal.
+async fn deliver(app: &TestApp, from: &str, rcpt: &str, raw: &str) -> Result<(), String> {
+    let addr = app.smtp().inbound.expect("the MX listener is on");
+    let transport = AsyncSmtpTransport::<Tokio1Executor>::builder_dangerous("127.0.0.1")
+        .port(addr.port())
+        .build();
+    let envelope = Envelope::new(Some(from.parse().unwrap()), vec![rcpt.parse().unwrap()]).unwrap();
+    transport
+        .send_raw(&envelope, raw.as_bytes())
         .await
-        .expect("received");
+        .map(|_| ())
+        .map_err(|e| e.to_string())
 }
 
-/// Sends one email to `to` and answers its id.
-async fn send(app: &TestApp, p: &TestProject, to: &str) -> String {
+/// Sends one email to `to`; answers its id and the `Message-ID` it left with.
+async fn send(app: &TestApp, p: &TestProject, to: &str) -> (String, String) {
     let r = app
         .post(
             "/v1/send",
@@ -280,10 +296,18 @@ async fn send(app: &TestApp, p: &TestProject, to: &str) -> String {
         )
         .await;
     assert_eq!(r.status, 200, "{}", r.body);
-    r.body["data"]["emails"][0]["email"]
+    let id = r.body["data"]["emails"][0]["email"]
         .as_str()
         .unwrap()
-        .to_string()
+        .to_string();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        if let Some(raw) = app.outbox_messages().iter().find(|m| m.contains(&id)) {
+            return (id, message_id_of(raw));
+        }
+        assert!(Instant::now() < deadline, "{id} never left");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 }
 
 /// The project's `email.received` events, newest first.
@@ -301,7 +325,7 @@ async fn a_reply_becomes_email_received_on_its_sender_and_starts_a_workflow() {
     let app = TestApp::spawn_with(settings(&dns)).await;
     let p = app.project().await;
     receiving_domain(&app, &p, &dns, "in.acme.test").await;
-    let eml = send(&app, &p, "ann@example.net").await;
+    let (eml, sent_id) = send(&app, &p, "ann@example.net").await;
     let (wf, _) = workflow(
         &app,
         &p,
@@ -312,19 +336,33 @@ async fn a_reply_becomes_email_received_on_its_sender_and_starts_a_workflow() {
     )
     .await;
 
-    let mut reply = message(
-        "ann@example.net",
-        "CAF=1@mail.example.net",
-        Some(&format!("{eml}@acme.test")),
-    );
-    reply.references = vec!["older@mail.example.net".into()];
+    // A reply with an attachment, as a mail client writes it.
     let pdf = b"%PDF-1.4 not much of a pdf".to_vec();
-    reply.attachments = vec![ReceivedAttachment {
-        filename: Some("order.pdf".into()),
-        content_type: "application/pdf".into(),
-        content: pdf.clone(),
-    }];
-    receive(&app, &p, "support@in.acme.test", reply.clone()).await;
+    let body = format!(
+        "Content-Type: multipart/mixed; boundary=\"b1\"\r\n\r\n\
+         --b1\r\n\
+         Content-Type: text/plain; charset=utf-8\r\n\r\n\
+         Yes, please ship it.\r\n\
+         --b1\r\n\
+         Content-Type: application/pdf; name=\"order.pdf\"\r\n\
+         Content-Disposition: attachment; filename=\"order.pdf\"\r\n\
+         Content-Transfer-Encoding: base64\r\n\r\n\
+         {}\r\n\
+         --b1--\r\n",
+        base64::engine::general_purpose::STANDARD.encode(&pdf)
+    );
+    let reply = message(
+        "ann@example.net",
+        "support@in.acme.test",
+        "CAF=1@mail.example.net",
+        &format!(
+            "In-Reply-To: <{sent_id}>\r\nReferences: <older@mail.example.net> <{sent_id}>\r\n"
+        ),
+        &body,
+    );
+    deliver(&app, "ann@example.net", "support@in.acme.test", &reply)
+        .await
+        .expect("accepted");
 
     let events = received(&app, &p).await;
     assert_eq!(events.len(), 1, "{events:#?}");
@@ -332,7 +370,10 @@ async fn a_reply_becomes_email_received_on_its_sender_and_starts_a_workflow() {
     assert_eq!(event["email"], "ann@example.net");
     let data = &event["data"];
     assert_eq!(data["subject"], "Re: Your order");
-    assert_eq!(data["text"], "Yes, please ship it.");
+    assert_eq!(
+        data["text"].as_str().unwrap().trim(),
+        "Yes, please ship it."
+    );
     assert_eq!(data["to"], "support@in.acme.test");
     assert_eq!(data["from"], "ann@example.net");
     assert_eq!(data["fromName"], "Ann Example");
@@ -376,7 +417,9 @@ async fn a_reply_becomes_email_received_on_its_sender_and_starts_a_workflow() {
     assert_eq!(items[0]["contactId"], event["contactId"]);
 
     // The same message again (a retry, or another of the project's addresses) adds nothing.
-    receive(&app, &p, "sales@in.acme.test", reply).await;
+    deliver(&app, "ann@example.net", "sales@in.acme.test", &reply)
+        .await
+        .expect("accepted");
     assert_eq!(received(&app, &p).await.len(), 1);
     let feed = app.get("/activity?type=inbound", &p.secret_key).await;
     assert_eq!(
@@ -386,16 +429,20 @@ async fn a_reply_becomes_email_received_on_its_sender_and_starts_a_workflow() {
         feed.body
     );
 
-    // A new sender becomes an unsubscribed contact; a message naming another project's email,
-    // or none of Herald's, replies to nothing.
+    // A new sender becomes an unsubscribed contact; a message naming another project's email
+    // replies to nothing.
     let q = app.project().await;
-    let theirs = send(&app, &q, "bob@example.net").await;
+    let (_, theirs) = send(&app, &q, "bob@example.net").await;
     let stranger = message(
         "Bob@Example.net",
+        "support@in.acme.test",
         "CAF=2@mail.example.net",
-        Some(&format!("<{theirs}@acme.test>")),
+        &format!("In-Reply-To: <{theirs}>\r\n"),
+        "Who are you?",
     );
-    receive(&app, &p, "support@in.acme.test", stranger).await;
+    deliver(&app, "bob@example.net", "support@in.acme.test", &stranger)
+        .await
+        .expect("accepted");
     let events = received(&app, &p).await;
     assert_eq!(events.len(), 2);
     assert_eq!(events[0]["email"], "bob@example.net");
@@ -413,7 +460,7 @@ async fn a_reply_becomes_email_received_on_its_sender_and_starts_a_workflow() {
 }
 
 #[tokio::test]
-async fn a_reply_satisfies_a_wait_for_event_and_a_subscribed_contact_stays_so() {
+async fn a_reply_satisfies_a_wait_for_event_and_stops_the_sequence() {
     let dns = DnsServer::start().await;
     let app = TestApp::spawn_with(settings(&dns)).await;
     let p = app.project().await;
@@ -444,13 +491,16 @@ async fn a_reply_satisfies_a_wait_for_event_and_a_subscribed_contact_stays_so() 
     assert_eq!(r.status, 200, "{}", r.body);
     settled(&app, &p, &wf, 1, &["WAITING"]).await;
 
-    receive(
-        &app,
-        &p,
+    let raw = message(
+        "ann@example.net",
         "hello@in.acme.test",
-        message("ann@example.net", "m-1@example.net", None),
-    )
-    .await;
+        "m-1@example.net",
+        "",
+        "Stop, please.",
+    );
+    deliver(&app, "ann@example.net", "hello@in.acme.test", &raw)
+        .await
+        .expect("accepted");
     let done = settled(&app, &p, &wf, 1, &["EXITED"]).await;
     assert_eq!(
         runs(&done[0]),
@@ -459,6 +509,7 @@ async fn a_reply_satisfies_a_wait_for_event_and_a_subscribed_contact_stays_so() 
             run("EXIT", "COMPLETED", None)
         ]
     );
+    // A reply never changes the contact's subscription.
     let ann = app
         .get(
             &format!("/contacts/{}", done[0]["contactId"].as_str().unwrap()),
@@ -466,19 +517,36 @@ async fn a_reply_satisfies_a_wait_for_event_and_a_subscribed_contact_stays_so() 
         )
         .await;
     assert_eq!(ann.body["subscribed"], true, "{}", ann.body);
+}
 
-    // A sender that is no address is refused for good; nothing is recorded.
-    let project = ProjectId::parse(&p.id).unwrap();
-    let err = app
-        .state()
-        .inbound_mail()
-        .receive(
-            &project,
-            "hello@in.acme.test",
-            message("not an address", "m-2@x", None),
-        )
-        .await
-        .unwrap_err();
-    assert!(err.is_permanent(), "{err}");
-    assert_eq!(received(&app, &p).await.len(), 1);
+#[tokio::test]
+async fn mail_to_a_domain_that_does_not_receive_yet_is_refused_at_rcpt() {
+    let dns = DnsServer::start().await;
+    let app = TestApp::spawn_with(settings(&dns)).await;
+    let p = app.project().await;
+    let addr = app.smtp().inbound.expect("the MX listener is on");
+    let mut c = SmtpClient::connect(addr).await;
+    assert_eq!(c.reply().await.code, 220);
+    assert_eq!(c.cmd("EHLO client.test").await.code, 250);
+    assert!(c.cmd("MAIL FROM:<ann@example.net>").await.is(250, "2.1.0"));
+    let rcpt = "RCPT TO:<support@in.acme.test>";
+
+    // Added with `inbound` but neither verified nor its MX found: refused.
+    let added = add_inbound(&app, &p, "in.acme.test").await;
+    let r = c.cmd(rcpt).await;
+    assert!(r.is(550, "5.1.1"), "{r:?}");
+    // Verified for sending, its MX not found yet: still refused.
+    dns.apex("in.acme.test");
+    publish(&dns, &added);
+    let id = added["id"].as_str().unwrap();
+    verify_until(&app, &p, id, |b| b["status"] == "verified").await;
+    let r = c.cmd(rcpt).await;
+    assert!(r.is(550, "5.1.1"), "{r:?}");
+    // Once the MX is found: accepted.
+    dns.mx("in.acme.test", 10, MAIL_HOST);
+    verify_until(&app, &p, id, |b| b["receiving"] == true).await;
+    let r = c.cmd(rcpt).await;
+    assert!(r.is(250, "2.1.5"), "{r:?}");
+    assert!(c.cmd("QUIT").await.is(221, "2.0.0"));
+    assert!(received(&app, &p).await.is_empty());
 }
