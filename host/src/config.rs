@@ -4,12 +4,14 @@
 
 mod check;
 pub mod reference;
+mod smtp;
 
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
 pub use check::{LoadedSettings, SettingLine, SettingsError, variable_of};
+pub use smtp::{InboundSettings, SmtpLimits, SubmissionSettings};
 
 /// How logs are written.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -125,6 +127,11 @@ pub struct Settings {
     pub metrics: MetricsSettings,
     /// Traces exported over OTLP (`[traces]`, `HERALD_TRACES__<NAME>`).
     pub traces: TraceSettings,
+    /// The SMTP server receiving bounces, complaints and replies (`[inbound]`,
+    /// `HERALD_INBOUND__<NAME>`).
+    pub inbound: InboundSettings,
+    /// The SMTP submission server (`[submission]`, `HERALD_SUBMISSION__<NAME>`).
+    pub submission: SubmissionSettings,
 }
 
 /// Traces: with an OTLP endpoint, every span (request, job, plugin call, store call) is
@@ -509,6 +516,8 @@ impl Default for Settings {
             oauth: OAuthSettings::default(),
             metrics: MetricsSettings::default(),
             traces: TraceSettings::default(),
+            inbound: InboundSettings::default(),
+            submission: SubmissionSettings::default(),
         }
     }
 }

@@ -14,5 +14,6 @@ pub mod mail;
 pub mod outbox;
 pub mod plugins;
 pub mod services;
+pub mod smtp;
 pub mod store;
 pub mod telemetry;

@@ -220,6 +220,9 @@ impl AppBuilder {
             Duration::from_secs(settings.verify_cache_seconds),
         );
 
+        // The SMTP listeners are bound (and their certificates read) with the HTTP one, so that
+        // a bad address or certificate stops the start.
+        let smtp = crate::smtp::bind(&settings).await?;
         let acceptor = TcpListener::bind(settings.listen.clone())
             .into_acceptor()
             .await
@@ -304,6 +307,7 @@ impl AppBuilder {
             state,
             acceptor,
             addr,
+            smtp,
             dispatcher,
             workers,
             deliveries,
@@ -317,6 +321,8 @@ pub struct App {
     state: AppState,
     acceptor: crate::api::listener::GuardedAcceptor,
     addr: SocketAddr,
+    /// The SMTP listeners (those configured).
+    smtp: crate::smtp::SmtpListeners,
     dispatcher: EventDispatcher,
     workers: Workers,
     deliveries: Arc<Deliveries>,
@@ -343,14 +349,20 @@ impl App {
         self.addr
     }
 
+    /// Where its SMTP listeners are bound (those configured).
+    pub fn smtp_addrs(&self) -> crate::smtp::SmtpAddrs {
+        self.smtp.addrs()
+    }
+
     /// The state it serves.
     pub fn state(&self) -> &AppState {
         &self.state
     }
 
-    /// Serves HTTP with the job workers, the event dispatcher and periodic maintenance until
-    /// `stop` resolves; then stops accepting, waits for in-flight requests (up to
-    /// `shutdown_grace_seconds`) and running jobs, and closes the database.
+    /// Serves HTTP and the SMTP listeners with the job workers, the event dispatcher and
+    /// periodic maintenance until `stop` resolves; then stops accepting, waits for in-flight
+    /// requests and SMTP sessions (up to `shutdown_grace_seconds`) and running jobs, and closes
+    /// the database.
     pub async fn run_until_stopped(
         self,
         stop: impl Future<Output = ()> + Send,
@@ -358,6 +370,7 @@ impl App {
         let App {
             state,
             acceptor,
+            smtp,
             dispatcher,
             workers,
             deliveries,
@@ -371,6 +384,7 @@ impl App {
         let delivering = tokio::spawn(deliveries.run(stop_rx.clone()));
         // Counted opens and clicks are written once more after the last request.
         let counting = tokio::spawn(state.engagement().clone().run(stop_rx.clone()));
+        let smtp = smtp.serve(&state, stop_rx.clone());
         let dispatching = tokio::spawn(dispatcher.run(stop_rx));
 
         let result = poem::Server::new_with_acceptor(acceptor)
@@ -383,15 +397,24 @@ impl App {
         let _ = stop_tx.send(true);
         joined("maintenance", maintenance.await);
         joined("open and click counts", counting.await);
-        let both = async { (working.await, delivering.await) };
-        match tokio::time::timeout(grace, both).await {
-            Ok((jobs, deliveries)) => {
+        let all = async {
+            let mut smtp_ended = Vec::new();
+            for listener in smtp {
+                smtp_ended.push(listener.await);
+            }
+            (working.await, delivering.await, smtp_ended)
+        };
+        match tokio::time::timeout(grace, all).await {
+            Ok((jobs, deliveries, smtp)) => {
                 joined("job workers", jobs);
                 joined("delivery workers", deliveries);
+                for listener in smtp {
+                    joined("SMTP listener", listener);
+                }
             }
             Err(_) => tracing::warn!(
-                "jobs or deliveries still running at shutdown; they resume on the next start \
-                 after their lease"
+                "jobs, deliveries or SMTP sessions still running at shutdown; jobs and \
+                 deliveries resume on the next start after their lease"
             ),
         }
         joined("event dispatcher", dispatching.await);
@@ -401,7 +424,7 @@ impl App {
 
     /// Runs [`App::run_until_stopped`] in a background task until [`RunningServer::stop`].
     pub fn spawn(self) -> RunningServer {
-        let (addr, state) = (self.addr, self.state.clone());
+        let (addr, state, smtp) = (self.addr, self.state.clone(), self.smtp.addrs());
         let (tx, rx) = oneshot::channel::<()>();
         let task = tokio::spawn(self.run_until_stopped(async move {
             // A dropped handle stops the server too.
@@ -409,6 +432,7 @@ impl App {
         }));
         RunningServer {
             addr,
+            smtp,
             state,
             shutdown: Some(tx),
             task,
@@ -425,6 +449,8 @@ pub async fn spawn(settings: Settings) -> anyhow::Result<RunningServer> {
 pub struct RunningServer {
     /// Where it listens.
     pub addr: SocketAddr,
+    /// Where its SMTP listeners are bound.
+    pub smtp: crate::smtp::SmtpAddrs,
     /// The state it serves.
     pub state: AppState,
     shutdown: Option<oneshot::Sender<()>>,

@@ -385,6 +385,7 @@ impl LoadedSettings {
                 return Err(self.invalid(key, format!("is {rate}; a rate is between 0 and 1")));
             }
         }
+        self.validate_smtp()?;
         if let Err(e) = tracing_subscriber::EnvFilter::try_new(&s.log) {
             return Err(self.invalid("log", format!("`{}` is not a log filter: {e}", s.log)));
         }
@@ -414,6 +415,102 @@ impl LoadedSettings {
                     &format!("oauth.{name}.client_secret"),
                     format!("oauth.{name}.client_id is set; its client secret is needed too"),
                 ));
+            }
+        }
+        Ok(())
+    }
+}
+
+impl LoadedSettings {
+    /// The SMTP listeners' settings: addresses, certificate files that go in pairs and can be
+    /// read, and limits that leave a server able to answer.
+    fn validate_smtp(&self) -> Result<(), SettingsError> {
+        let s = &self.settings;
+        for (key, listen) in [
+            ("inbound.listen", s.inbound.listen.as_deref()),
+            ("submission.listen", s.submission.listen.as_deref()),
+            (
+                "submission.implicit_tls_listen",
+                s.submission.implicit_tls_listen.as_deref(),
+            ),
+        ] {
+            let port = listen.map(|l| l.rsplit_once(':').map(|(_, p)| p.parse::<u16>()));
+            if let Some(port) = port
+                && !matches!(port, Some(Ok(_)))
+            {
+                return Err(self.invalid(
+                    key,
+                    format!(
+                        "`{}` is not HOST:PORT (e.g. 0.0.0.0:25)",
+                        listen.unwrap_or("")
+                    ),
+                ));
+            }
+        }
+        for (table, cert, key) in [
+            (
+                "inbound",
+                s.inbound.tls_cert_file.as_ref(),
+                s.inbound.tls_key_file.as_ref(),
+            ),
+            (
+                "submission",
+                s.submission.tls_cert_file.as_ref(),
+                s.submission.tls_key_file.as_ref(),
+            ),
+        ] {
+            match (cert, key) {
+                (Some(_), None) => {
+                    return Err(self.invalid(
+                        &format!("{table}.tls_key_file"),
+                        format!("{table}.tls_cert_file is set; its key file is needed too"),
+                    ));
+                }
+                (None, Some(_)) => {
+                    return Err(self.invalid(
+                        &format!("{table}.tls_cert_file"),
+                        format!("{table}.tls_key_file is set; its certificate file is needed too"),
+                    ));
+                }
+                _ => {}
+            }
+            for (name, file) in [("tls_cert_file", cert), ("tls_key_file", key)] {
+                if let Some(path) = file
+                    && let Err(e) = std::fs::metadata(path)
+                {
+                    return Err(self.invalid(
+                        &format!("{table}.{name}"),
+                        format!("`{}` cannot be read: {e}", path.display()),
+                    ));
+                }
+            }
+        }
+        if s.submission.implicit_tls_listen.is_some() && s.submission.tls_cert_file.is_none() {
+            return Err(self.invalid(
+                "submission.implicit_tls_listen",
+                "implicit TLS needs submission.tls_cert_file and submission.tls_key_file",
+            ));
+        }
+        for (table, limits) in [
+            ("inbound", s.inbound.limits()),
+            ("submission", s.submission.limits()),
+        ] {
+            for (name, value, least) in [
+                ("max_message_bytes", limits.max_message_bytes as u64, 1024),
+                ("command_timeout_seconds", limits.command_timeout_seconds, 1),
+                (
+                    "data_block_timeout_seconds",
+                    limits.data_block_timeout_seconds,
+                    1,
+                ),
+                ("data_timeout_seconds", limits.data_timeout_seconds, 1),
+            ] {
+                if value < least {
+                    return Err(self.invalid(
+                        &format!("{table}.{name}"),
+                        format!("is {value}; it must be at least {least}"),
+                    ));
+                }
             }
         }
         Ok(())

@@ -706,6 +706,91 @@ pub const SETTINGS: &[SettingDoc] = &[
         default: None,
         meaning: "`WEBHOOK` calls of one project under way at once on this instance (at least 1; per instance, in memory). All projects' calls together take at most half of `jobs_concurrency` (at least 1); a step run without room waits in the queue, not in a job slot.",
     },
+    SettingDoc {
+        keys: &["inbound.listen"],
+        flag: None,
+        default: Some("unset (off)"),
+        meaning: "Address and port of Herald's SMTP server for the mail that comes back (e.g. `0.0.0.0:25`): the MX of each sending domain's `bounces.` return path. It accepts mail only for the return paths of this service's emails, `inbound.abuse_address` and the projects' inbound domains, and refuses every other recipient (no open relay, no backscatter).",
+    },
+    SettingDoc {
+        keys: &["inbound.hostname", "submission.hostname"],
+        flag: None,
+        default: Some("`domains.mail_host`"),
+        meaning: "The name each SMTP server gives itself in its greeting and `EHLO` answer.",
+    },
+    SettingDoc {
+        keys: &["inbound.tls_cert_file", "inbound.tls_key_file"],
+        flag: None,
+        default: Some("unset"),
+        meaning: "PEM certificate chain and private key offered with `STARTTLS` on the inbound server; without them it offers no `STARTTLS`.",
+    },
+    SettingDoc {
+        keys: &["inbound.max_message_bytes", "submission.max_message_bytes"],
+        flag: None,
+        default: None,
+        meaning: "Largest message each server accepts, advertised with `SIZE`; a larger one is refused with `552 5.3.4` while it arrives, never held in memory past the limit.",
+    },
+    SettingDoc {
+        keys: &[
+            "inbound.max_connections_per_ip",
+            "submission.max_connections_per_ip",
+        ],
+        flag: None,
+        default: None,
+        meaning: "Open connections one client address may hold on each server; one more is answered `421 4.7.0` and closed (0: no cap).",
+    },
+    SettingDoc {
+        keys: &[
+            "inbound.messages_per_ip_per_minute",
+            "submission.messages_per_ip_per_minute",
+        ],
+        flag: None,
+        default: None,
+        meaning: "Messages one client address may start (`MAIL FROM`) a minute on this instance; beyond it `MAIL` is answered `450 4.7.1` (0: no cap).",
+    },
+    SettingDoc {
+        keys: &["inbound.abuse_address"],
+        flag: None,
+        default: Some("unset"),
+        meaning: "An address of the inbound server (e.g. `abuse@mail.example.com`) where feedback-loop reports (ARF) are complaints about the emails they name, when they name the email's recipient too.",
+    },
+    SettingDoc {
+        keys: &[
+            "inbound.command_timeout_seconds",
+            "inbound.data_block_timeout_seconds",
+            "inbound.data_timeout_seconds",
+            "submission.command_timeout_seconds",
+            "submission.data_block_timeout_seconds",
+            "submission.data_timeout_seconds",
+        ],
+        flag: None,
+        default: None,
+        meaning: "RFC 5321's timeouts: the wait for the next command, for each block of a message's data, and for a whole message's data; a client that takes longer is answered `421 4.4.2` and disconnected.",
+    },
+    SettingDoc {
+        keys: &["submission.listen"],
+        flag: None,
+        default: Some("unset (off)"),
+        meaning: "Address and port of the SMTP submission server with `STARTTLS` (e.g. `0.0.0.0:587`), for applications that only speak SMTP: `AUTH PLAIN` or `AUTH LOGIN` with any user name and the project's secret key as the password.",
+    },
+    SettingDoc {
+        keys: &["submission.implicit_tls_listen"],
+        flag: None,
+        default: Some("unset (off)"),
+        meaning: "Address and port of the submission server speaking TLS from the first byte (e.g. `0.0.0.0:465`); needs the `submission.tls_*` files.",
+    },
+    SettingDoc {
+        keys: &["submission.tls_cert_file", "submission.tls_key_file"],
+        flag: None,
+        default: Some("unset"),
+        meaning: "PEM certificate chain and private key of the submission server (`STARTTLS` and implicit TLS).",
+    },
+    SettingDoc {
+        keys: &["submission.allow_plain_auth"],
+        flag: None,
+        default: None,
+        meaning: "Allow `AUTH` before `STARTTLS` on a submission listener that is not on loopback (the secret key then crosses the network in clear). On loopback it is always allowed.",
+    },
 ];
 
 /// The defaults, dotted key to value.

@@ -221,7 +221,7 @@ async fn a_domain_added_inbound_lists_the_record_and_a_wrong_mx_fails_it_alone()
 // server's own tests send real SMTP sessions here.
 
 /// Fast polling and unverified senders allowed (the `outbox` transport writes files), with `dns`.
-fn settings(dns: &DnsServer) -> impl FnOnce(&mut herald::config::Settings) + '_ {
+pub fn settings(dns: &DnsServer) -> impl FnOnce(&mut herald::config::Settings) + '_ {
     move |s: &mut herald::config::Settings| {
         with_dns(dns)(s);
         s.jobs_poll_interval_ms = 20;
@@ -230,7 +230,7 @@ fn settings(dns: &DnsServer) -> impl FnOnce(&mut herald::config::Settings) + '_ 
 }
 
 /// A verified domain of `p` that receives mail, its MX published.
-async fn receiving_domain(app: &TestApp, p: &TestProject, dns: &DnsServer, name: &str) {
+pub async fn receiving_domain(app: &TestApp, p: &TestProject, dns: &DnsServer, name: &str) {
     let domain = verified_domain(app, p, dns, name).await;
     let id = domain["id"].as_str().unwrap();
     let on = app
@@ -287,7 +287,7 @@ async fn send(app: &TestApp, p: &TestProject, to: &str) -> String {
 }
 
 /// The project's `email.received` events, newest first.
-async fn received(app: &TestApp, p: &TestProject) -> Vec<Value> {
+pub async fn received(app: &TestApp, p: &TestProject) -> Vec<Value> {
     let r = app
         .get("/events?name=email.received&limit=100", &p.secret_key)
         .await;

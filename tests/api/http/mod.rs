@@ -26,6 +26,7 @@ mod rate_limit;
 mod render_budget;
 mod segments;
 pub mod send;
+mod smtp_server;
 mod smtp_submission;
 mod suppressions;
 mod templates;

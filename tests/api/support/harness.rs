@@ -54,6 +54,13 @@ pub fn test_settings(dir: &std::path::Path, url: &str) -> Settings {
     }
 }
 
+/// Turns Herald's SMTP listeners on, each at a random port on loopback: the MX listener, and
+/// the submission listener (`STARTTLS`, plain `AUTH` allowed on loopback).
+pub fn smtp_listeners(s: &mut Settings) {
+    s.inbound.listen = Some("127.0.0.1:0".into());
+    s.submission.listen = Some("127.0.0.1:0".into());
+}
+
 /// A running server with its own fresh database.
 pub struct TestApp {
     /// The server, when this test started it (not for [`TestApp::attach`]).
@@ -205,6 +212,15 @@ impl TestApp {
             .as_ref()
             .expect("a server this test started")
             .state
+    }
+
+    /// Where the server's SMTP listeners are bound (those its settings turned on, e.g. with
+    /// [`smtp_listeners`]).
+    pub fn smtp(&self) -> herald::smtp::SmtpAddrs {
+        self.server
+            .as_ref()
+            .expect("a server this test started")
+            .smtp
     }
 
     /// The server's base URL.
@@ -415,6 +431,8 @@ pub fn message_id_of(raw: &str) -> String {
 pub struct DoomedServer {
     /// A client of it.
     pub app: TestApp,
+    /// Where its SMTP listeners are bound (those its settings turned on).
+    pub smtp: herald::smtp::SmtpAddrs,
     kill: std::sync::mpsc::Sender<()>,
     thread: std::thread::JoinHandle<()>,
 }
@@ -431,13 +449,19 @@ impl DoomedServer {
                 .build()
                 .unwrap();
             let server = rt.block_on(herald::app::spawn(settings)).expect("starts");
-            addr_tx.send(server.addr).unwrap();
+            addr_tx.send((server.addr, server.smtp)).unwrap();
             let _ = kill_rx.recv();
             std::mem::forget(server);
             rt.shutdown_background();
         });
-        let app = TestApp::attach(addr_rx.recv().unwrap(), database_url.to_string());
-        DoomedServer { app, kill, thread }
+        let (addr, smtp) = addr_rx.recv().unwrap();
+        let app = TestApp::attach(addr, database_url.to_string());
+        DoomedServer {
+            app,
+            smtp,
+            kill,
+            thread,
+        }
     }
 
     /// Kills it: the runtime is dropped with every task where it stands.

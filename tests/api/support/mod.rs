@@ -5,5 +5,6 @@ pub mod harness;
 pub mod httpd;
 pub mod oidc;
 pub mod serve;
+pub mod smtp_client;
 pub mod smtpd;
 pub mod stripe;

@@ -104,6 +104,16 @@ pub struct RecordedEvent {
     pub first: bool,
 }
 
+/// Where an email's bounces go, and whom it was sent to.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ReturnPath {
+    /// The envelope sender it was sent with (`bounces+<id>@bounces.<domain>`, or the `from`
+    /// address of an unsigned email).
+    pub envelope_from: String,
+    /// Its recipient.
+    pub to_address: String,
+}
+
 /// Inserts `n` history entries; binds, a row: id, project, email, contact, kind, detail, at.
 /// Opens and clicks of one email counted since the last flush ([`Store::add_email_counts`]).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -294,6 +304,23 @@ impl Store {
             }
         });
         Ok(Some(recorded))
+    }
+
+    /// The envelope sender (return path) email `email_id` was sent with and its recipient, or
+    /// `None` when there is no such email: the SMTP server accepts mail for a return path only
+    /// when an email was sent with exactly it.
+    #[tracing::instrument(level = "debug", skip(self))]
+    pub async fn email_return_path(&self, email_id: &str) -> StoreResult<Option<ReturnPath>> {
+        let row: Option<(String, String)> = on_db!(self.db(), pool => {
+            sqlx::query_as("SELECT envelope_from, to_address FROM emails WHERE id = $1")
+                .bind(email_id)
+                .fetch_optional(pool)
+                .await?
+        });
+        Ok(row.map(|(envelope_from, to_address)| ReturnPath {
+            envelope_from,
+            to_address,
+        }))
     }
 
     /// The `index`th tracked link of an email, and whether its first click is recorded
