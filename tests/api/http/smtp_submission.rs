@@ -1,19 +1,26 @@
-//! SMTP submission (issue 76, item 6): a message submitted with the project's secret key goes the
-//! way of `POST /v1/send`, through the durable queue and the `smtp` transport into a real SMTP
+//! SMTP submission (issue 76, item 6): a message submitted with the project's secret key (to the
+//! service, and over real SMTP sessions with `lettre`: AUTH PLAIN and LOGIN) goes the way of
+//! `POST /v1/send`, through the durable queue and the `smtp` transport into a real SMTP
 //! server on loopback, DKIM-signed (checked by mail-auth against the loopback DNS); one email
 //! per envelope recipient; refusals with the reply the API's error would give; the Message-ID
 //! as the idempotency key.
 
 use std::time::Duration;
 
+use herald::config::Settings;
 use herald::domain::ids::ProjectId;
 use herald::services::submission::SubmissionError;
+use lettre::address::Envelope;
+use lettre::message::header::ContentType;
+use lettre::message::{Attachment, MultiPart};
+use lettre::transport::smtp::authentication::{Credentials, Mechanism};
+use lettre::{AsyncSmtpTransport, AsyncTransport, Message, Tokio1Executor};
 use mail_parser::{MessageParser, MimeHeaders};
 
 use crate::http::domains::verified_domain;
 use crate::http::send::{count, dkim_passes, email_with_status, with_mail};
 use crate::support::dnsd::DnsServer;
-use crate::support::harness::{TestApp, TestProject};
+use crate::support::harness::{TestApp, TestProject, smtp_listeners};
 use crate::support::smtpd::SmtpServer;
 
 struct Setup {
@@ -27,9 +34,18 @@ struct Setup {
 /// An app delivering to a loopback SMTP sink, with a project whose domain `acme.test` is
 /// verified.
 async fn setup() -> Setup {
+    setup_with(|_| {}).await
+}
+
+/// [`setup`] with the settings `adjust` changes.
+async fn setup_with(adjust: impl FnOnce(&mut Settings)) -> Setup {
     let dns = DnsServer::start().await;
     let smtp = SmtpServer::start().await;
-    let app = TestApp::spawn_with(with_mail(&dns, smtp.addr)).await;
+    let app = TestApp::spawn_with(|s| {
+        with_mail(&dns, smtp.addr)(s);
+        adjust(s);
+    })
+    .await;
     let p = app.project().await;
     verified_domain(&app, &p, &dns, "acme.test").await;
     let project = ProjectId::parse(&p.id).unwrap();
@@ -360,15 +376,141 @@ async fn a_message_to_more_recipients_than_a_send_takes_goes_in_parts_once() {
     assert_eq!(smtp.log.lock().unwrap().data.len(), 120);
 }
 
+/// A lettre client of the submission listener at `addr` (plain on loopback, where `AUTH` is
+/// allowed), authenticating with `mechanism` as any user with `password`.
+fn client(
+    addr: std::net::SocketAddr,
+    password: &str,
+    mechanism: Mechanism,
+) -> AsyncSmtpTransport<Tokio1Executor> {
+    AsyncSmtpTransport::<Tokio1Executor>::builder_dangerous(addr.ip().to_string())
+        .port(addr.port())
+        .credentials(Credentials::new("any-user".into(), password.into()))
+        .authentication(vec![mechanism])
+        .build()
+}
+
+/// [`setup`] with the SMTP listeners on: the app and the submission listener's address.
+async fn setup_listening() -> (Setup, std::net::SocketAddr) {
+    let setup = setup_with(smtp_listeners).await;
+    let addr = setup
+        .app
+        .smtp()
+        .submission
+        .expect("the submission listener");
+    (setup, addr)
+}
+
+fn envelope(from: &str, to: &[&str]) -> Envelope {
+    Envelope::new(
+        Some(from.parse().unwrap()),
+        to.iter().map(|a| a.parse().unwrap()).collect(),
+    )
+    .unwrap()
+}
+
 #[tokio::test]
-async fn a_suppressed_recipient_is_recorded_suppressed_and_never_sent() {
-    let Setup {
-        smtp,
-        app,
-        p,
-        project,
-        ..
-    } = setup().await;
+async fn over_smtp_a_message_with_an_attachment_arrives_signed() {
+    let (
+        Setup {
+            dns, smtp, app, p, ..
+        },
+        addr,
+    ) = setup_listening().await;
+    let message = Message::builder()
+        .from("Acme <hello@acme.test>".parse().unwrap())
+        .to("Ann <ann@example.com>".parse().unwrap())
+        .subject("Your invoice")
+        .message_id(Some("<invoice-1@acme.test>".into()))
+        .multipart(
+            MultiPart::mixed()
+                .multipart(MultiPart::alternative_plain_html(
+                    "See the invoice.".to_string(),
+                    "<p>See the <b>invoice</b>.</p>".to_string(),
+                ))
+                .singlepart(Attachment::new("invoice.pdf".into()).body(
+                    b"%PDF-1.4\n".to_vec(),
+                    ContentType::parse("application/pdf").unwrap(),
+                )),
+        )
+        .unwrap();
+    for mechanism in [Mechanism::Plain, Mechanism::Login] {
+        let reply = client(addr, &p.secret_key, mechanism)
+            .send(message.clone())
+            .await
+            .unwrap();
+        assert_eq!(reply.code().to_string(), "250");
+        let text: String = reply.message().collect::<Vec<_>>().join(" ");
+        assert!(text.contains("eml_"), "{text}");
+    }
+    // The same Message-ID twice (AUTH PLAIN, then LOGIN): one email.
+    let log = smtp.received(1).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(smtp.log.lock().unwrap().data.len(), 1);
+    let raw = &log.data[0];
+    assert!(dkim_passes(&dns, raw.as_bytes()).await, "DKIM must pass");
+    let m = MessageParser::default().parse(raw.as_bytes()).unwrap();
+    assert_eq!(m.subject(), Some("Your invoice"));
+    assert!(
+        m.body_html(0)
+            .unwrap()
+            .contains("<p>See the <b>invoice</b>.</p>")
+    );
+    let pdf = m.attachments().next().expect("the attachment");
+    assert_eq!(pdf.attachment_name(), Some("invoice.pdf"));
+    assert_eq!(pdf.contents(), b"%PDF-1.4\n");
+    let emails = count(
+        &app,
+        &format!("SELECT COUNT(*) FROM emails WHERE project_id = '{}'", p.id),
+    )
+    .await;
+    assert_eq!(emails, 1);
+}
+
+#[tokio::test]
+async fn over_smtp_refusals_are_the_apis_reasons() {
+    // (The app is bound: dropped, it would stop serving.)
+    let (
+        Setup {
+            smtp, app: _app, p, ..
+        },
+        addr,
+    ) = setup_listening().await;
+    let raw = |from: &str| {
+        format!("From: {from}\r\nTo: ann@example.com\r\nSubject: hi\r\n\r\nhello\r\n").into_bytes()
+    };
+    // The public key is no password.
+    let err = client(addr, &p.public_key, Mechanism::Plain)
+        .send_raw(
+            &envelope("hello@acme.test", &["ann@example.com"]),
+            &raw("hello@acme.test"),
+        )
+        .await
+        .unwrap_err();
+    assert!(err.is_permanent(), "{err}");
+    assert_eq!(err.status().unwrap().to_string(), "535");
+    assert!(err.to_string().contains("5.7.8"), "{err}");
+    // A domain the project has not verified.
+    let err = client(addr, &p.secret_key, Mechanism::Plain)
+        .send_raw(
+            &envelope("x@other.test", &["ann@example.com"]),
+            &raw("x@other.test"),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(err.status().unwrap().to_string(), "550");
+    assert!(
+        err.to_string()
+            .contains("5.7.1 the domain other.test is not verified for this project"),
+        "{err}"
+    );
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(smtp.log.lock().unwrap().data.is_empty());
+}
+
+#[tokio::test]
+async fn over_smtp_a_suppressed_recipient_is_recorded_suppressed_and_never_sent() {
+    let (Setup { smtp, app, p, .. }, addr) = setup_listening().await;
     let r = app
         .post(
             "/suppressions",
@@ -377,25 +519,14 @@ async fn a_suppressed_recipient_is_recorded_suppressed_and_never_sent() {
         )
         .await;
     assert!(r.status.is_success(), "{}", r.body);
-    let ids = app
-        .state()
-        .submission()
-        .submit(
-            &project,
-            "",
-            &rcpts(&["gone@example.com", "ann@example.com"]),
-            message(
-                "a@acme.test",
-                "To: gone@example.com, ann@example.com\r\nSubject: hi\r\n",
-                "hello",
-            )
-            .as_bytes(),
+    let reply = client(addr, &p.secret_key, Mechanism::Plain)
+        .send_raw(
+            &envelope("hello@acme.test", &["gone@example.com", "ann@example.com"]),
+            b"From: hello@acme.test\r\nTo: gone@example.com, ann@example.com\r\nSubject: hi\r\n\r\nhello\r\n",
         )
         .await
         .unwrap();
-    // Both answered (the submission succeeds), one recorded suppressed, the other sent.
-    email_with_status(&app, &p, ids[0].as_str(), "suppressed").await;
-    email_with_status(&app, &p, ids[1].as_str(), "sent").await;
+    assert_eq!(reply.code().to_string(), "250");
     let log = smtp.received(1).await;
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert_eq!(smtp.log.lock().unwrap().data.len(), 1);
@@ -404,4 +535,14 @@ async fn a_suppressed_recipient_is_recorded_suppressed_and_never_sent() {
         "{:?}",
         log.rcpt_to
     );
+    let suppressed = count(
+        &app,
+        &format!(
+            "SELECT COUNT(*) FROM emails WHERE project_id = '{}' AND to_address = 'gone@example.com' \
+             AND status = 'suppressed'",
+            p.id
+        ),
+    )
+    .await;
+    assert_eq!(suppressed, 1);
 }
