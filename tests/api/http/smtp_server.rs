@@ -2,7 +2,8 @@
 //! for a real client's sessions, a raw client for the protocol's edges. The MX listener refuses
 //! every recipient but a real email's return path and the abuse address; a DSN at a return path
 //! bounces its email, a forged one (for another recipient) changes nothing; an oversize message
-//! is refused while it arrives and the session goes on; garbage is answered and too much of it
+//! is refused while it arrives and the session goes on (50 MB to a real `herald serve`, whose
+//! peak memory grows by at most the limit); garbage is answered and too much of it
 //! closes the session; a slow client is timed out; STARTTLS upgrades with the configured
 //! certificate; connections are capped per address.
 
@@ -649,4 +650,77 @@ async fn submission_speaks_tls_from_the_first_byte_on_its_implicit_tls_listener(
         .await;
     assert!(r.is(535, "5.7.8"), "{r:?}");
     assert!(c.cmd("QUIT").await.is(221, "2.0.0"));
+}
+
+/// The peak resident memory of process `pid` so far (`VmHWM`), in bytes.
+fn peak_rss(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let line = status
+        .lines()
+        .find(|l| l.starts_with("VmHWM:"))
+        .expect("VmHWM in /proc/<pid>/status");
+    let kb: u64 = line
+        .split_whitespace()
+        .nth(1)
+        .and_then(|n| n.parse().ok())
+        .unwrap();
+    kb * 1024
+}
+
+#[tokio::test]
+async fn a_50_mb_message_is_refused_without_the_servers_memory_growing_past_the_limit() {
+    // A real `herald serve` process, so that its memory is its own (the MX listener at its
+    // default limit of 25 MB).
+    let dir = tempfile::tempdir().unwrap();
+    let url = fresh_database_url(dir.path()).await;
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let listen = format!("127.0.0.1:{port}");
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_herald"));
+    cmd.args(["serve", "--database-url", &url, "--data-dir"])
+        .arg(dir.path())
+        .env("HERALD_INBOUND__LISTEN", &listen)
+        .env("HERALD_INBOUND__ABUSE_ADDRESS", ABUSE);
+    let served = crate::support::serve::Served::start(cmd, "warn", false).await;
+    let pid = served.child.id();
+    let addr: SocketAddr = listen.parse().unwrap();
+
+    let mut c = session(addr).await;
+    // Warm the session's path with a small message first, so the peak below is the big one's.
+    assert!(c.cmd("MAIL FROM:<>").await.is(250, "2.1.0"));
+    assert!(c.cmd(&format!("RCPT TO:<{ABUSE}>")).await.is(250, "2.1.5"));
+    let r = c.data(b"Subject: small\r\n\r\nhello\r\n").await;
+    assert!(r.is(250, "2.0.0"), "{r:?}");
+    let before = peak_rss(pid);
+
+    assert!(c.cmd("MAIL FROM:<>").await.is(250, "2.1.0"));
+    assert!(c.cmd(&format!("RCPT TO:<{ABUSE}>")).await.is(250, "2.1.5"));
+    let go = c.cmd("DATA").await;
+    assert_eq!(go.code, 354, "{go:?}");
+    // 50 MB in lines of 1,000 bytes, written a megabyte at a time (never held whole here either).
+    c.write(b"Subject: big\r\n\r\n").await;
+    let line = format!("{}\r\n", "x".repeat(998));
+    let chunk = line.repeat(1_000);
+    for _ in 0..50 {
+        c.write(chunk.as_bytes()).await;
+    }
+    c.write(b".\r\n").await;
+    let r = c.reply().await;
+    assert!(r.is(552, "5.3.4"), "{r:?}");
+    // It holds a message up to the limit (to read it once whole), never more: the peak grows
+    // by at most the limit and a few reads' worth, not by the 50 MB sent.
+    let limit = herald::config::Settings::default()
+        .inbound
+        .max_message_bytes as u64;
+    let grown = peak_rss(pid).saturating_sub(before);
+    assert!(
+        grown < limit + 4 * 1024 * 1024,
+        "the server's peak memory grew by {grown} bytes for a 50 MB message over a limit of {limit}"
+    );
+    // The session goes on.
+    assert!(c.cmd("NOOP").await.is(250, "2.0.0"));
+    drop(served);
 }
