@@ -6,7 +6,8 @@
 //! contact and puts the address on the project's suppression list (so that no email of any kind
 //! goes to it again), soft bounces are counted towards the soft-bounce rule (that many within
 //! the window, with no delivery between, list the address as a hard bounce), and the projects
-//! with a new hard bounce or complaint have their sending health measured once, at the end.
+//! with a new hard bounce or complaint have their sending health measured once, at the end
+//! (at most once per `services::security::MEASURE_EVERY` a project, then at its end).
 
 use crate::domain::event::SubscriptionSource;
 use crate::domain::ids::ProjectId;
@@ -141,10 +142,7 @@ impl DeliveryEvents {
             }
         }
         for project in &to_check {
-            if let Err(err) = self.health_guard.check(project).await {
-                // The events are applied; the next bounce or complaint measures again.
-                tracing::warn!(project_id = %project, error = %err, "could not check the project's sending health");
-            }
+            self.health_guard.check_soon(project).await;
         }
         Ok(result)
     }
