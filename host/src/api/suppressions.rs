@@ -116,7 +116,6 @@ pub struct AddSuppressions {
     /// 1 to 1,000 addresses (repeats count once).
     pub emails: Vec<String>,
     /// Why they are listed; `MANUAL` when absent.
-    #[oai(nullable)]
     pub reason: Option<ReasonBody>,
 }
 
