@@ -115,7 +115,9 @@ pub struct SuppressionPage {
 pub struct AddSuppressions {
     /// 1 to 1,000 addresses (repeats count once).
     pub emails: Vec<String>,
-    /// Why they are listed; `MANUAL` when absent.
+    /// Why they are listed; `MANUAL` when absent. (A plain optional enum: a nullable one is an
+    /// `allOf` that openapi-python-client refuses.)
+    #[oai(skip_serializing_if_is_none)]
     pub reason: Option<ReasonBody>,
 }
 
