@@ -81,7 +81,9 @@ async fn wait_job_at(
             "job did not finish: {}",
             r.body
         );
-        tokio::time::sleep(Duration::from_millis(50)).await;
+        // 300 reads a minute at most: well under the project's rate limit (1,000 a minute)
+        // however long the job takes.
+        tokio::time::sleep(Duration::from_millis(200)).await;
     }
 }
 
