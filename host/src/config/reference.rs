@@ -303,6 +303,12 @@ pub const SETTINGS: &[SettingDoc] = &[
         meaning: "Let the billing plugin call loopback and private addresses (a test double).",
     },
     SettingDoc {
+        keys: &["plugins.transport_http_allow_private"],
+        flag: None,
+        default: None,
+        meaning: "Let the provider transport plugins (`ses`, `postmark`, `mailgun`, `sendgrid`, `resend`) call loopback and private addresses (a test double at their `api_base`).",
+    },
+    SettingDoc {
         keys: &["plugins.billing_webhook_secret"],
         flag: None,
         default: Some("unset"),

@@ -15,6 +15,9 @@ pub struct Builtin {
     /// [`AOT_COMPATIBILITY`].
     pub precompiled: &'static [u8],
     grants: fn(&PluginSettings) -> Grants,
+    /// Settings (`plugins.settings.<name>.*`) it cannot work without: a start with one of them
+    /// unset stops with the setting named.
+    pub required: &'static [&'static str],
 }
 
 impl Builtin {
@@ -62,6 +65,33 @@ fn webhook(settings: &PluginSettings) -> Grants {
     }
 }
 
+/// The grants of a provider transport plugin (`ses`, `postmark`…): log, clock and HTTP to the
+/// provider's own hosts (`hosts`) and, when `plugins.settings.<plugin>.api_base` points it
+/// elsewhere, to that URL's host too; loopback and private addresses only with
+/// `plugins.transport_http_allow_private`.
+#[allow(dead_code)] // the provider transports call it as they land (issue #77)
+pub(crate) fn provider(settings: &PluginSettings, plugin: &str, hosts: &[&str]) -> Grants {
+    let mut allow: Vec<String> = hosts.iter().map(|h| h.to_string()).collect();
+    if let Some(host) = settings
+        .settings
+        .get(plugin)
+        .and_then(|s| s.get("api_base"))
+        .and_then(|base| reqwest::Url::parse(base).ok())
+        .and_then(|url| url.host_str().map(str::to_string))
+    {
+        allow.push(host);
+    }
+    Grants {
+        log: true,
+        clock: true,
+        http: Some(HttpGrant {
+            allow,
+            allow_private: settings.transport_http_allow_private,
+        }),
+        ..Grants::default()
+    }
+}
+
 /// The built-in plugins.
 pub static BUILTINS: [Builtin; 12] = [
     Builtin {
@@ -71,6 +101,7 @@ pub static BUILTINS: [Builtin; 12] = [
         bytes: component!("step_send_email"),
         precompiled: precompiled!("step_send_email"),
         grants: nothing,
+        required: &[],
     },
     Builtin {
         name: "delay",
@@ -79,6 +110,7 @@ pub static BUILTINS: [Builtin; 12] = [
         bytes: component!("step_delay"),
         precompiled: precompiled!("step_delay"),
         grants: clock,
+        required: &[],
     },
     Builtin {
         name: "wait-for-event",
@@ -87,6 +119,7 @@ pub static BUILTINS: [Builtin; 12] = [
         bytes: component!("step_wait_for_event"),
         precompiled: precompiled!("step_wait_for_event"),
         grants: clock,
+        required: &[],
     },
     Builtin {
         name: "condition",
@@ -95,6 +128,7 @@ pub static BUILTINS: [Builtin; 12] = [
         bytes: component!("step_condition"),
         precompiled: precompiled!("step_condition"),
         grants: clock,
+        required: &[],
     },
     Builtin {
         name: "webhook",
@@ -103,6 +137,7 @@ pub static BUILTINS: [Builtin; 12] = [
         bytes: component!("step_webhook"),
         precompiled: precompiled!("step_webhook"),
         grants: webhook,
+        required: &[],
     },
     Builtin {
         name: "update-contact",
@@ -111,6 +146,7 @@ pub static BUILTINS: [Builtin; 12] = [
         bytes: component!("step_update_contact"),
         precompiled: precompiled!("step_update_contact"),
         grants: nothing,
+        required: &[],
     },
     Builtin {
         name: "exit",
@@ -119,6 +155,7 @@ pub static BUILTINS: [Builtin; 12] = [
         bytes: component!("step_exit"),
         precompiled: precompiled!("step_exit"),
         grants: nothing,
+        required: &[],
     },
     Builtin {
         name: "outbox",
@@ -131,6 +168,7 @@ pub static BUILTINS: [Builtin; 12] = [
             outbox: true,
             ..Grants::default()
         },
+        required: &[],
     },
     Builtin {
         name: "smtp",
@@ -143,6 +181,7 @@ pub static BUILTINS: [Builtin; 12] = [
             smtp: true,
             ..Grants::default()
         },
+        required: &[],
     },
     Builtin {
         name: "default",
@@ -154,6 +193,7 @@ pub static BUILTINS: [Builtin; 12] = [
             dns: true,
             ..Grants::default()
         },
+        required: &[],
     },
     Builtin {
         name: "none",
@@ -162,6 +202,7 @@ pub static BUILTINS: [Builtin; 12] = [
         bytes: component!("billing_none"),
         precompiled: precompiled!("billing_none"),
         grants: nothing,
+        required: &[],
     },
     Builtin {
         name: "stripe",
@@ -178,6 +219,7 @@ pub static BUILTINS: [Builtin; 12] = [
             }),
             ..Grants::default()
         },
+        required: &[],
     },
 ];
 

@@ -52,6 +52,9 @@ pub struct PluginSettings {
     pub billing_http_allow: Vec<String>,
     /// Whether the billing plugin may call loopback and private addresses.
     pub billing_http_allow_private: bool,
+    /// Whether the provider transport plugins (`ses`, `postmark`, `mailgun`, `sendgrid`,
+    /// `resend`) may call loopback and private addresses (a test double at their `api_base`).
+    pub transport_http_allow_private: bool,
     /// The secret that payment webhooks are signed with (for `stripe`, the endpoint's `whsec_…`
     /// signing secret).
     pub billing_webhook_secret: Option<String>,
@@ -111,6 +114,7 @@ impl Default for PluginSettings {
             billing_http_allow: vec!["api.stripe.com".into()],
             billing_http_allow_private: false,
             billing_webhook_secret: None,
+            transport_http_allow_private: false,
             settings: std::collections::BTreeMap::new(),
             notify_secret: None,
             webhook_allow: vec!["*".into()],
