@@ -2,6 +2,7 @@
 
 pub mod dnsd;
 pub mod harness;
+pub mod hellomail;
 pub mod httpd;
 pub mod oidc;
 pub mod serve;
