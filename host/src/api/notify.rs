@@ -124,7 +124,11 @@ async fn receive(
         )
         .suggest("set plugins.notify_secret and send it in the x-herald-secret header"));
     }
-    let headers = header_pairs(req);
+    let mut headers = header_pairs(req);
+    // The raw query string, for plugins authenticated by a secret in the URL (`postmark`).
+    if let Some(query) = req.uri().query() {
+        headers.push((":query".to_string(), query.to_string()));
+    }
     let events = match state
         .plugins()
         .parse_notification(None, headers, body)
