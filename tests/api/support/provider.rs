@@ -114,6 +114,22 @@ impl Recorder {
     }
 }
 
+/// Asserts that the calls after the first, a failed one, carried its messages again, each the
+/// same (an email retried on its own schedule may go in a call of its own).
+pub fn assert_retried_alike(calls: &[Call]) {
+    let sorted = |calls: &[Call]| {
+        let mut all: Vec<String> = calls
+            .iter()
+            .flat_map(|c| c.body.as_array().cloned().unwrap_or_default())
+            .map(|m| m.to_string())
+            .collect();
+        all.sort();
+        all
+    };
+    assert!(calls.len() >= 2, "{calls:?}");
+    assert_eq!(sorted(&calls[..1]), sorted(&calls[1..]), "{calls:?}");
+}
+
 /// A JSON answer.
 pub fn json_response(status: u16, headers: &[(String, String)], body: &Value) -> Response {
     let mut r = Response::builder()
