@@ -16,7 +16,7 @@ use crate::support::harness::{TestApp, TestProject};
 use crate::support::postmark::{BATCH, FakePostmark, MAX_BATCH, SERVER_TOKEN};
 use crate::support::provider::assert_retried_alike;
 use crate::support::provider::herald_side::{
-    email, notify, queued_behind_a_held_call, retried_after, send, suppressed,
+    self, email, notify, queued_behind_a_held_call, retried_after, send, suppressed,
 };
 
 const WEBHOOK_SECRET: &str = "pm-webhook-secret";
@@ -25,38 +25,15 @@ fn b64(bytes: &[u8]) -> String {
     base64::engine::general_purpose::STANDARD.encode(bytes)
 }
 
-/// Delivery through `postmark` pointed at `pm`, one delivery worker, unverified senders.
-fn with_postmark(pm: &FakePostmark) -> impl FnOnce(&mut Settings) + use<> {
-    let base = pm.base();
-    move |s: &mut Settings| {
-        s.jobs_poll_interval_ms = 20;
-        s.jobs_concurrency = 1;
-        s.domains.allow_unverified = true;
-        s.plugins.transport = "postmark".into();
-        s.plugins.transport_http_allow_private = true;
-        s.plugins.settings.insert(
-            "postmark".into(),
-            BTreeMap::from([
-                ("server_token".into(), SERVER_TOKEN.into()),
-                ("api_base".into(), base),
-                ("message_stream".into(), "receipts".into()),
-                ("webhook_secret".into(), WEBHOOK_SECRET.into()),
-            ]),
-        );
-        // The gate of `/webhooks/notify` until each transport has its own receiver.
-        s.plugins.notify_secret = Some("notify-secret-unused".into());
-    }
-}
-
+/// Herald delivering through `postmark` pointed at `pm`.
 async fn start(pm: &FakePostmark, adjust: impl FnOnce(&mut Settings)) -> (TestApp, TestProject) {
-    let settings = with_postmark(pm);
-    let app = TestApp::spawn_with(|s| {
-        settings(s);
-        adjust(s);
-    })
-    .await;
-    let p = app.project().await;
-    (app, p)
+    let settings = [
+        ("server_token", SERVER_TOKEN.to_string()),
+        ("api_base", pm.base()),
+        ("message_stream", "receipts".to_string()),
+        ("webhook_secret", WEBHOOK_SECRET.to_string()),
+    ];
+    herald_side::start("postmark", &settings, adjust).await
 }
 
 fn basic(user: &str, password: &str) -> (&'static str, String) {
@@ -246,6 +223,7 @@ async fn a_429_defers_with_postmarks_retry_after_and_a_refused_call_fails_its_em
 
 #[tokio::test]
 async fn a_429_is_retried_no_sooner_than_its_retry_after() {
+    // The queue reads the plugin's `(retry after N s)` (jobs/deliver.rs, issue #77 routing).
     let pm = FakePostmark::start().await;
     let (app, p) = start(&pm, |_| {}).await;
     pm.calls.script(

@@ -5,7 +5,6 @@
 //! queue; webhooks are verified as Svix signs them (good, wrong secret, stale, altered) and each
 //! event kind applies (bounces and complaints suppress).
 
-use std::collections::BTreeMap;
 use std::time::Duration;
 
 use base64::Engine;
@@ -17,7 +16,7 @@ use crate::http::send::email_with_status;
 use crate::support::harness::{TestApp, TestProject};
 use crate::support::provider::assert_retried_alike;
 use crate::support::provider::herald_side::{
-    email, notify, queued_behind_a_held_call, retried_after, send, suppressed,
+    self, email, notify, queued_behind_a_held_call, retried_after, send, suppressed,
 };
 use crate::support::resend::{API_KEY, BATCH, FakeResend, MAX_BATCH, SINGLE};
 
@@ -28,40 +27,14 @@ fn b64(bytes: &[u8]) -> String {
     base64::engine::general_purpose::STANDARD.encode(bytes)
 }
 
-/// Delivery through `resend` pointed at `rs`, one delivery worker, unverified senders.
-fn with_resend(rs: &FakeResend) -> impl FnOnce(&mut Settings) + use<> {
-    let base = rs.base();
-    move |s: &mut Settings| {
-        s.jobs_poll_interval_ms = 20;
-        s.jobs_concurrency = 1;
-        s.domains.allow_unverified = true;
-        s.plugins.transport = "resend".into();
-        s.plugins.transport_http_allow_private = true;
-        s.plugins.settings.insert(
-            "resend".into(),
-            BTreeMap::from([
-                ("api_key".into(), API_KEY.into()),
-                ("api_base".into(), base),
-                (
-                    "webhook_secret".into(),
-                    format!("whsec_{}", b64(SIGNING_KEY)),
-                ),
-            ]),
-        );
-        // The gate of `/webhooks/notify` until each transport has its own receiver.
-        s.plugins.notify_secret = Some("notify-secret-unused".into());
-    }
-}
-
+/// Herald delivering through `resend` pointed at `rs`.
 async fn start(rs: &FakeResend, adjust: impl FnOnce(&mut Settings)) -> (TestApp, TestProject) {
-    let settings = with_resend(rs);
-    let app = TestApp::spawn_with(|s| {
-        settings(s);
-        adjust(s);
-    })
-    .await;
-    let p = app.project().await;
-    (app, p)
+    let settings = [
+        ("api_key", API_KEY.to_string()),
+        ("api_base", rs.base()),
+        ("webhook_secret", format!("whsec_{}", b64(SIGNING_KEY))),
+    ];
+    herald_side::start("resend", &settings, adjust).await
 }
 
 #[tokio::test]
@@ -238,6 +211,7 @@ async fn a_429_defers_with_resends_retry_after() {
 
 #[tokio::test]
 async fn a_429_is_retried_no_sooner_than_its_retry_after() {
+    // The queue reads the plugin's `(retry after N s)` (jobs/deliver.rs, issue #77 routing).
     let rs = FakeResend::start().await;
     let (app, p) = start(&rs, |_| {}).await;
     rs.calls.script(

@@ -157,10 +157,41 @@ pub mod herald_side {
     use std::collections::HashMap;
     use std::time::{Duration, Instant};
 
+    use herald::config::Settings;
     use serde_json::{Value, json};
 
     use super::Recorder;
     use crate::support::harness::{Reply, TestApp, TestProject, read};
+
+    /// Starts Herald delivering through the transport plugin `plugin` with `settings` (the
+    /// double's `api_base` among them), one delivery worker, unverified senders, then `adjust`;
+    /// answers it with a project.
+    pub async fn start(
+        plugin: &str,
+        settings: &[(&str, String)],
+        adjust: impl FnOnce(&mut Settings),
+    ) -> (TestApp, TestProject) {
+        let app = TestApp::spawn_with(|s| {
+            s.jobs_poll_interval_ms = 20;
+            s.jobs_concurrency = 1;
+            s.domains.allow_unverified = true;
+            s.plugins.transport = plugin.into();
+            s.plugins.transport_http_allow_private = true;
+            s.plugins.settings.insert(
+                plugin.into(),
+                settings
+                    .iter()
+                    .map(|(k, v)| (k.to_string(), v.clone()))
+                    .collect(),
+            );
+            // The gate of `/webhooks/notify` until each transport has its own receiver.
+            s.plugins.notify_secret = Some("notify-secret-unused".into());
+            adjust(s);
+        })
+        .await;
+        let p = app.project().await;
+        (app, p)
+    }
 
     /// Sends `body` (with `from: Acme <hello@acme.test>`, a subject and an HTML body unless
     /// given) to `to` through `/v1/send`, and answers the email id of each recipient by address.
