@@ -376,6 +376,16 @@ async fn each_webhook_record_applies_and_bounces_and_complaints_suppress() {
         assert_eq!(r.status, 200, "{}", r.body);
         assert_eq!(r.body["applied"], 1, "{record}: {}", r.body);
     }
+    // A bounce record that is no bounce (an auto-reply): nothing to apply.
+    let auto = bounce(
+        "AutoResponder",
+        64,
+        &ids["done@example.com"],
+        "done@example.com",
+        false,
+    );
+    let r = notify(&app, "", &auth, &auto.to_string()).await;
+    assert_eq!(r.body, json!({ "received": 0, "applied": 0, "ignored": 0 }));
     email_with_status(&app, &p, &ids["hard@example.com"], "bounced").await;
     email_with_status(&app, &p, &ids["spam@example.com"], "complained").await;
     email_with_status(&app, &p, &ids["done@example.com"], "delivered").await;
