@@ -58,7 +58,12 @@ const GROUPS: [Group; 6] = [
     },
     Group {
         manifest: "plugins/Cargo.toml",
-        packages: &["transport-outbox", "transport-smtp"],
+        packages: &[
+            "transport-outbox",
+            "transport-smtp",
+            "transport-postmark",
+            "transport-resend",
+        ],
     },
     Group {
         manifest: "plugins/Cargo.toml",

@@ -31,6 +31,8 @@ mod smtp_submission;
 mod suppressions;
 mod templates;
 mod transport_notify;
+mod transport_postmark;
+mod transport_resend;
 mod upgrades;
 mod uploads;
 mod verify;
