@@ -58,7 +58,7 @@ const GROUPS: [Group; 5] = [
     },
     Group {
         manifest: "plugins/Cargo.toml",
-        packages: &["transport-outbox", "transport-smtp"],
+        packages: &["transport-outbox", "transport-smtp", "transport-ses"],
     },
     Group {
         manifest: "plugins/Cargo.toml",

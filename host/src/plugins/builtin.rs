@@ -69,7 +69,6 @@ fn webhook(settings: &PluginSettings) -> Grants {
 /// provider's own hosts (`hosts`) and, when `plugins.settings.<plugin>.api_base` points it
 /// elsewhere, to that URL's host too; loopback and private addresses only with
 /// `plugins.transport_http_allow_private`.
-#[allow(dead_code)] // the provider transports call it as they land (issue #77)
 pub(crate) fn provider(settings: &PluginSettings, plugin: &str, hosts: &[&str]) -> Grants {
     let mut allow: Vec<String> = hosts.iter().map(|h| h.to_string()).collect();
     if let Some(host) = settings
@@ -92,8 +91,45 @@ pub(crate) fn provider(settings: &PluginSettings, plugin: &str, hosts: &[&str]) 
     }
 }
 
+/// The grants of `ses`: the SES API and SNS hosts of the configured region
+/// (`email.<region>.amazonaws.com`, `sns.<region>.amazonaws.com`; none while no valid region is
+/// set, when the plugin cannot work anyway), `api_base`'s host and `sns_base`'s host (a test
+/// double's). The allowlist's patterns match a leading `*.` only, so the region is spelled out.
+fn ses(settings: &PluginSettings) -> Grants {
+    let table = settings.settings.get("ses");
+    let region = table
+        .and_then(|s| s.get("region"))
+        .map(|r| r.trim().to_ascii_lowercase())
+        .filter(|r| {
+            !r.is_empty()
+                && r.bytes()
+                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        });
+    let hosts: Vec<String> = region
+        .iter()
+        .flat_map(|region| {
+            [
+                format!("email.{region}.amazonaws.com"),
+                format!("sns.{region}.amazonaws.com"),
+            ]
+        })
+        .collect();
+    let hosts: Vec<&str> = hosts.iter().map(String::as_str).collect();
+    let mut grants = provider(settings, "ses", &hosts);
+    if let (Some(http), Some(host)) = (
+        grants.http.as_mut(),
+        table
+            .and_then(|s| s.get("sns_base"))
+            .and_then(|base| reqwest::Url::parse(base).ok())
+            .and_then(|url| url.host_str().map(str::to_string)),
+    ) {
+        http.allow.push(host);
+    }
+    grants
+}
+
 /// The built-in plugins.
-pub static BUILTINS: [Builtin; 12] = [
+pub static BUILTINS: [Builtin; 13] = [
     Builtin {
         name: "send-email",
         world: World::Step,
@@ -182,6 +218,15 @@ pub static BUILTINS: [Builtin; 12] = [
             ..Grants::default()
         },
         required: &[],
+    },
+    Builtin {
+        name: "ses",
+        world: World::Transport,
+        description: "Amazon SES API v2 (SigV4-signed), notifications through Amazon SNS",
+        bytes: component!("transport_ses"),
+        precompiled: precompiled!("transport_ses"),
+        grants: ses,
+        required: &["access_key_id", "secret_access_key", "region"],
     },
     Builtin {
         name: "default",

@@ -30,6 +30,7 @@ mod smtp_server;
 mod smtp_submission;
 mod suppressions;
 mod templates;
+mod transport_ses;
 mod upgrades;
 mod uploads;
 mod verify;

@@ -5,6 +5,7 @@ pub mod harness;
 pub mod httpd;
 pub mod oidc;
 pub mod serve;
+pub mod ses;
 pub mod smtp_client;
 pub mod smtpd;
 pub mod stripe;
