@@ -255,12 +255,12 @@ fn authenticate(message: &Value, sns_base: &str, now: i64) -> Result<(), String>
     let key = sns::public_key(&pem)?;
     sns::verify(message, &key)?;
     let topic = message["TopicArn"].as_str().unwrap_or("");
-    if let Some(topics) = setting("topic_arn") {
-        if !topics.split(',').any(|t| t.trim() == topic) {
-            return Err(not_authenticated(format!(
-                "topic {topic} is not in plugins.settings.ses.topic_arn"
-            )));
-        }
+    if let Some(topics) = setting("topic_arn")
+        && !topics.split(',').any(|t| t.trim() == topic)
+    {
+        return Err(not_authenticated(format!(
+            "topic {topic} is not in plugins.settings.ses.topic_arn"
+        )));
     }
     let at = message["Timestamp"]
         .as_str()

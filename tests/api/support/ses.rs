@@ -121,16 +121,17 @@ fn hmac(key: &[u8], data: &str) -> Vec<u8> {
     mac.finalize().into_bytes().to_vec()
 }
 
-/// Checks the request's SigV4 `Authorization` as SES does; the error answer otherwise.
-fn check_signature(req: &Request, body: &[u8]) -> Result<(), Response> {
-    let invalid = |message: &str| Err(error(403, "InvalidSignatureException", message, None));
+/// Why SES refuses a request's signature: its error type and message (a 403).
+type Refusal = (&'static str, String);
+
+/// Checks the request's SigV4 `Authorization` as SES does.
+fn check_signature(req: &Request, body: &[u8]) -> Result<(), Refusal> {
+    let invalid = |message: &str| Err(("InvalidSignatureException", message.to_string()));
     let header = |name: &str| req.header(name).map(str::to_string);
     let Some(auth) = header("authorization") else {
-        return Err(error(
-            403,
+        return Err((
             "MissingAuthenticationTokenException",
-            "Missing Authentication Token",
-            None,
+            "Missing Authentication Token".into(),
         ));
     };
     let Some(fields) = auth.strip_prefix("AWS4-HMAC-SHA256 ") else {
@@ -161,11 +162,9 @@ fn check_signature(req: &Request, body: &[u8]) -> Result<(), Response> {
         return invalid("Credential should be scoped to a valid region, service and request");
     }
     if scope[0] != ACCESS_KEY_ID {
-        return Err(error(
-            403,
+        return Err((
             "UnrecognizedClientException",
-            "The security token included in the request is invalid.",
-            None,
+            "The security token included in the request is invalid.".into(),
         ));
     }
     if scope[2] != REGION || scope[3] != "ses" {
@@ -230,13 +229,11 @@ fn check_signature(req: &Request, body: &[u8]) -> Result<(), Response> {
 #[handler]
 fn send_email(req: &Request, body: Vec<u8>, state: Data<&Arc<Mutex<SesState>>>) -> Response {
     let bad = |message: &str| error(400, "BadRequestException", message, None);
-    if let Err(denied) = check_signature(req, &body) {
+    if let Err((kind, message)) = check_signature(req, &body) {
         let mut state = state.lock().unwrap();
         state.calls += 1;
-        state
-            .refused
-            .push((denied.status().as_u16(), "signature".into()));
-        return denied;
+        state.refused.push((403, kind.into()));
+        return error(403, kind, &message, None);
     }
     let mut state = state.lock().unwrap();
     state.calls += 1;
