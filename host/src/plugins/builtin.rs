@@ -279,3 +279,63 @@ pub const STEP_TYPES: [(&str, &str); 7] = [
     ("UPDATE_CONTACT", "update-contact"),
     ("EXIT", "exit"),
 ];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ses_grants(table: &[(&str, &str)], allow_private: bool) -> HttpGrant {
+        let mut settings = PluginSettings {
+            transport_http_allow_private: allow_private,
+            ..PluginSettings::default()
+        };
+        settings.settings.insert(
+            "ses".into(),
+            table
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+        );
+        let grants = ses(&settings);
+        assert!(grants.log && grants.clock && !grants.smtp && !grants.dns);
+        grants.http.expect("http")
+    }
+
+    #[test]
+    fn ses_may_call_its_regions_hosts_and_its_bases_only() {
+        let http = ses_grants(&[("region", "eu-west-1")], false);
+        assert_eq!(
+            http.allow,
+            [
+                "email.eu-west-1.amazonaws.com",
+                "sns.eu-west-1.amazonaws.com"
+            ]
+        );
+        assert!(!http.allow_private);
+        let http = ses_grants(
+            &[
+                ("region", "us-east-1"),
+                ("api_base", "http://127.0.0.1:8025"),
+                ("sns_base", "http://sns.double.test:9000/"),
+            ],
+            true,
+        );
+        assert_eq!(
+            http.allow,
+            [
+                "email.us-east-1.amazonaws.com",
+                "sns.us-east-1.amazonaws.com",
+                "127.0.0.1",
+                "sns.double.test"
+            ]
+        );
+        assert!(http.allow_private);
+        // A region that is not one names no host.
+        assert!(
+            ses_grants(&[("region", "evil.test/x")], false)
+                .allow
+                .is_empty()
+        );
+        assert!(ses_grants(&[], false).allow.is_empty());
+    }
+}
