@@ -12,7 +12,7 @@
 //! (required), `session_token`, `configuration_set`, `topic_arn` (comma-separated topics whose
 //! notifications are accepted; any topic when unset), `api_base` (default
 //! `https://email.<region>.amazonaws.com`) and `sns_base` (default
-//! `https://sns.<region>.amazonaws.com`; for tests against a double only).
+//! `https://sns.<region>.amazonaws.com`; for a test double, or the China regions' `.com.cn` hosts).
 
 mod events;
 mod sigv4;
