@@ -63,6 +63,7 @@ const GROUPS: [Group; 6] = [
             "transport-smtp",
             "transport-postmark",
             "transport-resend",
+            "transport-ses",
         ],
     },
     Group {

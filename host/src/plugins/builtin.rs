@@ -91,8 +91,45 @@ pub(crate) fn provider(settings: &PluginSettings, plugin: &str, hosts: &[&str]) 
     }
 }
 
+/// The grants of `ses`: the SES API and SNS hosts of the configured region
+/// (`email.<region>.amazonaws.com`, `sns.<region>.amazonaws.com`; none while no valid region is
+/// set, when the plugin cannot work anyway), `api_base`'s host and `sns_base`'s host (a test
+/// double's). The allowlist's patterns match a leading `*.` only, so the region is spelled out.
+fn ses(settings: &PluginSettings) -> Grants {
+    let table = settings.settings.get("ses");
+    let region = table
+        .and_then(|s| s.get("region"))
+        .map(|r| r.trim().to_ascii_lowercase())
+        .filter(|r| {
+            !r.is_empty()
+                && r.bytes()
+                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        });
+    let hosts: Vec<String> = region
+        .iter()
+        .flat_map(|region| {
+            [
+                format!("email.{region}.amazonaws.com"),
+                format!("sns.{region}.amazonaws.com"),
+            ]
+        })
+        .collect();
+    let hosts: Vec<&str> = hosts.iter().map(String::as_str).collect();
+    let mut grants = provider(settings, "ses", &hosts);
+    if let (Some(http), Some(host)) = (
+        grants.http.as_mut(),
+        table
+            .and_then(|s| s.get("sns_base"))
+            .and_then(|base| reqwest::Url::parse(base).ok())
+            .and_then(|url| url.host_str().map(str::to_string)),
+    ) {
+        http.allow.push(host);
+    }
+    grants
+}
+
 /// The built-in plugins.
-pub static BUILTINS: [Builtin; 14] = [
+pub static BUILTINS: [Builtin; 15] = [
     Builtin {
         name: "send-email",
         world: World::Step,
@@ -201,6 +238,15 @@ pub static BUILTINS: [Builtin; 14] = [
         required: &["api_key"],
     },
     Builtin {
+        name: "ses",
+        world: World::Transport,
+        description: "Amazon SES API v2 (SigV4-signed), notifications through Amazon SNS",
+        bytes: component!("transport_ses"),
+        precompiled: precompiled!("transport_ses"),
+        grants: ses,
+        required: &["access_key_id", "secret_access_key", "region"],
+    },
+    Builtin {
         name: "default",
         world: World::DnsVerifier,
         description: "DKIM, SPF, return-path MX and DMARC records",
@@ -251,3 +297,63 @@ pub const STEP_TYPES: [(&str, &str); 7] = [
     ("UPDATE_CONTACT", "update-contact"),
     ("EXIT", "exit"),
 ];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ses_grants(table: &[(&str, &str)], allow_private: bool) -> HttpGrant {
+        let mut settings = PluginSettings {
+            transport_http_allow_private: allow_private,
+            ..PluginSettings::default()
+        };
+        settings.settings.insert(
+            "ses".into(),
+            table
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+        );
+        let grants = ses(&settings);
+        assert!(grants.log && grants.clock && !grants.smtp && !grants.dns);
+        grants.http.expect("http")
+    }
+
+    #[test]
+    fn ses_may_call_its_regions_hosts_and_its_bases_only() {
+        let http = ses_grants(&[("region", "eu-west-1")], false);
+        assert_eq!(
+            http.allow,
+            [
+                "email.eu-west-1.amazonaws.com",
+                "sns.eu-west-1.amazonaws.com"
+            ]
+        );
+        assert!(!http.allow_private);
+        let http = ses_grants(
+            &[
+                ("region", "us-east-1"),
+                ("api_base", "http://127.0.0.1:8025"),
+                ("sns_base", "http://sns.double.test:9000/"),
+            ],
+            true,
+        );
+        assert_eq!(
+            http.allow,
+            [
+                "email.us-east-1.amazonaws.com",
+                "sns.us-east-1.amazonaws.com",
+                "127.0.0.1",
+                "sns.double.test"
+            ]
+        );
+        assert!(http.allow_private);
+        // A region that is not one names no host.
+        assert!(
+            ses_grants(&[("region", "evil.test/x")], false)
+                .allow
+                .is_empty()
+        );
+        assert!(ses_grants(&[], false).allow.is_empty());
+    }
+}

@@ -33,6 +33,7 @@ mod templates;
 mod transport_notify;
 mod transport_postmark;
 mod transport_resend;
+mod transport_ses;
 mod upgrades;
 mod uploads;
 mod verify;

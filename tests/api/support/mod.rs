@@ -9,6 +9,7 @@ pub mod postmark;
 pub mod provider;
 pub mod resend;
 pub mod serve;
+pub mod ses;
 pub mod smtp_client;
 pub mod smtpd;
 pub mod stripe;
