@@ -58,7 +58,12 @@ const GROUPS: [Group; 5] = [
     },
     Group {
         manifest: "plugins/Cargo.toml",
-        packages: &["transport-outbox", "transport-smtp"],
+        packages: &[
+            "transport-outbox",
+            "transport-smtp",
+            "transport-mailgun",
+            "transport-sendgrid",
+        ],
     },
     Group {
         manifest: "plugins/Cargo.toml",

@@ -104,10 +104,12 @@ pub fn body(id: &str, recipients: &[String], raw: &[u8]) -> Result<Value, String
                 "content".into(),
                 json!(base64::engine::general_purpose::STANDARD.encode(part.contents())),
             );
-            a.insert(
-                "filename".into(),
-                json!(part.attachment_name().unwrap_or("attachment")),
-            );
+            // SendGrid requires a filename; inline parts often have only their Content-ID.
+            let filename = part
+                .attachment_name()
+                .or_else(|| part.content_id().map(|cid| cid.trim_matches(['<', '>'])))
+                .unwrap_or("attachment");
+            a.insert("filename".into(), json!(filename));
             if let Some(ct) = part.content_type() {
                 let kind = match ct.subtype() {
                     Some(sub) => format!("{}/{sub}", ct.ctype()),

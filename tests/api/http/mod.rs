@@ -30,6 +30,8 @@ mod smtp_server;
 mod smtp_submission;
 mod suppressions;
 mod templates;
+mod transport_mailgun;
+mod transport_sendgrid;
 mod upgrades;
 mod uploads;
 mod verify;

@@ -3,7 +3,10 @@
 pub mod dnsd;
 pub mod harness;
 pub mod httpd;
+pub mod mailgun;
 pub mod oidc;
+pub mod providers;
+pub mod sendgrid;
 pub mod serve;
 pub mod smtp_client;
 pub mod smtpd;
