@@ -92,7 +92,7 @@ pub(crate) fn provider(settings: &PluginSettings, plugin: &str, hosts: &[&str]) 
 }
 
 /// The built-in plugins.
-pub static BUILTINS: [Builtin; 14] = [
+pub static BUILTINS: [Builtin; 16] = [
     Builtin {
         name: "send-email",
         world: World::Step,
@@ -198,6 +198,24 @@ pub static BUILTINS: [Builtin; 14] = [
         bytes: component!("transport_sendgrid"),
         precompiled: precompiled!("transport_sendgrid"),
         grants: |s| provider(s, "sendgrid", &["api.sendgrid.com"]),
+        required: &["api_key"],
+    },
+    Builtin {
+        name: "postmark",
+        world: World::Transport,
+        description: "deliver through Postmark's batch API, with its bounce, complaint, delivery, open and click webhooks",
+        bytes: component!("transport_postmark"),
+        precompiled: precompiled!("transport_postmark"),
+        grants: |s| provider(s, "postmark", &["api.postmarkapp.com"]),
+        required: &["server_token"],
+    },
+    Builtin {
+        name: "resend",
+        world: World::Transport,
+        description: "deliver through Resend's batch API, with its Svix-signed webhooks",
+        bytes: component!("transport_resend"),
+        precompiled: precompiled!("transport_resend"),
+        grants: |s| provider(s, "resend", &["api.resend.com"]),
         required: &["api_key"],
     },
     Builtin {

@@ -21,8 +21,6 @@ use crate::support::providers::{
     email_ids, error_message, history_mentions, suppressions, unix_now as now,
 };
 
-const NOTIFY_SECRET: &str = "notify-secret-mailgun";
-
 /// Herald configured with the `mailgun` transport on `mailgun`, `settings` overlaid on the
 /// plugin's defaults of the tests.
 fn configure<'a>(
@@ -35,7 +33,6 @@ fn configure<'a>(
         s.jobs_poll_interval_ms = 20;
         s.plugins.transport = "mailgun".into();
         s.plugins.transport_http_allow_private = true;
-        s.plugins.notify_secret = Some(NOTIFY_SECRET.into());
         let mut table = BTreeMap::from([
             ("api_key".to_string(), API_KEY.to_string()),
             ("api_base".to_string(), mailgun.base()),

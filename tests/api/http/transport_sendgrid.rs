@@ -48,7 +48,6 @@ async fn setup(overrides: &[(&str, &str)]) -> Setup {
         s.jobs_poll_interval_ms = 20;
         s.plugins.transport = "sendgrid".into();
         s.plugins.transport_http_allow_private = true;
-        s.plugins.notify_secret = Some("notify-secret-sendgrid".into());
         s.plugins.settings.insert("sendgrid".into(), table);
     })
     .await;

@@ -2,10 +2,14 @@
 
 pub mod dnsd;
 pub mod harness;
+pub mod hellomail;
 pub mod httpd;
 pub mod mailgun;
 pub mod oidc;
+pub mod postmark;
+pub mod provider;
 pub mod providers;
+pub mod resend;
 pub mod sendgrid;
 pub mod serve;
 pub mod smtp_client;

@@ -6,13 +6,12 @@ use serde_json::Value;
 
 use super::harness::{Reply, TestApp, TestProject, read};
 
-/// Posts a notification of `transport`'s provider, as the provider would: the raw `body` with
-/// `headers`. (Through `/webhooks/notify`, the default transport's, until each transport has
-/// its own `/webhooks/notify/<transport>`.)
-pub async fn notify(app: &TestApp, _transport: &str, headers: HeaderMap, body: &str) -> Reply {
+/// Posts a notification of `transport`'s provider to `/webhooks/notify/<transport>`, as the
+/// provider would: the raw `body` with `headers`.
+pub async fn notify(app: &TestApp, transport: &str, headers: HeaderMap, body: &str) -> Reply {
     let r = app
         .client
-        .post(app.url("/webhooks/notify"))
+        .post(app.url(&format!("/webhooks/notify/{transport}")))
         .header("content-type", "application/json")
         .headers(headers)
         .body(body.to_string())

@@ -10,13 +10,34 @@ use crate::plugins::registry::LoadedPlugin;
 use crate::plugins::types::{DeliveryError, DeliveryEvent, OutgoingMessage, Receipt};
 use crate::plugins::{PluginError, Plugins, World};
 
+/// The built-in provider transports, which verify their provider's own signature on each
+/// notification. Every other transport (`smtp`, `outbox`, an external plugin) is authenticated
+/// by the shared secret `plugins.notify_secret` (header `x-herald-secret`), which the plugin is
+/// given to check. A list of those that may go without the secret, so that a transport this
+/// list does not know needs it.
+const SELF_AUTHENTICATING: [&str; 5] = ["ses", "postmark", "mailgun", "sendgrid", "resend"];
+
 impl Plugins {
-    /// The transport `name`, or `plugins.transport`.
-    fn transport(&self, name: Option<&str>) -> Result<Arc<LoadedPlugin>, PluginError> {
+    /// The transport `name`, or the deployment's default (`plugins.transport`).
+    ///
+    /// The one place a transport name resolves: every delivery and notification goes through
+    /// it. Today a transport name is the name of a loaded transport plugin (`smtp`, `ses`, an
+    /// external plugin…); named transports (`[transports.<name>]`) are to resolve here as well.
+    pub(crate) fn transport(&self, name: Option<&str>) -> Result<Arc<LoadedPlugin>, PluginError> {
         self.of_world(
             name.unwrap_or(&self.runtime.settings.transport),
             World::Transport,
         )
+    }
+
+    /// Whether the notifications of the transport `name` (default: `plugins.transport`) need
+    /// the shared secret `plugins.notify_secret`: those of `smtp`, `outbox` and external
+    /// plugins do (a plugin Herald does not ship gets the secret to check); the built-in
+    /// provider transports authenticate their provider's calls by themselves.
+    pub fn notifications_need_secret(&self, name: Option<&str>) -> Result<bool, PluginError> {
+        let plugin = self.transport(name)?;
+        let info = plugin.info();
+        Ok(info.origin != "built-in" || !SELF_AUTHENTICATING.contains(&info.name.as_str()))
     }
 
     /// Delivers a message through the transport `name` (default: `plugins.transport`). The
@@ -76,6 +97,7 @@ impl Plugins {
 
     /// Authenticates and parses an inbound provider notification with the transport `name`
     /// (default: `plugins.transport`); `plugins.notify_secret` is passed as the secret.
+    /// `headers` may carry the pseudo-header `:query` (the request's raw query string).
     #[instrument(skip_all, fields(plugin))]
     pub async fn parse_notification(
         &self,
