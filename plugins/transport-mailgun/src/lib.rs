@@ -31,6 +31,7 @@ use herald_sdk::http::{self, Request};
 use herald_sdk::transport::{
     DeliveryError, DeliveryEvent, Guest, Notification, OutgoingMessage, Receipt,
 };
+use provider_kit::deliver::{api_base, each, excerpt, required, setting};
 
 /// The settings' table, for messages.
 const TABLE: &str = "plugins.settings.mailgun";
@@ -46,12 +47,10 @@ struct Client {
 
 impl Client {
     fn from_settings() -> Result<Client, DeliveryError> {
-        let api_key = herald_sdk::settings::get("api_key")
-            .filter(|k| !k.is_empty())
-            .ok_or_else(|| DeliveryError::Permanent(format!("{TABLE}.api_key is not set")))?;
-        let base = match herald_sdk::settings::get("api_base").filter(|b| !b.is_empty()) {
-            Some(base) => base,
-            None => match herald_sdk::settings::get("region")
+        let api_key = required("mailgun", "api_key")?;
+        let base = match setting("api_base") {
+            Some(_) => api_base(""),
+            None => match setting("region")
                 .unwrap_or_default()
                 .to_ascii_lowercase()
                 .as_str()
@@ -67,9 +66,9 @@ impl Client {
             },
         };
         Ok(Client {
-            base: base.trim_end_matches('/').to_string(),
+            base,
             api_key,
-            domain: herald_sdk::settings::get("domain").filter(|d| !d.is_empty()),
+            domain: setting("domain"),
         })
     }
 
@@ -176,27 +175,13 @@ fn form_data(boundary: &str, recipients: &[String], mime: &[u8]) -> Vec<u8> {
     body
 }
 
-/// The value of the response header `name` (lower-case).
-fn header<'a>(response: &'a http::Response, name: &str) -> Option<&'a str> {
-    response
-        .headers
-        .iter()
-        .find(|(n, _)| n.eq_ignore_ascii_case(name))
-        .map(|(_, v)| v.trim())
-}
-
 /// What Mailgun's answer means for the message.
 fn answer(domain: &str, response: &http::Response) -> Result<Receipt, DeliveryError> {
     let body: serde_json::Value = serde_json::from_slice(&response.body).unwrap_or_default();
     let said = body["message"]
         .as_str()
         .map(str::to_string)
-        .unwrap_or_else(|| {
-            String::from_utf8_lossy(&response.body)
-                .chars()
-                .take(300)
-                .collect()
-        });
+        .unwrap_or_else(|| excerpt(&response.body));
     let status = response.status;
     match status {
         200..=299 => {
@@ -222,9 +207,7 @@ fn answer(domain: &str, response: &http::Response) -> Result<Receipt, DeliveryEr
              or set {TABLE}.domain (and {TABLE}.region)"
         ))),
         429 => {
-            let seconds = header(response, "retry-after")
-                .and_then(|v| v.parse::<u64>().ok())
-                .unwrap_or(60);
+            let seconds = provider_kit::retry_after(&response.headers);
             Err(DeliveryError::Transient(format!(
                 "rate limited by Mailgun (retry after {seconds} s)"
             )))
@@ -247,19 +230,17 @@ impl Guest for Mailgun {
         // messages.mime takes one message a call; the settings are read once for the batch.
         match Client::from_settings() {
             Ok(client) => messages.iter().map(|m| client.send(m)).collect(),
-            Err(e) => messages.iter().map(|_| Err(e.clone())).collect(),
+            Err(e) => each(messages.len(), &e),
         }
     }
 
     fn parse_notification(notification: Notification) -> Result<Vec<DeliveryEvent>, String> {
-        let key = herald_sdk::settings::get("webhook_signing_key")
-            .filter(|k| !k.is_empty())
-            .ok_or_else(|| {
-                format!(
-                    "the notification cannot be authenticated: {TABLE}.webhook_signing_key is \
+        let key = setting("webhook_signing_key").ok_or_else(|| {
+            format!(
+                "the notification cannot be authenticated: {TABLE}.webhook_signing_key is \
                      not set"
-                )
-            })?;
+            )
+        })?;
         webhook::parse(&notification.body, &key, herald_sdk::clock::now())
     }
 }

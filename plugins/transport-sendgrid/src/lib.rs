@@ -34,6 +34,8 @@ use herald_sdk::http::{self, Request};
 use herald_sdk::transport::{
     DeliveryError, DeliveryEvent, Guest, Notification, OutgoingMessage, Receipt,
 };
+use provider_kit::deliver::{api_base, each, excerpt, required, setting};
+use provider_kit::header;
 
 /// The settings' table, for messages.
 const TABLE: &str = "plugins.settings.sendgrid";
@@ -47,15 +49,9 @@ struct Client {
 
 impl Client {
     fn from_settings() -> Result<Client, DeliveryError> {
-        let api_key = herald_sdk::settings::get("api_key")
-            .filter(|k| !k.is_empty())
-            .ok_or_else(|| DeliveryError::Permanent(format!("{TABLE}.api_key is not set")))?;
-        let base = herald_sdk::settings::get("api_base")
-            .filter(|b| !b.is_empty())
-            .unwrap_or_else(|| "https://api.sendgrid.com".into());
         Ok(Client {
-            url: format!("{}/v3/mail/send", base.trim_end_matches('/')),
-            api_key,
+            url: format!("{}/v3/mail/send", api_base("https://api.sendgrid.com")),
+            api_key: required("sendgrid", "api_key")?,
         })
     }
 
@@ -83,14 +79,6 @@ impl Client {
     }
 }
 
-fn header<'a>(response: &'a http::Response, name: &str) -> Option<&'a str> {
-    response
-        .headers
-        .iter()
-        .find(|(n, _)| n.eq_ignore_ascii_case(name))
-        .map(|(_, v)| v.trim())
-}
-
 /// SendGrid's error messages (`{"errors": [{"message", "field"}]}`), joined.
 fn errors(body: &[u8]) -> String {
     let parsed: serde_json::Value = serde_json::from_slice(body).unwrap_or_default();
@@ -110,7 +98,7 @@ fn errors(body: &[u8]) -> String {
         })
         .unwrap_or_default();
     if listed.is_empty() {
-        String::from_utf8_lossy(body).chars().take(300).collect()
+        excerpt(body)
     } else {
         listed.join("; ")
     }
@@ -121,7 +109,7 @@ fn outcome(response: &http::Response, now: i64) -> Result<Receipt, DeliveryError
     let status = response.status;
     match status {
         200..=299 => Ok(Receipt {
-            provider_id: header(response, "x-message-id")
+            provider_id: header(&response.headers, "x-message-id")
                 .filter(|id| !id.is_empty())
                 .ok_or_else(|| {
                     DeliveryError::Transient(format!(
@@ -137,10 +125,10 @@ fn outcome(response: &http::Response, now: i64) -> Result<Receipt, DeliveryError
             errors(&response.body)
         ))),
         429 => {
-            let seconds = header(response, "retry-after")
-                .and_then(|v| v.parse::<i64>().ok())
+            let seconds = header(&response.headers, "retry-after")
+                .map(|_| provider_kit::retry_after(&response.headers) as i64)
                 .or_else(|| {
-                    header(response, "x-ratelimit-reset")
+                    header(&response.headers, "x-ratelimit-reset")
                         .and_then(|v| v.parse::<i64>().ok())
                         .map(|reset| reset - now)
                 })
@@ -170,19 +158,17 @@ impl Guest for SendGrid {
         // One call per message (see the module's docs); the settings are read once.
         match Client::from_settings() {
             Ok(client) => messages.iter().map(|m| client.send(m)).collect(),
-            Err(e) => messages.iter().map(|_| Err(e.clone())).collect(),
+            Err(e) => each(messages.len(), &e),
         }
     }
 
     fn parse_notification(notification: Notification) -> Result<Vec<DeliveryEvent>, String> {
-        let key = herald_sdk::settings::get("webhook_public_key")
-            .filter(|k| !k.is_empty())
-            .ok_or_else(|| {
-                format!(
-                    "the notification cannot be authenticated: {TABLE}.webhook_public_key is not \
+        let key = setting("webhook_public_key").ok_or_else(|| {
+            format!(
+                "the notification cannot be authenticated: {TABLE}.webhook_public_key is not \
                      set"
-                )
-            })?;
+            )
+        })?;
         let header = |name: &str| {
             notification
                 .headers

@@ -52,10 +52,21 @@ struct Setup {
     p: TestProject,
 }
 
-async fn setup(settings: &[(&str, &str)], mailgun_domains: &[&str]) -> Setup {
+/// Herald with the `mailgun` transport (`settings` overlaid, then `adjust`) on a fake with the
+/// sending domains `mailgun_domains`, and a project with the verified domain `acme.test`.
+async fn setup(
+    settings: &[(&str, &str)],
+    mailgun_domains: &[&str],
+    adjust: fn(&mut Settings),
+) -> Setup {
     let dns = DnsServer::start().await;
     let mailgun = FakeMailgun::start(mailgun_domains).await;
-    let app = TestApp::spawn_with(configure(&dns, &mailgun, settings)).await;
+    let configure = configure(&dns, &mailgun, settings);
+    let app = TestApp::spawn_with(|s: &mut Settings| {
+        configure(s);
+        adjust(s);
+    })
+    .await;
     let p = app.project().await;
     verified_domain(&app, &p, &dns, "acme.test").await;
     Setup {
@@ -117,7 +128,7 @@ async fn mailgun_sends_each_message_signed_with_its_id_and_a_refused_recipient_f
         mailgun,
         app,
         p,
-    } = setup(&[], &["acme.test"]).await;
+    } = setup(&[], &["acme.test"], |_| {}).await;
     let ids = send(
         &app,
         &p,
@@ -168,7 +179,7 @@ async fn mailgun_sends_each_message_signed_with_its_id_and_a_refused_recipient_f
 async fn mailgun_server_errors_defer_the_email_until_mailgun_takes_it() {
     let Setup {
         mailgun, app, p, ..
-    } = setup(&[], &["acme.test"]).await;
+    } = setup(&[], &["acme.test"], |_| {}).await;
     mailgun.fail_next(&[(503, None), (500, None)]);
     let id = send(&app, &p, &["ann@example.com"]).await.remove(0);
     let email = email_with_status(&app, &p, &id, "sent").await;
@@ -178,10 +189,31 @@ async fn mailgun_server_errors_defer_the_email_until_mailgun_takes_it() {
 }
 
 #[tokio::test]
-async fn mailgun_rate_limits_are_waited_out_for_the_retry_after() {
+async fn a_mailgun_429_defers_the_email_with_its_retry_after() {
+    // Given up once older than a second: the last error shows what the plugin reported.
     let Setup {
         mailgun, app, p, ..
-    } = setup(&[], &["acme.test"]).await;
+    } = setup(&[], &["acme.test"], |s| {
+        s.sending.retry_lifetime_seconds = 1
+    })
+    .await;
+    mailgun.fail_next(&[(429, Some(7)); 20]);
+    let id = send(&app, &p, &["ann@example.com"]).await.remove(0);
+    let email = email_with_status(&app, &p, &id, "failed").await;
+    let error = email["error"].as_str().unwrap();
+    assert!(
+        error.starts_with("gave up after")
+            && error.contains("rate limited by Mailgun (retry after 7 s)"),
+        "{email}"
+    );
+}
+
+#[tokio::test]
+async fn mailgun_rate_limits_are_waited_out_for_the_retry_after() {
+    // The queue reads the plugin's `(retry after N s)` (jobs/deliver.rs, issue #77 routing).
+    let Setup {
+        mailgun, app, p, ..
+    } = setup(&[], &["acme.test"], |_| {}).await;
     mailgun.fail_next(&[(429, Some(3))]);
     let id = send(&app, &p, &["ann@example.com"]).await.remove(0);
     let email = email_with_status(&app, &p, &id, "sent").await;
@@ -199,7 +231,7 @@ async fn mailgun_rate_limits_are_waited_out_for_the_retry_after() {
 #[tokio::test]
 async fn mailgun_refusing_the_key_or_the_domain_fails_the_email_with_what_to_fix() {
     // A wrong key: 401 from Mailgun.
-    let Setup { app, p, .. } = setup(&[("api_key", "key-wrong")], &["acme.test"]).await;
+    let Setup { app, p, .. } = setup(&[("api_key", "key-wrong")], &["acme.test"], |_| {}).await;
     let id = send(&app, &p, &["ann@example.com"]).await.remove(0);
     let email = email_with_status(&app, &p, &id, "failed").await;
     let error = email["error"].as_str().unwrap();
@@ -211,7 +243,7 @@ async fn mailgun_refusing_the_key_or_the_domain_fails_the_email_with_what_to_fix
 
     // The account sends from `mg.acme.test`: without the `domain` setting, 404 names the domain
     // tried; with `domain = "mg.{domain}"` the message goes to Mailgun's `mg.acme.test`.
-    let Setup { app, p, .. } = setup(&[], &["mg.acme.test"]).await;
+    let Setup { app, p, .. } = setup(&[], &["mg.acme.test"], |_| {}).await;
     let id = send(&app, &p, &["ann@example.com"]).await.remove(0);
     let email = email_with_status(&app, &p, &id, "failed").await;
     let error = email["error"].as_str().unwrap();
@@ -223,7 +255,7 @@ async fn mailgun_refusing_the_key_or_the_domain_fails_the_email_with_what_to_fix
     drop(app);
     let Setup {
         mailgun, app, p, ..
-    } = setup(&[("domain", "mg.{domain}")], &["mg.acme.test"]).await;
+    } = setup(&[("domain", "mg.{domain}")], &["mg.acme.test"], |_| {}).await;
     let id = send(&app, &p, &["ann@example.com"]).await.remove(0);
     email_with_status(&app, &p, &id, "sent").await;
     assert_eq!(mailgun.calls()[0].domain, "mg.acme.test");
@@ -231,7 +263,7 @@ async fn mailgun_refusing_the_key_or_the_domain_fails_the_email_with_what_to_fix
 
 #[tokio::test]
 async fn mailgun_webhooks_are_authenticated_and_each_event_kind_applies() {
-    let Setup { app, p, .. } = setup(&[], &["acme.test"]).await;
+    let Setup { app, p, .. } = setup(&[], &["acme.test"], |_| {}).await;
     let to = [
         "ann@example.com",
         "bob@example.com",

@@ -32,7 +32,7 @@ struct Setup {
 }
 
 /// Herald with the `sendgrid` transport on a fresh fake, `overrides` overlaid on the settings.
-async fn setup(overrides: &[(&str, &str)]) -> Setup {
+async fn setup(overrides: &[(&str, &str)], adjust: fn(&mut Settings)) -> Setup {
     let dns = DnsServer::start().await;
     let sendgrid = FakeSendGrid::start().await;
     let mut table = BTreeMap::from([
@@ -49,6 +49,7 @@ async fn setup(overrides: &[(&str, &str)]) -> Setup {
         s.plugins.transport = "sendgrid".into();
         s.plugins.transport_http_allow_private = true;
         s.plugins.settings.insert("sendgrid".into(), table);
+        adjust(s);
     })
     .await;
     let p = app.project().await;
@@ -101,7 +102,7 @@ async fn notify_signed(app: &TestApp, body: &str) -> Reply {
 async fn sendgrid_gets_the_fields_of_each_message_and_a_refused_recipient_fails_alone() {
     let Setup {
         sendgrid, app, p, ..
-    } = setup(&[]).await;
+    } = setup(&[], |_| {}).await;
     let b64 = |b: &[u8]| base64::engine::general_purpose::STANDARD.encode(b);
     let to = ["ann@example.com", "reject@example.com", "bob@example.com"];
     let r = app
@@ -226,7 +227,7 @@ async fn sendgrid_gets_the_fields_of_each_message_and_a_refused_recipient_fails_
 async fn sendgrid_server_errors_and_rate_limits_defer_the_email() {
     let Setup {
         sendgrid, app, p, ..
-    } = setup(&[]).await;
+    } = setup(&[], |_| {}).await;
     // A 502, then a 429 whose wait is only in X-RateLimit-Reset (2 s from now).
     sendgrid.fail_next(&[(502, None, None), (429, None, Some(now() + 2))]);
     let id = send_to(&app, &p, &["ann@example.com"]).await.remove(0);
@@ -237,10 +238,28 @@ async fn sendgrid_server_errors_and_rate_limits_defer_the_email() {
 }
 
 #[tokio::test]
-async fn sendgrid_rate_limits_are_waited_out_for_the_retry_after() {
+async fn a_sendgrid_429_defers_the_email_with_its_retry_after() {
+    // Given up once older than a second: the last error shows what the plugin reported.
     let Setup {
         sendgrid, app, p, ..
-    } = setup(&[]).await;
+    } = setup(&[], |s| s.sending.retry_lifetime_seconds = 1).await;
+    sendgrid.fail_next(&[(429, Some(7), None); 20]);
+    let id = send_to(&app, &p, &["ann@example.com"]).await.remove(0);
+    let email = email_with_status(&app, &p, &id, "failed").await;
+    let error = email["error"].as_str().unwrap();
+    assert!(
+        error.starts_with("gave up after")
+            && error.contains("rate limited by SendGrid (retry after 7 s)"),
+        "{email}"
+    );
+}
+
+#[tokio::test]
+async fn sendgrid_rate_limits_are_waited_out_for_the_retry_after() {
+    // The queue reads the plugin's `(retry after N s)` (jobs/deliver.rs, issue #77 routing).
+    let Setup {
+        sendgrid, app, p, ..
+    } = setup(&[], |_| {}).await;
     sendgrid.fail_next(&[(429, Some(3), None)]);
     let id = send_to(&app, &p, &["ann@example.com"]).await.remove(0);
     email_with_status(&app, &p, &id, "sent").await;
@@ -255,7 +274,7 @@ async fn sendgrid_rate_limits_are_waited_out_for_the_retry_after() {
 
 #[tokio::test]
 async fn sendgrid_refusing_the_key_fails_the_email_with_what_to_fix() {
-    let Setup { app, p, .. } = setup(&[("api_key", "SG.wrong")]).await;
+    let Setup { app, p, .. } = setup(&[("api_key", "SG.wrong")], |_| {}).await;
     let id = send_to(&app, &p, &["ann@example.com"]).await.remove(0);
     let email = email_with_status(&app, &p, &id, "failed").await;
     let error = email["error"].as_str().unwrap();
@@ -268,7 +287,7 @@ async fn sendgrid_refusing_the_key_fails_the_email_with_what_to_fix() {
 
 #[tokio::test]
 async fn sendgrid_event_webhooks_are_verified_and_each_event_kind_applies() {
-    let Setup { app, p, .. } = setup(&[]).await;
+    let Setup { app, p, .. } = setup(&[], |_| {}).await;
     let to = [
         "ann@example.com",
         "bob@example.com",
