@@ -61,6 +61,8 @@ const GROUPS: [Group; 6] = [
         packages: &[
             "transport-outbox",
             "transport-smtp",
+            "transport-mailgun",
+            "transport-sendgrid",
             "transport-postmark",
             "transport-resend",
             "transport-ses",

@@ -129,7 +129,7 @@ fn ses(settings: &PluginSettings) -> Grants {
 }
 
 /// The built-in plugins.
-pub static BUILTINS: [Builtin; 15] = [
+pub static BUILTINS: [Builtin; 17] = [
     Builtin {
         name: "send-email",
         world: World::Step,
@@ -218,6 +218,24 @@ pub static BUILTINS: [Builtin; 15] = [
             ..Grants::default()
         },
         required: &[],
+    },
+    Builtin {
+        name: "mailgun",
+        world: World::Transport,
+        description: "deliver through Mailgun's API (messages.mime) with its signed webhooks",
+        bytes: component!("transport_mailgun"),
+        precompiled: precompiled!("transport_mailgun"),
+        grants: |s| provider(s, "mailgun", &["api.mailgun.net", "api.eu.mailgun.net"]),
+        required: &["api_key"],
+    },
+    Builtin {
+        name: "sendgrid",
+        world: World::Transport,
+        description: "deliver through SendGrid's API (mail/send) with its signed Event Webhook",
+        bytes: component!("transport_sendgrid"),
+        precompiled: precompiled!("transport_sendgrid"),
+        grants: |s| provider(s, "sendgrid", &["api.sendgrid.com"]),
+        required: &["api_key"],
     },
     Builtin {
         name: "postmark",
