@@ -1,26 +1,16 @@
 //! The `transport` world: delivering messages and parsing provider notifications.
 
-use std::sync::Arc;
-
 use tracing::instrument;
 
 use crate::plugins::bindings::transport::exports::herald::plugin::mail_transport::Notification;
 use crate::plugins::call::call;
-use crate::plugins::registry::LoadedPlugin;
 use crate::plugins::types::{DeliveryError, DeliveryEvent, OutgoingMessage, Receipt};
 use crate::plugins::{PluginError, Plugins, World};
 
 impl Plugins {
-    /// The transport `name`, or `plugins.transport`.
-    fn transport(&self, name: Option<&str>) -> Result<Arc<LoadedPlugin>, PluginError> {
-        self.of_world(
-            name.unwrap_or(&self.runtime.settings.transport),
-            World::Transport,
-        )
-    }
-
-    /// Delivers a message through the transport `name` (default: `plugins.transport`). The
-    /// outer error is the plugin's failure; the inner one is the transport's answer.
+    /// Delivers a message through the transport `name` (resolved by [`Plugins::transport`];
+    /// default: `plugins.transport`). The outer error is the plugin's failure; the inner one is
+    /// the transport's answer.
     #[instrument(skip_all, fields(plugin, message = %message.id))]
     pub async fn deliver(
         &self,
@@ -40,8 +30,8 @@ impl Plugins {
     }
 
     /// Delivers a batch of messages (of one project) in one call of the transport `name`
-    /// (default: `plugins.transport`): one outcome per message, in order. The outer error is
-    /// the plugin's failure, which leaves every message of the batch undelivered as far as the
+    /// (resolved by [`Plugins::transport`]; default: `plugins.transport`): one outcome per
+    /// message, in order. The outer error is the plugin's failure, which leaves every message of the batch undelivered as far as the
     /// host knows; a plugin that answers a different number of outcomes is such a failure.
     #[instrument(skip_all, fields(plugin, messages = messages.len()))]
     pub async fn deliver_batch(
@@ -75,7 +65,8 @@ impl Plugins {
     }
 
     /// Authenticates and parses an inbound provider notification with the transport `name`
-    /// (default: `plugins.transport`); `plugins.notify_secret` is passed as the secret.
+    /// (resolved by [`Plugins::transport`]; default: `plugins.transport`);
+    /// `plugins.notify_secret` is passed as the secret.
     #[instrument(skip_all, fields(plugin))]
     pub async fn parse_notification(
         &self,
