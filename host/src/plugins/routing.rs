@@ -98,10 +98,12 @@ impl Plugins {
     /// `plugins.settings.<plugin>`.
     pub fn transport(&self, name: Option<&str>) -> Result<Arc<LoadedPlugin>, PluginError> {
         let name = name.unwrap_or(&self.runtime.settings.transport);
-        if let Some(route) = self.routes().get(name) {
+        // Named transports are lower-cased when read (the environment lower-cases them).
+        let named = name.to_ascii_lowercase();
+        if let Some(route) = self.routes().get(&named) {
             return Ok(route.clone());
         }
-        if let Some(config) = self.transports.get(name) {
+        if let Some(config) = self.transports.get(&named) {
             // Configured but not loaded (its plugin is missing; the start refuses that, a
             // reload may have dropped it since).
             return Err(PluginError::NotFound(format!(
@@ -318,7 +320,7 @@ impl Plugins {
     /// Checks that the transport name `name` (of `setting`) resolves: a named transport, or a
     /// loaded transport plugin with its required settings.
     fn check_transport_name(&self, name: &str, setting: &str) -> Result<(), SetupError> {
-        if self.transports.contains_key(name) {
+        if self.transports.contains_key(&name.to_ascii_lowercase()) {
             return Ok(());
         }
         match self.of_world(name, World::Transport) {
