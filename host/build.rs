@@ -1,4 +1,4 @@
-//! Builds the built-in plugins (`plugins/`), the test-only plugins and the SDK's example step for
+//! Builds the built-in plugins (`plugins/`), the test-only plugins and the SDK's examples for
 //! `wasm32-wasip2` and leaves the components in `OUT_DIR`, where `src/plugins/builtin.rs` embeds
 //! them. The guest crates live outside this workspace; they are built by a nested `cargo` with
 //! its own target directory (`target/plugins`) and a clean environment, so nothing of the outer
@@ -13,7 +13,7 @@ mod engine_config;
 
 /// Components built for the tests only; every other one is a built-in plugin
 /// (`host/src/plugins/builtin.rs`), compiled ahead of time so that no start of `herald` compiles it.
-const TEST_ONLY: [&str; 2] = ["test-hostile", "hello-step"];
+const TEST_ONLY: [&str; 3] = ["test-hostile", "hello-step", "hello-transport"];
 
 /// Environment variables passed to the nested cargo; everything else is cleared.
 const KEEP_ENV: [&str; 16] = [
@@ -42,7 +42,7 @@ struct Group {
     packages: &'static [&'static str],
 }
 
-const GROUPS: [Group; 5] = [
+const GROUPS: [Group; 6] = [
     Group {
         manifest: "plugins/Cargo.toml",
         packages: &[
@@ -58,7 +58,12 @@ const GROUPS: [Group; 5] = [
     },
     Group {
         manifest: "plugins/Cargo.toml",
-        packages: &["transport-outbox", "transport-smtp"],
+        packages: &[
+            "transport-outbox",
+            "transport-smtp",
+            "transport-postmark",
+            "transport-resend",
+        ],
     },
     Group {
         manifest: "plugins/Cargo.toml",
@@ -71,6 +76,10 @@ const GROUPS: [Group; 5] = [
     Group {
         manifest: "sdk/examples/hello-step/Cargo.toml",
         packages: &["hello-step"],
+    },
+    Group {
+        manifest: "sdk/examples/hello-transport/Cargo.toml",
+        packages: &["hello-transport"],
     },
 ];
 

@@ -1,13 +1,16 @@
-//! `POST /webhooks/notify`: notifications of the mail infrastructure (deliveries, bounces,
-//! complaints, opens, clicks, inbound mail). The active transport plugin authenticates and parses
-//! them; each event updates its email and the activity feed, and a hard bounce or a complaint
-//! unsubscribes the contact. An event applies only to an email sent to the address it names
-//! (otherwise it is ignored), so a message id quoted in someone else's mail changes nothing. The receiver is off until `plugins.notify_secret` is set, and a call
-//! the plugin does not accept changes nothing.
+//! `POST /webhooks/notify` and `POST /webhooks/notify/:transport`: notifications of the mail
+//! infrastructure (deliveries, bounces, complaints, opens, clicks, inbound mail). The
+//! transport's plugin (the default transport's, or the one the path names) authenticates and
+//! parses them; each event updates its email and the activity feed, and a hard bounce or a
+//! complaint unsubscribes the contact. An event applies only to an email sent to the address it
+//! names (otherwise it is ignored), so a message id quoted in someone else's mail changes
+//! nothing. The notifications of `smtp`, `outbox` and external plugins are refused until
+//! `plugins.notify_secret` is set (they check it); the built-in provider transports verify their
+//! provider's signature themselves. A call the plugin does not accept changes nothing.
 
 use poem::http::StatusCode;
 use poem::{Request, RequestBody};
-use poem_openapi::param::Header;
+use poem_openapi::param::{Header, Path};
 use poem_openapi::payload::{Json, ParsePayload, Payload};
 use poem_openapi::registry::{MetaMediaType, MetaRequest, MetaSchema, MetaSchemaRef};
 use poem_openapi::{ApiExtractor, ApiExtractorType, ExtractParamOptions, Object, OpenApi};
@@ -16,6 +19,7 @@ use super::ApiTags;
 use super::error::{ApiError, ErrorCode};
 use super::extract::header_pairs;
 use super::state::AppState;
+use crate::plugins::PluginError;
 
 /// A notification as the provider sends it, in whatever format and content type the active
 /// transport plugin understands (JSON, `message/rfc822` bounce reports, form posts…).
@@ -88,12 +92,14 @@ pub struct NotifyApi;
 impl NotifyApi {
     /// Receive delivery notifications
     ///
-    /// For the mail infrastructure, not for applications: the active transport plugin
-    /// authenticates the call (the built-ins compare `x-herald-secret` with
-    /// `plugins.notify_secret`) and parses the body into delivery events. Each event applies to
-    /// the email it names (`Message-ID` / `X-Herald-Message-Id`) when its recipient is that
-    /// email's; a hard bounce or a complaint unsubscribes the contact. Refused (403) until the
-    /// deployment sets `plugins.notify_secret`.
+    /// For the mail infrastructure, not for applications: the default transport's plugin
+    /// authenticates the call (`smtp` and `outbox` compare `x-herald-secret` with
+    /// `plugins.notify_secret`; a provider's plugin verifies the provider's signature) and parses
+    /// the body into delivery events. Each event applies to the email it names (`Message-ID` /
+    /// `X-Herald-Message-Id`) when its recipient is that email's; a hard bounce or a complaint
+    /// unsubscribes the contact. For `smtp`, `outbox` and external plugins, refused (403) until
+    /// the deployment sets `plugins.notify_secret`; a call the plugin does not authenticate is
+    /// refused (401) and one it cannot read (400), and either changes nothing.
     #[oai(
         path = "/webhooks/notify",
         method = "post",
@@ -108,26 +114,66 @@ impl NotifyApi {
         _secret: Header<Option<String>>,
         body: NotificationBody,
     ) -> Result<Json<NotifyResult>, ApiError> {
-        receive(&state, req, body.0).await
+        receive(&state, req, None, body.0).await
+    }
+
+    /// Receive a transport's delivery notifications
+    ///
+    /// As `POST /webhooks/notify`, for the transport the path names (the URL to give a
+    /// provider, e.g. `/webhooks/notify/postmark`): that transport's plugin authenticates and
+    /// parses the call; it sees the request's headers and, as the pseudo-header `:query`, its
+    /// raw query string. `404` when no transport has that name.
+    #[oai(
+        path = "/webhooks/notify/:transport",
+        method = "post",
+        operation_id = "receiveTransportNotification"
+    )]
+    async fn notify_transport(
+        &self,
+        state: poem::web::Data<&AppState>,
+        req: &Request,
+        /// The transport's name (`smtp`, `ses`, `postmark`…).
+        transport: Path<String>,
+        /// The shared secret of the built-in transports (a plugin may authenticate otherwise).
+        #[oai(name = "x-herald-secret")]
+        _secret: Header<Option<String>>,
+        body: NotificationBody,
+    ) -> Result<Json<NotifyResult>, ApiError> {
+        receive(&state, req, Some(&transport.0), body.0).await
     }
 }
 
-/// Authenticates, parses and applies one notification.
+/// Authenticates, parses and applies one notification for the transport `transport` (default:
+/// `plugins.transport`).
 async fn receive(
     state: &AppState,
     req: &Request,
+    transport: Option<&str>,
     body: Vec<u8>,
 ) -> Result<Json<NotifyResult>, ApiError> {
-    if state.settings().plugins.notify_secret.is_none() {
+    let plugins = state.plugins();
+    let needs_secret = match (plugins.notifications_need_secret(transport), transport) {
+        (Ok(needs), _) => needs,
+        (Err(PluginError::NotFound(_) | PluginError::WrongWorld { .. }), Some(name)) => {
+            return Err(ApiError::new(
+                StatusCode::NOT_FOUND,
+                ErrorCode::NotFound,
+                format!("no transport named `{name}`"),
+            )
+            .suggest(
+                "post to /webhooks/notify/<transport> with the name of a configured transport",
+            ));
+        }
+        (Err(err), _) => return Err(err.into()),
+    };
+    if needs_secret && state.settings().plugins.notify_secret.is_none() {
         return Err(ApiError::forbidden(
             "notifications are refused until the deployment sets plugins.notify_secret",
         )
         .suggest("set plugins.notify_secret and send it in the x-herald-secret header"));
     }
-    let headers = header_pairs(req);
-    let events = match state
-        .plugins()
-        .parse_notification(None, headers, body)
+    let events = match plugins
+        .parse_notification(transport, notification_headers(req), body)
         .await?
     {
         Ok(events) => events,
@@ -151,4 +197,15 @@ async fn receive(
         applied: applied.applied,
         ignored: applied.ignored,
     }))
+}
+
+/// The request's headers as the plugin sees them, with the raw query string (when the URL has
+/// one) as the pseudo-header `:query`: a provider may put its secret in the URL it calls.
+fn notification_headers(req: &Request) -> Vec<(String, String)> {
+    let mut headers = header_pairs(req);
+    headers.retain(|(name, _)| !name.starts_with(':'));
+    if let Some(query) = req.uri().query() {
+        headers.push((":query".to_string(), query.to_string()));
+    }
+    headers
 }

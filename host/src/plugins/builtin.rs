@@ -69,7 +69,6 @@ fn webhook(settings: &PluginSettings) -> Grants {
 /// provider's own hosts (`hosts`) and, when `plugins.settings.<plugin>.api_base` points it
 /// elsewhere, to that URL's host too; loopback and private addresses only with
 /// `plugins.transport_http_allow_private`.
-#[allow(dead_code)] // the provider transports call it as they land (issue #77)
 pub(crate) fn provider(settings: &PluginSettings, plugin: &str, hosts: &[&str]) -> Grants {
     let mut allow: Vec<String> = hosts.iter().map(|h| h.to_string()).collect();
     if let Some(host) = settings
@@ -93,7 +92,7 @@ pub(crate) fn provider(settings: &PluginSettings, plugin: &str, hosts: &[&str]) 
 }
 
 /// The built-in plugins.
-pub static BUILTINS: [Builtin; 12] = [
+pub static BUILTINS: [Builtin; 14] = [
     Builtin {
         name: "send-email",
         world: World::Step,
@@ -182,6 +181,24 @@ pub static BUILTINS: [Builtin; 12] = [
             ..Grants::default()
         },
         required: &[],
+    },
+    Builtin {
+        name: "postmark",
+        world: World::Transport,
+        description: "deliver through Postmark's batch API, with its bounce, complaint, delivery, open and click webhooks",
+        bytes: component!("transport_postmark"),
+        precompiled: precompiled!("transport_postmark"),
+        grants: |s| provider(s, "postmark", &["api.postmarkapp.com"]),
+        required: &["server_token"],
+    },
+    Builtin {
+        name: "resend",
+        world: World::Transport,
+        description: "deliver through Resend's batch API, with its Svix-signed webhooks",
+        bytes: component!("transport_resend"),
+        precompiled: precompiled!("transport_resend"),
+        grants: |s| provider(s, "resend", &["api.resend.com"]),
+        required: &["api_key"],
     },
     Builtin {
         name: "default",

@@ -617,6 +617,20 @@ fn plugin_settings_that_name_no_usable_plugin_stop_the_start() {
         "plugins.billing",
         &["not a billing plugin", "stripe"],
     );
+    // A provider whose required setting is not set.
+    refused(
+        &[("HERALD_PLUGINS__TRANSPORT", "postmark")],
+        "plugins.settings.postmark.server_token",
+        &["postmark"],
+    );
+    refused(
+        &[
+            ("HERALD_TRANSPORTS__MAIL__PLUGIN", "resend"),
+            ("HERALD_PLUGINS__TRANSPORT", "mail"),
+        ],
+        "transports.mail.api_key",
+        &["resend"],
+    );
     refused(
         &[("HERALD_PLUGINS__TRANSPORT", "delay")],
         "plugins.transport",

@@ -2,8 +2,12 @@
 
 pub mod dnsd;
 pub mod harness;
+pub mod hellomail;
 pub mod httpd;
 pub mod oidc;
+pub mod postmark;
+pub mod provider;
+pub mod resend;
 pub mod serve;
 pub mod smtp_client;
 pub mod smtpd;

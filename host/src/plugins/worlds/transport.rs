@@ -7,7 +7,25 @@ use crate::plugins::call::call;
 use crate::plugins::types::{DeliveryError, DeliveryEvent, OutgoingMessage, Receipt};
 use crate::plugins::{PluginError, Plugins, World};
 
+/// The built-in provider transports, which verify their provider's own signature on each
+/// notification. Every other transport (`smtp`, `outbox`, an external plugin) is authenticated
+/// by the shared secret `plugins.notify_secret` (header `x-herald-secret`), which the plugin is
+/// given to check. A list of those that may go without the secret, so that a transport this
+/// list does not know needs it.
+const SELF_AUTHENTICATING: [&str; 5] = ["ses", "postmark", "mailgun", "sendgrid", "resend"];
+
 impl Plugins {
+    /// Whether the notifications of the transport `name` (default: `plugins.transport`) need
+    /// the shared secret `plugins.notify_secret`: those of `smtp`, `outbox` and external
+    /// plugins do (a plugin Herald does not ship gets the secret to check); the built-in
+    /// provider transports authenticate their provider's calls by themselves. A named
+    /// transport is its plugin's instance: its plugin decides.
+    pub fn notifications_need_secret(&self, name: Option<&str>) -> Result<bool, PluginError> {
+        let plugin = self.transport(name)?;
+        let info = plugin.info();
+        Ok(info.origin != "built-in" || !SELF_AUTHENTICATING.contains(&info.name.as_str()))
+    }
+
     /// Delivers a message through the transport `name` (resolved by [`Plugins::transport`];
     /// default: `plugins.transport`). The outer error is the plugin's failure; the inner one is
     /// the transport's answer.
@@ -66,7 +84,8 @@ impl Plugins {
 
     /// Authenticates and parses an inbound provider notification with the transport `name`
     /// (resolved by [`Plugins::transport`]; default: `plugins.transport`);
-    /// `plugins.notify_secret` is passed as the secret.
+    /// `plugins.notify_secret` is passed as the secret. `headers` may carry the pseudo-header
+    /// `:query` (the request's raw query string).
     #[instrument(skip_all, fields(plugin))]
     pub async fn parse_notification(
         &self,

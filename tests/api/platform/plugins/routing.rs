@@ -67,9 +67,15 @@ async fn named_transports_resolve_to_instances_of_their_plugins() {
     let err = plugins.transport_usable("nowhere").unwrap_err();
     assert!(err.contains("nowhere") && err.contains("primary"), "{err}");
     assert!(plugins.transport_usable("delay").is_err());
-    assert_eq!(
-        plugins.transport_names(),
-        ["outbox", "primary", "relay", "smtp", "spare"]
+    let names = plugins.transport_names();
+    for name in ["outbox", "primary", "relay", "smtp", "spare"] {
+        assert!(names.iter().any(|n| n == name), "{name} in {names:?}");
+    }
+    // A provider without its required settings is not a transport to choose.
+    let err = plugins.transport_usable("postmark").unwrap_err();
+    assert!(
+        err.contains("plugins.settings.postmark.server_token"),
+        "{err}"
     );
 
     // The instance delivers like its plugin.
@@ -110,6 +116,24 @@ async fn settings_naming_nothing_usable_are_refused_with_the_setting() {
     );
     assert!(err.setting.ends_with(".fallback"), "{err:?}");
     assert!(err.message.contains("a → b → c → a"), "{err:?}");
+    // A provider plugin needs its required settings: in the transport's table, or in
+    // `plugins.settings.<plugin>` for the plugin by its name.
+    let err = refused("outbox", &[("pm", &[("plugin", "postmark")])]);
+    assert_eq!(err.setting, "transports.pm.server_token");
+    let err = refused("postmark", &[]);
+    assert_eq!(err.setting, "plugins.settings.postmark.server_token");
+    let err = refused(
+        "outbox",
+        &[("a", &[("plugin", "outbox"), ("fallback", "resend")])],
+    );
+    assert_eq!(err.setting, "plugins.settings.resend.api_key");
+    let (plugins, _dir) = start(
+        "pm",
+        &tables(&[("pm", &[("plugin", "postmark"), ("server_token", "t")])]),
+    );
+    plugins
+        .check_setup()
+        .expect("the token in the transport's table");
     // A chain that ends is fine, and a fallback may be a bare plugin.
     let (plugins, _dir) = start(
         "a",
