@@ -3,7 +3,8 @@
 //! transport against a relay answering 451, failing over to `outbox`), the transport chosen per
 //! project and per sending domain (`PATCH /users/@me/projects/:id`, `PATCH /domains/:id`, 422
 //! for a name that is not configured), the email's `transport`, and a transient error's
-//! `(retry after N s)` honoured.
+//! `(retry after N s)` honoured; a provider transport (`postmark` against its double) configured
+//! wholly in its `[transports.<name>]` table, failing over on a 5xx.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -221,4 +222,51 @@ async fn a_transient_error_asking_to_retry_after_n_seconds_is_not_retried_sooner
     assert!(due >= now + 110_000, "due in {} ms", due - now);
     let e = app.get(&format!("/emails/{id}"), &p.secret_key).await;
     assert_eq!(e.body["status"], "queued", "{}", e.body);
+}
+
+#[tokio::test]
+async fn a_provider_transport_with_its_own_settings_fails_over_on_a_5xx() {
+    use crate::support::postmark::{BATCH, FakePostmark, SERVER_TOKEN};
+    let pm = FakePostmark::start().await;
+    let app = TestApp::spawn_with(|s| {
+        s.jobs_poll_interval_ms = 20;
+        s.domains.allow_unverified = true;
+        s.plugins.transport_http_allow_private = true;
+        // The provider's settings are the transport's own: nothing in plugins.settings.
+        s.transports.insert(
+            "pm".into(),
+            transport(&[
+                ("plugin", "postmark"),
+                ("server_token", SERVER_TOKEN),
+                ("api_base", &pm.base()),
+                ("message_stream", "outbound"),
+                ("fallback", "files"),
+            ]),
+        );
+        s.transports
+            .insert("files".into(), transport(&[("plugin", "outbox")]));
+        s.plugins.transport = "pm".into();
+    })
+    .await;
+    let p = app.project().await;
+
+    // Postmark answers 500 once: the message goes to the fallback at once.
+    pm.calls.script(
+        500,
+        &[],
+        json!({ "ErrorCode": 1, "Message": "Internal server error" }),
+    );
+    let first = send(&app, &p, "ann@example.com", "hello@acme.test").await;
+    let e = email_with_status(&app, &p, &first, "sent").await;
+    assert_eq!(e["transport"], "files", "{e}");
+    assert_eq!(e["attempts"], 1, "{e}");
+    assert!(e.to_string().contains("failed over from `pm`"), "{e}");
+    assert_eq!(app.outbox_messages().len(), 1);
+
+    // Then Postmark takes the next one, through the transport's own API base and token.
+    let second = send(&app, &p, "bob@example.com", "hello@acme.test").await;
+    let e = email_with_status(&app, &p, &second, "sent").await;
+    assert_eq!(e["transport"], "pm", "{e}");
+    assert_eq!(pm.calls.calls(BATCH).len(), 2);
+    assert_eq!(app.outbox_messages().len(), 1);
 }
