@@ -104,6 +104,10 @@ pub struct Settings {
     pub log_format: LogFormat,
     /// The plugin runtime (`[plugins]`, `HERALD_PLUGINS__<NAME>`).
     pub plugins: crate::plugins::PluginSettings,
+    /// Named transports (`[transports.<name>]` with `plugin`, an optional `fallback` and
+    /// settings of the plugin; `HERALD_TRANSPORTS__<NAME>__<KEY>`).
+    #[serde(deserialize_with = "scalar_tables")]
+    pub transports: crate::plugins::TransportTables,
     /// Sending domains (`[domains]`, `HERALD_DOMAINS__<NAME>`).
     pub domains: DomainSettings,
     /// Sending (`[sending]`, `HERALD_SENDING__<NAME>`).
@@ -506,6 +510,7 @@ impl Default for Settings {
             log: "info".into(),
             log_format: LogFormat::Text,
             plugins: crate::plugins::PluginSettings::default(),
+            transports: Default::default(),
             domains: DomainSettings::default(),
             sending: SendingSettings::default(),
             accounts: AccountSettings::default(),
@@ -520,6 +525,42 @@ impl Default for Settings {
             submission: SubmissionSettings::default(),
         }
     }
+}
+
+/// Tables of tables of scalars, each value as a string: the environment gives `587` or `true`
+/// as a number or a boolean.
+fn scalar_tables<'de, D>(deserializer: D) -> Result<crate::plugins::TransportTables, D::Error>
+where
+    D: serde::Deserializer<'de>,
+{
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Scalar {
+        Text(String),
+        Bool(bool),
+        Int(i64),
+        Float(f64),
+    }
+    let tables: std::collections::BTreeMap<String, std::collections::BTreeMap<String, Scalar>> =
+        Deserialize::deserialize(deserializer)?;
+    Ok(tables
+        .into_iter()
+        .map(|(name, table)| {
+            let table = table
+                .into_iter()
+                .map(|(key, value)| {
+                    let value = match value {
+                        Scalar::Text(s) => s,
+                        Scalar::Bool(b) => b.to_string(),
+                        Scalar::Int(i) => i.to_string(),
+                        Scalar::Float(f) => f.to_string(),
+                    };
+                    (key, value)
+                })
+                .collect();
+            (name, table)
+        })
+        .collect())
 }
 
 /// Environment variables with the `HERALD_` prefix that are not settings.

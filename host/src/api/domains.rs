@@ -2,6 +2,7 @@
 
 use poem_openapi::param::Path;
 use poem_openapi::payload::Json;
+use poem_openapi::types::MaybeUndefined;
 use poem_openapi::{ApiResponse, Object, OpenApi};
 
 use super::ApiTags;
@@ -56,6 +57,31 @@ pub struct UpdateDomain {
     /// the record.
     #[oai(nullable)]
     pub inbound: Option<bool>,
+    /// The transport mail from this domain goes through (a named transport of the settings or
+    /// a transport plugin, see docs/transports.md), before its project's; `null` goes back to
+    /// the project's.
+    #[oai(nullable)]
+    #[serde(default)]
+    pub transport: MaybeUndefined<String>,
+}
+
+/// Checks a `transport` of a change: `Null` clears it; a name must be a configured transport
+/// (422 naming `transport` otherwise). `None` when the field was left out.
+pub(super) fn transport_change(
+    state: &AppState,
+    transport: &MaybeUndefined<String>,
+) -> Result<Option<Option<String>>, ApiError> {
+    match transport {
+        MaybeUndefined::Undefined => Ok(None),
+        MaybeUndefined::Null => Ok(Some(None)),
+        MaybeUndefined::Value(name) => {
+            let name = name.trim().to_ascii_lowercase();
+            state.plugins().transport_usable(&name).map_err(|message| {
+                ApiError::invalid_field("transport", "unknown_transport", message)
+            })?;
+            Ok(Some(Some(name)))
+        }
+    }
 }
 
 /// A DNS record to publish and its state.
@@ -125,6 +151,9 @@ pub struct DomainBody {
     /// Whether mail to its addresses is received now: `inbound`, the domain verified and its
     /// inbound MX record found.
     pub receiving: bool,
+    /// The transport mail from it goes through; null: its project's.
+    #[oai(nullable)]
+    pub transport: Option<String>,
     /// When it was added.
     pub created_at: Timestamp,
     /// When it was first verified.
@@ -150,6 +179,7 @@ impl From<Domain> for DomainBody {
             dkim_ed25519_selector: d.dkim_ed25519.map(|k| k.selector),
             inbound: d.inbound,
             receiving,
+            transport: d.transport,
             created_at: Timestamp(d.created_at),
             verified_at: d.verified_at.map(Timestamp),
             last_checked_at: d.last_checked_at.map(Timestamp),
@@ -334,8 +364,9 @@ impl DomainsApi {
     /// Update a domain
     ///
     /// Sets whether addresses on subdomains may send under this domain, whether its mail is
-    /// signed with an Ed25519 key as well (RFC 8463), and whether it receives mail (`inbound`).
-    /// Fields left out are unchanged.
+    /// signed with an Ed25519 key as well (RFC 8463), whether it receives mail (`inbound`), and
+    /// the transport its mail goes through (`transport`, 422 when no such transport is
+    /// configured; `null` goes back to the project's). Fields left out are unchanged.
     #[oai(path = "/domains/:id", method = "patch", operation_id = "updateDomain")]
     async fn update(
         &self,
@@ -361,6 +392,7 @@ impl DomainsApi {
                 .0
                 .inbound
                 .map(|on| on.then(|| state.sending_domains().mail_host().to_string())),
+            transport: transport_change(&state, &body.0.transport)?,
         };
         let domain = state
             .store()

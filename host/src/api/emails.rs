@@ -58,6 +58,10 @@ pub struct EmailBody {
     /// The transport's id for it.
     #[oai(nullable)]
     pub provider_id: Option<String>,
+    /// The transport that took it (after a failover, the fallback that did); null until one
+    /// answered.
+    #[oai(nullable)]
+    pub transport: Option<String>,
     /// Why it failed or was suppressed (for a suppressed one, the suppression list's reason or
     /// the contact's unsubscription).
     #[oai(nullable)]
@@ -112,6 +116,7 @@ impl EmailsApi {
             template_id: e.template_id,
             message_id: e.message_id,
             provider_id: e.provider_id,
+            transport: e.transport,
             error: e.error,
             attempts: e.attempts,
             created_at: Timestamp(e.created_at),

@@ -58,6 +58,10 @@ pub struct ProjectBody {
     /// null when none is set.
     #[oai(nullable)]
     pub default_from: Option<MailboxBody>,
+    /// The transport the project's mail goes through unless its sending domain names one
+    /// (docs/transports.md); null: the deployment's default.
+    #[oai(nullable)]
+    pub transport: Option<String>,
     /// Creation time.
     pub created_at: Timestamp,
     /// Last change.
@@ -78,6 +82,7 @@ fn project_body(p: Project, role: Role) -> ProjectBody {
             name: d.name,
             email: d.email.to_string().into(),
         }),
+        transport: p.transport,
         created_at: Timestamp(p.created_at),
         updated_at: Timestamp(p.updated_at),
     }
@@ -142,6 +147,12 @@ pub struct UpdateProject {
     #[oai(nullable)]
     #[serde(default)]
     pub default_from: MaybeUndefined<MailboxBody>,
+    /// The transport the project's mail goes through unless its sending domain names one (a
+    /// named transport of the settings or a transport plugin); 422 when none is configured by
+    /// that name; `null` goes back to the deployment's default.
+    #[oai(nullable)]
+    #[serde(default)]
+    pub transport: MaybeUndefined<String>,
 }
 
 #[derive(ApiResponse)]
@@ -265,7 +276,15 @@ impl UsersApi {
         }
         let body = body.0;
         let name = body.name.as_deref().map(project_name).transpose()?;
+        let transport = super::domains::transport_change(&state, &body.transport)?;
         let mut project = project;
+        if let Some(transport) = transport {
+            project = state
+                .store()
+                .set_project_transport(&project.id, transport.as_deref())
+                .await
+                .map_err(|e| ApiError::from_store(e, "project"))?;
+        }
         if let Some(name) = name {
             project = state
                 .store()

@@ -70,11 +70,20 @@ impl AppBuilder {
             );
         }
         let plugin_settings = settings.plugins.clone();
+        let transports = settings.transports.clone();
         let data_dir = settings.data_dir.clone();
         // Loading compiles (or reads from the cache) every component: blocking work.
-        let plugins =
-            tokio::task::spawn_blocking(move || Plugins::start(&plugin_settings, &data_dir))
-                .await??;
+        let plugins = tokio::task::spawn_blocking(move || {
+            Plugins::start_with_transports(&plugin_settings, &transports, &data_dir)
+        })
+        .await??;
+        // A transport, DNS verifier or billing plugin that is not there stops the start.
+        plugins
+            .check_setup()
+            .map_err(|e| crate::config::SettingsError::Unusable {
+                setting: e.setting,
+                message: e.message,
+            })?;
         let plugins = Arc::new(plugins);
         tracing::info!(loaded = plugins.list().len(), "plugins ready");
         // A restore refuses to replace the database of a running server: while this one runs it

@@ -85,6 +85,9 @@ fn is_secret(key: &str) -> bool {
         .iter()
         .any(|s| last == *s || last.ends_with(&format!("_{s}")))
         || key.starts_with("plugins.settings.")
+        || (key.starts_with("transports.")
+            && !key.ends_with(".plugin")
+            && !key.ends_with(".fallback"))
 }
 
 /// The environment variable of a dotted setting.

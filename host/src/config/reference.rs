@@ -276,7 +276,7 @@ pub const SETTINGS: &[SettingDoc] = &[
         keys: &["plugins.transport"],
         flag: None,
         default: None,
-        meaning: "Transport plugin: `outbox` (`.eml` files under `<data_dir>/outbox`), `smtp` or an external one.",
+        meaning: "The default transport: a named transport (`[transports.<name>]`) or a transport plugin (`outbox`, `.eml` files under `<data_dir>/outbox`; `smtp`; a provider such as `ses`; an external one) with its `plugins.settings.<plugin>`. A name that is neither stops the start. See [Transports](transports.md).",
     },
     SettingDoc {
         keys: &["plugins.dns_verifier"],
@@ -319,6 +319,12 @@ pub const SETTINGS: &[SettingDoc] = &[
         flag: None,
         default: Some("unset"),
         meaning: "A plugin's own settings, read by that plugin only (e.g. `plugins.settings.stripe.secret_key`).",
+    },
+    SettingDoc {
+        keys: &["transports.<name>.<key>"],
+        flag: None,
+        default: Some("none"),
+        meaning: "Named transports (`HERALD_TRANSPORTS__<NAME>__<KEY>`): `plugin` (a transport plugin, required), `fallback` (the transport a message goes to at once when this one fails transiently) and any other key a setting of that plugin for this transport, over `plugins.settings.<plugin>`. Each is its own instance of the plugin; projects and sending domains choose one with `transport`. See [Transports](transports.md).",
     },
     SettingDoc {
         keys: &["plugins.notify_secret"],

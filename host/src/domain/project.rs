@@ -68,6 +68,9 @@ pub struct Project {
     pub track_clicks: bool,
     /// The sender `/v1/send` uses when neither the request nor the template names one.
     pub default_from: Option<DefaultSender>,
+    /// The transport its mail goes through (unless its sending domain names one); `None`: the
+    /// deployment's default.
+    pub transport: Option<String>,
     /// Creation time, unix ms.
     pub created_at: i64,
     /// Last change, unix ms.

@@ -54,9 +54,17 @@ impl JobHandler for AccountMailDeliveries {
                 recipients: vec![payload.recipient],
                 raw,
             };
-            match self.plugins.deliver(None, &message).await {
+            // Through the default transport, failing over to its fallback like any email.
+            let handed = super::routing::hand_off(&self.plugins, vec![(message, None)])
+                .await
+                .pop()
+                .ok_or_else(|| JobError::Retry("no outcome from the transport".into()))?;
+            match handed.outcome {
                 Ok(Ok(receipt)) => {
-                    let result = json!({ "providerId": receipt.provider_id });
+                    let result = json!({
+                        "providerId": receipt.provider_id,
+                        "transport": handed.transport,
+                    });
                     if !ctx.store.complete_job(&ctx.lease, &result).await? {
                         return Err(JobError::LeaseLost);
                     }

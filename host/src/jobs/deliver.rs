@@ -5,8 +5,9 @@
 //! `sending.batch_size` of that project's due emails within its send throttle (one
 //! transaction, which also starts their hand-off under a token of its own); build and DKIM-sign
 //! their messages from the stored drafts (on the CPU pool, through a [`MessageBuilder`]); hand
-//! them to the transport plugin in one call (`deliver-batch`, which the SMTP transport sends
-//! over one pooled connection); and record every outcome in one transaction. A heartbeat keeps
+//! them to their transports, one call per transport (`deliver-batch`, which the SMTP transport
+//! sends over one pooled connection; [`super::routing`] chooses each email's transport and fails
+//! over to a transport's fallback); and record every outcome in one transaction. A heartbeat keeps
 //! the claimed emails held while the batch runs.
 //!
 //! What a crash can cause, exactly:
@@ -218,12 +219,26 @@ enum End {
     Delivered {
         provider_id: String,
         detail: Option<String>,
+        /// The transport that took it.
+        transport: String,
     },
-    Failed(String),
+    Failed {
+        error: String,
+        /// The transport that refused it last, when one was called.
+        transport: Option<String>,
+    },
     Deferred {
         error: String,
         retry_at: i64,
     },
+}
+
+/// A failure without a transport's answer (the message could not be built).
+fn failed(error: String) -> End {
+    End::Failed {
+        error,
+        transport: None,
+    }
 }
 
 impl Deliveries {
@@ -377,14 +392,17 @@ impl Deliveries {
         let attempts = email.attempts + 1;
         let (last, age) = self.last_attempt(email);
         if last {
-            End::Failed(format!(
+            failed(format!(
                 "gave up after {attempts} attempts over {} s; last error: {reason}",
                 age / 1000
             ))
         } else {
+            // No sooner than the transport asked (`(retry after N s)`, a provider's 429).
+            let asked = super::routing::retry_after(&reason)
+                .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
             End::Deferred {
                 error: reason,
-                retry_at: now_ms() + jittered(backoff_ms(attempts)),
+                retry_at: now_ms() + jittered(backoff_ms(attempts)).max(asked),
             }
         }
     }
@@ -463,10 +481,9 @@ impl Deliveries {
                     });
                     to_build.push(email);
                 }
-                (None, None) => ends.push((
-                    email,
-                    End::Failed("the email has no message to send".into()),
-                )),
+                (None, None) => {
+                    ends.push((email, failed("the email has no message to send".into())))
+                }
             }
         }
         let built = match to_build.first() {
@@ -500,7 +517,7 @@ impl Deliveries {
                 }
                 Err(BuildError::Permanent(reason)) => {
                     tracing::warn!(email_id = %email.id, error = %reason, "email could not be built");
-                    ends.push((email, End::Failed(reason)));
+                    ends.push((email, failed(reason)));
                 }
             }
         }
@@ -511,50 +528,57 @@ impl Deliveries {
 
         let mut messages = Vec::with_capacity(ready.len());
         let mut handed = Vec::with_capacity(ready.len());
-        for r in ready {
-            if r.email.handed_off_at.is_some() {
-                tracing::warn!(email_id = %r.email.id, "re-delivering after an interrupted hand-off; the recipient may receive this email twice");
+        if !ready.is_empty() {
+            // Each email's transport: its `from` domain's, else its project's, else the default.
+            let choices = store.transport_choices(&ready[0].email.project_id).await?;
+            for r in ready {
+                if r.email.handed_off_at.is_some() {
+                    tracing::warn!(email_id = %r.email.id, "re-delivering after an interrupted hand-off; the recipient may receive this email twice");
+                }
+                let transport = super::routing::choose(&choices, &r.email.from_address);
+                messages.push((
+                    OutgoingMessage {
+                        id: r.email.id.clone(),
+                        sender: r.email.envelope_from.clone(),
+                        recipients: vec![r.email.to_address.clone()],
+                        raw: r.raw,
+                    },
+                    transport,
+                ));
+                handed.push((r.email, r._room));
             }
-            messages.push(OutgoingMessage {
-                id: r.email.id.clone(),
-                sender: r.email.envelope_from.clone(),
-                recipients: vec![r.email.to_address.clone()],
-                raw: r.raw,
-            });
-            handed.push((r.email, r._room));
         }
 
         if !messages.is_empty() {
-            let handing_off = std::time::Instant::now();
-            let count = messages.len();
-            let delivered = self.plugins.deliver_batch(None, messages).await;
-            metrics::histogram!("herald_transport_seconds")
-                .record(handing_off.elapsed().as_secs_f64());
-            metrics::histogram!("herald_delivery_batch_size").record(count as f64);
-            let outcomes: Vec<Result<Result<_, _>, String>> = match delivered {
-                Ok(outcomes) => outcomes.into_iter().map(Ok).collect(),
-                Err(err) => {
-                    tracing::warn!(error = %err, emails = count, "the transport plugin failed");
-                    (0..count).map(|_| Err(err.to_string())).collect()
-                }
-            };
-            for ((email, _room), outcome) in handed.into_iter().zip(outcomes) {
-                let label = match &outcome {
+            let outcomes = super::routing::hand_off(&self.plugins, messages).await;
+            for ((email, _room), handed) in handed.into_iter().zip(outcomes) {
+                let label = match &handed.outcome {
                     Ok(Ok(_)) => "sent",
                     Ok(Err(DeliveryError::Permanent(_))) => "refused",
                     Ok(Err(DeliveryError::Transient(_))) => "deferred",
                     Err(_) => "plugin_error",
                 };
                 metrics::counter!("herald_deliveries_total", "outcome" => label).increment(1);
-                let end = match outcome {
+                let note = handed.failover_note();
+                let end = match handed.outcome {
                     Ok(Ok(receipt)) => End::Delivered {
                         provider_id: receipt.provider_id,
-                        detail: receipt.detail,
+                        detail: match (note.is_empty(), receipt.detail) {
+                            (true, detail) => detail,
+                            (false, Some(detail)) => Some(format!("{note}{detail}")),
+                            (false, None) => Some(note.trim_end_matches("; ").to_string()),
+                        },
+                        transport: handed.transport,
                     },
-                    Ok(Err(DeliveryError::Permanent(reason))) => End::Failed(reason),
-                    Ok(Err(DeliveryError::Transient(reason))) => self.transient(&email, reason),
+                    Ok(Err(DeliveryError::Permanent(reason))) => End::Failed {
+                        error: format!("{note}{reason}"),
+                        transport: Some(handed.transport),
+                    },
+                    Ok(Err(DeliveryError::Transient(reason))) => {
+                        self.transient(&email, format!("{note}{reason}"))
+                    }
                     Err(err) => {
-                        self.transient(&email, format!("the transport plugin failed: {err}"))
+                        self.transient(&email, format!("{note}the transport plugin failed: {err}"))
                     }
                 };
                 ends.push((email, end));
@@ -572,13 +596,18 @@ impl Deliveries {
                     End::Delivered {
                         provider_id,
                         detail,
+                        transport,
                     } => HandOffEnd::Delivered(DeliveryOutcome::Sent {
                         provider_id,
                         detail: detail.as_deref(),
+                        transport: Some(transport),
                     }),
-                    End::Failed(error) => {
+                    End::Failed { error, transport } => {
                         tracing::warn!(email_id = %email.id, error = %error, "email delivery failed");
-                        HandOffEnd::Delivered(DeliveryOutcome::Failed { error })
+                        HandOffEnd::Delivered(DeliveryOutcome::Failed {
+                            error,
+                            transport: transport.as_deref(),
+                        })
                     }
                     End::Deferred { error, retry_at } => {
                         tracing::info!(email_id = %email.id, error = %error, "email delivery deferred");

@@ -12,6 +12,7 @@ pub mod deliver;
 pub mod domains;
 pub mod fairness;
 pub mod import;
+pub mod routing;
 pub mod segments;
 
 use std::collections::HashMap;

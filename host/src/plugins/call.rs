@@ -14,6 +14,7 @@ use super::manifest::World;
 pub(super) const CALL_GRACE: Duration = Duration::from_millis(50);
 
 /// A component prepared for its world's typed exports.
+#[derive(Clone)]
 pub(super) enum Pre {
     Step(bindings::step::StepPre<CallState>),
     Transport(bindings::transport::TransportPre<CallState>),

@@ -26,6 +26,7 @@ pub mod error;
 pub mod host;
 pub mod manifest;
 pub mod registry;
+pub mod routing;
 pub mod runtime;
 pub mod settings;
 pub mod types;
@@ -37,6 +38,7 @@ use std::sync::{Arc, RwLock};
 pub use error::PluginError;
 pub use manifest::{Grants, HttpGrant, Limits, Manifest, WIT_VERSION, World};
 pub use registry::{CheckReport, LoadReport, LoadedPlugin, PluginInfo};
+pub use routing::{SetupError, TransportConfig, TransportTables};
 pub use settings::{PluginSettings, SmtpTls};
 pub use types::{
     BillingError, BillingEvent, CheckedRecord, CheckoutRequest, Contact, DeliveryError,
@@ -51,15 +53,31 @@ use runtime::Runtime;
 pub struct Plugins {
     runtime: Runtime,
     registry: RwLock<Arc<registry::Registry>>,
+    /// The named transports as configured (`[transports.<name>]`).
+    transports: std::collections::BTreeMap<String, TransportConfig>,
+    /// Their loaded instances.
+    routes: RwLock<Arc<routing::Routes>>,
 }
 
 impl Plugins {
     /// Starts the runtime and loads the built-in plugins and those of `plugins.dir`. Must run
     /// inside a Tokio runtime. A refused external plugin is logged and skipped.
     pub fn start(settings: &PluginSettings, data_dir: &Path) -> Result<Plugins, PluginError> {
+        Plugins::start_with_transports(settings, &TransportTables::new(), data_dir)
+    }
+
+    /// [`Plugins::start`], and loads the named transports of `transports` (`[transports.*]`)
+    /// over the plugins loaded; [`Plugins::check_setup`] says whether they are usable.
+    pub fn start_with_transports(
+        settings: &PluginSettings,
+        transports: &TransportTables,
+        data_dir: &Path,
+    ) -> Result<Plugins, PluginError> {
         let plugins = Plugins {
             runtime: Runtime::new(settings, data_dir)?,
             registry: RwLock::default(),
+            transports: TransportConfig::read(transports),
+            routes: RwLock::default(),
         };
         plugins.load_builtins()?;
         for report in plugins.reload() {
@@ -67,6 +85,7 @@ impl Plugins {
                 tracing::error!(manifest = %report.manifest.display(), error = %err, "plugin refused");
             }
         }
+        plugins.load_routes();
         tracing::debug!(
             pooling = plugins.runtime.pooling(),
             loaded = plugins.registry().len(),

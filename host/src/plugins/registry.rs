@@ -229,6 +229,8 @@ impl Plugins {
         let mut next = (**guard).clone();
         next.insert(plugin.info.name.clone(), Arc::new(plugin));
         *guard = Arc::new(next);
+        drop(guard);
+        self.load_routes();
         Ok(())
     }
 
@@ -293,6 +295,9 @@ impl Plugins {
             next.insert(plugin.info.name.clone(), Arc::new(plugin));
         }
         *guard = Arc::new(next);
+        drop(guard);
+        // The named transports run the plugins loaded now.
+        self.load_routes();
         reports
     }
 

@@ -11,8 +11,28 @@
 use super::dialect::{BeginWrite, bound_in_order, placeholders};
 use super::emails::{DELIVERABLE_COLUMNS, Deliverable};
 use super::jobs::QueueHead;
-use super::{Store, StoreResult, on_db_write};
+use super::{Store, StoreResult, on_db, on_db_write};
 use crate::domain::time::now_ms;
+
+/// The transports a project's mail may go through ([`Store::transport_choices`]).
+#[derive(Clone, Debug, Default)]
+pub struct TransportChoices {
+    /// The project's own (`None`: the deployment's default).
+    pub project: Option<String>,
+    /// Its sending domains, each with its transport if it names one.
+    pub domains: Vec<DomainTransport>,
+}
+
+/// A sending domain of a project and its transport.
+#[derive(Clone, Debug)]
+pub struct DomainTransport {
+    /// The domain name.
+    pub name: String,
+    /// Whether its subdomains send under it.
+    pub allow_subdomains: bool,
+    /// Its transport (`None`: the project's).
+    pub transport: Option<String>,
+}
 
 /// A claim of a project's due emails: the emails, or when the project's send budget has room
 /// again.
@@ -166,6 +186,37 @@ impl Store {
             q.execute(pool).await?;
         });
         Ok(())
+    }
+
+    /// The transports a project's mail may be routed to at hand-off: the project's own and
+    /// each of its sending domains' (`jobs::routing` chooses among them by the `from` domain).
+    #[tracing::instrument(level = "debug", skip(self))]
+    pub async fn transport_choices(&self, project: &str) -> StoreResult<TransportChoices> {
+        let (own, domains) = on_db!(self.db(), pool => {
+            let own: Option<Option<String>> =
+                sqlx::query_scalar("SELECT transport FROM projects WHERE id = $1")
+                    .bind(project)
+                    .fetch_optional(pool)
+                    .await?;
+            let domains: Vec<(String, bool, Option<String>)> = sqlx::query_as(
+                "SELECT name, allow_subdomains, transport FROM domains WHERE project_id = $1",
+            )
+            .bind(project)
+            .fetch_all(pool)
+            .await?;
+            (own, domains)
+        });
+        Ok(TransportChoices {
+            project: own.flatten(),
+            domains: domains
+                .into_iter()
+                .map(|(name, allow_subdomains, transport)| DomainTransport {
+                    name,
+                    allow_subdomains,
+                    transport,
+                })
+                .collect(),
+        })
     }
 
     /// Makes due the queued emails that have no due time (up to `limit`): those an older

@@ -38,6 +38,8 @@ pub struct Domain {
     pub dkim_ed25519: Option<Ed25519Public>,
     /// Whether it receives mail (its inbound MX record is listed in `records`).
     pub inbound: bool,
+    /// The transport mail from it goes through; `None`: its project's.
+    pub transport: Option<String>,
     /// The records to publish with their last known state.
     pub records: Vec<DnsRecordState>,
     /// Why it is not verified.
@@ -88,6 +90,7 @@ struct DomainRow {
     dkim_ed25519_selector: Option<String>,
     dkim_ed25519_public_key: Option<String>,
     inbound: bool,
+    transport: Option<String>,
     records: Json<Vec<DnsRecordState>>,
     failure_reason: Option<String>,
     created_at: i64,
@@ -96,7 +99,7 @@ struct DomainRow {
 }
 
 const COLUMNS: &str = "id, project_id, name, status, allow_subdomains, dkim_selector, dkim_public_key, \
-     dkim_ed25519_selector, dkim_ed25519_public_key, inbound, records, failure_reason, created_at, \
+     dkim_ed25519_selector, dkim_ed25519_public_key, inbound, transport, records, failure_reason, created_at, \
      verified_at, last_checked_at";
 
 impl TryFrom<DomainRow> for Domain {
@@ -120,6 +123,7 @@ impl TryFrom<DomainRow> for Domain {
                 _ => None,
             },
             inbound: r.inbound,
+            transport: r.transport,
             records: r.records.0,
             failure_reason: r.failure_reason,
             created_at: r.created_at,
@@ -195,6 +199,9 @@ pub struct DomainChange {
     /// (pending until a check finds it; kept as it is when the domain receives already);
     /// `Some(None)` stops receiving and removes the record.
     pub inbound: Option<Option<String>>,
+    /// `Some(Some(name))` sends its mail through the transport `name`; `Some(None)` through
+    /// its project's.
+    pub transport: Option<Option<String>>,
 }
 
 /// The check job `job` (whose payload is left to this function) of domain `id`.
@@ -324,6 +331,18 @@ impl Store {
                 .await?;
             let current = Domain::try_from(row.ok_or(StoreError::NotFound)?)?;
             let now = now_ms();
+            if let Some(transport) = &change.transport {
+                sqlx::query(
+                    "UPDATE domains SET transport = $3, updated_at = $4 \
+                     WHERE project_id = $1 AND id = $2",
+                )
+                .bind(project.as_str())
+                .bind(id.as_str())
+                .bind(transport.as_deref())
+                .bind(now)
+                .execute(&mut *tx)
+                .await?;
+            }
             if let Some(allow) = change.allow_subdomains {
                 sqlx::query(
                     "UPDATE domains SET allow_subdomains = $3, updated_at = $4 \

@@ -14,7 +14,7 @@ use crate::domain::project::{DefaultSender, Project, ProjectName, Role};
 use crate::domain::time::now_ms;
 
 /// A project's fields, in [`ProjectRow`]'s order.
-const PROJECT_FIELDS: [&str; 11] = [
+const PROJECT_FIELDS: [&str; 12] = [
     "id",
     "name",
     "public_key_hint",
@@ -24,6 +24,7 @@ const PROJECT_FIELDS: [&str; 11] = [
     "track_clicks",
     "default_from_email",
     "default_from_name",
+    "transport",
     "created_at",
     "updated_at",
 ];
@@ -99,6 +100,7 @@ struct ProjectRow {
     track_clicks: bool,
     default_from_email: Option<String>,
     default_from_name: Option<String>,
+    transport: Option<String>,
     created_at: i64,
     updated_at: i64,
     sending_suspended: Option<String>,
@@ -118,6 +120,7 @@ impl From<ProjectRow> for Project {
                 email: EmailAddress::from_trusted(email),
                 name: r.default_from_name,
             }),
+            transport: r.transport,
             created_at: r.created_at,
             updated_at: r.updated_at,
             sending_suspended: r.sending_suspended,
@@ -347,6 +350,28 @@ impl Store {
                 .bind(project.as_str())
                 .bind(opens)
                 .bind(clicks)
+                .bind(now_ms())
+                .fetch_optional(pool)
+                .await?
+        });
+        row.map(Into::into).ok_or(StoreError::NotFound)
+    }
+
+    /// Sets (or, with `None`, clears) the transport a project's mail goes through.
+    #[tracing::instrument(level = "debug", skip(self))]
+    pub async fn set_project_transport(
+        &self,
+        project: &ProjectId,
+        transport: Option<&str>,
+    ) -> StoreResult<Project> {
+        let sql = format!(
+            "UPDATE projects SET transport = $2, updated_at = $3 WHERE id = $1 RETURNING {}",
+            RETURNED.as_str()
+        );
+        let row: Option<ProjectRow> = on_db_write!(self.db(), pool => {
+            sqlx::query_as(&sql)
+                .bind(project.as_str())
+                .bind(transport)
                 .bind(now_ms())
                 .fetch_optional(pool)
                 .await?

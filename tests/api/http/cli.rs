@@ -585,3 +585,97 @@ async fn with_an_otlp_endpoint_spans_of_requests_and_store_calls_are_exported() 
         "{names:?}\nserver log:\n{log}"
     );
 }
+
+#[test]
+fn plugin_settings_that_name_no_usable_plugin_stop_the_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let refused = |env: &[(&str, &str)], setting: &str, words: &[&str]| {
+        let (code, _, err) = herald_env(&["serve", "--data-dir", "."], dir.path(), env);
+        assert_eq!(code, 2, "{env:?}: {err}");
+        // A prefix of the setting's name (the cycle is reported at either of its transports).
+        assert!(
+            err.contains(&format!("setting `{setting}")),
+            "{env:?}: {err}"
+        );
+        for word in words {
+            assert!(err.contains(word), "{env:?}: `{word}` in {err}");
+        }
+    };
+    // Before, this started, answered /health and left every email queued.
+    refused(
+        &[("HERALD_PLUGINS__TRANSPORT", "nonexistent")],
+        "plugins.transport",
+        &["nonexistent", "outbox", "smtp"],
+    );
+    refused(
+        &[("HERALD_PLUGINS__DNS_VERIFIER", "nonexistent")],
+        "plugins.dns_verifier",
+        &["nonexistent", "default"],
+    );
+    refused(
+        &[("HERALD_PLUGINS__BILLING", "outbox")],
+        "plugins.billing",
+        &["not a billing plugin", "stripe"],
+    );
+    // A provider whose required setting is not set.
+    refused(
+        &[("HERALD_PLUGINS__TRANSPORT", "postmark")],
+        "plugins.settings.postmark.server_token",
+        &["postmark"],
+    );
+    refused(
+        &[
+            ("HERALD_TRANSPORTS__MAIL__PLUGIN", "resend"),
+            ("HERALD_PLUGINS__TRANSPORT", "mail"),
+        ],
+        "transports.mail.api_key",
+        &["resend"],
+    );
+    refused(
+        &[("HERALD_PLUGINS__TRANSPORT", "delay")],
+        "plugins.transport",
+        &["step"],
+    );
+    // Named transports: a plugin that is not there, a fallback that names nothing, a cycle.
+    refused(
+        &[("HERALD_TRANSPORTS__PRIMARY__PLUGIN", "carrier-pigeon")],
+        "transports.primary.plugin",
+        &["carrier-pigeon"],
+    );
+    refused(
+        &[("HERALD_TRANSPORTS__PRIMARY__FALLBACK", "spare")],
+        "transports.primary.plugin",
+        &["names no plugin"],
+    );
+    refused(
+        &[
+            ("HERALD_TRANSPORTS__PRIMARY__PLUGIN", "smtp"),
+            ("HERALD_TRANSPORTS__PRIMARY__FALLBACK", "spare"),
+        ],
+        "transports.primary.fallback",
+        &["spare"],
+    );
+    refused(
+        &[
+            ("HERALD_TRANSPORTS__PRIMARY__PLUGIN", "smtp"),
+            ("HERALD_TRANSPORTS__PRIMARY__FALLBACK", "spare"),
+            ("HERALD_TRANSPORTS__SPARE__PLUGIN", "outbox"),
+            ("HERALD_TRANSPORTS__SPARE__FALLBACK", "primary"),
+        ],
+        "transports.",
+        &["cycle", "primary", "spare"],
+    );
+    // A named transport is a valid default.
+    let (code, out, err) = herald_env(
+        &["config"],
+        dir.path(),
+        &[
+            ("HERALD_TRANSPORTS__PRIMARY__PLUGIN", "smtp"),
+            ("HERALD_TRANSPORTS__PRIMARY__API_KEY", "secret-value"),
+            ("HERALD_PLUGINS__TRANSPORT", "primary"),
+        ],
+    );
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("transports.primary.plugin"), "{out}");
+    assert!(!out.contains("secret-value"), "{out}");
+}

@@ -33,7 +33,8 @@ async fn listed(app: &TestApp, p: &TestProject) -> Vec<Value> {
     r.body["data"].as_array().unwrap().clone()
 }
 
-async fn send(app: &TestApp, p: &TestProject, to: &str, from: &str) -> String {
+/// Sends one email from `from` to `to` and answers its id.
+pub(crate) async fn send(app: &TestApp, p: &TestProject, to: &str, from: &str) -> String {
     let r = app
         .post(
             "/v1/send",

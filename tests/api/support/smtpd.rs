@@ -1,6 +1,7 @@
 //! A real SMTP server on loopback for the tests: EHLO (advertising `AUTH PLAIN`, and `STARTTLS`
 //! when it has a certificate), AUTH PLAIN, MAIL, RCPT (recipients starting with `reject` get 550,
-//! `later` get 451, `flaky` get 451 the first time only), DATA, RSET, NOOP, QUIT; plain, upgraded
+//! `later` get 451, `ratelimited` 451 asking to retry after 120 s, `flaky` get 451 the first
+//! time only), DATA, RSET, NOOP, QUIT; plain, upgraded
 //! with STARTTLS, or TLS from the first byte. It records what it received and how many
 //! connections it accepted.
 
@@ -208,6 +209,8 @@ async fn session(
             let to = cmd[8..].to_string();
             if to.contains("reject") {
                 "550 5.1.1 no such user\r\n".into()
+            } else if to.contains("ratelimited") {
+                "451 4.7.0 rate limited (retry after 120 s)\r\n".into()
             } else if to.contains("later") {
                 "451 4.3.0 try again later\r\n".into()
             } else if to.contains("flaky") && !log.lock().unwrap().refused_once.contains(&to) {

@@ -1,12 +1,9 @@
 //! The `transport` world: delivering messages and parsing provider notifications.
 
-use std::sync::Arc;
-
 use tracing::instrument;
 
 use crate::plugins::bindings::transport::exports::herald::plugin::mail_transport::Notification;
 use crate::plugins::call::call;
-use crate::plugins::registry::LoadedPlugin;
 use crate::plugins::types::{DeliveryError, DeliveryEvent, OutgoingMessage, Receipt};
 use crate::plugins::{PluginError, Plugins, World};
 
@@ -18,30 +15,20 @@ use crate::plugins::{PluginError, Plugins, World};
 const SELF_AUTHENTICATING: [&str; 5] = ["ses", "postmark", "mailgun", "sendgrid", "resend"];
 
 impl Plugins {
-    /// The transport `name`, or the deployment's default (`plugins.transport`).
-    ///
-    /// The one place a transport name resolves: every delivery and notification goes through
-    /// it. Today a transport name is the name of a loaded transport plugin (`smtp`, `ses`, an
-    /// external plugin…); named transports (`[transports.<name>]`) are to resolve here as well.
-    pub(crate) fn transport(&self, name: Option<&str>) -> Result<Arc<LoadedPlugin>, PluginError> {
-        self.of_world(
-            name.unwrap_or(&self.runtime.settings.transport),
-            World::Transport,
-        )
-    }
-
     /// Whether the notifications of the transport `name` (default: `plugins.transport`) need
     /// the shared secret `plugins.notify_secret`: those of `smtp`, `outbox` and external
     /// plugins do (a plugin Herald does not ship gets the secret to check); the built-in
-    /// provider transports authenticate their provider's calls by themselves.
+    /// provider transports authenticate their provider's calls by themselves. A named
+    /// transport is its plugin's instance: its plugin decides.
     pub fn notifications_need_secret(&self, name: Option<&str>) -> Result<bool, PluginError> {
         let plugin = self.transport(name)?;
         let info = plugin.info();
         Ok(info.origin != "built-in" || !SELF_AUTHENTICATING.contains(&info.name.as_str()))
     }
 
-    /// Delivers a message through the transport `name` (default: `plugins.transport`). The
-    /// outer error is the plugin's failure; the inner one is the transport's answer.
+    /// Delivers a message through the transport `name` (resolved by [`Plugins::transport`];
+    /// default: `plugins.transport`). The outer error is the plugin's failure; the inner one is
+    /// the transport's answer.
     #[instrument(skip_all, fields(plugin, message = %message.id))]
     pub async fn deliver(
         &self,
@@ -61,8 +48,8 @@ impl Plugins {
     }
 
     /// Delivers a batch of messages (of one project) in one call of the transport `name`
-    /// (default: `plugins.transport`): one outcome per message, in order. The outer error is
-    /// the plugin's failure, which leaves every message of the batch undelivered as far as the
+    /// (resolved by [`Plugins::transport`]; default: `plugins.transport`): one outcome per
+    /// message, in order. The outer error is the plugin's failure, which leaves every message of the batch undelivered as far as the
     /// host knows; a plugin that answers a different number of outcomes is such a failure.
     #[instrument(skip_all, fields(plugin, messages = messages.len()))]
     pub async fn deliver_batch(
@@ -96,8 +83,9 @@ impl Plugins {
     }
 
     /// Authenticates and parses an inbound provider notification with the transport `name`
-    /// (default: `plugins.transport`); `plugins.notify_secret` is passed as the secret.
-    /// `headers` may carry the pseudo-header `:query` (the request's raw query string).
+    /// (resolved by [`Plugins::transport`]; default: `plugins.transport`);
+    /// `plugins.notify_secret` is passed as the secret. `headers` may carry the pseudo-header
+    /// `:query` (the request's raw query string).
     #[instrument(skip_all, fields(plugin))]
     pub async fn parse_notification(
         &self,

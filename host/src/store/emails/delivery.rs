@@ -20,6 +20,8 @@ pub struct Deliverable {
     pub project_id: String,
     pub contact_id: Option<String>,
     pub status: String,
+    /// The `from` address (its domain may choose the transport).
+    pub from_address: String,
     /// The envelope sender.
     pub envelope_from: String,
     /// The recipient.
@@ -39,7 +41,7 @@ pub struct Deliverable {
 }
 
 /// The columns of [`Deliverable`], in its order.
-pub(crate) const DELIVERABLE_COLUMNS: &str = "id, project_id, contact_id, status, envelope_from, to_address, raw, \
+pub(crate) const DELIVERABLE_COLUMNS: &str = "id, project_id, contact_id, status, from_address, envelope_from, to_address, raw, \
      draft, content_id, handed_off_at, attempts, created_at";
 
 /// How one hand-off of a batch ends (see [`Store::finish_deliveries`]).
@@ -64,11 +66,15 @@ pub enum DeliveryOutcome<'a> {
         provider_id: &'a str,
         /// The provider's answer.
         detail: Option<&'a str>,
+        /// The transport that took it.
+        transport: Option<&'a str>,
     },
     /// It cannot be delivered.
     Failed {
         /// Why.
         error: &'a str,
+        /// The transport that answered last, if one was called.
+        transport: Option<&'a str>,
     },
 }
 
@@ -137,7 +143,8 @@ impl Store {
                         .bind(d.status)
                         .bind(d.provider_id)
                         .bind(d.error)
-                        .bind(token);
+                        .bind(token)
+                        .bind(d.transport);
                 }
                 q = q.bind(now).bind(now).bind(now);
                 let updated: HashSet<String> = q.fetch_all(&mut *tx).await?.into_iter().collect();
@@ -178,16 +185,20 @@ struct Outcome<'a> {
     detail: Option<&'a str>,
     provider_id: Option<&'a str>,
     error: Option<&'a str>,
+    transport: Option<&'a str>,
 }
 
 impl<'a> Outcome<'a> {
     fn of(at: usize, email: &'a Deliverable, outcome: &'a DeliveryOutcome<'a>) -> Outcome<'a> {
-        let (status, detail, provider_id, error) = match outcome {
+        let (status, detail, provider_id, error, transport) = match outcome {
             DeliveryOutcome::Sent {
                 provider_id,
                 detail,
-            } => (status::SENT, *detail, Some(*provider_id), None),
-            DeliveryOutcome::Failed { error } => (status::FAILED, Some(*error), None, Some(*error)),
+                transport,
+            } => (status::SENT, *detail, Some(*provider_id), None, *transport),
+            DeliveryOutcome::Failed { error, transport } => {
+                (status::FAILED, Some(*error), None, Some(*error), *transport)
+            }
         };
         Outcome {
             at,
@@ -196,28 +207,30 @@ impl<'a> Outcome<'a> {
             detail,
             provider_id,
             error,
+            transport,
         }
     }
 }
 
 /// Records the outcomes of `n` deliveries, each keyed on its hand-off (the email still queued
 /// and its token the claim's), and answers the ids written; binds, a row: id, status (`sent` or
-/// `failed`), provider id, error, hand-off token; then now three times (each placeholder once
+/// `failed`), provider id, error, hand-off token, transport; then now three times (each placeholder once
 /// and in order: `dialect::bound_in_order`). The stored message and draft go. The email is
 /// found by id for each row (`dialect::unindexed_equals`).
 pub(in crate::store) fn finish_outcomes_sql(n: usize) -> String {
     format!(
-        "WITH v (v_id, v_status, v_provider, v_error, v_token) AS (VALUES {}) \
+        "WITH v (v_id, v_status, v_provider, v_error, v_token, v_transport) AS (VALUES {}) \
          UPDATE emails SET status = v_status, provider_id = COALESCE(v_provider, provider_id), error = v_error, \
+         transport = COALESCE(v_transport, transport), \
          raw = NULL, draft = NULL, hand_off_token = NULL, \
          sent_at = CASE WHEN v_status = '{sent}' THEN ${a} ELSE sent_at END, \
          failed_at = CASE WHEN v_status = '{sent}' THEN failed_at ELSE ${b} END, updated_at = ${c} \
          FROM v WHERE id = v_id AND {queued} AND hand_off_token = v_token RETURNING id",
-        crate::store::dialect::value_rows(1, n, 5),
+        crate::store::dialect::value_rows(1, n, 6),
         sent = status::SENT,
-        a = 5 * n + 1,
-        b = 5 * n + 2,
-        c = 5 * n + 3,
+        a = 6 * n + 1,
+        b = 6 * n + 2,
+        c = 6 * n + 3,
         queued = crate::store::dialect::unindexed_equals("status", status::QUEUED),
     )
 }

@@ -54,6 +54,8 @@ pub struct EmailRecord {
     pub message_id: String,
     /// The provider's id.
     pub provider_id: Option<String>,
+    /// The transport that took it.
+    pub transport: Option<String>,
     /// Why it failed.
     pub error: Option<String>,
     /// Delivery attempts.
@@ -173,7 +175,7 @@ impl Store {
         let (record, history) = on_db!(self.db(), pool => {
             let record: Option<EmailRecord> = sqlx::query_as(
                 "SELECT id, contact_id, template_id, kind, from_address, to_address, subject, status, \
-                 message_id, provider_id, error, attempts, created_at, sent_at, open_count, click_count \
+                 message_id, provider_id, transport, error, attempts, created_at, sent_at, open_count, click_count \
                  FROM emails WHERE project_id = $1 AND id = $2",
             )
             .bind(project.as_str())

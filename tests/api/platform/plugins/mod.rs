@@ -5,6 +5,7 @@
 mod dns;
 mod external;
 mod hostile;
+mod routing;
 mod steps;
 mod transports;
 

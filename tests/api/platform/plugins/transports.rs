@@ -6,7 +6,7 @@ use herald::plugins::{DeliveryError, DeliveryEventKind, OutgoingMessage, SmtpTls
 use super::{settings, start};
 use crate::support::smtpd::{SmtpServer, SmtpTlsMode, TestPki};
 
-fn message(id: &str, to: &str) -> OutgoingMessage {
+pub(super) fn message(id: &str, to: &str) -> OutgoingMessage {
     OutgoingMessage {
         id: id.into(),
         sender: "news@herald.test".into(),
