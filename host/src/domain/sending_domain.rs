@@ -238,13 +238,24 @@ pub struct VerifiedDomain {
 /// The verified domain that covers `host` (the domain of a from address), if any: the closest
 /// one, matching exactly, or as a parent when it allows subdomains.
 pub fn covering<'a>(host: &str, verified: &'a [VerifiedDomain]) -> Option<&'a VerifiedDomain> {
+    covering_by(host, verified, |d| (&d.name, d.allow_subdomains))
+}
+
+/// [`covering`] among any records of domains, `name` answering each one's (lower-case) name and
+/// whether its subdomains send under it.
+pub fn covering_by<'a, T>(
+    host: &str,
+    domains: &'a [T],
+    name: impl Fn(&T) -> (&str, bool),
+) -> Option<&'a T> {
     let host = host.trim_end_matches('.').to_ascii_lowercase();
     DomainName::self_and_parents(&host)
         .into_iter()
         .find_map(|candidate| {
-            verified
-                .iter()
-                .find(|d| d.name == candidate && (candidate == host || d.allow_subdomains))
+            domains.iter().find(|d| {
+                let (name, allow_subdomains) = name(d);
+                name == candidate && (candidate == host || allow_subdomains)
+            })
         })
 }
 

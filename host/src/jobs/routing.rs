@@ -18,6 +18,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use crate::domain::sending_domain::covering_by;
 use crate::plugins::{DeliveryError, OutgoingMessage, Plugins, Receipt};
 use crate::store::delivery::TransportChoices;
 
@@ -30,21 +31,8 @@ pub fn choose(choices: &TransportChoices, from_address: &str) -> Option<String> 
         .unwrap_or_default();
     // The sending domain the address is on: the domain itself, else the nearest parent that
     // lets its subdomains send.
-    let exact = choices
-        .domains
-        .iter()
-        .find(|d| d.name.eq_ignore_ascii_case(&domain));
-    let covering = exact.or_else(|| {
-        choices
-            .domains
-            .iter()
-            .filter(|d| {
-                d.allow_subdomains
-                    && domain
-                        .strip_suffix(&d.name.to_ascii_lowercase())
-                        .is_some_and(|rest| rest.ends_with('.'))
-            })
-            .max_by_key(|d| d.name.len())
+    let covering = covering_by(&domain, &choices.domains, |d| {
+        (d.name.as_str(), d.allow_subdomains)
     });
     covering
         .and_then(|d| d.transport.clone())
