@@ -21,12 +21,13 @@ import json
 import os
 import shutil
 import smtplib
-import sqlite3
 import subprocess
 import sys
 import tempfile
 import threading
 import time
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from common import Db  # noqa: E402
 
 ROOT = os.path.dirname(os.path.abspath(__file__)) + "/../../.."
 BIN = os.environ.get("HERALD_BIN") or (
@@ -38,26 +39,6 @@ SESSIONS = 32
 PER_SESSION = 50
 N = int(sys.argv[1]) if len(sys.argv) > 1 else 20_000
 PG = "postgres://postgres@127.0.0.1:5432"
-
-
-class Db:
-    def __init__(self, url, data_dir):
-        self.url, self.path = url, os.path.join(data_dir, "herald.db")
-
-    def run(self, sql):
-        if self.url.startswith("postgres"):
-            out = subprocess.run(["psql", self.url, "-qAtc", sql], capture_output=True, text=True)
-            if out.returncode != 0:
-                sys.exit(f"psql failed: {out.stderr}\n{sql}")
-            return out.stdout.strip()
-        con = sqlite3.connect(self.path, timeout=60)
-        try:
-            cur = con.execute(sql)
-            row = cur.fetchone() if cur.description else None
-            con.commit()
-            return "" if row is None else str(row[0])
-        finally:
-            con.close()
 
 
 def load(db, project, n):
