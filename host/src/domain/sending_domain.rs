@@ -426,6 +426,33 @@ pub fn receives_mail(records: &[DnsRecordState], domain: &str) -> bool {
         .any(|r| is_inbound_record(r, domain) && r.status == RecordStatus::Verified)
 }
 
+/// The records to store after a check: the domain's records as they are now (`current`), each
+/// with the state the check found for the same record. A check reads the domain before it asks
+/// DNS; a record added meanwhile (`PATCH /domains/:id`) stays, pending, and one removed meanwhile
+/// is not brought back.
+pub fn apply_check(current: &[DnsRecordState], checked: &[DnsRecordState]) -> Vec<DnsRecordState> {
+    current
+        .iter()
+        .map(|record| {
+            checked
+                .iter()
+                .find(|c| {
+                    c.record_type == record.record_type
+                        && c.name == record.name
+                        && c.value == record.value
+                })
+                .map_or_else(
+                    || record.clone(),
+                    |c| DnsRecordState {
+                        status: c.status,
+                        found: c.found.clone(),
+                        ..record.clone()
+                    },
+                )
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -439,6 +466,38 @@ mod tests {
             status,
             found: vec!["other".into()],
         }
+    }
+
+    #[test]
+    fn a_check_keeps_records_added_meanwhile_and_drops_records_removed_meanwhile() {
+        let dkim = record("s._domainkey.acme.io", true, RecordStatus::Pending);
+        let removed = record("old._domainkey.acme.io", false, RecordStatus::Pending);
+        let added = inbound_record("acme.io", "mail.herald.test");
+        let checked = vec![
+            DnsRecordState {
+                status: RecordStatus::Verified,
+                found: vec!["v".into()],
+                ..dkim.clone()
+            },
+            DnsRecordState {
+                status: RecordStatus::Verified,
+                ..removed
+            },
+        ];
+        let stored = apply_check(&[dkim.clone(), added.clone()], &checked);
+        assert_eq!(stored.len(), 2);
+        assert_eq!(stored[0].status, RecordStatus::Verified);
+        assert_eq!(stored[0].found, vec!["v".to_string()]);
+        assert_eq!(stored[1], added);
+        // A record whose value changed meanwhile keeps its own state.
+        let rekeyed = DnsRecordState {
+            value: "new".into(),
+            ..dkim
+        };
+        assert_eq!(
+            apply_check(std::slice::from_ref(&rekeyed), &checked),
+            vec![rekeyed]
+        );
     }
 
     #[test]

@@ -14,9 +14,38 @@ use super::{on_db, on_db_write};
 use crate::domain::ids::{DomainId, ProjectId};
 use crate::domain::sending_domain::{
     DnsRecordState, DomainName, DomainStatus, Ed25519DkimKey, RecordStatus, VerifiedDomain,
-    dkim_record_name, ed25519_record, inbound_record, is_inbound_record, receives_mail,
+    apply_check, dkim_record_name, ed25519_record, inbound_record, is_inbound_record,
+    receives_mail,
 };
 use crate::domain::time::now_ms;
+
+/// Stores a check's result inside the open write transaction `$tx` (binds: the SQL of
+/// [`read_records_sql`], project, id, the [`CheckedDomain`], now); answers the rows changed (0:
+/// the domain is gone). The records are the domain's as they are now with the states the check
+/// found ([`apply_check`]): a check reads the domain before it asks DNS, and a `PATCH` that
+/// added or removed a record meanwhile must not be undone.
+macro_rules! save_check {
+    ($tx:ident, $read:expr, $project:expr, $id:expr, $check:expr, $now:expr) => {{
+        let row: Option<(Json<Vec<DnsRecordState>>,)> = sqlx::query_as(&$read)
+            .bind($project)
+            .bind($id)
+            .fetch_optional(&mut *$tx)
+            .await?;
+        match row {
+            None => 0,
+            Some((Json(current),)) => sqlx::query(SAVE_CHECK)
+                .bind($id)
+                .bind($check.status.as_str())
+                .bind(Json(apply_check(&current, &$check.records)))
+                .bind($check.failure_reason.as_deref())
+                .bind($now)
+                .bind($project)
+                .execute(&mut *$tx)
+                .await?
+                .rows_affected(),
+        }
+    }};
+}
 
 /// The job kind of background domain checks (run by `jobs::domains`).
 pub const CHECK_KIND: &str = "domains.check";
@@ -460,17 +489,12 @@ impl Store {
         id: &DomainId,
         check: &CheckedDomain,
     ) -> StoreResult<Domain> {
+        let read = read_records_sql(self.db().backend());
         let n = on_db_write!(self.db(), pool => {
-            sqlx::query(SAVE_CHECK)
-                .bind(id.as_str())
-                .bind(check.status.as_str())
-                .bind(Json(&check.records))
-                .bind(check.failure_reason.as_deref())
-                .bind(now_ms())
-                .bind(project.as_str())
-                .execute(pool)
-                .await?
-                .rows_affected()
+            let mut tx = pool.begin_write().await?;
+            let n = save_check!(tx, read, project.as_str(), id.as_str(), check, now_ms());
+            tx.commit().await?;
+            n
         });
         if n == 0 {
             return Err(StoreError::NotFound);
@@ -495,21 +519,20 @@ impl Store {
             "domainId": domain.id.as_str(),
             "status": check.status.as_str(),
         });
+        let read = read_records_sql(self.db().backend());
         on_db_write!(self.db(), pool => {
             let mut tx = pool.begin_write().await?;
             if !tx.complete_job(lease, &result, now).await? {
                 return Ok(None);
             }
-            let updated = sqlx::query(SAVE_CHECK)
-                .bind(domain.id.as_str())
-                .bind(check.status.as_str())
-                .bind(Json(&check.records))
-                .bind(check.failure_reason.as_deref())
-                .bind(now)
-                .bind(domain.project_id.as_str())
-                .execute(&mut *tx)
-                .await?
-                .rows_affected();
+            let updated = save_check!(
+                tx,
+                read,
+                domain.project_id.as_str(),
+                domain.id.as_str(),
+                check,
+                now
+            );
             if updated == 1 {
                 tx.insert_job(&next, now).await?;
             }
@@ -671,6 +694,14 @@ fn signing_of(row: SigningRow) -> SigningDomain {
         private_key,
         ed25519,
     }
+}
+
+/// Reads a domain's records (binds project, id), locking its row on PostgreSQL.
+fn read_records_sql(backend: super::Backend) -> String {
+    format!(
+        "SELECT records FROM domains WHERE project_id = $1 AND id = $2{}",
+        super::dialect::for_update(backend)
+    )
 }
 
 /// Writes a check; binds id, status, records, reason, now, project. `verified_at` keeps the first
