@@ -14,8 +14,8 @@ use crate::domain::ids::ProjectId;
 use crate::domain::suppression::{SoftBounceRule, SuppressionReason};
 use crate::plugins::{DeliveryEvent, DeliveryEventKind};
 use crate::services::security::HealthGuard;
+use crate::store::delivery_events::{EventWrite, Then};
 use crate::store::emails::status;
-use crate::store::suppressions::NewSuppression;
 use crate::store::{Store, StoreError};
 
 /// What applying a batch of events did.
@@ -59,89 +59,68 @@ impl DeliveryEvents {
         self
     }
 
-    /// Applies `events` in order. A store failure stops at the event that failed (those before
-    /// it stay applied; applying one again changes nothing more).
+    /// Applies `events` in order, all of them or none (one transaction, shared with other
+    /// callers writing at the same time: `store::delivery_events`).
     pub async fn apply(&self, events: Vec<DeliveryEvent>) -> Result<Applied, StoreError> {
         let mut result = Applied::default();
-        // Projects with a new hard bounce or complaint: their health is measured once, at the end.
-        let mut to_check: Vec<ProjectId> = Vec::new();
+        let mut writes = Vec::with_capacity(events.len());
         for event in events {
             let Some(id) = event.message_id.as_deref().and_then(email_id) else {
                 result.ignored += 1;
                 continue;
             };
-            let kind = match event.kind {
-                DeliveryEventKind::Delivered => status::DELIVERED,
-                DeliveryEventKind::BouncedHard => status::BOUNCED,
-                DeliveryEventKind::BouncedSoft => "soft_bounced",
-                DeliveryEventKind::Complained => status::COMPLAINED,
-                DeliveryEventKind::Opened => status::OPENED,
-                DeliveryEventKind::Clicked => status::CLICKED,
-                DeliveryEventKind::Inbound => "inbound",
+            let (kind, then) = match event.kind {
+                DeliveryEventKind::Delivered => (status::DELIVERED, Then::ClearSoftBounces),
+                DeliveryEventKind::BouncedHard => (
+                    status::BOUNCED,
+                    Then::Suppress {
+                        source: SubscriptionSource::Bounce,
+                        reason: SuppressionReason::HardBounce,
+                    },
+                ),
+                DeliveryEventKind::BouncedSoft => {
+                    ("soft_bounced", Then::CountSoftBounce(self.soft_bounces))
+                }
+                DeliveryEventKind::Complained => (
+                    status::COMPLAINED,
+                    Then::Suppress {
+                        source: SubscriptionSource::Complaint,
+                        reason: SuppressionReason::Complaint,
+                    },
+                ),
+                DeliveryEventKind::Opened => (status::OPENED, Then::Nothing),
+                DeliveryEventKind::Clicked => (status::CLICKED, Then::Nothing),
+                DeliveryEventKind::Inbound => ("inbound", Then::Nothing),
             };
-            let recorded = self
-                .store
-                .record_email_event(&id, kind, event.detail.as_deref(), Some(&event.email))
-                .await?;
-            let Some(recorded) = recorded else {
+            writes.push(EventWrite {
+                email_id: id,
+                kind,
+                detail: event.detail,
+                // The recipient, as the email has it (the event applies only when they match).
+                recipient: event.email.trim().to_ascii_lowercase(),
+                then,
+            });
+        }
+        let written = self.store.write_delivery_events(writes.clone()).await?;
+        // Projects with a new hard bounce or complaint: their health is measured once, at the end.
+        let mut to_check: Vec<&ProjectId> = Vec::new();
+        for (write, written) in writes.iter().zip(&written) {
+            let Some(recorded) = &written.recorded else {
                 result.ignored += 1;
                 continue;
             };
             result.applied += 1;
-            // The recipient, as the email has it (the event applied only because they match).
-            let address = event.email.trim().to_ascii_lowercase();
-            let project = &recorded.project_id;
-            let (source, reason) = match event.kind {
-                DeliveryEventKind::BouncedHard => {
-                    (SubscriptionSource::Bounce, SuppressionReason::HardBounce)
-                }
-                DeliveryEventKind::Complained => {
-                    (SubscriptionSource::Complaint, SuppressionReason::Complaint)
-                }
-                DeliveryEventKind::Delivered => {
-                    self.store.clear_soft_bounces(project, &address).await?;
-                    continue;
-                }
-                DeliveryEventKind::BouncedSoft => {
-                    let listed = self
-                        .store
-                        .count_soft_bounce(
-                            project,
-                            &address,
-                            &id,
-                            event.detail.as_deref(),
-                            self.soft_bounces,
-                        )
-                        .await?;
-                    if listed {
-                        tracing::info!(project_id = %project, email_id = %id, "an address that soft-bounced too often is suppressed");
-                    }
-                    continue;
-                }
-                _ => continue,
-            };
-            if let Some(contact) = &recorded.contact_id {
-                let why = event.detail.clone().unwrap_or_else(|| kind.to_string());
-                self.store
-                    .unsubscribe_contact(project, contact, source, Some(&why))
-                    .await?;
+            if written.listed {
+                tracing::info!(project_id = %recorded.project_id, email_id = %write.email_id, "an address that soft-bounced too often is suppressed");
             }
-            self.store
-                .add_suppressions(
-                    project,
-                    &[NewSuppression {
-                        email: &address,
-                        reason,
-                        detail: event.detail.as_deref(),
-                        email_id: Some(&id),
-                    }],
-                )
-                .await?;
-            if recorded.first && !to_check.contains(&recorded.project_id) {
-                to_check.push(recorded.project_id.clone());
+            if matches!(write.then, Then::Suppress { .. })
+                && recorded.first
+                && !to_check.contains(&&recorded.project_id)
+            {
+                to_check.push(&recorded.project_id);
             }
         }
-        for project in &to_check {
+        for project in to_check {
             self.health_guard.check_soon(project).await;
         }
         Ok(result)

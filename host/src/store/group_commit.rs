@@ -274,17 +274,24 @@ impl GroupCommit {
 }
 
 /// One writer task: takes every queued request (up to [`MAX_BATCH`]) and writes them as a group.
-async fn run(store: Store, mut receiver: mpsc::Receiver<Pending>) {
-    let mut batch = Vec::with_capacity(MAX_BATCH);
-    loop {
-        let taken = receiver.recv_many(&mut batch, MAX_BATCH).await;
-        if taken == 0 {
-            return;
-        }
-        let span = tracing::debug_span!("group_commit", size = taken);
-        write_group(&store, std::mem::take(&mut batch))
-            .instrument(span)
-            .await;
+async fn run(store: Store, receiver: mpsc::Receiver<Pending>) {
+    drain(receiver, MAX_BATCH, |batch| {
+        let span = tracing::debug_span!("group_commit", size = batch.len());
+        write_group(&store, batch).instrument(span)
+    })
+    .await;
+}
+
+/// The loop of a writer task: hands every queued item (up to `max` at once) to `write` as one
+/// group, until the last sender is gone.
+pub(super) async fn drain<T, F, Fut>(mut receiver: mpsc::Receiver<T>, max: usize, mut write: F)
+where
+    F: FnMut(Vec<T>) -> Fut,
+    Fut: std::future::Future<Output = ()>,
+{
+    let mut batch = Vec::with_capacity(max);
+    while receiver.recv_many(&mut batch, max).await > 0 {
+        write(std::mem::take(&mut batch)).await;
     }
 }
 
@@ -932,6 +939,7 @@ impl Store {
         self.group.get_or_init(|| {
             GroupCommit::start(Store {
                 group: Default::default(),
+                event_writer: Default::default(),
                 ..self.clone()
             })
         })

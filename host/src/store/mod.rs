@@ -17,6 +17,7 @@ pub mod bulk;
 pub mod campaigns;
 pub mod contacts;
 pub mod delivery;
+pub mod delivery_events;
 pub mod dialect;
 pub mod domains;
 pub mod emails;
@@ -493,6 +494,8 @@ pub struct Store {
     limits: StoreLimits,
     /// The group writer of contact writes by address, started on first use.
     group: std::sync::Arc<std::sync::OnceLock<group_commit::GroupCommit>>,
+    /// The group writer of delivery events, started on first use.
+    event_writer: std::sync::Arc<std::sync::OnceLock<delivery_events::EventWriter>>,
     /// The lookups of projects by API key in flight, shared by the requests that present one key.
     key_lookups: std::sync::Arc<projects::KeyLookups>,
     /// The reads of verified sending domains in flight, shared by concurrent sends from one.
@@ -569,6 +572,7 @@ impl Store {
             known_events: Default::default(),
             limits: StoreLimits::default(),
             group: Default::default(),
+            event_writer: Default::default(),
             key_lookups: Default::default(),
             domain_lookups: Default::default(),
             contact_reads: Default::default(),

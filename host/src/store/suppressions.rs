@@ -3,13 +3,14 @@
 //! its recipients up in it in the same transaction ([`LISTED_SQL`], run by
 //! `statements::listed_emails`), so no path of sending can pass it by. Entries are added by the
 //! API, by hard bounces and complaints and by the soft-bounce rule
-//! (`services::delivery_events`).
+//! (`services::delivery_events`, written by `store::delivery_events`).
 
-use super::dialect::{BeginWrite, bound_in_order, placeholders, value_rows};
+use super::delivery_events::EventStatements;
+use super::dialect::{BeginWrite, placeholders, value_rows};
 use super::{Store, StoreResult, on_db, on_db_write};
 use crate::domain::ids::ProjectId;
 use crate::domain::pagination::{Page, PageRequest};
-use crate::domain::suppression::{SoftBounceRule, SuppressionReason};
+use crate::domain::suppression::SuppressionReason;
 use crate::domain::time::now_ms;
 
 /// One entry of a project's list.
@@ -53,9 +54,6 @@ pub fn parse_list_key(key: &str) -> Option<(i64, &str)> {
     (!email.is_empty()).then_some((at, email))
 }
 
-/// The most entries one insert of [`Store::add_suppressions`] writes (6 values a row).
-const MAX_PER_INSERT: usize = 500;
-
 /// The most addresses one lookup ([`listed_sql`]) names.
 pub(crate) const MAX_LISTED_PER_SELECT: usize = 500;
 
@@ -69,12 +67,9 @@ pub(crate) fn listed_sql(projects: usize, addresses: usize) -> String {
     )
 }
 
-/// Forgets the soft bounces counted for an address; binds project, address.
-const CLEAR_SOFT_BOUNCES: &str = "DELETE FROM soft_bounces WHERE project_id = $1 AND email = $2";
-
 /// Inserts entries (project, email, reason, detail, email id, created), leaving those listed
 /// already as they are.
-fn insert_sql(n: usize) -> String {
+pub(super) fn insert_sql(n: usize) -> String {
     format!(
         "INSERT INTO suppressions (project_id, email, reason, detail, email_id, created_at) \
          VALUES {} ON CONFLICT (project_id, email) DO NOTHING",
@@ -139,24 +134,9 @@ impl Store {
             return Ok(0);
         }
         let now = now_ms();
-        let backend = self.db().backend();
         let added = on_db_write!(self.db(), pool => {
             let mut tx = pool.begin_write().await?;
-            let mut added = 0;
-            for chunk in entries.chunks(MAX_PER_INSERT) {
-                let sql = bound_in_order(backend, insert_sql(chunk.len()));
-                let mut q = sqlx::query(&sql);
-                for e in chunk {
-                    q = q
-                        .bind(project.as_str())
-                        .bind(e.email)
-                        .bind(e.reason.as_str())
-                        .bind(e.detail)
-                        .bind(e.email_id)
-                        .bind(now);
-                }
-                added += q.execute(&mut *tx).await?.rows_affected();
-            }
+            let added = tx.insert_suppressions(project.as_str(), entries, now).await?;
             tx.commit().await?;
             added
         });
@@ -175,111 +155,11 @@ impl Store {
                 .execute(&mut *tx)
                 .await?
                 .rows_affected();
-            sqlx::query(CLEAR_SOFT_BOUNCES)
-                .bind(project.as_str())
-                .bind(email)
-                .execute(&mut *tx)
-                .await?;
+            tx.clear_soft_bounces(project.as_str(), email).await?;
             tx.commit().await?;
             n
         });
         Ok(n > 0)
-    }
-
-    /// Counts a soft bounce of the email `email_id` to `email` (lower-case) under `rule`, in one
-    /// transaction: the address's soft bounces older than the rule's window are forgotten, this
-    /// one is added (once per email), and when the address has `rule.limit` of them it is listed
-    /// as a hard bounce with the detail the rule writes (`last` the bounce's own detail) and
-    /// its count starts again. Answers whether it listed the address now.
-    #[tracing::instrument(level = "debug", skip(self, last))]
-    pub async fn count_soft_bounce(
-        &self,
-        project: &ProjectId,
-        email: &str,
-        email_id: &str,
-        last: Option<&str>,
-        rule: SoftBounceRule,
-    ) -> StoreResult<bool> {
-        if rule.limit == 0 {
-            return Ok(false);
-        }
-        let now = now_ms();
-        let backend = self.db().backend();
-        let listed = on_db_write!(self.db(), pool => {
-            let mut tx = pool.begin_write().await?;
-            sqlx::query(
-                "DELETE FROM soft_bounces WHERE project_id = $1 AND email = $2 AND created_at < $3",
-            )
-            .bind(project.as_str())
-            .bind(email)
-            .bind(now - rule.window_ms)
-            .execute(&mut *tx)
-            .await?;
-            sqlx::query(
-                "INSERT INTO soft_bounces (project_id, email, email_id, created_at) \
-                 VALUES ($1, $2, $3, $4) ON CONFLICT (project_id, email, email_id) DO NOTHING",
-            )
-            .bind(project.as_str())
-            .bind(email)
-            .bind(email_id)
-            .bind(now)
-            .execute(&mut *tx)
-            .await?;
-            let count: i64 = sqlx::query_scalar(
-                "SELECT COUNT(*) FROM soft_bounces WHERE project_id = $1 AND email = $2",
-            )
-            .bind(project.as_str())
-            .bind(email)
-            .fetch_one(&mut *tx)
-            .await?;
-            let reached = count >= i64::from(rule.limit);
-            if reached {
-                let detail = rule.detail(count as u64, last);
-                let sql = bound_in_order(backend, insert_sql(1));
-                sqlx::query(&sql)
-                    .bind(project.as_str())
-                    .bind(email)
-                    .bind(SuppressionReason::HardBounce.as_str())
-                    .bind(detail.as_str())
-                    .bind(email_id)
-                    .bind(now)
-                    .execute(&mut *tx)
-                    .await?;
-                sqlx::query(CLEAR_SOFT_BOUNCES)
-                    .bind(project.as_str())
-                    .bind(email)
-                    .execute(&mut *tx)
-                    .await?;
-            }
-            tx.commit().await?;
-            reached
-        });
-        Ok(listed)
-    }
-
-    /// Forgets the soft bounces counted for `email` (lower-case) in `project`: an email to it
-    /// was delivered.
-    #[tracing::instrument(level = "debug", skip(self))]
-    pub async fn clear_soft_bounces(&self, project: &ProjectId, email: &str) -> StoreResult<()> {
-        // Read first: most addresses have none, and a delivery then writes nothing.
-        let any: Option<String> = on_db!(self.db(), pool => {
-            sqlx::query_scalar("SELECT email_id FROM soft_bounces WHERE project_id = $1 AND email = $2 LIMIT 1")
-                .bind(project.as_str())
-                .bind(email)
-                .fetch_optional(pool)
-                .await?
-        });
-        if any.is_none() {
-            return Ok(());
-        }
-        on_db_write!(self.db(), pool => {
-            sqlx::query(CLEAR_SOFT_BOUNCES)
-                .bind(project.as_str())
-                .bind(email)
-                .execute(pool)
-                .await?;
-        });
-        Ok(())
     }
 }
 

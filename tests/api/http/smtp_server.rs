@@ -244,6 +244,57 @@ async fn a_dsn_at_an_emails_return_path_bounces_it_and_a_forged_one_changes_noth
     assert!(refused.is_err(), "refused at RCPT: {refused:?}");
 }
 
+/// Bounces arriving together share the writer's transactions (`store::delivery_events`): each
+/// still applies to its own email alone, and a forged one among them changes nothing.
+#[tokio::test]
+async fn bounces_arriving_together_each_apply_to_their_own_email() {
+    let (_dns, _sink, app, p) = mail_app(|_| {}).await;
+    let mut ids = Vec::new();
+    for n in 0..12 {
+        ids.push(sent_email(&app, &p, &format!("r{n}@example.com")).await);
+    }
+    let mx = app.smtp().inbound.unwrap();
+    let mut bounces = Vec::new();
+    for (n, id) in ids.iter().enumerate() {
+        let path = format!("bounces+{id}@bounces.acme.test");
+        // Every third email also gets a forged report naming someone it was not sent to.
+        if n % 3 == 0 {
+            let forged = dsn(&path, "someone-else@example.com", id);
+            bounces.push(tokio::spawn(async move {
+                send_bounce(mx, &path, &forged).await
+            }));
+            continue;
+        }
+        let real = dsn(&path, &format!("r{n}@example.com"), id);
+        bounces.push(tokio::spawn(
+            async move { send_bounce(mx, &path, &real).await },
+        ));
+    }
+    for bounce in bounces {
+        bounce.await.unwrap().expect("accepted");
+    }
+    for (n, id) in ids.iter().enumerate() {
+        let email = app.get(&format!("/emails/{id}"), &p.secret_key).await;
+        let want = if n % 3 == 0 { "sent" } else { "bounced" };
+        assert_eq!(email.body["status"], want, "{}", email.body);
+    }
+    let listed = app.get("/suppressions?limit=100", &p.secret_key).await;
+    assert_eq!(listed.body["total"], 8, "{}", listed.body);
+    let mut listed: Vec<&str> = listed.body["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["email"].as_str().unwrap())
+        .collect();
+    listed.sort_unstable();
+    let mut bounced: Vec<String> = (0..12)
+        .filter(|n| n % 3 != 0)
+        .map(|n| format!("r{n}@example.com"))
+        .collect();
+    bounced.sort_unstable();
+    assert_eq!(listed, bounced);
+}
+
 #[tokio::test]
 async fn a_bounce_answered_250_survives_a_kill_right_after() {
     let dns = DnsServer::start().await;

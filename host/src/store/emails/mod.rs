@@ -14,11 +14,12 @@ use serde_json::Value;
 use sqlx::FromRow;
 use sqlx::types::Json;
 
+use super::delivery_events::EventStatements;
 use super::dialect::BeginWrite;
 use super::idempotency::IdempotentWrite;
 use super::{Store, StoreError, StoreResult};
 use super::{on_db, on_db_write};
-use crate::domain::ids::{ActivityId, ContactId, EmailId, ProjectId};
+use crate::domain::ids::{ContactId, EmailId, ProjectId};
 use crate::domain::time::now_ms;
 
 pub mod status;
@@ -236,76 +237,17 @@ impl Store {
         recipient: Option<&str>,
     ) -> StoreResult<Option<RecordedEvent>> {
         let now = now_ms();
-        let lock = super::dialect::for_update(self.db().backend());
-        let column = match kind {
-            status::DELIVERED => Some("delivered_at"),
-            status::OPENED => Some("opened_at"),
-            status::CLICKED => Some("clicked_at"),
-            status::BOUNCED => Some("bounced_at"),
-            status::COMPLAINED => Some("complained_at"),
-            _ => None,
-        };
-        let counter = match kind {
-            status::OPENED => Some("open_count"),
-            status::CLICKED => Some("click_count"),
-            _ => None,
-        };
-        let first_sql = match column {
-            Some(c) => format!("{c} IS NULL"),
-            None => "TRUE".to_string(),
-        };
-        let select = format!(
-            "SELECT project_id, contact_id, status, to_address, {first_sql} FROM emails WHERE id = $1{lock}"
-        );
         let recorded = on_db_write!(self.db(), pool => {
             let mut tx = pool.begin_write().await?;
-            let row: Option<(String, Option<String>, String, String, bool)> =
-                sqlx::query_as(&select).bind(email_id).fetch_optional(&mut *tx).await?;
-            let Some((project_id, contact_id, current, to, first)) = row else {
-                return Ok(None);
-            };
-            if recipient.is_some_and(|r| !r.trim().eq_ignore_ascii_case(&to)) {
-                return Ok(None);
-            }
-            if let Some(counter) = counter {
-                sqlx::query(&format!("UPDATE emails SET {counter} = {counter} + 1 WHERE id = $1"))
-                    .bind(email_id)
-                    .execute(&mut *tx)
-                    .await?;
-            }
-            if first || counter.is_none() {
-                sqlx::query(&insert_activity_sql(1))
-                    .bind(ActivityId::generate().as_str())
-                    .bind(&project_id)
-                    .bind(email_id)
-                    .bind(contact_id.as_deref())
-                    .bind(kind)
-                    .bind(detail)
-                    .bind(now)
-                    .execute(&mut *tx)
-                    .await?;
-            }
-            let advance = status::rank(kind) > status::rank(&current) && kind != "soft_bounced";
-            if let (Some(column), true) = (column, first) {
-                sqlx::query(&format!(
-                    "UPDATE emails SET {column} = $2, status = CASE WHEN $3 THEN $4 ELSE status END, \
-                     updated_at = $2 WHERE id = $1"
-                ))
-                .bind(email_id)
-                .bind(now)
-                .bind(advance)
-                .bind(kind)
-                .execute(&mut *tx)
+            let recorded = tx
+                .record_email_event_in(email_id, kind, detail, recipient, now)
                 .await?;
+            if recorded.is_some() {
+                tx.commit().await?;
             }
-            tx.commit().await?;
-            RecordedEvent {
-                project_id: ProjectId::from_trusted(project_id),
-                contact_id: contact_id.map(ContactId::from_trusted),
-                first,
-            }
+            recorded
         });
-        Ok(Some(recorded))
+        Ok(recorded)
     }
 
     /// The envelope sender (return path) email `email_id` was sent with and its recipient, or
