@@ -9,6 +9,7 @@
 //! (`handed_off_at`), so that a lapsed heartbeat alone never hands a message off twice.
 
 use super::dialect::{BeginWrite, bound_in_order, placeholders};
+use super::emails::insert_activity_sql;
 use super::emails::{DELIVERABLE_COLUMNS, Deliverable};
 use super::jobs::QueueHead;
 use super::{Store, StoreResult, on_db, on_db_write};
@@ -94,15 +95,23 @@ impl Store {
                 }
                 most = most.min(left);
             }
-            let emails: Vec<Deliverable> = sqlx::query_as(&pick)
+            let picked: Vec<Deliverable> = sqlx::query_as(&pick)
                 .bind(project)
                 .bind(now)
                 .bind(now - lease_ms)
                 .bind(most)
                 .fetch_all(&mut *tx)
                 .await?;
-            if emails.is_empty() {
+            if picked.is_empty() {
                 tx.rollback().await?;
+                return Ok(Ok(picked));
+            }
+            let picked_any = picked.len();
+            let emails = suppress_listed_in(&mut tx, project, picked, now).await?;
+            if emails.is_empty() {
+                // Every email picked was to an address listed since it was queued.
+                tx.commit().await?;
+                tracing::debug!(suppressed = picked_any, "claimed emails suppressed");
                 return Ok(Ok(emails));
             }
             let sql = bound_in_order(
@@ -251,3 +260,75 @@ const DUE_HEADS: &str = "WITH RECURSIVE q(project_id, n) AS ( \
      ORDER BY e.project_id LIMIT 1), q.n + 1 FROM q WHERE q.project_id IS NOT NULL AND q.n < $2) \
      SELECT project_id, (SELECT e.due_at FROM emails e WHERE e.status = 'queued' AND e.project_id = q.project_id \
      AND e.due_at IS NOT NULL ORDER BY e.due_at LIMIT 1) FROM q WHERE q.project_id IS NOT NULL";
+
+/// Takes out of `emails` (just picked in `tx`, of `project`) those whose recipient was put on
+/// the project's suppression list after they were queued (a hard bounce or complaint of an
+/// earlier email, an operator's entry), and writes each `suppressed` with the entry's reason
+/// and its history entry, as a send to a listed address is written: never handed to the
+/// transport. One select per [`super::suppressions::MAX_LISTED_PER_SELECT`] addresses; the
+/// rare suppressed email is written by two statements of its own.
+async fn suppress_listed_in<DB>(
+    tx: &mut sqlx::Transaction<'_, DB>,
+    project: &str,
+    emails: Vec<Deliverable>,
+    now: i64,
+) -> sqlx::Result<Vec<Deliverable>>
+where
+    DB: sqlx::Database,
+    for<'c> &'c mut DB::Connection: sqlx::Executor<'c, Database = DB>,
+    for<'q> DB::Arguments<'q>: sqlx::IntoArguments<'q, DB>,
+    for<'q> &'q str: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+    for<'q> Option<&'q str>: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+    for<'q> i64: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+    for<'r> (String, String, String): sqlx::FromRow<'r, DB::Row>,
+{
+    use super::suppressions::{MAX_LISTED_PER_SELECT, listed_sql};
+    let backend = super::dialect::backend_of::<DB>();
+    let addresses: std::collections::BTreeSet<&str> =
+        emails.iter().map(|e| e.to_address.as_str()).collect();
+    let addresses: Vec<&str> = addresses.into_iter().collect();
+    let mut listed: std::collections::HashMap<String, String> = std::collections::HashMap::new();
+    for chunk in addresses.chunks(MAX_LISTED_PER_SELECT) {
+        let sql = bound_in_order(backend, listed_sql(1, chunk.len()));
+        let mut q = sqlx::query_as::<_, (String, String, String)>(&sql).bind(project);
+        for address in chunk {
+            q = q.bind(*address);
+        }
+        for (_, email, reason) in q.fetch_all(&mut **tx).await? {
+            listed.insert(email, reason);
+        }
+    }
+    if listed.is_empty() {
+        return Ok(emails);
+    }
+    let mut kept = Vec::with_capacity(emails.len());
+    for email in emails {
+        let Some(reason) = listed.get(&email.to_address) else {
+            kept.push(email);
+            continue;
+        };
+        let detail = crate::domain::suppression::suppressed_reason(reason);
+        sqlx::query(&bound_in_order(
+            backend,
+            "UPDATE emails SET status = 'suppressed', error = $1, draft = NULL, due_at = NULL, \
+             handed_off_at = NULL, hand_off_token = NULL, updated_at = $2 WHERE id = $3"
+                .to_string(),
+        ))
+        .bind(detail.as_str())
+        .bind(now)
+        .bind(email.id.as_str())
+        .execute(&mut **tx)
+        .await?;
+        sqlx::query(&bound_in_order(backend, insert_activity_sql(1)))
+            .bind(crate::domain::ids::ActivityId::generate().as_str())
+            .bind(project)
+            .bind(email.id.as_str())
+            .bind(email.contact_id.as_deref())
+            .bind(super::emails::status::SUPPRESSED)
+            .bind(detail.as_str())
+            .bind(now)
+            .execute(&mut **tx)
+            .await?;
+    }
+    Ok(kept)
+}

@@ -508,3 +508,55 @@ async fn soft_bounces_reaching_the_limit_without_a_delivery_suppress_the_address
     let next = send(&app, &p, "ann@example.com", "hello@acme.test").await;
     email_with_status(&app, &p, &next, "suppressed").await;
 }
+
+#[tokio::test]
+async fn an_email_deferred_before_its_address_was_listed_is_suppressed_at_its_next_attempt() {
+    let smtp = SmtpServer::start().await;
+    let app = TestApp::spawn_with(|s| {
+        fast(s);
+        s.plugins.transport = "smtp".into();
+        s.plugins.smtp_host = Some("127.0.0.1".into());
+        s.plugins.smtp_port = smtp.addr.port();
+        s.plugins.smtp_tls = herald::plugins::SmtpTls::None;
+    })
+    .await;
+    let p = app.project().await;
+    // `later…` is always answered 451: the email stays queued, retried after a backoff.
+    let id = send(&app, &p, "later@example.com", "hello@acme.test").await;
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let attempts = format!(
+        "SELECT COUNT(*) FROM emails WHERE id = '{id}' AND attempts >= 1 AND hand_off_token IS NULL"
+    );
+    while crate::http::send::count(&app, &attempts).await == 0 {
+        assert!(Instant::now() < deadline, "never deferred");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let r = app
+        .post(
+            "/suppressions",
+            &p.secret_key,
+            json!({ "emails": ["later@example.com"] }),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+
+    // The next attempt finds the address listed: recorded suppressed, never handed over.
+    let email = email_with_status(&app, &p, &id, "suppressed").await;
+    assert_eq!(
+        email["error"],
+        "the address is on the project's suppression list (MANUAL)"
+    );
+    let history = app.get(&format!("/emails/{id}"), &p.secret_key).await;
+    assert_eq!(history.body["status"], "suppressed", "{}", history.body);
+    let r = app.get("/activity?limit=100", &p.secret_key).await;
+    assert!(
+        r.body["data"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|a| a["type"] == "suppressed" && a["emailId"] == id.as_str()),
+        "{}",
+        r.body
+    );
+    assert!(smtp.log.lock().unwrap().data.is_empty());
+}
