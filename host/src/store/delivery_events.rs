@@ -34,6 +34,76 @@ use crate::domain::ids::{ActivityId, ContactId, ProjectId};
 use crate::domain::suppression::{SoftBounceRule, SuppressionReason};
 use crate::domain::time::now_ms;
 
+impl Store {
+    /// Records what happened to an email (`delivered`, `opened`, `clicked`, `bounced`,
+    /// `soft_bounced`, `complained`): a history entry, the first time of the kind, and the status
+    /// when it moves forward (never back). Opens and clicks after the first are only counted
+    /// (no history entry), so repeated hits add no rows. With `recipient`, the email must have
+    /// been sent to that address (a provider's notification names it). `None` when there is no
+    /// such email.
+    #[tracing::instrument(level = "debug", skip(self, detail))]
+    pub async fn record_email_event(
+        &self,
+        email_id: &str,
+        kind: &str,
+        detail: Option<&str>,
+        recipient: Option<&str>,
+    ) -> StoreResult<Option<RecordedEvent>> {
+        let now = now_ms();
+        let recorded = on_db_write!(self.db(), pool => {
+            let mut tx = pool.begin_write().await?;
+            let recorded = tx
+                .record_email_event_in(email_id, kind, detail, recipient, now)
+                .await?;
+            if recorded.is_some() {
+                tx.commit().await?;
+            }
+            recorded
+        });
+        Ok(recorded)
+    }
+
+    /// Adds `entries` to `project`'s list in one transaction; an address listed already keeps
+    /// its entry. Answers how many were added.
+    #[tracing::instrument(level = "debug", skip_all, fields(project = %project, entries = entries.len()))]
+    pub async fn add_suppressions(
+        &self,
+        project: &ProjectId,
+        entries: &[NewSuppression<'_>],
+    ) -> StoreResult<u64> {
+        if entries.is_empty() {
+            return Ok(0);
+        }
+        let now = now_ms();
+        let added = on_db_write!(self.db(), pool => {
+            let mut tx = pool.begin_write().await?;
+            let added = tx.insert_suppressions(project.as_str(), entries, now).await?;
+            tx.commit().await?;
+            added
+        });
+        Ok(added)
+    }
+
+    /// Removes `email` from `project`'s list (the address may be mailed again), with the soft
+    /// bounces counted for it; `false` when it was not listed.
+    #[tracing::instrument(level = "debug", skip(self))]
+    pub async fn delete_suppression(&self, project: &ProjectId, email: &str) -> StoreResult<bool> {
+        let n = on_db_write!(self.db(), pool => {
+            let mut tx = pool.begin_write().await?;
+            let n = sqlx::query("DELETE FROM suppressions WHERE project_id = $1 AND email = $2")
+                .bind(project.as_str())
+                .bind(email)
+                .execute(&mut *tx)
+                .await?
+                .rows_affected();
+            tx.clear_soft_bounces(project.as_str(), email).await?;
+            tx.commit().await?;
+            n
+        });
+        Ok(n > 0)
+    }
+}
+
 /// The most callers one transaction takes.
 pub const MAX_BATCH: usize = 64;
 

@@ -5,13 +5,11 @@
 //! API, by hard bounces and complaints and by the soft-bounce rule
 //! (`services::delivery_events`, written by `store::delivery_events`).
 
-use super::delivery_events::EventStatements;
-use super::dialect::{BeginWrite, placeholders, value_rows};
-use super::{Store, StoreResult, on_db, on_db_write};
+use super::dialect::{placeholders, value_rows};
+use super::{Store, StoreResult, on_db};
 use crate::domain::ids::ProjectId;
 use crate::domain::pagination::{Page, PageRequest};
 use crate::domain::suppression::SuppressionReason;
-use crate::domain::time::now_ms;
 
 /// One entry of a project's list.
 #[derive(Clone, Debug, PartialEq, Eq, sqlx::FromRow)]
@@ -120,46 +118,6 @@ impl Store {
             })
             .collect();
         Ok(Page::from_rows(items, page, total, |s| s.key.as_str()))
-    }
-
-    /// Adds `entries` to `project`'s list in one transaction; an address listed already keeps
-    /// its entry. Answers how many were added.
-    #[tracing::instrument(level = "debug", skip_all, fields(project = %project, entries = entries.len()))]
-    pub async fn add_suppressions(
-        &self,
-        project: &ProjectId,
-        entries: &[NewSuppression<'_>],
-    ) -> StoreResult<u64> {
-        if entries.is_empty() {
-            return Ok(0);
-        }
-        let now = now_ms();
-        let added = on_db_write!(self.db(), pool => {
-            let mut tx = pool.begin_write().await?;
-            let added = tx.insert_suppressions(project.as_str(), entries, now).await?;
-            tx.commit().await?;
-            added
-        });
-        Ok(added)
-    }
-
-    /// Removes `email` from `project`'s list (the address may be mailed again), with the soft
-    /// bounces counted for it; `false` when it was not listed.
-    #[tracing::instrument(level = "debug", skip(self))]
-    pub async fn delete_suppression(&self, project: &ProjectId, email: &str) -> StoreResult<bool> {
-        let n = on_db_write!(self.db(), pool => {
-            let mut tx = pool.begin_write().await?;
-            let n = sqlx::query("DELETE FROM suppressions WHERE project_id = $1 AND email = $2")
-                .bind(project.as_str())
-                .bind(email)
-                .execute(&mut *tx)
-                .await?
-                .rows_affected();
-            tx.clear_soft_bounces(project.as_str(), email).await?;
-            tx.commit().await?;
-            n
-        });
-        Ok(n > 0)
     }
 }
 

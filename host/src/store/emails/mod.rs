@@ -14,7 +14,6 @@ use serde_json::Value;
 use sqlx::FromRow;
 use sqlx::types::Json;
 
-use super::delivery_events::EventStatements;
 use super::dialect::BeginWrite;
 use super::idempotency::IdempotentWrite;
 use super::{Store, StoreError, StoreResult};
@@ -220,34 +219,6 @@ impl Store {
             q.fetch_all(pool).await?
         });
         Ok(found)
-    }
-
-    /// Records what happened to an email (`delivered`, `opened`, `clicked`, `bounced`,
-    /// `soft_bounced`, `complained`): a history entry, the first time of the kind, and the status
-    /// when it moves forward (never back). Opens and clicks after the first are only counted
-    /// (no history entry), so repeated hits add no rows. With `recipient`, the email must have
-    /// been sent to that address (a provider's notification names it). `None` when there is no
-    /// such email.
-    #[tracing::instrument(level = "debug", skip(self, detail))]
-    pub async fn record_email_event(
-        &self,
-        email_id: &str,
-        kind: &str,
-        detail: Option<&str>,
-        recipient: Option<&str>,
-    ) -> StoreResult<Option<RecordedEvent>> {
-        let now = now_ms();
-        let recorded = on_db_write!(self.db(), pool => {
-            let mut tx = pool.begin_write().await?;
-            let recorded = tx
-                .record_email_event_in(email_id, kind, detail, recipient, now)
-                .await?;
-            if recorded.is_some() {
-                tx.commit().await?;
-            }
-            recorded
-        });
-        Ok(recorded)
     }
 
     /// The envelope sender (return path) email `email_id` was sent with and its recipient, or
