@@ -613,6 +613,7 @@ impl Deliveries {
                         tracing::info!(email_id = %email.id, error = %error, "email delivery deferred");
                         HandOffEnd::Deferred {
                             retry_at: *retry_at,
+                            reason: error,
                         }
                     }
                 };
