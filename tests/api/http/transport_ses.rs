@@ -24,7 +24,7 @@ use crate::support::ses::{
 const TOPIC: &str = "arn:aws:sns:eu-west-1:123456789012:herald-ses-events";
 
 /// `ses` as the transport, against the doubles, with `secret` as the secret access key.
-fn with_ses(
+pub(crate) fn with_ses(
     ses: &FakeSes,
     sns: &FakeSns,
     secret: &str,
