@@ -118,9 +118,10 @@ enum ProjectsCommand {
 
 #[derive(Subcommand)]
 enum PluginsCommand {
-    /// List the loaded plugins: the built-in ones and those of `plugins.dir`.
+    /// List the loaded plugins (the built-in ones and those of `plugins.dir`), then the
+    /// configured transports (the `[transports.<name>]` tables and the default).
     List {
-        /// Print JSON instead of a table.
+        /// Print JSON instead of tables: `{ "plugins": [...], "transports": [...] }`.
         #[arg(long)]
         json: bool,
         #[command(flatten)]
@@ -300,12 +301,18 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 log: "warn".into(),
                 ..settings.clone()
             });
-            let plugins = herald::plugins::Plugins::start(&settings.plugins, &settings.data_dir)?;
+            let plugins = herald::plugins::Plugins::start_with_transports(
+                &settings.plugins,
+                &settings.transports,
+                &settings.data_dir,
+            )?;
             match command {
                 PluginsCommand::List { json, .. } => {
                     let list = plugins.list();
+                    let transports = plugins.transport_summaries();
                     if json {
-                        println!("{}", serde_json::to_string_pretty(&list)?);
+                        let both = serde_json::json!({ "plugins": list, "transports": transports });
+                        println!("{}", serde_json::to_string_pretty(&both)?);
                     } else {
                         println!(
                             "{:<16} {:<13} {:<8} {:<24} ORIGIN",
@@ -323,6 +330,20 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                                     p.granted.join(",")
                                 },
                                 p.origin
+                            );
+                        }
+                        println!();
+                        println!(
+                            "{:<16} {:<16} {:<16} DEFAULT",
+                            "TRANSPORT", "PLUGIN", "FALLBACK"
+                        );
+                        for t in transports {
+                            println!(
+                                "{:<16} {:<16} {:<16} {}",
+                                t.name,
+                                t.plugin,
+                                t.fallback.as_deref().unwrap_or("-"),
+                                if t.default { "yes" } else { "-" }
                             );
                         }
                     }

@@ -17,8 +17,9 @@ use crate::domain::time::{now_ms, to_rfc3339};
 use crate::store::activity::ActivityItem;
 
 /// The kinds of the feed.
-const KINDS: [&str; 10] = [
+const KINDS: [&str; 11] = [
     "sent",
+    "deferred",
     "delivered",
     "opened",
     "clicked",
@@ -36,9 +37,11 @@ const KINDS: [&str; 10] = [
 pub struct ActivityBody {
     /// Its id (`act_…`).
     pub id: String,
-    /// `sent`, `delivered`, `opened`, `clicked`, `bounced`, `soft_bounced`, `complained`,
-    /// `failed`, `suppressed` (never sent: the recipient is on the project's suppression list,
-    /// or marketing mail to an unsubscribed contact; `detail` says which) or `inbound`.
+    /// `sent`, `deferred` (the transport could not take it now, or every transport of its
+    /// failover chain failed transiently: retried later; `detail` is the transport's answer),
+    /// `delivered`, `opened`, `clicked`, `bounced`, `soft_bounced`, `complained`, `failed`,
+    /// `suppressed` (never sent: the recipient is on the project's suppression list, or
+    /// marketing mail to an unsubscribed contact; `detail` says which) or `inbound`.
     #[oai(rename = "type")]
     pub kind: String,
     /// The email (`eml_…`).
@@ -215,8 +218,8 @@ pub struct ActivityApi;
 impl ActivityApi {
     /// Activity feed
     ///
-    /// Sends, deliveries, opens, clicks, bounces, complaints, failures and inbound mail, newest
-    /// first, optionally of one `type`.
+    /// Sends, deferrals, deliveries, opens, clicks, bounces, complaints, failures and inbound
+    /// mail, newest first, optionally of one `type`.
     #[oai(path = "/activity", method = "get", operation_id = "activity")]
     async fn feed(
         &self,

@@ -15,11 +15,14 @@ use crate::domain::ids::EmailId;
 #[derive(Object)]
 #[oai(rename_all = "camelCase")]
 pub struct EmailHistoryBody {
-    /// `queued`, `sent`, `delivered`, `opened`, `clicked`, `bounced`, `complained`, `failed` or
-    /// `suppressed`.
+    /// `queued`, `deferred` (a hand-off the transport could not take now, or that every
+    /// transport of its failover chain failed transiently; retried later, one entry a try),
+    /// `sent`, `delivered`, `opened`, `clicked`, `bounced`, `soft_bounced`, `complained`,
+    /// `failed` or `suppressed`.
     #[oai(rename = "type")]
     pub kind: String,
-    /// The provider's answer, the bounce reason or the clicked link.
+    /// The provider's answer (of `deferred`, the transport's reason, after the failovers
+    /// before it), the bounce reason or the clicked link.
     #[oai(nullable)]
     pub detail: Option<String>,
     /// When it happened.

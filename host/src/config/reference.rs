@@ -363,6 +363,12 @@ pub const SETTINGS: &[SettingDoc] = &[
         meaning: "Redirects followed (each re-checked).",
     },
     SettingDoc {
+        keys: &["plugins.http_cache_bytes"],
+        flag: None,
+        default: None,
+        meaning: "Bytes of plugins' cached HTTP answers (`GET`s sent with `x-herald-cache: <seconds>`), oldest evicted first; `0` turns the cache off ([Plugins](plugins.md#http-response-cache)).",
+    },
+    SettingDoc {
         keys: &["plugins.dns_nameservers"],
         flag: None,
         default: Some("system"),

@@ -1,7 +1,10 @@
 //! `accounts.mail`: hands one message the service wrote for itself (see
 //! `services::account_mail`) to the configured transport. The message is the job's input; a
 //! transient failure retries with the queue's backoff up to `jobs_max_attempts`, a permanent one
-//! fails the job with the transport's reason. No email row, no project, no usage.
+//! fails the job with the transport's reason. A transport that is rate limited and says how
+//! long to wait (`(retry after N s)`: a provider's `429` with `Retry-After`) has the job wait
+//! that long without counting the attempt ([`JobError::RetryAfter`]). No email row, no project,
+//! no usage.
 
 use std::sync::Arc;
 
@@ -71,7 +74,15 @@ impl JobHandler for AccountMailDeliveries {
                     Ok(())
                 }
                 Ok(Err(DeliveryError::Permanent(reason))) => Err(JobError::Fail(reason)),
-                Ok(Err(DeliveryError::Transient(reason))) => Err(JobError::Retry(reason.into())),
+                Ok(Err(DeliveryError::Transient(reason))) => {
+                    Err(match super::routing::retry_after(&reason) {
+                        Some(wait) => JobError::RetryAfter {
+                            seconds: wait.as_secs(),
+                            reason,
+                        },
+                        None => JobError::Retry(reason.into()),
+                    })
+                }
                 Err(err) => Err(JobError::Retry(err.into())),
             }
         })

@@ -47,7 +47,7 @@ use futures::future::BoxFuture;
 use tokio::sync::{Notify, Semaphore, watch};
 use tracing::Instrument;
 
-use super::{backoff_ms, fairness, jittered};
+use super::fairness;
 use crate::domain::time::now_ms;
 use crate::plugins::{DeliveryError, OutgoingMessage, Plugins};
 use crate::store::domains::SigningDomain;
@@ -398,11 +398,9 @@ impl Deliveries {
             ))
         } else {
             // No sooner than the transport asked (`(retry after N s)`, a provider's 429).
-            let asked = super::routing::retry_after(&reason)
-                .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
             End::Deferred {
+                retry_at: super::retry_time(attempts, &reason),
                 error: reason,
-                retry_at: now_ms() + jittered(backoff_ms(attempts)).max(asked),
             }
         }
     }
@@ -613,6 +611,7 @@ impl Deliveries {
                         tracing::info!(email_id = %email.id, error = %error, "email delivery deferred");
                         HandOffEnd::Deferred {
                             retry_at: *retry_at,
+                            reason: error,
                         }
                     }
                 };

@@ -32,9 +32,20 @@ use crate::store::{Store, StoreError};
 /// How a handler failed.
 #[derive(Debug, thiserror::Error)]
 pub enum JobError {
-    /// Try again later (database hiccup, transient failure).
+    /// Try again later (database hiccup, transient failure), after the queue's backoff (or
+    /// later, when the message says `(retry after N s)`: [`retry_time`]); the attempt counts.
     #[error("{0}")]
     Retry(#[source] Box<dyn std::error::Error + Send + Sync>),
+    /// Refused for now by something that said when to come back (a transport's `429` with
+    /// `Retry-After`): the job waits `seconds` and the attempt does not count, so being rate
+    /// limited never uses up the job's attempts.
+    #[error("{reason} (waiting {seconds} s as asked)")]
+    RetryAfter {
+        /// How long to wait.
+        seconds: u64,
+        /// What said so.
+        reason: String,
+    },
     /// Give up now; retrying cannot help.
     #[error("{0}")]
     Fail(String),
@@ -402,6 +413,7 @@ impl Workers {
             Err(JobError::LeaseLost) => "lease_lost",
             Err(JobError::Fail(_)) => "failed",
             Err(JobError::Retry(_)) => "retry",
+            Err(JobError::RetryAfter { .. }) => "retry_after",
         };
         metrics::counter!("herald_job_runs_total", "kind" => kind.clone(), "outcome" => outcome)
             .increment(1);
@@ -409,18 +421,8 @@ impl Workers {
             .record(started.elapsed().as_secs_f64());
         match result {
             Ok(()) => tracing::info!(job_id = %id, "job completed"),
-            Err(JobError::LeaseLost) => {
-                tracing::warn!(job_id = %id, "job lease lost; another worker continues it")
-            }
-            Err(JobError::Fail(error)) => {
-                tracing::warn!(job_id = %id, error = %error, "job failed");
-                self.fail(&lease, &error, None).await;
-            }
-            Err(JobError::Retry(error)) => {
-                let retry_at =
-                    (attempts < max_attempts).then(|| now_ms() + jittered(backoff_ms(attempts)));
-                tracing::warn!(job_id = %id, error = %error, retry = retry_at.is_some(), "job attempt failed");
-                self.fail(&lease, &error.to_string(), retry_at).await;
+            Err(error) => {
+                record_unfinished(&self.queue.store, &lease, attempts, max_attempts, error).await
             }
         }
     }
@@ -434,12 +436,65 @@ impl Workers {
     }
 }
 
+/// Records how a run of the job under `lease` (its `attempts`th of at most `max_attempts`)
+/// ended without completing: nothing more when the lease was lost; failed for good
+/// ([`JobError::Fail`], or a [`JobError::Retry`] of its last attempt); queued again at its
+/// [`retry_time`] ([`JobError::Retry`]); or queued again after the wait asked, the attempt not
+/// counted ([`JobError::RetryAfter`]). A write that fails is logged, and the job is claimed
+/// again once its lease expires. The workers call it for the job they claimed, the workflow
+/// runner for the jobs it adopted.
+pub async fn record_unfinished(
+    store: &Store,
+    lease: &Lease,
+    attempts: i32,
+    max_attempts: i32,
+    error: JobError,
+) {
+    let id = &lease.job;
+    let written = match error {
+        JobError::LeaseLost => {
+            tracing::warn!(job_id = %id, "job lease lost; another worker continues it");
+            return;
+        }
+        JobError::Fail(error) => {
+            tracing::warn!(job_id = %id, error = %error, "job failed");
+            store.fail_job(lease, &error, None).await
+        }
+        JobError::Retry(error) => {
+            let error = error.to_string();
+            let retry_at = (attempts < max_attempts).then(|| retry_time(attempts, &error));
+            tracing::warn!(job_id = %id, error = %error, retry = retry_at.is_some(), "job attempt failed");
+            store.fail_job(lease, &error, retry_at).await
+        }
+        error @ JobError::RetryAfter { seconds, .. } => {
+            let wait = i64::try_from(seconds.saturating_mul(1000)).unwrap_or(i64::MAX);
+            let error = error.to_string();
+            tracing::info!(job_id = %id, error = %error, "job asked to wait; the attempt does not count");
+            store
+                .defer_job(lease, now_ms().saturating_add(wait), &error)
+                .await
+        }
+    };
+    if let Err(err) = written {
+        tracing::warn!(job_id = %id, error = %err, "could not record the job's failure");
+    }
+}
+
 /// How long an idle worker sleeps: until `wake_at` (unix ms; the next due work or budget
 /// window), at most `poll`.
 fn pause_until(wake_at: Option<i64>, poll: Duration) -> Duration {
     wake_at.map_or(poll, |at| {
         Duration::from_millis((at - now_ms()).max(1) as u64).min(poll)
     })
+}
+
+/// When to try again (unix ms) after the `attempts`th try failed with `error`: after the
+/// queue's backoff, jittered, and no sooner than the error asks (`(retry after N s)`, a
+/// provider's `429`: [`routing::retry_after`]).
+pub fn retry_time(attempts: i32, error: &str) -> i64 {
+    let asked =
+        routing::retry_after(error).map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
+    now_ms().saturating_add(jittered(backoff_ms(attempts)).max(asked))
 }
 
 /// Exponential backoff: 1 s, 2 s, 4 s, … capped at 5 minutes.
@@ -463,6 +518,26 @@ mod tests {
             let j = super::jittered(4000);
             assert!((3000..=4000).contains(&j), "{j}");
         }
+    }
+
+    #[test]
+    fn a_retry_waits_the_backoff_or_what_the_error_asks() {
+        let now = crate::domain::time::now_ms();
+        let plain = super::retry_time(3, "451 4.3.0 try again later");
+        assert!(
+            (now + 3000..=now + 4100).contains(&plain),
+            "{}",
+            plain - now
+        );
+        let asked = super::retry_time(1, "rate limited by Postmark (retry after 30 s)");
+        assert!(
+            (now + 30_000..=now + 30_100).contains(&asked),
+            "{}",
+            asked - now
+        );
+        // A shorter ask than the backoff waits the backoff.
+        let short = super::retry_time(6, "limited (retry after 1 s)");
+        assert!(short >= now + 24_000, "{}", short - now);
     }
 
     #[test]

@@ -38,7 +38,7 @@ use std::sync::{Arc, RwLock};
 pub use error::PluginError;
 pub use manifest::{Grants, HttpGrant, Limits, Manifest, WIT_VERSION, World};
 pub use registry::{CheckReport, LoadReport, LoadedPlugin, PluginInfo};
-pub use routing::{SetupError, TransportConfig, TransportTables};
+pub use routing::{SetupError, TransportConfig, TransportSummary, TransportTables};
 pub use settings::{PluginSettings, SmtpTls};
 pub use types::{
     BillingError, BillingEvent, CheckedRecord, CheckoutRequest, Contact, DeliveryError,

@@ -58,6 +58,19 @@ impl TransportConfig {
     }
 }
 
+/// What `herald plugins list` shows of a configured transport.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct TransportSummary {
+    /// Its name (a `[transports.<name>]` table, or the plugin `plugins.transport` names).
+    pub name: String,
+    /// The transport plugin it runs.
+    pub plugin: String,
+    /// The transport a message goes to when this one fails transiently.
+    pub fallback: Option<String>,
+    /// Whether it is the deployment's default (`plugins.transport`).
+    pub default: bool,
+}
+
 /// The loaded named transports, by name; replaced as a whole when the plugins are reloaded.
 pub(super) type Routes = BTreeMap<String, Arc<LoadedPlugin>>;
 
@@ -86,6 +99,32 @@ impl Plugins {
     /// The deployment's default transport (`plugins.transport`).
     pub fn default_transport(&self) -> &str {
         &self.runtime.settings.transport
+    }
+
+    /// The configured transports, sorted by name: the named transports, and the default when
+    /// it names a plugin rather than one of them.
+    pub fn transport_summaries(&self) -> Vec<TransportSummary> {
+        let default = self.default_transport().to_ascii_lowercase();
+        let mut list: Vec<TransportSummary> = self
+            .transports
+            .iter()
+            .map(|(name, config)| TransportSummary {
+                name: name.clone(),
+                plugin: config.plugin.clone(),
+                fallback: config.fallback.clone(),
+                default: *name == default,
+            })
+            .collect();
+        if !self.transports.contains_key(&default) {
+            list.push(TransportSummary {
+                name: self.default_transport().to_string(),
+                plugin: self.default_transport().to_string(),
+                fallback: None,
+                default: true,
+            });
+            list.sort_by(|a, b| a.name.cmp(&b.name));
+        }
+        list
     }
 
     /// The fallback of the transport `name`, if it names one.

@@ -73,6 +73,9 @@ pub struct PluginSettings {
     pub http_max_response_bytes: u64,
     /// Most redirects an outbound HTTP request follows (each one checked again).
     pub http_max_redirects: usize,
+    /// Bytes of answers the HTTP response cache holds (the `GET`s plugins ask to cache with
+    /// `x-herald-cache: <seconds>`); the oldest go first, `0` turns caching off.
+    pub http_cache_bytes: u64,
     /// Nameservers of the DNS capability (`ip` or `ip:port`); empty uses the system's.
     pub dns_nameservers: Vec<String>,
     /// Timeout of one DNS lookup, in milliseconds.
@@ -122,6 +125,7 @@ impl Default for PluginSettings {
             http_timeout_ms: 10_000,
             http_max_response_bytes: 1024 * 1024,
             http_max_redirects: 5,
+            http_cache_bytes: 4 * 1024 * 1024,
             dns_nameservers: Vec::new(),
             dns_timeout_ms: 3_000,
             smtp_host: None,

@@ -2,8 +2,9 @@
 //! tagged `herald_id`), signing each call with AWS Signature Version 4; one call per message.
 //!
 //! Notifications arrive through Amazon SNS: every message's signature is checked against the
-//! signing certificate, fetched from the configured region's SNS host only (on every
-//! notification: a plugin instance lives for one call, so nothing is cached between them);
+//! signing certificate, fetched from the configured region's SNS host only and kept for a day
+//! by the host's HTTP response cache (`x-herald-cache`: a plugin instance lives for one call,
+//! so it cannot keep it itself);
 //! a `SubscriptionConfirmation` is confirmed by fetching its `SubscribeURL` on the same host; a
 //! `Notification` carrying an SES event becomes delivery events (bounces, complaints,
 //! deliveries, opens and clicks).
@@ -28,6 +29,10 @@ use serde_json::{Value, json};
 
 /// The retry delay of a `429` without `Retry-After`, in seconds.
 const DEFAULT_RETRY_AFTER: u64 = 60;
+
+/// How long the host keeps the SNS signing certificate (a day; SNS serves a rotated
+/// certificate under a new `SigningCertURL`).
+const CERTIFICATE_CACHE_SECONDS: u32 = 86_400;
 /// How old a notification may be (SNS retries a delivery for a while; its default HTTP policy
 /// gives up within a minute).
 const MAX_AGE_MS: i64 = 24 * 3600 * 1000;
@@ -222,9 +227,16 @@ fn outcome(message: &OutgoingMessage, response: &http::Response) -> Result<Recei
     )))
 }
 
-/// A GET through the host; the body of a 2xx answer.
-fn fetch(url: &str, what: &str) -> Result<Vec<u8>, String> {
-    let response = http::send(&Request::new("GET", url))
+/// A GET through the host; the body of a 2xx answer. With `cache_for` (seconds), the host
+/// keeps a 2xx answer that long and answers the same GET from it (`x-herald-cache`).
+fn fetch(url: &str, what: &str, cache_for: Option<u32>) -> Result<Vec<u8>, String> {
+    let mut request = Request::new("GET", url);
+    if let Some(seconds) = cache_for {
+        request
+            .headers
+            .push(("x-herald-cache".into(), seconds.to_string()));
+    }
+    let response = http::send(&request)
         .map_err(|e| format!("fetching {what} ({url}) failed: {}", http::describe(&e)))?;
     if (200..300).contains(&response.status) {
         Ok(response.body)
@@ -251,7 +263,11 @@ fn authenticate(message: &Value, sns_base: &str, now: i64) -> Result<(), String>
             "its SigningCertURL {cert_url} is not a .pem on {sns_base}"
         )));
     }
-    let pem = fetch(cert_url, "the SNS signing certificate")?;
+    let pem = fetch(
+        cert_url,
+        "the SNS signing certificate",
+        Some(CERTIFICATE_CACHE_SECONDS),
+    )?;
     let key = sns::public_key(&pem)?;
     sns::verify(message, &key)?;
     let topic = message["TopicArn"].as_str().unwrap_or("");
@@ -311,7 +327,7 @@ impl Guest for Ses {
                         "its SubscribeURL {url} is not on {sns_base}"
                     )));
                 }
-                fetch(url, "the SubscribeURL")?;
+                fetch(url, "the SubscribeURL", None)?;
                 herald_sdk::log::info(&format!(
                     "confirmed the subscription to Amazon SNS topic {}",
                     message["TopicArn"].as_str().unwrap_or("")

@@ -3,7 +3,7 @@
 use reqwest::Method;
 use serde_json::json;
 
-use crate::support::harness::TestApp;
+use crate::support::harness::{Reply, TestApp};
 
 #[tokio::test]
 async fn signup_login_logout() {
@@ -391,24 +391,24 @@ async fn a_required_verification_is_done_by_the_mailed_link_once() {
     assert_eq!(r.status, 200, "{}", r.body);
 }
 
+/// `POST /auth/request-password-reset` for `email`, without a session.
+async fn request_reset(app: &TestApp, email: &str) -> Reply {
+    app.call_with(
+        &jar(),
+        Method::POST,
+        "/auth/request-password-reset",
+        None,
+        Some(json!({ "email": email })),
+        &[],
+    )
+    .await
+}
+
 #[tokio::test]
 async fn a_password_reset_works_once_and_ends_every_session() {
     let app = TestApp::spawn().await;
     let old_session = app.user("ada@example.com").await;
-    let ask = |email: &'static str| {
-        let app = &app;
-        async move {
-            app.call_with(
-                &jar(),
-                Method::POST,
-                "/auth/request-password-reset",
-                None,
-                Some(json!({ "email": email })),
-                &[],
-            )
-            .await
-        }
-    };
+    let ask = |email: &'static str| request_reset(&app, email);
     // The same answer for an address without an account, and no mail.
     let r = ask("nobody@example.com").await;
     assert_eq!(r.status, 200, "{}", r.body);
@@ -546,4 +546,57 @@ async fn account_mail_is_in_the_language_of_the_request() {
     ask("en@example.com", None).await;
     let (subject, _, _) = latest_mail(&app, "en@example.com").await;
     assert_eq!(subject, "Reset your password");
+}
+
+#[tokio::test]
+async fn account_mail_waits_out_a_transports_429_without_spending_an_attempt() {
+    use crate::http::send::count;
+    use crate::support::ses::{FakeSes, FakeSns, SECRET_ACCESS_KEY};
+    use std::time::{Duration, Instant};
+
+    let (ses, sns) = (FakeSes::start().await, FakeSns::start().await);
+    let with_ses = crate::http::transport_ses::with_ses(&ses, &sns, SECRET_ACCESS_KEY, &[]);
+    // One attempt per job: a 429 counted as a failed attempt would fail the mail for good.
+    let app = TestApp::spawn_with(move |s| {
+        with_ses(s);
+        s.jobs_max_attempts = 1;
+    })
+    .await;
+    app.user("ada@example.com").await;
+    // SES answers the first call 429 with `Retry-After: 2`, then accepts.
+    ses.script(429, "TooManyRequestsException", Some(2));
+    let r = request_reset(&app, "ada@example.com").await;
+    assert_eq!(r.status, 200, "{}", r.body);
+
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let ses = &ses;
+    let wait_for = |calls: usize| async move {
+        while ses.calls() < calls {
+            assert!(Instant::now() < deadline, "SES saw {} calls", ses.calls());
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        Instant::now()
+    };
+    let refused = wait_for(1).await;
+    let accepted = wait_for(2).await;
+    // Not before the 2 s asked (the queue's backoff after a first attempt is under 1 s).
+    assert!(
+        accepted - refused >= Duration::from_millis(1_800),
+        "retried after {:?}",
+        accepted - refused
+    );
+    let sent = ses.sent();
+    assert_eq!(sent.len(), 1, "{sent:?}");
+    assert_eq!(sent[0].to, ["ada@example.com"]);
+    // The job completed on its one counted attempt, the wait recorded as its last error.
+    let sql = "SELECT COUNT(*) FROM jobs WHERE kind = 'accounts.mail' AND state = 'completed' \
+               AND attempts = 1 AND last_error LIKE '%retry after 2 s%'";
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while count(&app, sql).await != 1 {
+        assert!(
+            Instant::now() < deadline,
+            "the job never completed as expected"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
 }

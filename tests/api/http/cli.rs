@@ -679,3 +679,56 @@ fn plugin_settings_that_name_no_usable_plugin_stop_the_start() {
     assert!(out.contains("transports.primary.plugin"), "{out}");
     assert!(!out.contains("secret-value"), "{out}");
 }
+
+#[test]
+fn plugins_list_shows_the_configured_transports_too() {
+    let dir = tempfile::tempdir().unwrap();
+    let chain = [
+        ("HERALD_TRANSPORTS__PRIMARY__PLUGIN", "smtp"),
+        ("HERALD_TRANSPORTS__PRIMARY__FALLBACK", "spare"),
+        ("HERALD_TRANSPORTS__SPARE__PLUGIN", "outbox"),
+        ("HERALD_PLUGINS__TRANSPORT", "primary"),
+    ];
+    let (code, out, err) = herald_env(
+        &["plugins", "list", "--json", "--data-dir", "."],
+        dir.path(),
+        &chain,
+    );
+    assert_eq!(code, 0, "{err}");
+    let listed: Value = serde_json::from_str(&out).unwrap();
+    let plugins = listed["plugins"].as_array().unwrap();
+    assert!(plugins.iter().any(|p| p["name"] == "smtp"), "{listed:#}");
+    assert_eq!(
+        listed["transports"],
+        serde_json::json!([
+            { "name": "primary", "plugin": "smtp", "fallback": "spare", "default": true },
+            { "name": "spare", "plugin": "outbox", "fallback": null, "default": false },
+        ]),
+        "{listed:#}"
+    );
+    let (code, out, err) = herald_env(&["plugins", "list", "--data-dir", "."], dir.path(), &chain);
+    assert_eq!(code, 0, "{err}");
+    let row = |name: &str| {
+        out.lines()
+            .find(|l| l.split_whitespace().next() == Some(name))
+            .map(|l| l.split_whitespace().collect::<Vec<_>>())
+            .unwrap_or_else(|| panic!("a row of {name} in {out}"))
+    };
+    assert!(out.contains("TRANSPORT"), "{out}");
+    assert_eq!(row("primary"), ["primary", "smtp", "spare", "yes"], "{out}");
+    assert_eq!(row("spare"), ["spare", "outbox", "-", "-"], "{out}");
+
+    // Without named transports, the default plugin is the one transport.
+    let (code, out, err) = herald_env(
+        &["plugins", "list", "--json", "--data-dir", "."],
+        dir.path(),
+        &[],
+    );
+    assert_eq!(code, 0, "{err}");
+    let listed: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(
+        listed["transports"],
+        serde_json::json!([{ "name": "outbox", "plugin": "outbox", "fallback": null, "default": true }]),
+        "{listed:#}"
+    );
+}

@@ -4,7 +4,8 @@
 //! alone, a 5xx defers the email and a `429` defers it for its `Retry-After`; a wrong secret is
 //! refused by the double. SNS notifications: the subscription confirmed on the SNS host only,
 //! signatures (versions 1 and 2) checked against the certificate served by the SNS double, and
-//! SES bounce, complaint and delivery events applied to the emails and the suppression list.
+//! SES bounce, complaint and delivery events applied to the emails and the suppression list;
+//! the signing certificate fetched once and then answered from the host's HTTP response cache.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -16,13 +17,14 @@ use serde_json::{Value, json};
 use crate::http::send::email_with_status;
 use crate::support::harness::{Reply, TestApp, TestProject, read};
 use crate::support::ses::{
-    ACCESS_KEY_ID, FakeSes, FakeSns, OTHER_KEY, REGION, SECRET_ACCESS_KEY, SIGNING_KEY, signed,
+    ACCESS_KEY_ID, CertificateFetches, FakeSes, FakeSns, OTHER_KEY, REGION, SECRET_ACCESS_KEY,
+    SIGNING_KEY, signed,
 };
 
 const TOPIC: &str = "arn:aws:sns:eu-west-1:123456789012:herald-ses-events";
 
 /// `ses` as the transport, against the doubles, with `secret` as the secret access key.
-fn with_ses(
+pub(crate) fn with_ses(
     ses: &FakeSes,
     sns: &FakeSns,
     secret: &str,
@@ -539,4 +541,53 @@ async fn ses_bounces_complaints_and_deliveries_apply_through_sns() {
     let later = send(&app, &p, &["bob@example.com"]).await;
     email_with_status(&app, &p, &later[0], "suppressed").await;
     assert_eq!(ses.calls(), calls_before);
+}
+
+#[tokio::test]
+async fn the_signing_certificate_is_fetched_once_and_then_kept_by_the_host() {
+    let (ses, sns) = (FakeSes::start().await, FakeSns::start().await);
+    let app = TestApp::spawn_with(with_ses(&ses, &sns, SECRET_ACCESS_KEY, &[])).await;
+    let delivery = |to: &str| {
+        ses_event(
+            "Delivery",
+            "eml_0000000000000000000000000",
+            to,
+            json!({ "timestamp": timestamp(Duration::from_secs(1)), "recipients": [to] }),
+        )
+    };
+    // Two notifications (both signature versions, same SigningCertURL): one fetch, and the
+    // plugin's `x-herald-cache` header never reaches the SNS host.
+    for (version, to) in [(2, "ann@example.com"), (1, "bob@example.com")] {
+        let r = notify_signed(&app, &sns, &delivery(to), version).await;
+        assert_eq!(r.status, 200, "{}", r.body);
+    }
+    assert_eq!(
+        sns.certificate_fetches(),
+        CertificateFetches {
+            count: 1,
+            with_cache_header: 0
+        }
+    );
+    // A forged message is still checked against the cached certificate, and refused.
+    let forged = signed(
+        notification(&sns, &delivery("cy@example.com"), Duration::from_secs(1)),
+        2,
+        OTHER_KEY,
+    );
+    assert_eq!(notify(&app, &forged).await.status, 401);
+    assert_eq!(sns.certificate_fetches().count, 1);
+
+    // With `plugins.http_cache_bytes = 0` nothing is kept: each notification fetches.
+    let uncached = FakeSns::start().await;
+    let with = with_ses(&ses, &uncached, SECRET_ACCESS_KEY, &[]);
+    let app = TestApp::spawn_with(move |s| {
+        with(s);
+        s.plugins.http_cache_bytes = 0;
+    })
+    .await;
+    for to in ["ann@example.com", "bob@example.com"] {
+        let r = notify_signed(&app, &uncached, &delivery(to), 2).await;
+        assert_eq!(r.status, 200, "{}", r.body);
+    }
+    assert_eq!(uncached.certificate_fetches().count, 2);
 }

@@ -3,7 +3,9 @@
 //! transport against a relay answering 451, failing over to `outbox`), the transport chosen per
 //! project and per sending domain (`PATCH /users/@me/projects/:id`, `PATCH /domains/:id`, 422
 //! for a name that is not configured), the email's `transport`, and a transient error's
-//! `(retry after N s)` honoured; a provider transport (`postmark` against its double) configured
+//! `(retry after N s)` honoured; a retried try recorded as a `deferred` entry in the email's
+//! history and the activity feed (with the whole failover chain's story when every transport
+//! of it failed transiently); a provider transport (`postmark` against its double) configured
 //! wholly in its `[transports.<name>]` table, failing over on a 5xx.
 
 use std::collections::BTreeMap;
@@ -35,6 +37,18 @@ fn relay(s: &mut Settings, smtp: &SmtpServer) {
     s.plugins.smtp_tls = herald::plugins::SmtpTls::None;
 }
 
+/// The default transport `primary` (the `smtp` plugin), failing over to `spare` (the plugin
+/// `spare_plugin`).
+fn failover_chain(s: &mut Settings, spare_plugin: &str) {
+    s.transports.insert(
+        "primary".into(),
+        transport(&[("plugin", "smtp"), ("fallback", "spare")]),
+    );
+    s.transports
+        .insert("spare".into(), transport(&[("plugin", spare_plugin)]));
+    s.plugins.transport = "primary".into();
+}
+
 /// `PATCH /users/@me/projects/:id` as the project's owner.
 async fn patch_project(app: &TestApp, p: &TestProject, body: Value) -> Reply {
     let path = format!("/users/@me/projects/{}", p.id);
@@ -57,13 +71,7 @@ async fn a_transient_failure_hands_the_message_to_the_fallback_with_the_same_mes
     let smtp = SmtpServer::start().await;
     let app = TestApp::spawn_with(|s| {
         relay(s, &smtp);
-        s.transports.insert(
-            "primary".into(),
-            transport(&[("plugin", "smtp"), ("fallback", "spare")]),
-        );
-        s.transports
-            .insert("spare".into(), transport(&[("plugin", "outbox")]));
-        s.plugins.transport = "primary".into();
+        failover_chain(s, "outbox");
     })
     .await;
     let p = app.project().await;
@@ -222,6 +230,93 @@ async fn a_transient_error_asking_to_retry_after_n_seconds_is_not_retried_sooner
     assert!(due >= now + 110_000, "due in {} ms", due - now);
     let e = app.get(&format!("/emails/{id}"), &p.secret_key).await;
     assert_eq!(e.body["status"], "queued", "{}", e.body);
+    // The deferral is in the email's history and the activity feed, with the relay's answer.
+    let deferred = deferred_entries(&app, &p, &id).await;
+    assert_eq!(deferred.len(), 1, "{deferred:?}");
+    assert!(
+        deferred[0].contains("(451): 4.7.0 rate limited (retry after 120 s)"),
+        "{deferred:?}"
+    );
+    let r = app.get("/activity?type=deferred", &p.secret_key).await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.body["total"], 1, "{}", r.body);
+    let entry = &r.body["data"][0];
+    assert_eq!(
+        (entry["type"].as_str(), entry["emailId"].as_str()),
+        (Some("deferred"), Some(id.as_str())),
+        "{entry}"
+    );
+    assert_eq!(entry["email"], "ratelimited@example.com", "{entry}");
+    assert!(entry["detail"].as_str().unwrap().contains("451"), "{entry}");
+    let r = app.get("/activity/types", &p.secret_key).await;
+    assert!(
+        r.body["types"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("deferred")),
+        "{}",
+        r.body
+    );
+}
+
+/// Waits (up to 20 s) until the email `id` has a `deferred` history entry; their details.
+async fn deferred_entries(app: &TestApp, p: &TestProject, id: &str) -> Vec<String> {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let e = app.get(&format!("/emails/{id}"), &p.secret_key).await;
+        assert_eq!(e.status, 200, "{}", e.body);
+        let deferred: Vec<String> = e.body["history"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|h| h["type"] == "deferred")
+            .map(|h| h["detail"].as_str().unwrap_or_default().to_string())
+            .collect();
+        if !deferred.is_empty() {
+            return deferred;
+        }
+        assert!(Instant::now() < deadline, "never deferred: {}", e.body);
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test]
+async fn when_every_transport_of_a_chain_fails_transiently_the_deferral_tells_the_story() {
+    let smtp = SmtpServer::start().await;
+    let app = TestApp::spawn_with(|s| {
+        relay(s, &smtp);
+        // Both through the relay, which answers `later@` 451 each time.
+        failover_chain(s, "smtp");
+    })
+    .await;
+    let p = app.project().await;
+    let id = send(&app, &p, "later@example.com", "hello@acme.test").await;
+    let deferred = deferred_entries(&app, &p, &id).await;
+    let first = &deferred[0];
+    assert!(
+        first.starts_with(
+            "failed over from `primary` (transient error (451): 4.3.0 try again later) to `spare`; "
+        ) && first.ends_with("(451): 4.3.0 try again later"),
+        "{deferred:?}"
+    );
+    let e = app.get(&format!("/emails/{id}"), &p.secret_key).await;
+    assert_eq!(e.body["status"], "queued", "{}", e.body);
+    let r = app.get("/activity?type=deferred", &p.secret_key).await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert!(r.body["total"].as_i64().unwrap() >= 1, "{}", r.body);
+    assert!(
+        r.body["data"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|a| a["type"] == "deferred" && a["emailId"] == id.as_str()),
+        "{}",
+        r.body
+    );
+    // Another project sees none of them.
+    let other = app.project().await;
+    let r = app.get("/activity?type=deferred", &other.secret_key).await;
+    assert_eq!(r.body["total"], 0, "{}", r.body);
 }
 
 #[tokio::test]

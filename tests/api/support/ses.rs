@@ -317,25 +317,46 @@ fn send_email(req: &Request, body: Vec<u8>, state: Data<&Arc<Mutex<SesState>>>) 
         .body(json!({ "MessageId": message_id }).to_string())
 }
 
+/// What the SNS double saw of its certificate.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct CertificateFetches {
+    /// Requests for the certificate.
+    pub count: usize,
+    /// Those that carried Herald's `x-herald-cache` header (which the host must take off).
+    pub with_cache_header: usize,
+}
+
 /// A running SNS double.
 pub struct FakeSns {
     pub addr: SocketAddr,
     /// The `Token`s of the confirmed subscriptions.
     pub confirmed: Arc<Mutex<Vec<String>>>,
+    fetches: Arc<Mutex<CertificateFetches>>,
 }
 
 impl FakeSns {
     pub async fn start() -> FakeSns {
         let confirmed = Arc::new(Mutex::new(Vec::new()));
+        let fetches = Arc::new(Mutex::new(CertificateFetches::default()));
         let app = Route::new()
             .at(
                 "/SimpleNotificationService-herald-test.pem",
                 poem::get(certificate),
             )
             .at("/", poem::get(confirm))
-            .data(confirmed.clone());
+            .data(confirmed.clone())
+            .data(fetches.clone());
         let addr = super::httpd::serve(app).await;
-        FakeSns { addr, confirmed }
+        FakeSns {
+            addr,
+            confirmed,
+            fetches,
+        }
+    }
+
+    /// The requests for the signing certificate so far.
+    pub fn certificate_fetches(&self) -> CertificateFetches {
+        self.fetches.lock().unwrap().clone()
     }
 
     /// `plugins.settings.ses.sns_base`.
@@ -362,7 +383,12 @@ impl FakeSns {
 }
 
 #[handler]
-fn certificate() -> Response {
+fn certificate(req: &Request, fetches: Data<&Arc<Mutex<CertificateFetches>>>) -> Response {
+    let mut seen = fetches.lock().unwrap();
+    seen.count += 1;
+    if req.headers().contains_key("x-herald-cache") {
+        seen.with_cache_header += 1;
+    }
     Response::builder()
         .content_type("application/x-x509-ca-cert")
         .body(SIGNING_CERT)

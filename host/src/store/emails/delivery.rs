@@ -49,13 +49,18 @@ pub(crate) const DELIVERABLE_COLUMNS: &str = "id, project_id, contact_id, status
 pub enum HandOffEnd<'a> {
     /// The delivery is over: the transport accepted the message, or it never will.
     Delivered(DeliveryOutcome<'a>),
-    /// The transport could not take it now (its answer is logged): the email is due again at
-    /// `retry_at` (unix ms).
+    /// The transport could not take it now: the email is due again at `retry_at` (unix ms),
+    /// and its history and the activity feed get a `deferred` entry saying why.
     Deferred {
         /// When it is due again.
         retry_at: i64,
+        /// Why (the transport's answer, with the failovers before it).
+        reason: &'a str,
     },
 }
+
+/// The history entry (and activity kind) of a hand-off the transport could not take now.
+pub const DEFERRED: &str = "deferred";
 
 /// How a delivery ended.
 #[derive(Clone, Copy, Debug)]
@@ -95,8 +100,8 @@ impl Store {
     /// - [`HandOffEnd::Delivered`]: the email's new status, its history entry, and no more
     ///   stored message;
     /// - [`HandOffEnd::Deferred`]: the hand-off is over without the transport taking the
-    ///   message (so a retry is not reported as a possible duplicate), and the email is due
-    ///   again at `retry_at`.
+    ///   message (so a retry is not reported as a possible duplicate), the email is due
+    ///   again at `retry_at`, and its history entry ([`DEFERRED`]) says why.
     ///
     /// Answers, per entry, whether it was written.
     #[tracing::instrument(level = "debug", skip_all, fields(emails = ends.len()))]
@@ -111,12 +116,14 @@ impl Store {
             let mut tx = pool.begin_write().await?;
             let mut recorded = vec![false; ends.len()];
             let mut delivered: Vec<Outcome<'_>> = Vec::with_capacity(ends.len());
+            // The history entries to write: (email, kind, detail).
+            let mut entries: Vec<(&Deliverable, &str, Option<&str>)> = Vec::new();
             for (at, (email, end)) in ends.iter().enumerate() {
                 match end {
                     HandOffEnd::Delivered(outcome) => {
                         delivered.push(Outcome::of(at, email, outcome));
                     }
-                    HandOffEnd::Deferred { retry_at } => {
+                    HandOffEnd::Deferred { retry_at, reason } => {
                         let n = sqlx::query(
                             "UPDATE emails SET handed_off_at = NULL, hand_off_token = NULL, due_at = $3, updated_at = $4 \
                              WHERE id = $1 AND hand_off_token = $2 AND status = 'queued'",
@@ -129,12 +136,15 @@ impl Store {
                         .await?
                         .rows_affected();
                         recorded[at] = n == 1;
+                        if n == 1 {
+                            entries.push((email, DEFERRED, Some(reason)));
+                        }
                     }
                 }
             }
             if !delivered.is_empty() {
-                // Two statements for the whole batch: the outcomes written where the hand-off
-                // is still the email's, and a history entry for each outcome written.
+                // One statement for the whole batch: the outcomes written where the hand-off
+                // is still the email's (their history entries are written below).
                 let sql = bound_in_order(backend, finish_outcomes_sql(delivered.len()));
                 let mut q = sqlx::query_scalar::<_, String>(&sql);
                 for d in &delivered {
@@ -148,26 +158,31 @@ impl Store {
                 }
                 q = q.bind(now).bind(now).bind(now);
                 let updated: HashSet<String> = q.fetch_all(&mut *tx).await?.into_iter().collect();
-                let written: Vec<&Outcome<'_>> =
-                    delivered.iter().filter(|d| updated.contains(&d.email.id)).collect();
-                if !written.is_empty() {
-                    let sql = bound_in_order(backend, insert_activity_sql(written.len()));
-                    let mut q = sqlx::query(&sql);
-                    for d in &written {
-                        q = q
-                            .bind(ActivityId::generate().into_string())
-                            .bind(&d.email.project_id)
-                            .bind(&d.email.id)
-                            .bind(d.email.contact_id.as_deref())
-                            .bind(d.status)
-                            .bind(d.detail)
-                            .bind(now);
-                    }
-                    q.execute(&mut *tx).await?;
-                }
+                entries.extend(
+                    delivered
+                        .iter()
+                        .filter(|d| updated.contains(&d.email.id))
+                        .map(|d| (d.email, d.status, d.detail)),
+                );
                 for d in &delivered {
                     recorded[d.at] = updated.contains(&d.email.id);
                 }
+            }
+            if !entries.is_empty() {
+                // One statement for every history entry of the batch.
+                let sql = bound_in_order(backend, insert_activity_sql(entries.len()));
+                let mut q = sqlx::query(&sql);
+                for (email, kind, detail) in &entries {
+                    q = q
+                        .bind(ActivityId::generate().into_string())
+                        .bind(&email.project_id)
+                        .bind(&email.id)
+                        .bind(email.contact_id.as_deref())
+                        .bind(*kind)
+                        .bind(*detail)
+                        .bind(now);
+                }
+                q.execute(&mut *tx).await?;
             }
             tx.commit().await?;
             recorded

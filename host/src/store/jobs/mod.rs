@@ -327,15 +327,33 @@ impl Store {
     /// Puts a claimed job back to wait until `run_at` without counting the attempt.
     #[tracing::instrument(level = "debug", skip(self))]
     pub async fn postpone_job(&self, lease: &Lease, run_at: i64) -> StoreResult<bool> {
+        self.requeue_uncounted(lease, run_at, None).await
+    }
+
+    /// Puts a claimed job back to wait until `run_at` without counting the attempt, recording
+    /// `reason` as its last error (something asked it to wait: a transport's `429`).
+    #[tracing::instrument(level = "debug", skip(self))]
+    pub async fn defer_job(&self, lease: &Lease, run_at: i64, reason: &str) -> StoreResult<bool> {
+        self.requeue_uncounted(lease, run_at, Some(reason)).await
+    }
+
+    async fn requeue_uncounted(
+        &self,
+        lease: &Lease,
+        run_at: i64,
+        reason: Option<&str>,
+    ) -> StoreResult<bool> {
         let n = on_db_write!(self.db(), pool => {
             sqlx::query(
                 "UPDATE jobs SET state = 'queued', run_at = $3, attempts = attempts - 1, locked_by = NULL, \
-                 locked_until = NULL, updated_at = $4 WHERE id = $1 AND locked_by = $2 AND state = 'running'",
+                 locked_until = NULL, updated_at = $4, last_error = COALESCE($5, last_error) \
+                 WHERE id = $1 AND locked_by = $2 AND state = 'running'",
             )
             .bind(lease.job.as_str())
             .bind(lease.worker.as_str())
             .bind(run_at)
             .bind(now_ms())
+            .bind(reason)
             .execute(pool)
             .await?
             .rows_affected()

@@ -207,7 +207,8 @@ fn the_cli_checks_a_component_and_lists_the_plugins() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let list: Vec<Value> = serde_json::from_slice(&out.stdout).unwrap();
+    let listed: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let list = listed["plugins"].as_array().unwrap();
     let names: Vec<&str> = list.iter().map(|p| p["name"].as_str().unwrap()).collect();
     for name in [
         "send-email",

@@ -19,7 +19,7 @@ use serde::Deserialize;
 
 use super::WorkflowEngine;
 use crate::domain::time::now_ms;
-use crate::jobs::{JobContext, JobError, JobHandler, backoff_ms, jittered};
+use crate::jobs::{JobContext, JobError, JobHandler};
 use crate::store::Backend;
 use crate::store::executions::{STEP_KIND, StepPayload, TIMEOUT_KIND};
 use crate::store::jobs::{Lease, queue_of};
@@ -223,23 +223,16 @@ impl StepRunner {
 
     /// Records how an adopted job ended, as the workers do for the job they claimed.
     async fn finish_adopted(&self, member: &Member, result: Result<(), JobError>) {
-        let (error, retry_at) = match result {
-            Ok(()) | Err(JobError::LeaseLost) => return,
-            Err(JobError::Fail(error)) => (error, None),
-            Err(JobError::Retry(error)) => (
-                error.to_string(),
-                (member.attempts < member.max_attempts)
-                    .then(|| now_ms() + jittered(backoff_ms(member.attempts))),
-            ),
+        let Err(error) = result else {
+            return;
         };
-        tracing::warn!(job_id = %member.lease.job, error = %error, retry = retry_at.is_some(), "step job attempt failed");
-        if let Err(err) = self
-            .engine
-            .store
-            .fail_job(&member.lease, &error, retry_at)
-            .await
-        {
-            tracing::warn!(job_id = %member.lease.job, error = %err, "could not record the job's failure");
-        }
+        crate::jobs::record_unfinished(
+            &self.engine.store,
+            &member.lease,
+            member.attempts,
+            member.max_attempts,
+            error,
+        )
+        .await;
     }
 }

@@ -1,7 +1,9 @@
 //! The `http` capability: outbound requests to the hosts of the plugin's allowlist, refusing
 //! private and metadata addresses (also after DNS and on redirects), with a size cap and a
-//! timeout.
+//! timeout; a `GET` the plugin asks to cache (`x-herald-cache`) is answered from the host's
+//! response cache ([`cache`]) while its answer is fresh.
 
+mod cache;
 mod net;
 
 use std::sync::Arc;
@@ -13,20 +15,23 @@ use crate::plugins::bindings::imports::herald::plugin::http;
 use crate::plugins::manifest::HttpGrant;
 use crate::plugins::settings::PluginSettings;
 
-/// The limits every plugin's HTTP requests share (`plugins.http_*`).
+/// What every plugin's HTTP requests share (`plugins.http_*`): the limits and the response
+/// cache.
 pub(super) struct HttpLimits {
     timeout: Duration,
     max_response_bytes: u64,
     max_redirects: usize,
+    cache: cache::HttpCache,
 }
 
 impl HttpLimits {
-    /// The limits of `settings`.
+    /// The limits and an empty cache of `settings`.
     pub(super) fn new(settings: &PluginSettings) -> HttpLimits {
         HttpLimits {
             timeout: Duration::from_millis(settings.http_timeout_ms),
             max_response_bytes: settings.http_max_response_bytes,
             max_redirects: settings.http_max_redirects,
+            cache: cache::HttpCache::new(settings.http_cache_bytes),
         }
     }
 }
@@ -75,11 +80,15 @@ impl HttpClient {
         })
     }
 
+    /// Sends `request` of `plugin`, or answers it from the cache when it asks for caching and
+    /// a fresh answer is there (after the same checks as a request that goes out).
     async fn send(
         &self,
-        request: http::Request,
+        plugin: &Arc<str>,
+        mut request: http::Request,
         limits: &HttpLimits,
     ) -> Result<http::Response, http::Error> {
+        let keep_for = cache::asked(&mut request)?;
         let url = reqwest::Url::parse(&request.url)
             .map_err(|e| http::Error::InvalidRequest(format!("bad URL: {e}")))?;
         if !matches!(url.scheme(), "http" | "https") {
@@ -105,6 +114,12 @@ impl HttpClient {
             }
             other => return Err(http::Error::InvalidRequest(format!("method `{other}`"))),
         };
+        let key = url.as_str().to_string();
+        if keep_for.is_some()
+            && let Some(cached) = limits.cache.get(plugin, &key)
+        {
+            return Ok(cached);
+        }
         let timeout = request
             .timeout_ms
             .map(|ms| Duration::from_millis(ms.into()).min(limits.timeout))
@@ -150,9 +165,13 @@ impl HttpClient {
                 body,
             })
         };
-        tokio::time::timeout(timeout, exchange)
+        let response = tokio::time::timeout(timeout, exchange)
             .await
-            .unwrap_or(Err(http::Error::Timeout))
+            .unwrap_or(Err(http::Error::Timeout))?;
+        if let Some(ttl) = keep_for {
+            limits.cache.put(plugin, &key, ttl, &response);
+        }
+        Ok(response)
     }
 }
 
@@ -185,7 +204,11 @@ impl http::Host for CallState {
         let Some(client) = &granted.http else {
             return Err(self.deny("http"));
         };
-        let result = timed(&mut self.io_time, client.send(request, &self.services.http)).await;
+        let result = timed(
+            &mut self.io_time,
+            client.send(&granted.plugin, request, &self.services.http),
+        )
+        .await;
         if let Err(err) = &result {
             tracing::debug!(plugin = &*granted.plugin, error = %err, "plugin HTTP request failed");
         }
