@@ -634,3 +634,69 @@ async fn a_domain_change_reaches_rcpt_at_once_here_and_within_the_ttl_elsewhere(
     assert_eq!(gone.status, 204, "{}", gone.body);
     assert!(rcpt_reply(addr, rcpt).await.is(550, "5.1.1"));
 }
+
+/// The files in the uploads storage's attachments folder.
+fn stored_attachments(app: &TestApp) -> Vec<String> {
+    let dir = app.state().settings().data_dir.join("uploads/attachments");
+    match std::fs::read_dir(dir) {
+        Ok(entries) => entries
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect(),
+        Err(_) => Vec::new(),
+    }
+}
+
+#[tokio::test]
+async fn attachments_of_a_refused_message_are_not_left_in_the_storage() {
+    let dns = DnsServer::start().await;
+    let app = TestApp::spawn_with(settings(&dns)).await;
+    let p = app.project().await;
+    receiving_domain(&app, &p, &dns, "in.acme.test").await;
+    p.contact(&app, "ann@example.net", json!({})).await;
+    // The project may create no other contact this period.
+    p.cap(&app, json!({ "contacts": 1 })).await;
+    let with_attachment = |from: &str, id: &str| {
+        let body = format!(
+            "Content-Type: multipart/mixed; boundary=\"b1\"\r\n\r\n\
+             --b1\r\n\
+             Content-Type: text/plain; charset=utf-8\r\n\r\n\
+             See attached.\r\n\
+             --b1\r\n\
+             Content-Type: application/pdf; name=\"a.pdf\"\r\n\
+             Content-Disposition: attachment; filename=\"a.pdf\"\r\n\
+             Content-Transfer-Encoding: base64\r\n\r\n\
+             {}\r\n\
+             --b1--\r\n",
+            base64::engine::general_purpose::STANDARD.encode(b"%PDF-1.4 tiny")
+        );
+        message(from, "support@in.acme.test", id, "", &body)
+    };
+    // From a known contact: recorded, its attachment stored.
+    deliver(
+        &app,
+        "ann@example.net",
+        "support@in.acme.test",
+        &with_attachment("ann@example.net", "CAF=a@mail.example.net"),
+    )
+    .await
+    .expect("accepted");
+    let kept = stored_attachments(&app);
+    assert_eq!(kept.len(), 1, "{kept:?}");
+    let events = received(&app, &p).await;
+    let url = events[0]["data"]["attachments"][0]["url"].as_str().unwrap();
+    assert!(url.ends_with(&kept[0]), "{url} {kept:?}");
+
+    // From a new sender: refused (no contact may be created), and the attachment stored on the
+    // way is deleted again.
+    let refused = deliver(
+        &app,
+        "cid@example.net",
+        "support@in.acme.test",
+        &with_attachment("cid@example.net", "CAF=c@mail.example.net"),
+    )
+    .await
+    .expect_err("refused");
+    assert!(refused.contains("550"), "{refused}");
+    assert_eq!(received(&app, &p).await.len(), 1);
+    assert_eq!(stored_attachments(&app), kept);
+}
