@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 pub use check::{LoadedSettings, SettingLine, SettingsError, variable_of};
-pub use smtp::{InboundSettings, SmtpLimits, SubmissionSettings};
+pub use smtp::{InboundSettings, MIB, READ_CHUNK_BYTES, SmtpLimits, SubmissionSettings};
 
 /// How logs are written.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]

@@ -358,6 +358,8 @@ impl DomainsApi {
             .save_domain_check(project, &id, &checked)
             .await
             .map_err(|e| ApiError::from_store(e, "domain"))?;
+        // Whether it receives mail may have changed: the SMTP server reads it again.
+        state.inbound_routes().forget(domain.name.as_str());
         Ok(Json(domain.into()))
     }
 
@@ -399,6 +401,7 @@ impl DomainsApi {
             .update_domain(auth.0.project_id(), &id, &change)
             .await
             .map_err(|e| ApiError::from_store(e, "domain"))?;
+        state.inbound_routes().forget(domain.name.as_str());
         Ok(Json(domain.into()))
     }
 
@@ -418,11 +421,12 @@ impl DomainsApi {
         id: Path<String>,
     ) -> Result<DeletedDomain, ApiError> {
         let id = domain_id(&id)?;
-        state
+        let name = state
             .store()
             .delete_domain(auth.0.project_id(), &id)
             .await
             .map_err(|e| ApiError::from_store(e, "domain"))?;
+        state.inbound_routes().forget(&name);
         Ok(DeletedDomain::Deleted)
     }
 }

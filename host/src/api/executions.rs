@@ -118,7 +118,10 @@ pub struct StepRunBody {
     #[oai(nullable)]
     pub input: Option<Value>,
     /// What it decided (`outcome`) and what its effects did (`effects`: the email queued, the
-    /// contact updated, …); null before it ran.
+    /// contact updated, …); null before it ran. A `SEND_EMAIL` effect is `{ type, emailId, to,
+    /// suppressed }`, with `reason` when `suppressed` is true (the email is recorded but never
+    /// sent): `HARD_BOUNCE`, `COMPLAINT` or `MANUAL` (the recipient is on the project's
+    /// suppression list), or `UNSUBSCRIBED` (marketing mail to an unsubscribed contact).
     #[oai(nullable)]
     pub output: Option<Value>,
     /// Why it failed (or why its last attempt failed, while it is retried); null otherwise.

@@ -42,6 +42,7 @@ pub(crate) struct Parts {
     pub(crate) delivery_events: crate::services::delivery_events::DeliveryEvents,
     pub(crate) uploads: crate::services::uploads::Uploads,
     pub(crate) inbound_mail: crate::services::inbound_mail::InboundMail,
+    pub(crate) inbound_routes: crate::services::inbound_routes::InboundRoutes,
     pub(crate) oauth: crate::services::oauth::OAuth,
     pub(crate) engagement: crate::services::engagement::Engagement,
     pub(crate) sending_domains: Arc<SendingDomains>,
@@ -106,6 +107,12 @@ impl AppState {
     /// Mail the projects receive on their inbound domains (the SMTP server's replies path).
     pub fn inbound_mail(&self) -> &crate::services::inbound_mail::InboundMail {
         &self.inner.inbound_mail
+    }
+
+    /// The SMTP server's routing of `RCPT` addresses at inbound domains, kept a few seconds;
+    /// the domain API forgets a domain's route when it changes the domain.
+    pub fn inbound_routes(&self) -> &crate::services::inbound_routes::InboundRoutes {
+        &self.inner.inbound_routes
     }
 
     /// Image uploads.

@@ -287,6 +287,7 @@ impl AppBuilder {
                 bytes: settings.uploads.inbound_attachment_bytes,
             },
         );
+        let inbound_routes = crate::services::inbound_routes::InboundRoutes::new(store.clone());
         let state = AppState::new(Parts {
             rate_limiter,
             submission,
@@ -306,6 +307,7 @@ impl AppBuilder {
             health_guard,
             uploads,
             inbound_mail,
+            inbound_routes,
             oauth,
             live_segments,
             jwt_encoding: EncodingKey::from_secret(secret.as_bytes()),

@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 use figment::providers::{Env, Format, Serialized, Toml};
 use figment::{Figment, Provider};
 
+use super::smtp::MIB;
 use super::{NOT_SETTINGS, Settings, UploadStorage};
 
 /// Why the settings cannot be used (`herald` exits with status 2).
@@ -514,6 +515,19 @@ impl LoadedSettings {
                         format!("is {value}; it must be at least {least}"),
                     ));
                 }
+            }
+            // One message of the largest size must fit (its buffer may pass the size by one
+            // read before it is refused).
+            let needed = limits.memory_needed_mb();
+            let memory_mb = limits.memory_bytes / MIB;
+            if memory_mb < needed {
+                return Err(self.invalid(
+                    &format!("{table}.memory_mb"),
+                    format!(
+                        "is {memory_mb}; it must hold one message of {table}.max_message_bytes ({} bytes): at least {needed}",
+                        limits.max_message_bytes
+                    ),
+                ));
             }
         }
         Ok(())

@@ -749,6 +749,12 @@ pub const SETTINGS: &[SettingDoc] = &[
         meaning: "Largest message each server accepts, advertised with `SIZE`; a larger one is refused with `552 5.3.4` while it arrives, never held in memory past the limit.",
     },
     SettingDoc {
+        keys: &["inbound.memory_mb", "submission.memory_mb"],
+        flag: None,
+        default: None,
+        meaning: "Mebibytes of message data all sessions of each server may hold at once on this instance (the two submission listeners share one budget). A message whose data would pass it is not buffered: the rest is read and dropped, and it is answered `452 4.3.1` (insufficient system storage), which a sending server retries later; a `MAIL FROM` whose `SIZE` is more than is left gets the same answer. It must hold one message of `max_message_bytes` (e.g. 26 for 25 MB).",
+    },
+    SettingDoc {
         keys: &[
             "inbound.max_connections_per_ip",
             "submission.max_connections_per_ip",

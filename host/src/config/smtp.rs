@@ -6,6 +6,13 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
+/// One mebibyte, the unit of `memory_mb`.
+pub const MIB: usize = 1024 * 1024;
+
+/// Bytes an SMTP session reads at a time; a message's buffer may pass its size limit by one
+/// read before the message is refused.
+pub const READ_CHUNK_BYTES: usize = 8 * 1024;
+
 /// What both listeners share: how long a client may take, and what one address may do.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct SmtpLimits {
@@ -21,6 +28,8 @@ pub struct SmtpLimits {
     pub data_block_timeout_seconds: u64,
     /// Seconds a whole message's data may take to arrive (RFC 5321: 10 minutes).
     pub data_timeout_seconds: u64,
+    /// Bytes of message data all sessions of the listener may hold at once.
+    pub memory_bytes: usize,
 }
 
 /// The MX listener (`[inbound]`, `HERALD_INBOUND__<NAME>`).
@@ -51,6 +60,9 @@ pub struct InboundSettings {
     pub data_block_timeout_seconds: u64,
     /// Seconds a whole message's data may take.
     pub data_timeout_seconds: u64,
+    /// Mebibytes of message data all sessions may hold at once; a message that would pass it
+    /// is answered `452 4.3.1`.
+    pub memory_mb: usize,
 }
 
 impl Default for InboundSettings {
@@ -67,7 +79,18 @@ impl Default for InboundSettings {
             command_timeout_seconds: 300,
             data_block_timeout_seconds: 180,
             data_timeout_seconds: 600,
+            memory_mb: 64,
         }
+    }
+}
+
+impl SmtpLimits {
+    /// The least `memory_mb` that holds one message of `max_message_bytes` (and the read past
+    /// it).
+    pub fn memory_needed_mb(&self) -> usize {
+        self.max_message_bytes
+            .saturating_add(READ_CHUNK_BYTES)
+            .div_ceil(MIB)
     }
 }
 
@@ -81,6 +104,7 @@ impl InboundSettings {
             command_timeout_seconds: self.command_timeout_seconds,
             data_block_timeout_seconds: self.data_block_timeout_seconds,
             data_timeout_seconds: self.data_timeout_seconds,
+            memory_bytes: self.memory_mb.saturating_mul(MIB),
         }
     }
 }
@@ -116,6 +140,9 @@ pub struct SubmissionSettings {
     pub data_block_timeout_seconds: u64,
     /// Seconds a whole message's data may take.
     pub data_timeout_seconds: u64,
+    /// Mebibytes of message data all sessions may hold at once; a message that would pass it
+    /// is answered `452 4.3.1`.
+    pub memory_mb: usize,
 }
 
 impl Default for SubmissionSettings {
@@ -133,6 +160,7 @@ impl Default for SubmissionSettings {
             command_timeout_seconds: 300,
             data_block_timeout_seconds: 180,
             data_timeout_seconds: 600,
+            memory_mb: 64,
         }
     }
 }
@@ -147,6 +175,7 @@ impl SubmissionSettings {
             command_timeout_seconds: self.command_timeout_seconds,
             data_block_timeout_seconds: self.data_block_timeout_seconds,
             data_timeout_seconds: self.data_timeout_seconds,
+            memory_bytes: self.memory_mb.saturating_mul(MIB),
         }
     }
 }

@@ -529,6 +529,47 @@ pub fn json_type(value: &Value) -> &'static str {
     }
 }
 
+/// The `reason` of a `SEND_EMAIL` effect whose email is marketing mail to an unsubscribed
+/// contact (the suppression list's reasons are `HARD_BOUNCE`, `COMPLAINT` and `MANUAL`).
+pub const UNSUBSCRIBED: &str = "UNSUBSCRIBED";
+
+/// What a step run's output (and its effect's idempotency record) says of a `SEND_EMAIL`
+/// effect: `{ type, emailId, to, suppressed }`, and `reason` when `suppressed` names why the
+/// email is never sent.
+pub fn send_effect(email_id: Option<&str>, to: Option<&str>, suppressed: Option<&str>) -> Value {
+    let mut effect = serde_json::json!({
+        "type": "SEND_EMAIL",
+        "emailId": email_id,
+        "to": to,
+        "suppressed": suppressed.is_some(),
+    });
+    if let (Some(reason), Some(fields)) = (suppressed, effect.as_object_mut()) {
+        fields.insert("reason".into(), Value::from(reason));
+    }
+    effect
+}
+
+/// Marks the [`send_effect`] record of `email_id` as suppressed for `reason`: `value` is the
+/// record itself, or a step run's output with the record among its `effects`. Whether it was
+/// found.
+pub fn mark_send_suppressed(value: &mut Value, email_id: &str, reason: &str) -> bool {
+    let is_it = |v: &Value| v["type"] == "SEND_EMAIL" && v["emailId"] == email_id;
+    let record = if is_it(value) {
+        Some(value)
+    } else {
+        value
+            .get_mut("effects")
+            .and_then(Value::as_array_mut)
+            .and_then(|effects| effects.iter_mut().find(|e| is_it(e)))
+    };
+    let Some(Value::Object(fields)) = record else {
+        return false;
+    };
+    fields.insert("suppressed".into(), Value::Bool(true));
+    fields.insert("reason".into(), Value::from(reason));
+    true
+}
+
 /// The top-level data keys of events (newest first) as `event.data.<key>` fields, sorted, each
 /// with the JSON type of its newest non-null value (`null` when it was only ever null).
 pub fn event_data_fields<'a>(
@@ -552,6 +593,32 @@ pub fn event_data_fields<'a>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_send_effect_is_marked_suppressed_where_it_is_recorded() {
+        let id = "eml_0190a1b2c3d4e5f60718293a4b5c6d7e";
+        let sent = send_effect(Some(id), Some("ann@example.com"), None);
+        assert_eq!(sent["suppressed"], false);
+        assert!(sent.get("reason").is_none());
+        let unsubscribed = send_effect(Some(id), None, Some(UNSUBSCRIBED));
+        assert_eq!(
+            (&unsubscribed["suppressed"], &unsubscribed["reason"]),
+            (&Value::Bool(true), &Value::from("UNSUBSCRIBED"))
+        );
+        let mut record = sent.clone();
+        assert!(mark_send_suppressed(&mut record, id, "MANUAL"));
+        assert_eq!(record["suppressed"], true);
+        assert_eq!(record["reason"], "MANUAL");
+        let mut output = serde_json::json!({
+            "outcome": { "type": "CONTINUE" },
+            "effects": [{ "type": "SET_CONTEXT", "key": "x" }, sent],
+        });
+        assert!(!mark_send_suppressed(&mut output, "eml_other", "MANUAL"));
+        assert_eq!(output["effects"][1]["suppressed"], false);
+        assert!(mark_send_suppressed(&mut output, id, "HARD_BOUNCE"));
+        assert_eq!(output["effects"][1]["reason"], "HARD_BOUNCE");
+        assert!(output["effects"][0].get("reason").is_none());
+    }
 
     fn step(id: &str, t: StepType) -> GraphStep<'_> {
         GraphStep { id, step_type: t }

@@ -11,7 +11,10 @@
 //! idempotency key kept 24 hours), so a sender retrying after a lost answer, or a message to
 //! several of the project's addresses, records one event. Its attachments are stored through the
 //! uploads storage, within `uploads.inbound_attachments` and `uploads.inbound_attachment_bytes`;
-//! those past the caps are listed without a URL.
+//! those past the caps are listed without a URL. Attachments stored for a receipt whose event is
+//! then not committed (refused, failed, or recorded meanwhile by a concurrent receipt of the
+//! same message) are deleted again, so none is left that nothing
+//! refers to.
 
 use serde_json::{Map, Value, json};
 use sha2::{Digest, Sha256};
@@ -21,9 +24,9 @@ use crate::domain::custom_data::DataPatch;
 use crate::domain::email::EmailAddress;
 use crate::domain::event::{EventName, NewEvent, StoredEvent, SubscriptionSource};
 use crate::domain::ids::{ActivityId, ContactId, EventId, ProjectId};
-use crate::domain::sending_domain::DomainName;
 use crate::mail::inbound::{Received, ReceivedAttachment};
 use crate::services::delivery_events::email_id;
+use crate::services::inbound_routes::{rcpt_domain, read_route};
 use crate::services::uploads::{UploadError, Uploads};
 use crate::store::group_commit::{GroupedUpsert, OwnedClaim};
 use crate::store::{Conflict, Store, StoreError};
@@ -117,17 +120,6 @@ fn capped(s: &str, max: usize) -> &str {
         end -= 1;
     }
     &s[..end]
-}
-
-/// The domain of a `RCPT` address as domains are stored (lower-case ASCII), when it has one.
-pub fn rcpt_domain(rcpt: &str) -> Option<String> {
-    let (local, domain) = rcpt.trim().trim_matches(['<', '>']).rsplit_once('@')?;
-    if local.is_empty() {
-        return None;
-    }
-    DomainName::parse(domain)
-        .ok()
-        .map(|d| d.as_str().to_string())
 }
 
 /// The Herald email ids a message names as the one it replies to, most likely first:
@@ -238,15 +230,15 @@ impl InboundMail {
         }
     }
 
-    /// The project whose verified inbound domain receives `rcpt` (lowercased address), if any:
-    /// a domain of the project equal to the address's domain, with `inbound`, verified, and its
-    /// inbound MX record found. When several projects' domains qualify, the first verified.
+    /// The project whose verified inbound domain receives `rcpt` (lowercased address), if any,
+    /// read from the database now ([`crate::services::inbound_routes::read_route`]; the SMTP
+    /// server asks [`crate::services::inbound_routes::InboundRoutes`], which keeps it a few
+    /// seconds).
     pub async fn route(&self, rcpt: &str) -> Result<Option<ProjectId>, StoreError> {
         let Some(domain) = rcpt_domain(rcpt) else {
             return Ok(None);
         };
-        let found = self.store.receiving_domains(&domain).await?;
-        Ok(found.into_iter().next().map(|d| d.project_id))
+        read_route(&self.store, &domain).await
     }
 
     /// Records `message` received at `rcpt` as an `email.received` event on its sender's
@@ -279,10 +271,17 @@ impl InboundMail {
         }
         let attachments = std::mem::take(&mut message.attachments);
         let mut data = event_data(rcpt, &sender, &message, in_reply_to.as_deref(), &subject);
-        data.insert(
-            "attachments".into(),
-            Value::Array(self.store_attachments(attachments).await?),
-        );
+        // The names stored, deleted again unless the event that lists them is committed.
+        let mut stored = Vec::new();
+        let listed = self.store_attachments(attachments, &mut stored).await;
+        let listed = match listed {
+            Ok(listed) => listed,
+            Err(e) => {
+                self.discard(&stored).await;
+                return Err(e);
+            }
+        };
+        data.insert("attachments".into(), Value::Array(listed));
         let write = GroupedUpsert {
             project: project.clone(),
             upsert: ContactUpsert {
@@ -307,7 +306,13 @@ impl InboundMail {
                 response: receipt_response,
             }),
         };
-        match self.store.upsert_contact_grouped(write).await {
+        let written = self.store.upsert_contact_grouped(write).await;
+        if !matches!(written, Ok((_, Some(_)))) {
+            // Refused, failed, or recorded by a concurrent receipt with attachments of its own:
+            // nothing refers to these.
+            self.discard(&stored).await;
+        }
+        match written {
             Ok((outcome, Some(event))) => {
                 self.store
                     .record_inbound(
@@ -362,11 +367,24 @@ impl InboundMail {
         Ok(())
     }
 
-    /// Stores the attachments within the caps, in order; each is listed with its URL, or with a
-    /// null one when it passed a cap.
+    /// Deletes the attachments stored as `names`, which no recorded message refers to (the
+    /// receipt was refused or failed after they were stored), so that nothing is left behind. A
+    /// deletion that fails is logged: the receipt's own outcome is what the sender is told.
+    async fn discard(&self, names: &[String]) {
+        for name in names {
+            if let Err(err) = self.uploads.delete_attachment(name).await {
+                tracing::warn!(attachment = %name, error = %err, "an unreferenced inbound attachment could not be deleted");
+            }
+        }
+    }
+
+    /// Stores the attachments within the caps, in order, each stored name added to `stored`
+    /// as soon as it is stored; each is listed with its URL, or with a null one when it passed a
+    /// cap.
     async fn store_attachments(
         &self,
         attachments: Vec<ReceivedAttachment>,
+        stored_names: &mut Vec<String>,
     ) -> Result<Vec<Value>, InboundError> {
         let mut listed = Vec::with_capacity(attachments.len());
         let (mut stored, mut bytes) = (0usize, 0usize);
@@ -382,7 +400,9 @@ impl InboundMail {
                 stored += 1;
                 bytes += size;
                 let name = self.uploads.store_attachment(a.content).await?;
-                Some(format!("{}/uploads/attachments/{name}", self.base_url))
+                let url = format!("{}/uploads/attachments/{name}", self.base_url);
+                stored_names.push(name);
+                Some(url)
             } else {
                 None
             };
@@ -410,25 +430,6 @@ mod tests {
             references: Vec::new(),
             attachments: Vec::new(),
         }
-    }
-
-    #[test]
-    fn a_rcpt_routes_by_its_domain_as_domains_are_stored() {
-        assert_eq!(
-            rcpt_domain("Hello@IN.Acme.io").as_deref(),
-            Some("in.acme.io")
-        );
-        assert_eq!(
-            rcpt_domain("<a@in.acme.io.>").as_deref(),
-            Some("in.acme.io")
-        );
-        assert_eq!(
-            rcpt_domain("a@bücher.de").as_deref(),
-            Some("xn--bcher-kva.de")
-        );
-        assert_eq!(rcpt_domain("in.acme.io"), None);
-        assert_eq!(rcpt_domain("@in.acme.io"), None);
-        assert_eq!(rcpt_domain("a@localhost"), None);
     }
 
     #[test]

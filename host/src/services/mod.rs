@@ -8,6 +8,7 @@ pub mod cpu;
 pub mod delivery_events;
 pub mod engagement;
 pub mod inbound_mail;
+pub mod inbound_routes;
 pub mod oauth;
 pub mod ratelimit;
 pub mod render_budget;

@@ -301,6 +301,18 @@ impl Uploads {
         Ok(name)
     }
 
+    /// Deletes a stored attachment (one that no received message refers to after all); a name
+    /// this service never gives, or a file that is not there, is no error.
+    pub async fn delete_attachment(&self, name: &str) -> Result<(), UploadError> {
+        if !is_attachment_name(name) {
+            return Ok(());
+        }
+        match self.store.delete(&self.attachment_path(name)).await {
+            Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
+            Err(other) => Err(other.into()),
+        }
+    }
+
     fn attachment_path(&self, name: &str) -> ObjectPath {
         ObjectPath::from(format!("{}attachments/{name}", self.prefix))
     }
@@ -354,6 +366,22 @@ mod tests {
         assert!(!is_attachment_name(&"0f".repeat(15)));
         assert!(!is_attachment_name("../../../../etc/passwd"));
         assert!(!is_attachment_name(&format!("{}.png", "a".repeat(28))));
+    }
+
+    #[tokio::test]
+    async fn a_deleted_attachment_is_gone_and_deleting_it_again_is_no_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let uploads = Uploads::local(dir.path().to_path_buf(), 1024, 100, CpuPool::new(1)).unwrap();
+        let kept = uploads.store_attachment(b"kept".to_vec()).await.unwrap();
+        let gone = uploads.store_attachment(b"gone".to_vec()).await.unwrap();
+        uploads.delete_attachment(&gone).await.unwrap();
+        assert_eq!(uploads.read_attachment(&gone).await.unwrap(), None);
+        uploads.delete_attachment(&gone).await.unwrap();
+        uploads.delete_attachment("../../etc/passwd").await.unwrap();
+        assert_eq!(
+            uploads.read_attachment(&kept).await.unwrap().as_deref(),
+            Some(&b"kept"[..])
+        );
     }
 
     #[test]

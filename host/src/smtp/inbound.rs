@@ -1,7 +1,8 @@
 //! The MX listener's side: which recipients it takes, and what a message received for them
 //! does. A recipient is taken only when it is the return path of an email of this service
 //! (`bounces+<email id>@bounces.<domain>`, the email's envelope sender exactly), the
-//! configured abuse address, or an address at a project's verified inbound domain; anything
+//! configured abuse address, or an address at a project's verified inbound domain (its route
+//! kept a few seconds by `services::inbound_routes`); anything
 //! else is refused at `RCPT` (no open relay, no backscatter). At the end of `DATA` the message is classified (`mail::inbound`): a bounce
 //! applies a hard or soft bounce to the email of its return path for each recipient it reports,
 //! a feedback-loop report a complaint, through `services::delivery_events`, which applies an
@@ -89,7 +90,7 @@ impl InboundMx {
         if self.abuse.as_deref() == Some(rcpt.as_str()) {
             return Ok(Some(Route::Abuse));
         }
-        let project = self.state.inbound_mail().route(&rcpt).await?;
+        let project = self.state.inbound_routes().route(&rcpt).await?;
         Ok(project.map(|project| Route::Domain {
             project,
             address: rcpt,

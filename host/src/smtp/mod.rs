@@ -3,13 +3,15 @@
 //! replies (`inbound.listen`, `inbound.rs`) and the submission listeners for applications that
 //! only speak SMTP (`submission.listen` with `STARTTLS`, `submission.implicit_tls_listen`;
 //! `submission.rs`). `session.rs` is the per-connection state machine, `limits.rs` what one
-//! client address may do, `tls.rs` the rustls configuration, `reply.rs` one reply.
+//! client address may do, `budget.rs` the message data all of a listener's sessions may hold,
+//! `tls.rs` the rustls configuration, `reply.rs` one reply.
 //!
 //! Each listener is off until its address is set. [`bind`] binds them (and reads the
 //! certificates) when the app is built, so that a bad setting stops the start; [`SmtpListeners::serve`]
 //! accepts until the stop signal. Nothing a session learns stays in the process: every instance
 //! may receive, and what a message teaches Herald is written to the database before its `250`.
 
+pub mod budget;
 pub mod inbound;
 pub mod limits;
 pub mod reply;
@@ -29,6 +31,7 @@ use tokio_rustls::TlsAcceptor;
 
 use crate::api::AppState;
 use crate::config::{Settings, SettingsError, SmtpLimits};
+use budget::Budget;
 use inbound::InboundMx;
 use limits::ClientLimits;
 use reply::Reply;
@@ -70,6 +73,9 @@ pub struct Listener {
     pub role: Role,
     /// What one client address may do.
     pub clients: Arc<ClientLimits>,
+    /// The message data its sessions may hold at once (shared by the two submission
+    /// listeners).
+    pub budget: Arc<Budget>,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -88,6 +94,7 @@ struct Bound {
     limits: SmtpLimits,
     tls: Option<TlsAcceptor>,
     plain_auth: bool,
+    budget: Arc<Budget>,
 }
 
 /// The bound SMTP listeners, not yet serving.
@@ -115,6 +122,9 @@ pub async fn bind(settings: &Settings) -> Result<SmtpListeners, SettingsError> {
         }
         _ => None,
     };
+    // One budget for each table of settings: the submission listeners share theirs.
+    let inbound_budget = Budget::new(inbound.limits().memory_bytes);
+    let submission_budget = Budget::new(submission.limits().memory_bytes);
     let name = |configured: &Option<String>| {
         configured
             .clone()
@@ -129,6 +139,7 @@ pub async fn bind(settings: &Settings) -> Result<SmtpListeners, SettingsError> {
             name(&inbound.hostname),
             inbound.limits(),
             inbound_tls,
+            inbound_budget,
         ),
         (
             Kind::Submission,
@@ -137,6 +148,7 @@ pub async fn bind(settings: &Settings) -> Result<SmtpListeners, SettingsError> {
             name(&submission.hostname),
             submission.limits(),
             submission_tls.clone(),
+            submission_budget.clone(),
         ),
         (
             Kind::SubmissionTls,
@@ -145,9 +157,10 @@ pub async fn bind(settings: &Settings) -> Result<SmtpListeners, SettingsError> {
             name(&submission.hostname),
             submission.limits(),
             submission_tls,
+            submission_budget,
         ),
     ];
-    for (kind, setting, listen, hostname, limits, tls) in listeners {
+    for (kind, setting, listen, hostname, limits, tls, budget) in listeners {
         let Some(listen) = listen.as_deref() else {
             continue;
         };
@@ -170,6 +183,7 @@ pub async fn bind(settings: &Settings) -> Result<SmtpListeners, SettingsError> {
             limits,
             tls,
             plain_auth,
+            budget,
         });
     }
     Ok(SmtpListeners { bound })
@@ -219,6 +233,7 @@ impl SmtpListeners {
                     tls: b.tls,
                     plain_auth: b.plain_auth,
                     role,
+                    budget: b.budget,
                 });
                 tokio::spawn(accept(b.socket, listener, stop.clone()))
             })

@@ -72,6 +72,9 @@ pub const TRY_LATER: Reply =
     Reply::fixed(451, [4, 3, 0], "temporary failure, please try again later");
 /// `550 5.1.1`: nobody here by that address.
 pub const NO_SUCH_USER: Reply = Reply::fixed(550, [5, 1, 1], "no such recipient here");
+/// `452 4.3.1`: the listener's memory budget has no room for the message now
+/// (`inbound.memory_mb`, `submission.memory_mb`); the client tries again later.
+pub const NO_ROOM: Reply = Reply::fixed(452, [4, 3, 1], "insufficient system storage");
 /// `552 5.3.4`: the message is over the size limit.
 pub const TOO_BIG: Reply = Reply::fixed(
     552,

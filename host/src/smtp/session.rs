@@ -2,7 +2,9 @@
 //! `STARTTLS` or from the first byte): commands parsed by `smtp-proto`'s receivers, replies
 //! batched while pipelined commands are pending (RFC 2920) and flushed before each read, every
 //! read under RFC 5321's timeouts, message data read into a buffer never larger than the
-//! listener's limit (past it, the rest is read and thrown away, then refused with `552 5.3.4`).
+//! listener's limit (past it, the rest is read and thrown away, then refused with `552 5.3.4`),
+//! each growth of the buffer taken from the listener's memory budget (`budget.rs`; without room,
+//! the rest is thrown away likewise and the message answered `452 4.3.1`).
 //! The session holds only its envelope; what a message means is the role's to decide
 //! (`inbound.rs`, `submission.rs`).
 
@@ -19,6 +21,7 @@ use smtp_proto::{
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::sync::watch;
 
+use super::budget::Held;
 use super::inbound::Route;
 use super::reply::{self, Reply};
 use super::submission::{AuthStep, auth_allowed, decode_login, decode_plain};
@@ -32,7 +35,7 @@ pub const MAX_COMMANDS: usize = 10_000;
 /// Recipients of one message (RFC 5321's minimum a server must take).
 pub const MAX_RECIPIENTS: usize = 100;
 /// Bytes read at a time.
-const READ_CHUNK: usize = 8 * 1024;
+const READ_CHUNK: usize = crate::config::READ_CHUNK_BYTES;
 
 /// How a session ended.
 pub enum Outcome {
@@ -66,8 +69,11 @@ enum Read {
 
 /// What a `DATA` block came to.
 enum Data {
-    Message(Vec<u8>),
+    /// The message, with the budget it holds until it is handled.
+    Message(Vec<u8>, Held),
     TooBig,
+    /// The listener's memory budget had no room for it.
+    NoRoom,
     Closed,
     TimedOut,
 }
@@ -456,6 +462,11 @@ impl<'a, S: AsyncRead + AsyncWrite + Unpin> Session<'a, S> {
             self.write(&reply::TOO_BIG);
             return Step::Continue;
         }
+        // A declared size (RFC 1870) that the memory budget has no room for now.
+        if size > self.listener.budget.available() {
+            self.write(&reply::NO_ROOM);
+            return Step::Continue;
+        }
         let now = crate::domain::time::now_ms();
         if !self.listener.clients.message(self.peer.ip(), now) {
             self.write(&Reply::fixed(
@@ -507,6 +518,12 @@ impl<'a, S: AsyncRead + AsyncWrite + Unpin> Session<'a, S> {
         if self.envelope.as_ref().is_none_or(|e| e.rcpts.is_empty()) {
             return self.refused(Reply::fixed(503, [5, 5, 1], "send RCPT first"));
         }
+        if self.listener.budget.available() < READ_CHUNK {
+            // Not even the first read fits: the transaction is over, the client retries later.
+            self.envelope = None;
+            self.write(&reply::NO_ROOM);
+            return Step::Continue;
+        }
         self.out
             .extend_from_slice(b"354 start mail input; end with <CRLF>.<CRLF>\r\n");
         if self.flush().await.is_err() {
@@ -517,7 +534,7 @@ impl<'a, S: AsyncRead + AsyncWrite + Unpin> Session<'a, S> {
             return Step::Close;
         };
         match data {
-            Data::Message(raw) => {
+            Data::Message(raw, held) => {
                 let listener = self.listener;
                 let reply = match &listener.role {
                     Role::Inbound(mx) => mx.receive(&envelope.routes, raw).await,
@@ -530,11 +547,17 @@ impl<'a, S: AsyncRead + AsyncWrite + Unpin> Session<'a, S> {
                         None => Reply::fixed(530, [5, 7, 0], "authentication required"),
                     },
                 };
+                // The message is handled: its room goes back to the budget.
+                drop(held);
                 self.write(&reply);
                 Step::Continue
             }
             Data::TooBig => {
                 self.write(&reply::TOO_BIG);
+                Step::Continue
+            }
+            Data::NoRoom => {
+                self.write(&reply::NO_ROOM);
                 Step::Continue
             }
             Data::TimedOut => {
@@ -547,42 +570,60 @@ impl<'a, S: AsyncRead + AsyncWrite + Unpin> Session<'a, S> {
 
     /// Reads a message's data up to its final `.`: each block within the data block timeout,
     /// the whole within the data timeout. The buffer never grows past the size limit (and one
-    /// read): past it, the rest is read and dropped.
+    /// read), and each growth is taken from the listener's memory budget first: past the limit,
+    /// or without room in the budget, the rest is read and dropped (and the room given back).
     async fn receive_data(&mut self, input: &mut Input) -> Data {
         let limits = self.listener.limits;
         let max = limits.max_message_bytes;
         let deadline = Instant::now() + secs(limits.data_timeout_seconds);
         let mut receiver = DataReceiver::new();
         let mut message: Vec<u8> = Vec::new();
-        let mut discard: Option<DummyDataReceiver> = None;
+        let mut held = self.listener.budget.hold();
+        // Why the rest is dropped, once it is.
+        let mut discard: Option<(DummyDataReceiver, Data)> = None;
         loop {
             let pending = input.pending();
             if !pending.is_empty() {
                 let mut iter = pending.iter();
                 let done = match &mut discard {
-                    Some(dummy) => dummy.ingest(&mut iter),
+                    Some((dummy, _)) => dummy.ingest(&mut iter),
                     None => {
-                        // Room for this read at most, doubling up to the limit.
+                        // Room for this read at most, doubling up to the limit, if the budget
+                        // has it.
                         let needed = message.len() + pending.len();
+                        let mut room = true;
                         if needed > message.capacity() {
                             let target = (message.capacity() * 2)
                                 .max(needed)
                                 .min(max + READ_CHUNK)
                                 .max(needed);
-                            message.reserve_exact(target - message.len());
+                            room = held.cover(target);
+                            if room {
+                                message.reserve_exact(target - message.len());
+                            }
                         }
-                        receiver.ingest(&mut iter, &mut message)
+                        if room {
+                            receiver.ingest(&mut iter, &mut message)
+                        } else {
+                            let mut dummy = DummyDataReceiver::new_data(&receiver);
+                            let done = dummy.ingest(&mut iter);
+                            discard = Some((dummy, Data::NoRoom));
+                            done
+                        }
                     }
                 };
                 input.consume(pending.len() - iter.as_slice().len());
                 if discard.is_none() && message.len() > max {
-                    discard = Some(DummyDataReceiver::new_data(&receiver));
+                    discard = Some((DummyDataReceiver::new_data(&receiver), Data::TooBig));
+                }
+                if discard.is_some() && message.capacity() > 0 {
                     message = Vec::new();
+                    held = self.listener.budget.hold();
                 }
                 if done {
                     return match discard {
-                        Some(_) => Data::TooBig,
-                        None => Data::Message(message),
+                        Some((_, why)) => why,
+                        None => Data::Message(message, held),
                     };
                 }
                 continue;

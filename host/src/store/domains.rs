@@ -455,30 +455,28 @@ impl Store {
     }
 
     /// Removes a domain and its queued background check (a check running right now finds the
-    /// domain gone and schedules no other).
+    /// domain gone and schedules no other); answers the name it had.
     #[tracing::instrument(level = "debug", skip(self))]
-    pub async fn delete_domain(&self, project: &ProjectId, id: &DomainId) -> StoreResult<()> {
+    pub async fn delete_domain(&self, project: &ProjectId, id: &DomainId) -> StoreResult<String> {
         let cancel = delete_queued_jobs_for_sql(self.db().backend(), "domainId");
-        let n = on_db_write!(self.db(), pool => {
+        let name = on_db_write!(self.db(), pool => {
             let mut tx = pool.begin_write().await?;
-            let n = sqlx::query("DELETE FROM domains WHERE project_id = $1 AND id = $2")
-                .bind(project.as_str())
-                .bind(id.as_str())
-                .execute(&mut *tx)
-                .await?
-                .rows_affected();
+            let name: Option<String> = sqlx::query_scalar(
+                "DELETE FROM domains WHERE project_id = $1 AND id = $2 RETURNING name",
+            )
+            .bind(project.as_str())
+            .bind(id.as_str())
+            .fetch_optional(&mut *tx)
+            .await?;
             sqlx::query(&cancel)
                 .bind(CHECK_KIND)
                 .bind(id.as_str())
                 .execute(&mut *tx)
                 .await?;
             tx.commit().await?;
-            n
+            name
         });
-        if n == 0 {
-            return Err(StoreError::NotFound);
-        }
-        Ok(())
+        name.ok_or(StoreError::NotFound)
     }
 
     /// Stores the result of a check made on request.

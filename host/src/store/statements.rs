@@ -165,6 +165,13 @@ pub(crate) trait Statements {
         emails: &[super::emails::insert::EmailInsert<'_>],
     ) -> sqlx::Result<Vec<(usize, super::emails::insert::NewEmail)>>;
 
+    /// [`listed_reasons`] inside this transaction: the emails of `emails` to a listed address,
+    /// by index, with the entry's reason (`HARD_BOUNCE`, `COMPLAINT`, `MANUAL`).
+    async fn listed_reasons(
+        &mut self,
+        emails: &[super::emails::insert::EmailInsert<'_>],
+    ) -> sqlx::Result<Vec<(usize, String)>>;
+
     /// Forgets an expired use of `write.key` and stores `response` under it; a live key taken
     /// meanwhile fails with `Conflict(IdempotencyKey)`, so the whole transaction rolls back.
     async fn store_idempotent_response<R: Sync>(
@@ -572,6 +579,13 @@ where
         listed_emails::<DB>(&mut **self, emails).await
     }
 
+    async fn listed_reasons(
+        &mut self,
+        emails: &[super::emails::insert::EmailInsert<'_>],
+    ) -> sqlx::Result<Vec<(usize, String)>> {
+        listed_reasons::<DB>(&mut **self, emails).await
+    }
+
     async fn store_idempotent_response<R: Sync>(
         &mut self,
         project: &str,
@@ -691,13 +705,45 @@ where
 /// The emails of `emails` whose recipient is on its project's suppression list, read through
 /// `conn` (the caller's transaction, so the list is read where the emails are committed), by
 /// index, each as it is written instead: `suppressed` with the entry's reason
-/// (`domain::suppression::suppressed_reason`), without a draft, never due. One select per
-/// [`super::suppressions::MAX_LISTED_PER_SELECT`] distinct addresses; an email suppressed
-/// already (marketing mail to an unsubscribed contact) is left as it is.
+/// ([`suppressed_copy`]). An email suppressed already (marketing mail to an unsubscribed
+/// contact) is left as it is.
 pub(super) async fn listed_emails<DB>(
     conn: &mut DB::Connection,
     emails: &[super::emails::insert::EmailInsert<'_>],
 ) -> sqlx::Result<Vec<(usize, super::emails::insert::NewEmail)>>
+where
+    DB: Database,
+    for<'c> &'c mut DB::Connection: Executor<'c, Database = DB>,
+    for<'q> DB::Arguments<'q>: IntoArguments<'q, DB>,
+    for<'q> &'q str: Encode<'q, DB> + Type<DB>,
+    for<'r> (String, String, String): sqlx::FromRow<'r, DB::Row>,
+{
+    Ok(listed_reasons::<DB>(conn, emails)
+        .await?
+        .into_iter()
+        .map(|(i, reason)| (i, suppressed_copy(emails[i].email, &reason)))
+        .collect())
+}
+
+/// `email` as it is written when its recipient is listed for `reason`: `suppressed` with the
+/// reason (`domain::suppression::suppressed_reason`), without a draft, never due.
+pub(super) fn suppressed_copy(
+    email: &super::emails::insert::NewEmail,
+    reason: &str,
+) -> super::emails::insert::NewEmail {
+    let mut email = email.clone();
+    email.suppressed = Some(crate::domain::suppression::suppressed_reason(reason));
+    email.draft = None;
+    email
+}
+
+/// The emails of `emails` (not suppressed already) whose recipient is on its project's
+/// suppression list, read through `conn`, by index, with the entry's reason. One select per
+/// [`super::suppressions::MAX_LISTED_PER_SELECT`] distinct addresses.
+pub(super) async fn listed_reasons<DB>(
+    conn: &mut DB::Connection,
+    emails: &[super::emails::insert::EmailInsert<'_>],
+) -> sqlx::Result<Vec<(usize, String)>>
 where
     DB: Database,
     for<'c> &'c mut DB::Connection: Executor<'c, Database = DB>,
@@ -739,11 +785,7 @@ where
         .filter(|(_, w)| w.email.suppressed.is_none())
         .filter_map(|(i, w)| {
             let key = (w.project.to_string(), w.email.to_address.clone());
-            let reason = found.get(&key)?;
-            let mut email = w.email.clone();
-            email.suppressed = Some(crate::domain::suppression::suppressed_reason(reason));
-            email.draft = None;
-            Some((i, email))
+            found.get(&key).map(|reason| (i, reason.clone()))
         })
         .collect())
 }

@@ -457,6 +457,19 @@ fn unusable_settings_exit_2_naming_the_setting_and_its_source() {
             && err.contains("at least 1"),
         "{err}"
     );
+    // An SMTP memory budget that cannot hold one message of the size limit.
+    let (code, _, err) = herald_env(
+        &["config"],
+        dir.path(),
+        &[("HERALD_INBOUND__MEMORY_MB", "1")],
+    );
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("setting `inbound.memory_mb`")
+            && err.contains("inbound.max_message_bytes")
+            && err.contains("at least 26"),
+        "{err}"
+    );
 
     // A value of the wrong type.
     let (code, _, err) = herald_env(

@@ -550,3 +550,153 @@ async fn mail_to_a_domain_that_does_not_receive_yet_is_refused_at_rcpt() {
     assert!(c.cmd("QUIT").await.is(221, "2.0.0"));
     assert!(received(&app, &p).await.is_empty());
 }
+
+/// Turns receiving on or off for the domain `id` of `p`.
+async fn set_inbound(app: &TestApp, p: &TestProject, id: &str, on: bool) {
+    let r = app
+        .patch(
+            &format!("/domains/{id}"),
+            &p.secret_key,
+            json!({ "inbound": on }),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+}
+
+/// The reply to `RCPT TO:<rcpt>` in a new session to the MX listener at `addr`.
+async fn rcpt_reply(
+    addr: std::net::SocketAddr,
+    rcpt: &str,
+) -> crate::support::smtp_client::SmtpReply {
+    let mut c = SmtpClient::connect(addr).await;
+    assert_eq!(c.reply().await.code, 220);
+    assert_eq!(c.cmd("EHLO client.test").await.code, 250);
+    assert!(c.cmd("MAIL FROM:<ann@example.net>").await.is(250, "2.1.0"));
+    let reply = c.cmd(&format!("RCPT TO:<{rcpt}>")).await;
+    c.cmd("QUIT").await;
+    reply
+}
+
+#[tokio::test]
+async fn a_domain_change_reaches_rcpt_at_once_here_and_within_the_ttl_elsewhere() {
+    use herald::services::inbound_routes::TTL;
+    let dns = DnsServer::start().await;
+    let app = TestApp::spawn_with(settings(&dns)).await;
+    let other = app.spawn_sharing(settings(&dns)).await;
+    let p = app.project().await;
+    let addr = app.smtp().inbound.expect("the MX listener is on");
+    let rcpt = "support@in.acme.test";
+    // Refused while nobody receives there (and that answer is kept)…
+    assert!(rcpt_reply(addr, rcpt).await.is(550, "5.1.1"));
+    // …until a request of this instance makes the domain receive.
+    receiving_domain(&app, &p, &dns, "in.acme.test").await;
+    let domains = app
+        .get(&format!("/domains/project/{}", p.id), &p.secret_key)
+        .await;
+    let id = domains.body[0]["id"].as_str().unwrap().to_string();
+    let read_at = Instant::now();
+    assert!(rcpt_reply(addr, rcpt).await.is(250, "2.1.5"));
+
+    // Turned off through another instance: this one keeps its answer for at most the TTL.
+    set_inbound(&other, &p, &id, false).await;
+    let changed_at = Instant::now();
+    let kept = rcpt_reply(addr, rcpt).await;
+    if read_at.elapsed() < TTL - Duration::from_secs(1) {
+        assert!(kept.is(250, "2.1.5"), "kept for the TTL: {kept:?}");
+    }
+    loop {
+        let r = rcpt_reply(addr, rcpt).await;
+        if r.is(550, "5.1.1") {
+            break;
+        }
+        assert!(r.is(250, "2.1.5"), "{r:?}");
+        assert!(
+            changed_at.elapsed() < TTL + Duration::from_secs(2),
+            "still accepted {:?} after the change",
+            changed_at.elapsed()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+
+    // Turned on again and checked through this instance: accepted at once, though "nobody"
+    // was just read.
+    set_inbound(&app, &p, &id, true).await;
+    verify_until(&app, &p, &id, |b| b["receiving"] == true).await;
+    assert!(rcpt_reply(addr, rcpt).await.is(250, "2.1.5"));
+    // Turned off here: refused at once.
+    set_inbound(&app, &p, &id, false).await;
+    assert!(rcpt_reply(addr, rcpt).await.is(550, "5.1.1"));
+    // On again, then deleted here: refused at once.
+    set_inbound(&app, &p, &id, true).await;
+    verify_until(&app, &p, &id, |b| b["receiving"] == true).await;
+    assert!(rcpt_reply(addr, rcpt).await.is(250, "2.1.5"));
+    let gone = app.delete(&format!("/domains/{id}"), &p.secret_key).await;
+    assert_eq!(gone.status, 204, "{}", gone.body);
+    assert!(rcpt_reply(addr, rcpt).await.is(550, "5.1.1"));
+}
+
+/// The files in the uploads storage's attachments folder.
+fn stored_attachments(app: &TestApp) -> Vec<String> {
+    let dir = app.state().settings().data_dir.join("uploads/attachments");
+    match std::fs::read_dir(dir) {
+        Ok(entries) => entries
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect(),
+        Err(_) => Vec::new(),
+    }
+}
+
+#[tokio::test]
+async fn attachments_of_a_refused_message_are_not_left_in_the_storage() {
+    let dns = DnsServer::start().await;
+    let app = TestApp::spawn_with(settings(&dns)).await;
+    let p = app.project().await;
+    receiving_domain(&app, &p, &dns, "in.acme.test").await;
+    p.contact(&app, "ann@example.net", json!({})).await;
+    // The project may create no other contact this period.
+    p.cap(&app, json!({ "contacts": 1 })).await;
+    let with_attachment = |from: &str, id: &str| {
+        let body = format!(
+            "Content-Type: multipart/mixed; boundary=\"b1\"\r\n\r\n\
+             --b1\r\n\
+             Content-Type: text/plain; charset=utf-8\r\n\r\n\
+             See attached.\r\n\
+             --b1\r\n\
+             Content-Type: application/pdf; name=\"a.pdf\"\r\n\
+             Content-Disposition: attachment; filename=\"a.pdf\"\r\n\
+             Content-Transfer-Encoding: base64\r\n\r\n\
+             {}\r\n\
+             --b1--\r\n",
+            base64::engine::general_purpose::STANDARD.encode(b"%PDF-1.4 tiny")
+        );
+        message(from, "support@in.acme.test", id, "", &body)
+    };
+    // From a known contact: recorded, its attachment stored.
+    deliver(
+        &app,
+        "ann@example.net",
+        "support@in.acme.test",
+        &with_attachment("ann@example.net", "CAF=a@mail.example.net"),
+    )
+    .await
+    .expect("accepted");
+    let kept = stored_attachments(&app);
+    assert_eq!(kept.len(), 1, "{kept:?}");
+    let events = received(&app, &p).await;
+    let url = events[0]["data"]["attachments"][0]["url"].as_str().unwrap();
+    assert!(url.ends_with(&kept[0]), "{url} {kept:?}");
+
+    // From a new sender: refused (no contact may be created), and the attachment stored on the
+    // way is deleted again.
+    let refused = deliver(
+        &app,
+        "cid@example.net",
+        "support@in.acme.test",
+        &with_attachment("cid@example.net", "CAF=c@mail.example.net"),
+    )
+    .await
+    .expect_err("refused");
+    assert!(refused.contains("550"), "{refused}");
+    assert_eq!(received(&app, &p).await.len(), 1);
+    assert_eq!(stored_attachments(&app), kept);
+}

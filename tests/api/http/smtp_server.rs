@@ -5,7 +5,8 @@
 //! is refused while it arrives and the session goes on (50 MB to a real `herald serve`, whose
 //! peak memory grows by at most the limit); garbage is answered and too much of it
 //! closes the session; a slow client is timed out; STARTTLS upgrades with the configured
-//! certificate; connections are capped per address.
+//! certificate; connections are capped per address; a message whose data the listener's memory
+//! budget has no room for is answered `452 4.3.1` without being buffered.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -344,6 +345,60 @@ async fn an_oversize_message_is_refused_as_it_arrives_and_the_session_goes_on() 
         .data(b"Subject: small\r\n\r\n.leading dot\r\nhello\r\n")
         .await;
     assert!(r.is(250, "2.0.0"), "{r:?}");
+}
+
+/// A message of `n` lines of 1,000 bytes each, its final dot not sent.
+fn lines_of(n: usize) -> Vec<u8> {
+    let line = format!("{}\r\n", "y".repeat(998));
+    format!("Subject: large\r\n\r\n{}", line.repeat(n)).into_bytes()
+}
+
+#[tokio::test]
+async fn messages_past_the_memory_budget_are_answered_452_and_the_server_goes_on() {
+    // 1 MiB for every session's data at once; a message may be 700 KiB, so one of 600 KB
+    // fits (its buffer takes 708 KiB), two do not.
+    let (_app, addr) = mx(|s| {
+        s.inbound.memory_mb = 1;
+        s.inbound.max_message_bytes = 700 * 1024;
+    })
+    .await;
+    // A holds 600 KB of data, its final dot not sent yet.
+    let mut a = session(addr).await;
+    assert!(a.cmd("MAIL FROM:<>").await.is(250, "2.1.0"));
+    assert!(a.cmd(&format!("RCPT TO:<{ABUSE}>")).await.is(250, "2.1.5"));
+    assert_eq!(a.cmd("DATA").await.code, 354);
+    a.write(&lines_of(600)).await;
+    // Once the server holds all of it (less than 400,000 bytes left), a declared size above
+    // what is left is answered at once.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mut probe = session(addr).await;
+    loop {
+        let r = probe.cmd("MAIL FROM:<> SIZE=400000").await;
+        if r.is(452, "4.3.1") {
+            break;
+        }
+        assert!(r.is(250, "2.1.0"), "{r:?}");
+        assert!(probe.cmd("RSET").await.is(250, "2.0.0"));
+        assert!(Instant::now() < deadline, "A's data never held");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // B's 600 KB find no room: read to their end, not buffered, answered 452.
+    let mut b = session(addr).await;
+    assert!(b.cmd("MAIL FROM:<>").await.is(250, "2.1.0"));
+    assert!(b.cmd(&format!("RCPT TO:<{ABUSE}>")).await.is(250, "2.1.5"));
+    let r = b.data(&lines_of(600)).await;
+    assert!(r.is(452, "4.3.1"), "{r:?}");
+    // A finishes: accepted, and its room is given back.
+    a.write(b".\r\n").await;
+    let r = a.reply().await;
+    assert!(r.is(250, "2.0.0"), "{r:?}");
+    // The server goes on: B, in the same session, now gets its message through.
+    assert!(b.cmd("MAIL FROM:<> SIZE=600000").await.is(250, "2.1.0"));
+    assert!(b.cmd(&format!("RCPT TO:<{ABUSE}>")).await.is(250, "2.1.5"));
+    let r = b.data(&lines_of(600)).await;
+    assert!(r.is(250, "2.0.0"), "{r:?}");
+    assert!(b.cmd("QUIT").await.is(221, "2.0.0"));
+    assert!(probe.cmd("QUIT").await.is(221, "2.0.0"));
 }
 
 #[tokio::test]

@@ -2,8 +2,9 @@
 //! validation errors and another project's isolation; a hard bounce reported to
 //! `/webhooks/notify` lists the address, after which `/v1/send` records the email `suppressed`
 //! and nothing reaches the SMTP relay until the address is removed; campaigns, test sends and
-//! workflows skip a listed address; soft bounces list an address once the limit is reached
-//! without a delivery between them.
+//! workflows skip a listed address, a workflow's `SEND_EMAIL` step run saying so in its output
+//! with the list's reason; soft bounces list an address once the limit is reached without a
+//! delivery between them.
 
 use std::time::{Duration, Instant};
 
@@ -12,6 +13,7 @@ use serde_json::{Value, json};
 
 use crate::http::campaigns::recipients_of;
 use crate::http::domains::{verified_domain, with_dns};
+use crate::http::executions::{Step, settled, workflow};
 use crate::http::send::email_with_status;
 use crate::support::dnsd::DnsServer;
 use crate::support::harness::{Reply, TestApp, TestProject, read};
@@ -559,4 +561,90 @@ async fn an_email_deferred_before_its_address_was_listed_is_suppressed_at_its_ne
         r.body
     );
     assert!(smtp.log.lock().unwrap().data.is_empty());
+}
+
+#[tokio::test]
+async fn a_workflow_send_to_a_listed_address_says_suppressed_and_why_in_its_step_run() {
+    let app = TestApp::spawn_with(fast).await;
+    let p = app.project().await;
+    for (emails, reason) in [
+        (json!(["bob@example.com"]), json!(null)),
+        (json!(["cid@example.com"]), json!("HARD_BOUNCE")),
+        (json!(["dee@example.com"]), json!("COMPLAINT")),
+    ] {
+        let r = app
+            .post(
+                "/suppressions",
+                &p.secret_key,
+                json!({ "emails": emails, "reason": reason }),
+            )
+            .await;
+        assert_eq!(r.body["added"], 1, "{}", r.body);
+    }
+    let r = app
+        .post(
+            "/templates",
+            &p.secret_key,
+            json!({ "name": "receipt", "type": "TRANSACTIONAL", "subject": "Receipt",
+                    "body": "<p>Thanks</p>", "from": "hello@acme.test" }),
+        )
+        .await;
+    assert_eq!(r.status, 201, "{}", r.body);
+    let template = r.body["id"].as_str().unwrap().to_string();
+    let (wf, _) = workflow(
+        &app,
+        &p,
+        "order",
+        vec![Step("SEND_EMAIL", json!({ "templateId": template }))],
+        &[],
+        json!({}),
+    )
+    .await;
+    let people = [
+        "ann@example.com",
+        "bob@example.com",
+        "cid@example.com",
+        "dee@example.com",
+    ];
+    for email in people {
+        let r = app
+            .post(
+                "/v1/track",
+                &p.secret_key,
+                json!({ "email": email, "event": "order" }),
+            )
+            .await;
+        assert_eq!(r.status, 200, "{}", r.body);
+    }
+    let executions = settled(&app, &p, &wf, people.len(), &["COMPLETED"]).await;
+    let mut seen = Vec::new();
+    for e in &executions {
+        let run = &e["stepRuns"][0];
+        assert_eq!(run["stepType"], "SEND_EMAIL", "{e}");
+        assert_eq!(run["status"], "COMPLETED", "{e}");
+        let effect = &run["output"]["effects"][0];
+        let to = effect["to"].as_str().unwrap().to_string();
+        let email = effect["emailId"].as_str().unwrap();
+        let (status, reason) = match to.as_str() {
+            "ann@example.com" => ("queued", None),
+            "bob@example.com" => ("suppressed", Some("MANUAL")),
+            "cid@example.com" => ("suppressed", Some("HARD_BOUNCE")),
+            _ => ("suppressed", Some("COMPLAINT")),
+        };
+        assert_eq!(effect["suppressed"], reason.is_some(), "{to}: {effect}");
+        assert_eq!(effect["reason"].as_str(), reason, "{to}: {effect}");
+        // The email itself agrees.
+        let r = app.get(&format!("/emails/{email}"), &p.secret_key).await;
+        assert_eq!(r.status, 200, "{}", r.body);
+        if status == "suppressed" {
+            assert_eq!(r.body["status"], "suppressed", "{}", r.body);
+            let error = r.body["error"].as_str().unwrap();
+            assert!(error.contains(reason.unwrap()), "{error}");
+        } else {
+            assert_ne!(r.body["status"], "suppressed", "{}", r.body);
+        }
+        seen.push(to);
+    }
+    seen.sort();
+    assert_eq!(seen, people);
 }

@@ -84,14 +84,19 @@ pub(crate) fn write_count(effects: &[Effect]) -> usize {
         .count()
 }
 
-/// What a step run's output (and the idempotency record) says of a send.
+/// What a step run's output (and the idempotency record) says of a send
+/// ([`crate::domain::workflow::send_effect`]): suppressed here when it is marketing mail to an
+/// unsubscribed contact; one to an address on the suppression list is marked so where it is
+/// committed (`store::executions`), since the list is read there.
 fn send_response(queued: &[QueuedEmail]) -> Value {
-    json!({
-        "type": "SEND_EMAIL",
-        "emailId": queued.first().map(|q| q.email_id.as_str()),
-        "to": queued.first().map(|q| q.contact.email.as_str()),
-        "suppressed": queued.first().is_some_and(|q| q.suppressed),
-    })
+    let first = queued.first();
+    crate::domain::workflow::send_effect(
+        first.map(|q| q.email_id.as_str()),
+        first.map(|q| q.contact.email.as_str()),
+        first
+            .filter(|q| q.suppressed)
+            .map(|_| crate::domain::workflow::UNSUBSCRIBED),
+    )
 }
 
 /// A send's failure as an effect's: the database's is retried, the others fail the execution.

@@ -1,7 +1,8 @@
 //! Committing step runs' outcomes with the next steps' jobs, in one lease-guarded transaction a
-//! round.
+//! round; the sends among their effects are checked against the suppression list in it, so that
+//! a step run's output says when its email is suppressed and why.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 use serde_json::{Map, Value};
 use sqlx::types::Json;
@@ -247,10 +248,14 @@ impl Store {
                 if held.is_empty() {
                     continue;
                 }
+                // Sends to an address on the suppression list are written suppressed, and their
+                // step runs' outputs say so (the list read here, where the emails are written).
+                let held_commits: Vec<(usize, &StepCommit<'_>)> = held.iter().map(|&k| (wave[k], of(&wave[k]))).collect();
+                let listed = &listed_sends(&mut tx, &held_commits, now).await?;
                 let sql = bound_in_order(backend, step_runs_update_sql(held.len()));
                 let mut q = sqlx::query(&sql);
                 for &k in &held {
-                    q = bind_outcome!(q, of(&wave[k]).first(), now);
+                    q = bind_outcome!(q, listed.outcome(of(&wave[k]).first()), now);
                 }
                 q.execute(&mut *tx).await?;
                 let sql = bound_in_order(backend, executions_update_sql(held.len()));
@@ -283,7 +288,7 @@ impl Store {
                             .iter()
                             .copied()
                             .chain([c.run])
-                            .map(move |r| (c.project_id, c.execution_id, r))
+                            .map(move |r| (c.project_id, c.execution_id, listed.outcome(r)))
                     })
                     .collect();
                 if !finished.is_empty() {
@@ -305,11 +310,10 @@ impl Store {
                 // Sends first (their contacts are locked already), then contact updates in
                 // contact order (a stable sort keeps each contact's in their order), so that two
                 // commits lock the contacts they change in the same order.
-                let mut effects: Vec<(&str, &EffectWrite)> = held
+                let mut effects: Vec<(&str, &EffectWrite)> = held_commits
                     .iter()
-                    .map(|&k| of(&wave[k]))
-                    .filter(|c| advanced.contains(c.execution_id))
-                    .flat_map(|c| c.effects.iter().map(move |e| (c.project_id, e)))
+                    .filter(|(_, c)| advanced.contains(c.execution_id))
+                    .flat_map(|&(i, c)| listed.effects(i, c).iter().map(move |e| (c.project_id, e)))
                     .collect();
                 effects.sort_by_key(|(_, e)| e.order());
                 self.write_sends(&mut tx, &effects, now, &mut learned).await?;
@@ -346,6 +350,105 @@ impl Store {
         }
         Ok(outcomes)
     }
+}
+
+/// The sends of a round's commits whose recipient is on the project's suppression list, as the
+/// commit writes them ([`listed_sends`]).
+#[derive(Default)]
+struct Listed {
+    /// The effects of a commit (by its index) whose listed sends are written suppressed, with
+    /// their recorded responses saying so.
+    effects: HashMap<usize, Vec<EffectWrite>>,
+    /// The outputs of the step runs (by id) that record a listed send, marked suppressed.
+    outputs: HashMap<String, Value>,
+}
+
+impl Listed {
+    /// The effects the commit `c` (index `i`) writes.
+    fn effects<'s>(&'s self, i: usize, c: &'s StepCommit<'_>) -> &'s [EffectWrite] {
+        self.effects.get(&i).map_or(c.effects, Vec::as_slice)
+    }
+
+    /// The outcome `r` as it is recorded: with its output marked where it records a listed
+    /// send.
+    fn outcome<'s>(&'s self, r: RunOutcome<'s>) -> RunOutcome<'s> {
+        match self.outputs.get(r.run_id) {
+            Some(output) => RunOutcome { output, ..r },
+            None => r,
+        }
+    }
+}
+
+/// Reads the suppression list inside the round's transaction `tx` for the sends among the
+/// effects of `commits` (each with its index): a send to a listed address is written
+/// `suppressed` with the entry's reason, and its step run's output and its recorded response
+/// say `suppressed: true` and the `reason` (`HARD_BOUNCE`, `COMPLAINT`, `MANUAL`), so that the
+/// execution's timeline tells why no mail went. One select for the whole round.
+async fn listed_sends<DB>(
+    tx: &mut sqlx::Transaction<'_, DB>,
+    commits: &[(usize, &StepCommit<'_>)],
+    now: i64,
+) -> StoreResult<Listed>
+where
+    DB: sqlx::Database,
+    for<'t> sqlx::Transaction<'t, DB>: Statements,
+{
+    use crate::domain::workflow::mark_send_suppressed;
+    // Each send: its commit, its index among the commit's effects, its project and itself.
+    let mut sends = Vec::new();
+    for (i, c) in commits {
+        for (j, effect) in c.effects.iter().enumerate() {
+            if let EffectWrite::SendEmail { send, .. } = effect {
+                sends.push((
+                    *i,
+                    *c,
+                    j,
+                    ProjectId::from_trusted(c.project_id.to_string()),
+                    &**send,
+                ));
+            }
+        }
+    }
+    let mut inserts = Vec::new();
+    // Where each insert comes from: its send and its index among the send's emails.
+    let mut origins = Vec::new();
+    for (s, (_, _, _, project, send)) in sends.iter().enumerate() {
+        for (m, insert) in send.email_inserts(project, now).enumerate() {
+            inserts.push(insert);
+            origins.push((s, m));
+        }
+    }
+    let mut listed = Listed::default();
+    if inserts.is_empty() {
+        return Ok(listed);
+    }
+    for (k, reason) in tx.listed_reasons(&inserts).await? {
+        let (s, m) = origins[k];
+        let (i, c, j) = (sends[s].0, sends[s].1, sends[s].2);
+        let effects = listed
+            .effects
+            .entry(i)
+            .or_insert_with(|| c.effects.to_vec());
+        let EffectWrite::SendEmail { send, response, .. } = &mut effects[j] else {
+            continue;
+        };
+        let Some(email) = send.emails.get_mut(m) else {
+            continue;
+        };
+        *email = crate::store::statements::suppressed_copy(email, &reason);
+        let email_id = email.id.as_str().to_string();
+        mark_send_suppressed(response, &email_id, &reason);
+        for r in c.earlier.iter().chain([&c.run]) {
+            let mut output = match listed.outputs.get(r.run_id) {
+                Some(marked) => marked.clone(),
+                None => r.output.clone(),
+            };
+            if mark_send_suppressed(&mut output, &email_id, &reason) {
+                listed.outputs.insert(r.run_id.to_string(), output);
+            }
+        }
+    }
+    Ok(listed)
 }
 
 /// The commits as waves of distinct executions, in order: each wave's rows are written by one
