@@ -22,8 +22,11 @@ pub enum CampaignStatus {
     Draft,
     /// Waiting for `scheduledAt`; may change or be cancelled.
     Scheduled,
-    /// Its audience is being snapshotted and mailed; may be cancelled.
+    /// Its audience is being snapshotted and mailed; may be paused or cancelled.
     Sending,
+    /// Paused from `SCHEDULED` or `SENDING`: no batch is taken and its queued emails are held
+    /// until it is resumed (or cancelled).
+    Paused,
     /// Every recipient's email is final.
     Sent,
     /// Stopped by the user; mail already handed to the transport stays sent.
@@ -34,10 +37,11 @@ pub enum CampaignStatus {
 
 impl CampaignStatus {
     /// Every status.
-    pub const ALL: [CampaignStatus; 6] = [
+    pub const ALL: [CampaignStatus; 7] = [
         CampaignStatus::Draft,
         CampaignStatus::Scheduled,
         CampaignStatus::Sending,
+        CampaignStatus::Paused,
         CampaignStatus::Sent,
         CampaignStatus::Cancelled,
         CampaignStatus::Failed,
@@ -49,6 +53,7 @@ impl CampaignStatus {
             CampaignStatus::Draft => "DRAFT",
             CampaignStatus::Scheduled => "SCHEDULED",
             CampaignStatus::Sending => "SENDING",
+            CampaignStatus::Paused => "PAUSED",
             CampaignStatus::Sent => "SENT",
             CampaignStatus::Cancelled => "CANCELLED",
             CampaignStatus::Failed => "FAILED",
@@ -67,7 +72,10 @@ impl CampaignStatus {
 
     /// Whether cancel applies.
     pub fn cancellable(self) -> bool {
-        matches!(self, CampaignStatus::Scheduled | CampaignStatus::Sending)
+        matches!(
+            self,
+            CampaignStatus::Scheduled | CampaignStatus::Sending | CampaignStatus::Paused
+        )
     }
 }
 

@@ -21,6 +21,11 @@
 //! lease, continues where the last commit left it and never mails a recipient twice (except the
 //! delivery window `jobs::deliver` documents). Cancel is seen by the next group of each batch.
 //!
+//! Pause (`Store::pause_campaign`) is seen the same way: each job ends on `PAUSED` and leaves
+//! its ledger rows pending (never `cancelled`), and the resume (`Store::resume_campaign`)
+//! queues the jobs that go on from them, so a pause, like a crash, only moves when a
+//! recipient is mailed, never whether or how often.
+//!
 //! [`Store::snapshot_chunk`]: crate::store::Store::snapshot_chunk
 //! [`Store::commit_campaign_batch`]: crate::store::Store::commit_campaign_batch
 
@@ -304,6 +309,13 @@ impl Campaigns {
         let mut written = 0usize;
         let stopped =
             |written: usize| json!({ "batch": payload.batch, "written": written, "stopped": true });
+        // Paused: the rows stay pending; the resume queues this batch again.
+        let paused =
+            |written: usize| json!({ "batch": payload.batch, "written": written, "paused": true });
+        if c.status == CampaignStatus::Paused {
+            ctx.store.complete_job(lease, &paused(0)).await?;
+            return Ok(());
+        }
         if c.status != CampaignStatus::Sending {
             self.store
                 .cancel_pending_recipients(&c.id, payload.batch)
@@ -396,6 +408,10 @@ impl Campaigns {
                 BatchCommit::Wrote(n) => {
                     written += n;
                     self.jobs.wake_deliveries();
+                }
+                BatchCommit::Paused => {
+                    ctx.store.complete_job(lease, &paused(written)).await?;
+                    return Ok(());
                 }
                 BatchCommit::Stopped => {
                     self.store

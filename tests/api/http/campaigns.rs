@@ -35,7 +35,7 @@ fn deliveries_in(dir: &std::path::Path) -> Vec<Value> {
         .collect()
 }
 
-async fn contact(app: &TestApp, p: &TestProject, email: &str, subscribed: bool, data: Value) {
+pub async fn contact(app: &TestApp, p: &TestProject, email: &str, subscribed: bool, data: Value) {
     let r = app
         .post(
             "/contacts",
@@ -46,7 +46,7 @@ async fn contact(app: &TestApp, p: &TestProject, email: &str, subscribed: bool, 
     assert!(r.status.is_success(), "{}", r.body);
 }
 
-fn campaign_body(name: &str, audience: Value) -> Value {
+pub fn campaign_body(name: &str, audience: Value) -> Value {
     let mut body = json!({
         "name": name,
         "subject": format!("{name} for {{{{email}}}}"),
@@ -60,7 +60,7 @@ fn campaign_body(name: &str, audience: Value) -> Value {
     body
 }
 
-async fn create(app: &TestApp, p: &TestProject, body: Value) -> String {
+pub async fn create(app: &TestApp, p: &TestProject, body: Value) -> String {
     let r = app.post("/campaigns", &p.secret_key, body).await;
     assert_eq!(r.status, 201, "{}", r.body);
     assert_eq!(r.body["success"], true);
@@ -69,7 +69,7 @@ async fn create(app: &TestApp, p: &TestProject, body: Value) -> String {
     r.body["data"]["id"].as_str().unwrap().to_string()
 }
 
-async fn send(app: &TestApp, p: &TestProject, id: &str, body: Option<Value>) -> Reply {
+pub async fn send(app: &TestApp, p: &TestProject, id: &str, body: Option<Value>) -> Reply {
     app.call(
         reqwest::Method::POST,
         &format!("/campaigns/{id}/send"),
@@ -80,7 +80,7 @@ async fn send(app: &TestApp, p: &TestProject, id: &str, body: Option<Value>) -> 
 }
 
 /// Waits (up to `secs`) until the campaign has `status`; answers it.
-async fn campaign_with_status(
+pub async fn campaign_with_status(
     app: &TestApp,
     p: &TestProject,
     id: &str,
@@ -99,12 +99,59 @@ async fn campaign_with_status(
     }
 }
 
-async fn stats(app: &TestApp, p: &TestProject, id: &str) -> Value {
+pub async fn stats(app: &TestApp, p: &TestProject, id: &str) -> Value {
     let r = app
         .get(&format!("/campaigns/{id}/stats"), &p.secret_key)
         .await;
     assert_eq!(r.status, 200, "{}", r.body);
     r.body
+}
+
+/// A new static segment "Picked" of the contacts with `emails`; answers its id.
+pub async fn static_segment(app: &TestApp, p: &TestProject, emails: &[&str]) -> String {
+    let r = app
+        .post(
+            "/segments",
+            &p.secret_key,
+            json!({ "name": "Picked", "type": "STATIC" }),
+        )
+        .await;
+    assert_eq!(r.status, 201, "{}", r.body);
+    let segment = r.body["id"].as_str().unwrap().to_string();
+    let r = app
+        .post(
+            &format!("/segments/{segment}/members"),
+            &p.secret_key,
+            json!({ "emails": emails }),
+        )
+        .await;
+    assert_eq!(r.body["added"], emails.len(), "{}", r.body);
+    segment
+}
+
+/// Creates a campaign `name` to everyone and schedules it for `at`; answers its id.
+pub async fn scheduled(
+    app: &TestApp,
+    p: &TestProject,
+    name: &str,
+    at: chrono::DateTime<chrono::Utc>,
+) -> String {
+    let id = create(
+        app,
+        p,
+        campaign_body(name, json!({ "audienceType": "ALL" })),
+    )
+    .await;
+    let r = send(
+        app,
+        p,
+        &id,
+        Some(json!({ "scheduledFor": at.to_rfc3339() })),
+    )
+    .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.body["status"], "SCHEDULED", "{}", r.body);
+    id
 }
 
 /// The recipients of the delivered messages whose subject starts with `name`.
@@ -132,22 +179,7 @@ async fn each_audience_is_mailed_once_per_subscribed_contact() {
     contact(&app, &p, "ann@example.com", true, json!({ "plan": "pro" })).await;
     contact(&app, &p, "bob@example.com", true, json!({ "plan": "free" })).await;
     contact(&app, &p, "cat@example.com", false, json!({ "plan": "pro" })).await;
-    let r = app
-        .post(
-            "/segments",
-            &p.secret_key,
-            json!({ "name": "Picked", "type": "STATIC" }),
-        )
-        .await;
-    let segment = r.body["id"].as_str().unwrap().to_string();
-    let r = app
-        .post(
-            &format!("/segments/{segment}/members"),
-            &p.secret_key,
-            json!({ "emails": ["ann@example.com", "cat@example.com"] }),
-        )
-        .await;
-    assert_eq!(r.body["added"], 2, "{}", r.body);
+    let segment = static_segment(&app, &p, &["ann@example.com", "cat@example.com"]).await;
 
     let all = create(
         &app,
@@ -817,7 +849,7 @@ async fn top_events_count_custom_names_over_a_range() {
 }
 
 /// Imports `n` subscribed contacts `c{i}@example.com` through the CSV import job.
-async fn import(app: &TestApp, p: &TestProject, n: usize) {
+pub async fn import(app: &TestApp, p: &TestProject, n: usize) {
     let mut csv = String::from("email,subscribed\n");
     for i in 0..n {
         csv.push_str(&format!("c{i}@example.com,true\n"));

@@ -4,6 +4,7 @@ mod abuse;
 pub mod accounts;
 mod auth_matrix;
 mod billing;
+mod campaign_pause;
 pub mod campaigns;
 mod cli;
 mod contacts;

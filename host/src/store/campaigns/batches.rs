@@ -64,7 +64,8 @@ impl Store {
     /// Writes a group of a batch in one transaction: each email (unless suppressed, due for
     /// delivery at once) only with its ledger row's move out of `pending`, so a recipient whose row
     /// moved already (a second run of the batch) gets nothing; and the rows in `closed` with
-    /// their final status (`skipped` for a deleted contact, `failed`). Nothing is written when the campaign is no longer sending.
+    /// their final status (`skipped` for a deleted contact, `failed`). Nothing is written when
+    /// the campaign is no longer sending: `Paused` leaves the rows pending for the resume.
     #[tracing::instrument(level = "debug", skip_all, fields(campaign = %campaign, emails = emails.len()))]
     pub async fn commit_campaign_batch(
         &self,
@@ -75,9 +76,10 @@ impl Store {
     ) -> StoreResult<BatchCommit> {
         let now = now_ms();
         // A plain read, no row lock: the snapshot locks the campaign row for each chunk, and
-        // batch commits waiting on it (or holding it) would serialise the two. A cancel that
-        // commits while this group is being written is seen by the next group ("within one
-        // batch"); the emails of this group are not suppressed by it and go out.
+        // batch commits waiting on it (or holding it) would serialise the two. A cancel or a
+        // pause that commits while this group is being written (PostgreSQL) is seen by the next
+        // group; the emails of this group are neither suppressed nor held by it and go out.
+        // (On SQLite the write transaction reads the status the last commit left.)
         let status_sql = "SELECT status FROM campaigns WHERE id = $1";
         let mark = "UPDATE campaign_recipients SET status = $3, email_id = $4 \
                     WHERE campaign_id = $1 AND contact_id = $2 AND status = 'pending'";
@@ -89,7 +91,11 @@ impl Store {
                 .await?;
             if status.as_deref() != Some(CampaignStatus::Sending.as_str()) {
                 tx.rollback().await?;
-                return Ok(BatchCommit::Stopped);
+                return Ok(if status.as_deref() == Some(CampaignStatus::Paused.as_str()) {
+                    BatchCommit::Paused
+                } else {
+                    BatchCommit::Stopped
+                });
             }
             // Every email is written with its ledger row's move, a recipient on the project's
             // suppression list as suppressed (read here, in the transaction that writes them).
@@ -151,7 +157,9 @@ impl Store {
         Ok(commit)
     }
 
-    /// Marks a batch's pending rows `cancelled` (the campaign stopped before their turn).
+    /// Marks a batch's pending rows `cancelled` when the campaign stopped for good before their
+    /// turn (`CANCELLED` or `FAILED`, read in the statement); a paused campaign's rows stay
+    /// pending, for its resume.
     #[tracing::instrument(level = "debug", skip(self))]
     pub async fn cancel_pending_recipients(
         &self,
@@ -161,7 +169,8 @@ impl Store {
         let n = on_db_write!(self.db(), pool => {
             sqlx::query(
                 "UPDATE campaign_recipients SET status = 'cancelled' \
-                 WHERE campaign_id = $1 AND batch = $2 AND status = 'pending'",
+                 WHERE campaign_id = $1 AND batch = $2 AND status = 'pending' \
+                 AND EXISTS (SELECT 1 FROM campaigns WHERE id = $1 AND status IN ('CANCELLED', 'FAILED'))",
             )
             .bind(campaign.as_str())
             .bind(batch)

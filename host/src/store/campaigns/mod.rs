@@ -18,7 +18,6 @@ use sqlx::types::Json;
 
 use super::dialect::{BeginWrite, placeholders};
 use super::emails::{EmailInsert, NewEmail, status as email_status};
-use super::jobs::{JobPayload, NewJob};
 use super::statements::Statements;
 use super::{Store, StoreError, StoreResult, on_db, on_db_write};
 use crate::domain::campaign::{CampaignContent, CampaignStatus};
@@ -27,16 +26,37 @@ use crate::domain::pagination::{Page, PageRequest};
 use crate::domain::time::now_ms;
 
 pub(in crate::store) mod batches;
+pub(in crate::store) mod pause;
 pub(in crate::store) mod records;
 pub(in crate::store) mod snapshot;
 
 pub use records::{
-    BATCH_KIND, BatchCommit, BatchPayload, Campaign, CampaignCounts, FINISH_KIND, FinishPayload,
-    PendingRecipient, SEND_KIND, SNAPSHOT_CHUNK, SendPayload, SnapshotStep, recipient,
+    AudienceCounts, BATCH_KIND, BatchCommit, BatchPayload, Campaign, CampaignCounts, FINISH_KIND,
+    FinishPayload, PendingRecipient, SEND_KIND, SNAPSHOT_CHUNK, SendPayload, SnapshotStep,
+    recipient,
 };
-use records::{COLUMNS, CampaignRow, campaign_row_binds};
+use records::{COLUMNS, CampaignRow, campaign_row_binds, send_job};
 
 impl Store {
+    /// The campaign a guarded move (an `UPDATE … RETURNING`) answered, or `None` when the move
+    /// did not apply to its status (`NotFound` when there is no such campaign).
+    async fn moved(
+        &self,
+        row: Option<CampaignRow>,
+        project: &ProjectId,
+        id: &CampaignId,
+    ) -> StoreResult<Option<Campaign>> {
+        match row {
+            Some(row) => Ok(Some(row.try_into()?)),
+            None => self.unmoved(project, id).await,
+        }
+    }
+
+    /// `None` for a move that did not apply, or `NotFound` when there is no such campaign.
+    async fn unmoved(&self, project: &ProjectId, id: &CampaignId) -> StoreResult<Option<Campaign>> {
+        self.campaign(project, id).await.map(|_| None)
+    }
+
     /// Adds a campaign in `DRAFT`.
     #[tracing::instrument(level = "debug", skip(self, c))]
     pub async fn insert_campaign(
@@ -167,18 +187,18 @@ impl Store {
                 .fetch_optional(pool)
                 .await?
         });
-        match row {
-            Some(row) => Ok(Some(row.try_into()?)),
-            None => self.campaign(project, id).await.map(|_| None),
-        }
+        self.moved(row, project, id).await
     }
 
-    /// Deletes a campaign unless it is `SENDING`; `false` when it is (`NotFound` when it does
-    /// not exist). Its ledger goes with it; its emails stay (they were sent).
+    /// Deletes a campaign unless it is `SENDING` or `PAUSED` (its held emails wait for it);
+    /// `false` when it is (`NotFound` when it does not exist). Its ledger goes with it; its
+    /// emails stay (they were sent).
     #[tracing::instrument(level = "debug", skip(self))]
     pub async fn delete_campaign(&self, project: &ProjectId, id: &CampaignId) -> StoreResult<bool> {
         let n = on_db_write!(self.db(), pool => {
-            sqlx::query("DELETE FROM campaigns WHERE project_id = $1 AND id = $2 AND status <> 'SENDING'")
+            sqlx::query(
+                "DELETE FROM campaigns WHERE project_id = $1 AND id = $2 AND status NOT IN ('SENDING', 'PAUSED')",
+            )
                 .bind(project.as_str())
                 .bind(id.as_str())
                 .execute(pool)
@@ -207,18 +227,7 @@ impl Store {
             Some(_) => (CampaignStatus::Scheduled, None),
             None => (CampaignStatus::Sending, Some(now)),
         };
-        let job = NewJob {
-            kind: SEND_KIND.to_string(),
-            project_id: Some(project.clone()),
-            payload: SendPayload {
-                campaign_id: id.as_str().to_string(),
-                scheduled_at,
-            }
-            .to_json()?,
-            input: None,
-            max_attempts,
-            run_at: scheduled_at.unwrap_or(now),
-        };
+        let job = send_job(project, id, scheduled_at, max_attempts, now)?;
         let sql = format!(
             "UPDATE campaigns SET status = $3, scheduled_at = $4, started_at = $5, updated_at = $6 \
              WHERE project_id = $1 AND id = $2 AND status IN ('DRAFT', 'SCHEDULED') RETURNING {COLUMNS}"
@@ -240,16 +249,14 @@ impl Store {
             tx.commit().await?;
             row
         });
-        match row {
-            Some(row) => Ok(Some(row.try_into()?)),
-            None => self.campaign(project, id).await.map(|_| None),
-        }
+        self.moved(row, project, id).await
     }
 
-    /// Cancels a `SCHEDULED` or `SENDING` campaign; `None` when it is in another status. In
-    /// the same transaction, its emails still waiting for the transport (no hand-off started)
-    /// become `suppressed` with the reason, so no delivery hands them off; the
-    /// remaining batches see the status and stop.
+    /// Cancels a `SCHEDULED`, `SENDING` or `PAUSED` campaign; `None` when it is in another
+    /// status. In the same transaction, its emails still waiting for the transport (no hand-off
+    /// started, held by a pause or not) become `suppressed` with the reason, so no delivery
+    /// hands them off, and its pending ledger rows `cancelled` (a paused campaign's batches
+    /// have ended); the batches still running see the status and stop.
     #[tracing::instrument(level = "debug", skip(self))]
     pub async fn cancel_campaign(
         &self,
@@ -259,34 +266,59 @@ impl Store {
         let now = now_ms();
         let sql = format!(
             "UPDATE campaigns SET status = 'CANCELLED', finished_at = $3, updated_at = $3 \
-             WHERE project_id = $1 AND id = $2 AND status IN ('SCHEDULED', 'SENDING') RETURNING {COLUMNS}"
+             WHERE project_id = $1 AND id = $2 AND status IN ('SCHEDULED', 'SENDING', 'PAUSED') \
+             RETURNING {COLUMNS}"
         );
+        let then = [
+            (
+                "UPDATE campaign_recipients SET status = 'cancelled' \
+                 WHERE campaign_id = $1 AND status = 'pending'",
+                None,
+            ),
+            (
+                "UPDATE emails SET status = 'suppressed', raw = NULL, draft = NULL, updated_at = $2, \
+                 error = 'the campaign was cancelled before this email was handed to the transport' \
+                 WHERE campaign_id = $1 AND status = 'queued' AND handed_off_at IS NULL",
+                Some(now),
+            ),
+        ];
+        self.move_campaign(project, id, &sql, now, &then).await
+    }
+
+    /// Moves a campaign's status with `sql` (an `UPDATE campaigns … RETURNING` its columns,
+    /// binding `$1` the project, `$2` the id and `$3` `now`) and, only when it applied, runs
+    /// each statement of `then` in the same transaction (binding `$1` the id and, when given,
+    /// `$2` the value). `None` when the status did not allow the move (`NotFound` when there is
+    /// no such campaign).
+    pub(super) async fn move_campaign(
+        &self,
+        project: &ProjectId,
+        id: &CampaignId,
+        sql: &str,
+        now: i64,
+        then: &[(&str, Option<i64>)],
+    ) -> StoreResult<Option<Campaign>> {
         let row: Option<CampaignRow> = on_db_write!(self.db(), pool => {
             let mut tx = pool.begin_write().await?;
-            let row: Option<CampaignRow> = sqlx::query_as(&sql)
+            let row: Option<CampaignRow> = sqlx::query_as(sql)
                 .bind(project.as_str())
                 .bind(id.as_str())
                 .bind(now)
                 .fetch_optional(&mut *tx)
                 .await?;
             if row.is_some() {
-                sqlx::query(
-                    "UPDATE emails SET status = 'suppressed', raw = NULL, draft = NULL, updated_at = $2, \
-                     error = 'the campaign was cancelled before this email was handed to the transport' \
-                     WHERE campaign_id = $1 AND status = 'queued' AND handed_off_at IS NULL",
-                )
-                .bind(id.as_str())
-                .bind(now)
-                .execute(&mut *tx)
-                .await?;
+                for (statement, value) in then {
+                    let mut q = sqlx::query(statement).bind(id.as_str());
+                    if let Some(value) = value {
+                        q = q.bind(*value);
+                    }
+                    q.execute(&mut *tx).await?;
+                }
             }
             tx.commit().await?;
             row
         });
-        match row {
-            Some(row) => Ok(Some(row.try_into()?)),
-            None => self.campaign(project, id).await.map(|_| None),
-        }
+        self.moved(row, project, id).await
     }
 
     /// Starts a scheduled campaign whose time has come: `SCHEDULED` (for exactly
@@ -473,8 +505,8 @@ impl Store {
         rows.into_iter().map(Campaign::try_from).collect()
     }
 
-    /// The active (`SCHEDULED` or `SENDING`) campaigns of a project whose audience is a
-    /// segment, as `(id, name)`.
+    /// The active (`SCHEDULED`, `SENDING` or `PAUSED`) campaigns of a project whose audience
+    /// is a segment, as `(id, name)`.
     #[tracing::instrument(level = "debug", skip(self))]
     pub async fn active_campaigns_using_segment(
         &self,
@@ -484,7 +516,7 @@ impl Store {
         let rows = on_db!(self.db(), pool => {
             sqlx::query_as(
                 "SELECT id, name FROM campaigns WHERE project_id = $1 AND segment_id = $2 \
-                 AND status IN ('SCHEDULED', 'SENDING') ORDER BY id",
+                 AND status IN ('SCHEDULED', 'SENDING', 'PAUSED') ORDER BY id",
             )
             .bind(project.as_str())
             .bind(id.as_str())

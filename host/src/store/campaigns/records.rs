@@ -10,7 +10,7 @@ use crate::domain::contact::Contact;
 use crate::domain::email::EmailAddress;
 use crate::domain::ids::{CampaignId, ContactId, ProjectId, SegmentId};
 use crate::store::StoreError;
-use crate::store::jobs::JobPayload;
+use crate::store::jobs::{JobPayload, NewJob};
 
 /// Contacts one snapshot transaction takes (and one delivery batch holds).
 pub const SNAPSHOT_CHUNK: i64 = 2000;
@@ -73,6 +73,68 @@ pub struct FinishPayload {
     pub campaign_id: String,
 }
 impl JobPayload for FinishPayload {}
+
+/// A job of campaign `id` of `project`: `kind` with `payload`, due at `run_at`.
+fn campaign_job(
+    kind: &str,
+    project: &ProjectId,
+    payload: &impl JobPayload,
+    max_attempts: i32,
+    run_at: i64,
+) -> Result<NewJob, StoreError> {
+    Ok(NewJob {
+        kind: kind.to_string(),
+        project_id: Some(project.clone()),
+        payload: payload.to_json()?,
+        input: None,
+        max_attempts,
+        run_at,
+    })
+}
+
+/// The `campaigns.send` job of a campaign: for `scheduled_at`, or at once (`None`).
+pub(super) fn send_job(
+    project: &ProjectId,
+    id: &CampaignId,
+    scheduled_at: Option<i64>,
+    max_attempts: i32,
+    now: i64,
+) -> Result<NewJob, StoreError> {
+    let payload = SendPayload {
+        campaign_id: id.as_str().to_string(),
+        scheduled_at,
+    };
+    let run_at = scheduled_at.unwrap_or(now);
+    campaign_job(SEND_KIND, project, &payload, max_attempts, run_at)
+}
+
+/// The `campaigns.batch` job of a campaign's batch `batch`, due now.
+pub(super) fn batch_job(
+    project: &ProjectId,
+    id: &CampaignId,
+    batch: i32,
+    max_attempts: i32,
+    now: i64,
+) -> Result<NewJob, StoreError> {
+    let payload = BatchPayload {
+        campaign_id: id.as_str().to_string(),
+        batch,
+    };
+    campaign_job(BATCH_KIND, project, &payload, max_attempts, now)
+}
+
+/// The `campaigns.finish` job of a campaign, due now.
+pub(super) fn finish_job(
+    project: &ProjectId,
+    id: &CampaignId,
+    max_attempts: i32,
+    now: i64,
+) -> Result<NewJob, StoreError> {
+    let payload = FinishPayload {
+        campaign_id: id.as_str().to_string(),
+    };
+    campaign_job(FINISH_KIND, project, &payload, max_attempts, now)
+}
 
 /// A stored campaign.
 #[derive(Clone, Debug)]
@@ -211,8 +273,22 @@ pub type PendingRecipient = (ContactId, Option<Contact>);
 pub enum BatchCommit {
     /// Rows moved out of `pending` (others had moved already).
     Wrote(usize),
-    /// The campaign is no longer sending: nothing written.
+    /// The campaign is paused: nothing written, its rows stay pending for the resume.
+    Paused,
+    /// The campaign is no longer sending (cancelled, failed, sent): nothing written.
     Stopped,
+}
+
+/// What an audience preview counts: the contacts of a campaign's audience now, each once,
+/// by the first rule that keeps it from the send.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, FromRow)]
+pub struct AudienceCounts {
+    /// Subscribed and not on the suppression list: a send would mail them.
+    pub recipients: i64,
+    /// Not subscribed (`subscribed: false`).
+    pub unsubscribed: i64,
+    /// Subscribed, but their address is on the project's suppression list.
+    pub suppressed: i64,
 }
 
 pub(super) fn campaign_row_binds(c: &CampaignContent) -> (Option<&str>, Option<Json<&Value>>) {

@@ -3,12 +3,12 @@
 use herald_filter::{Scope, SqlValue};
 
 use super::records::{
-    BATCH_KIND, BatchPayload, Campaign, FINISH_KIND, FinishPayload, SNAPSHOT_CHUNK, SnapshotStep,
+    AudienceCounts, Campaign, SNAPSHOT_CHUNK, SnapshotStep, batch_job, finish_job,
 };
 use crate::domain::campaign::Audience;
 use crate::domain::time::now_ms;
 use crate::store::dialect::{BeginWrite, for_update};
-use crate::store::jobs::{JobPayload, Lease, NewJob};
+use crate::store::jobs::Lease;
 use crate::store::segments::bind_all;
 use crate::store::statements::Statements;
 use crate::store::{Store, StoreError, StoreResult, on_db, on_db_write};
@@ -44,18 +44,28 @@ impl Store {
         }
     }
 
-    /// Subscribed contacts in a campaign's audience now (what a send would snapshot); `None`
-    /// when its segment no longer exists.
+    /// The contacts of a campaign's audience now, counted by the rules a send applies (the
+    /// snapshot takes the subscribed ones; a batch records those on the project's suppression
+    /// list as suppressed): each contact once, by the first rule that keeps it from the send.
+    /// `None` when its segment no longer exists.
     #[tracing::instrument(level = "debug", skip(self, c))]
-    pub async fn count_audience(&self, c: &Campaign) -> StoreResult<Option<i64>> {
+    pub async fn audience_counts(&self, c: &Campaign) -> StoreResult<Option<AudienceCounts>> {
         let Some((from, binds)) = self.audience_from(c, now_ms()).await? else {
             return Ok(None);
         };
-        let sql = format!("SELECT COUNT(*) {from} AND c.subscribed");
-        let n: i64 = on_db!(self.db(), pool => {
-            bind_all!(sqlx::query_scalar(&sql), &binds).fetch_one(pool).await?
+        // The suppression list's lookup, as the batch's (`statements::listed_emails`): the
+        // contact's address exactly, one seek of the list's primary key.
+        let listed = "EXISTS (SELECT 1 FROM suppressions s WHERE s.project_id = c.project_id \
+                      AND s.email = c.email)";
+        let sql = format!(
+            "SELECT COUNT(CASE WHEN c.subscribed AND NOT {listed} THEN 1 END) AS recipients, \
+             COUNT(CASE WHEN NOT c.subscribed THEN 1 END) AS unsubscribed, \
+             COUNT(CASE WHEN c.subscribed AND {listed} THEN 1 END) AS suppressed {from}"
+        );
+        let counts: AudienceCounts = on_db!(self.db(), pool => {
+            bind_all!(sqlx::query_as(&sql), &binds).fetch_one(pool).await?
         });
-        Ok(Some(n))
+        Ok(Some(counts))
     }
 
     /// Takes the next chunk of a sending campaign's audience into its ledger: the subscribed
@@ -93,32 +103,8 @@ impl Store {
              AND batches = $2 AND COALESCE(snapshot_after, '') = $3{}",
             for_update(self.db().backend())
         );
-        let batch_job = |batch: i32| -> StoreResult<NewJob> {
-            Ok(NewJob {
-                kind: BATCH_KIND.to_string(),
-                project_id: Some(c.project_id.clone()),
-                payload: BatchPayload {
-                    campaign_id: c.id.as_str().to_string(),
-                    batch,
-                }
-                .to_json()?,
-                input: None,
-                max_attempts,
-                run_at: now,
-            })
-        };
-        let batch = batch_job(c.batches)?;
-        let finish = NewJob {
-            kind: FINISH_KIND.to_string(),
-            project_id: Some(c.project_id.clone()),
-            payload: FinishPayload {
-                campaign_id: c.id.as_str().to_string(),
-            }
-            .to_json()?,
-            input: None,
-            max_attempts,
-            run_at: now,
-        };
+        let batch = batch_job(&c.project_id, &c.id, c.batches, max_attempts, now)?;
+        let finish = finish_job(&c.project_id, &c.id, max_attempts, now)?;
         let after = c.snapshot_after.clone().unwrap_or_default();
         let step = on_db_write!(self.db(), pool => {
             let mut tx = pool.begin_write().await?;

@@ -1,22 +1,19 @@
 //! `/campaigns`: one message to an audience (every subscribed contact, a segment's members or
-//! the contacts a filter selects), written as a draft, then sent now or scheduled, cancelled,
-//! tested and measured. Sending itself is the engine's (`engine/campaigns.rs`).
+//! the contacts a filter selects), written as a draft, its audience previewed, then sent now or
+//! scheduled, paused and resumed, cancelled, tested and measured. Sending itself is the
+//! engine's (`engine/campaigns.rs`); the bodies are in `bodies.rs`.
 
+use poem_openapi::OpenApi;
 use poem_openapi::param::{Path, Query};
 use poem_openapi::payload::Json;
-use poem_openapi::{ApiResponse, Enum, Object, OpenApi};
-use serde::Deserialize;
-use serde_json::Value;
 
 use super::ApiTags;
 use super::error::{ApiError, FieldError};
 use super::extract::{JsonBody, OptionalJsonBody, SecretKeyAuth};
-use super::formats::{EmailText, OneOf};
+use super::formats::EmailText;
 use super::state::AppState;
 use super::timestamp::Timestamp;
-use crate::domain::campaign::{
-    Audience, CampaignContent, CampaignStatus, ContentRequest, check_content, rate,
-};
+use crate::domain::campaign::{Audience, CampaignContent, ContentRequest, check_content};
 use crate::domain::email::EmailAddress;
 use crate::domain::ids::{CampaignId, ProjectId};
 use crate::domain::pagination::PageRequest;
@@ -25,340 +22,16 @@ use crate::domain::time::now_ms;
 use crate::engine::campaigns::CampaignError;
 use crate::services::sending::SendError;
 use crate::store::StoreError;
-use crate::store::campaigns::{Campaign, CampaignCounts};
+use crate::store::campaigns::Campaign;
 
-/// Where a campaign is in its life.
-#[derive(Enum, Clone, Copy, Debug, PartialEq, Eq)]
-#[oai(rename_all = "UPPERCASE")]
-pub enum CampaignState {
-    /// Being written.
-    Draft,
-    /// Waiting for `scheduledAt`.
-    Scheduled,
-    /// Being sent.
-    Sending,
-    /// Every recipient's email is final.
-    Sent,
-    /// Stopped; mail already handed to the transport stays sent.
-    Cancelled,
-    /// Could not proceed; `failureReason` says why.
-    Failed,
-}
+mod bodies;
 
-impl From<CampaignStatus> for CampaignState {
-    fn from(s: CampaignStatus) -> CampaignState {
-        match s {
-            CampaignStatus::Draft => CampaignState::Draft,
-            CampaignStatus::Scheduled => CampaignState::Scheduled,
-            CampaignStatus::Sending => CampaignState::Sending,
-            CampaignStatus::Sent => CampaignState::Sent,
-            CampaignStatus::Cancelled => CampaignState::Cancelled,
-            CampaignStatus::Failed => CampaignState::Failed,
-        }
-    }
-}
-
-impl From<CampaignState> for CampaignStatus {
-    fn from(s: CampaignState) -> CampaignStatus {
-        match s {
-            CampaignState::Draft => CampaignStatus::Draft,
-            CampaignState::Scheduled => CampaignStatus::Scheduled,
-            CampaignState::Sending => CampaignStatus::Sending,
-            CampaignState::Sent => CampaignStatus::Sent,
-            CampaignState::Cancelled => CampaignStatus::Cancelled,
-            CampaignState::Failed => CampaignStatus::Failed,
-        }
-    }
-}
-
-/// Who a campaign goes to.
-#[derive(Enum, Clone, Copy, Debug, PartialEq, Eq)]
-#[oai(rename_all = "UPPERCASE")]
-pub enum AudienceType {
-    /// Every subscribed contact of the project.
-    All,
-    /// The subscribed members of `segmentId`.
-    Segment,
-    /// The subscribed contacts `audienceFilter` selects.
-    Filtered,
-}
-
-fn audience_type(a: &Audience) -> AudienceType {
-    match a {
-        Audience::All => AudienceType::All,
-        Audience::Segment(_) => AudienceType::Segment,
-        Audience::Filtered(_) => AudienceType::Filtered,
-    }
-}
-
-/// A campaign.
-#[derive(Object)]
-#[oai(rename_all = "camelCase")]
-pub struct CampaignBody {
-    /// Its id (`cmp_…`).
-    pub id: String,
-    pub name: String,
-    /// Null when none.
-    #[oai(nullable)]
-    pub description: Option<String>,
-    /// The subject, a template rendered per recipient.
-    pub subject: String,
-    /// The HTML body, a template rendered per recipient.
-    pub body: String,
-    /// The sender address.
-    pub from: EmailText,
-    /// The sender's display name; null when none.
-    #[oai(nullable)]
-    pub from_name: Option<String>,
-    /// The reply-to address; null when none.
-    #[oai(nullable)]
-    pub reply_to: Option<EmailText>,
-    /// `ALL`, `SEGMENT` or `FILTERED`.
-    pub audience_type: AudienceType,
-    /// The audience's segment (`SEGMENT`); null otherwise.
-    #[oai(nullable)]
-    pub segment_id: Option<String>,
-    /// The audience's filter (`FILTERED`); null otherwise.
-    #[oai(nullable)]
-    pub audience_filter: Option<Value>,
-    /// `ALL`, `SEGMENT` or `FILTERED` (the audience type, as the create answer names it).
-    #[oai(rename = "type")]
-    pub campaign_type: AudienceType,
-    pub status: CampaignState,
-    /// When a scheduled send starts; null unless scheduled.
-    #[oai(nullable)]
-    pub scheduled_at: Option<Timestamp>,
-    /// When sending started; null before.
-    #[oai(nullable)]
-    pub started_at: Option<Timestamp>,
-    /// When it became `SENT`, `CANCELLED` or `FAILED`; null before.
-    #[oai(nullable)]
-    pub finished_at: Option<Timestamp>,
-    /// Why it failed; null unless `FAILED`.
-    #[oai(nullable)]
-    pub failure_reason: Option<String>,
-    /// Recipients snapshotted so far (the final count once sending is done).
-    pub recipient_count: i64,
-    pub created_at: Timestamp,
-    pub updated_at: Timestamp,
-}
-
-impl From<Campaign> for CampaignBody {
-    fn from(c: Campaign) -> CampaignBody {
-        let content = c.content;
-        let kind = audience_type(&content.audience);
-        let (segment_id, audience_filter) = match content.audience {
-            Audience::All => (None, None),
-            Audience::Segment(s) => (Some(s.into_string()), None),
-            Audience::Filtered(f) => (None, Some(f)),
-        };
-        CampaignBody {
-            id: c.id.into_string(),
-            name: content.name,
-            description: content.description,
-            subject: content.subject,
-            body: content.body,
-            from: EmailText(content.from_email.to_string()),
-            from_name: content.from_name,
-            reply_to: content.reply_to.map(|r| EmailText(r.to_string())),
-            audience_type: kind,
-            segment_id,
-            audience_filter,
-            campaign_type: kind,
-            status: c.status.into(),
-            scheduled_at: c.scheduled_at.map(Timestamp),
-            started_at: c.started_at.map(Timestamp),
-            finished_at: c.finished_at.map(Timestamp),
-            failure_reason: c.failure_reason,
-            recipient_count: c.recipient_count,
-            created_at: Timestamp(c.created_at),
-            updated_at: Timestamp(c.updated_at),
-        }
-    }
-}
-
-/// The summary the create answer wraps.
-#[derive(Object)]
-#[oai(rename_all = "camelCase")]
-pub struct CampaignSummary {
-    pub id: String,
-    pub name: String,
-    pub subject: String,
-    /// The audience type.
-    #[oai(rename = "type")]
-    pub campaign_type: AudienceType,
-    /// `DRAFT`.
-    pub status: CampaignState,
-    /// Null until the campaign is scheduled.
-    #[oai(nullable)]
-    pub scheduled_at: Option<Timestamp>,
-}
-
-/// `{ success: true, data }`: the create answer.
-#[derive(Object)]
-pub struct CreatedCampaignBody {
-    /// Always true.
-    pub success: bool,
-    pub data: CampaignSummary,
-}
-
-/// `POST /campaigns` and `PUT /campaigns/:id` body.
-#[derive(Object, Deserialize)]
-#[oai(rename_all = "camelCase")]
-#[serde(rename_all = "camelCase")]
-pub struct CampaignRequest {
-    /// 1 to 200 characters.
-    pub name: String,
-    /// At most 2000 characters.
-    #[oai(nullable)]
-    #[serde(default)]
-    pub description: Option<String>,
-    /// 1 to 998 characters on one line; may use variables.
-    pub subject: String,
-    /// HTML with variables; not empty.
-    pub body: String,
-    /// A sender address on a verified domain of the project.
-    pub from: EmailText,
-    /// The sender's display name.
-    #[oai(nullable)]
-    #[serde(default)]
-    pub from_name: Option<String>,
-    /// A reply-to address.
-    #[oai(nullable)]
-    #[serde(default)]
-    pub reply_to: Option<EmailText>,
-    /// `ALL`, `SEGMENT` or `FILTERED` (read in any case).
-    pub audience_type: OneOf<AudienceType>,
-    /// Required when `audienceType` is `SEGMENT`: a segment of the project.
-    #[oai(nullable)]
-    #[serde(default)]
-    pub segment_id: Option<String>,
-    /// Required when `audienceType` is `FILTERED`: a filter (the segment filter language).
-    #[oai(nullable)]
-    #[serde(default)]
-    pub audience_filter: Option<Value>,
-}
-
-/// `POST /campaigns/:id/send` body (optional).
-#[derive(Object, Deserialize)]
-#[oai(rename_all = "camelCase")]
-#[serde(rename_all = "camelCase")]
-pub struct SendCampaign {
-    /// When to send; omitted or null sends now; a time in the past is 422.
-    #[oai(nullable)]
-    #[serde(default)]
-    pub scheduled_for: Option<Timestamp>,
-}
-
-/// `POST /campaigns/:id/test` body.
-#[derive(Object, Deserialize)]
-pub struct TestCampaign {
-    /// The address to send the test to.
-    pub email: String,
-}
-
-/// What a test send queued.
-#[derive(Object)]
-#[oai(rename_all = "camelCase")]
-pub struct TestSent {
-    /// Always true.
-    pub success: bool,
-    /// The test email (see `GET /emails/:id`).
-    pub email_id: String,
-    /// Where it goes.
-    pub to: String,
-}
-
-/// One page of campaigns.
-#[derive(Object)]
-#[oai(rename_all = "camelCase")]
-pub struct CampaignPage {
-    /// Newest first.
-    pub data: Vec<CampaignBody>,
-    /// Pass as `cursor` for the next page; null on the last page.
-    #[oai(nullable)]
-    pub cursor: Option<String>,
-    pub has_more: bool,
-    /// Matching campaigns in all (first page only; 0 on later pages).
-    pub total: i64,
-}
-
-/// A campaign's counts: distinct emails, test sends excluded; a click also counts as an open;
-/// rates are per email sent, between 0 and 1.
-#[derive(Object)]
-#[oai(rename_all = "camelCase")]
-pub struct CampaignStats {
-    pub campaign_id: String,
-    /// Contacts in the recipients ledger.
-    pub recipients: i64,
-    /// Emails handed to the transport.
-    pub sent: i64,
-    /// Emails the recipient's server accepted (as the transport reports it).
-    pub delivered: i64,
-    pub opened: i64,
-    pub clicked: i64,
-    pub bounced: i64,
-    pub complained: i64,
-    /// Recipients who unsubscribed after their email was sent.
-    pub unsubscribed: i64,
-    /// Emails never handed to the transport: the contact unsubscribed between the snapshot and
-    /// the hand-off, or the campaign was cancelled first.
-    pub suppressed: i64,
-    /// Emails that could not be delivered.
-    pub failed: i64,
-    /// Emails still waiting for the transport.
-    pub queued: i64,
-    pub open_rate: f64,
-    pub click_rate: f64,
-    pub bounce_rate: f64,
-}
-
-impl CampaignStats {
-    /// The stats of a campaign from its ledger size and email counts.
-    pub fn new(campaign_id: String, recipients: i64, c: CampaignCounts) -> CampaignStats {
-        CampaignStats {
-            campaign_id,
-            recipients,
-            sent: c.sent,
-            delivered: c.delivered,
-            opened: c.opened,
-            clicked: c.clicked,
-            bounced: c.bounced,
-            complained: c.complained,
-            unsubscribed: c.unsubscribed,
-            suppressed: c.suppressed,
-            failed: c.failed,
-            queued: c.queued,
-            open_rate: rate(c.opened, c.sent),
-            click_rate: rate(c.clicked, c.sent),
-            bounce_rate: rate(c.bounced, c.sent),
-        }
-    }
-}
-
-/// Answer of `POST /campaigns`.
-#[derive(ApiResponse)]
-pub enum CreatedCampaign {
-    /// Created in `DRAFT`.
-    #[oai(status = 201)]
-    Created(Json<CreatedCampaignBody>),
-}
-
-/// Answer of `POST /campaigns/:id/duplicate`.
-#[derive(ApiResponse)]
-pub enum DuplicatedCampaign {
-    /// The copy, in `DRAFT`.
-    #[oai(status = 201)]
-    Created(Json<CampaignBody>),
-}
-
-/// Answer of `DELETE /campaigns/:id`.
-#[derive(ApiResponse)]
-pub enum DeletedCampaign {
-    /// Removed.
-    #[oai(status = 204)]
-    Deleted,
-}
+use bodies::audience_type;
+pub use bodies::{
+    AudienceExclusions, AudiencePreview, AudienceType, CampaignBody, CampaignPage, CampaignRequest,
+    CampaignState, CampaignStats, CampaignSummary, CreatedCampaign, CreatedCampaignBody,
+    DeletedCampaign, DuplicatedCampaign, SendCampaign, TestCampaign, TestSent,
+};
 
 fn campaign_id(id: &str) -> Result<CampaignId, ApiError> {
     CampaignId::parse(id).ok_or_else(|| ApiError::not_found("campaign"))
@@ -388,6 +61,22 @@ async fn refused(
     match state.store().campaign(project, id).await {
         Ok(now) => wrong_status(&now, what, allowed),
         Err(e) => not_found(e),
+    }
+}
+
+/// The answer to a status move the store was asked for (`moved`): the campaign as it is now,
+/// 409 naming the status that refused it (see [`refused`]), or 404.
+async fn answer_move(
+    state: &AppState,
+    project: &ProjectId,
+    id: &CampaignId,
+    moved: Result<Option<Campaign>, StoreError>,
+    what: &str,
+    allowed: &str,
+) -> Result<Json<CampaignBody>, ApiError> {
+    match moved.map_err(not_found)? {
+        Some(c) => Ok(Json(c.into())),
+        None => Err(refused(state, project, id, what, allowed).await),
     }
 }
 
@@ -447,6 +136,21 @@ async fn check_request(
     }
     super::templates::authorize_from(state, project, &content.from_email, "from").await?;
     Ok(content)
+}
+
+/// 422 for a campaign whose audience's segment was deleted since it was saved.
+fn segment_gone(c: &Campaign) -> ApiError {
+    let segment = match &c.content.audience {
+        Audience::Segment(segment) => segment.as_str(),
+        _ => "",
+    };
+    ApiError::invalid_field(
+        "segmentId",
+        "not_found",
+        format!(
+            "the campaign's segment `{segment}` no longer exists; choose another audience with PUT /campaigns/:id"
+        ),
+    )
 }
 
 fn campaign_error(e: CampaignError) -> ApiError {
@@ -602,7 +306,8 @@ impl CampaignsApi {
 
     /// Delete a campaign
     ///
-    /// 409 while it is `SENDING` (cancel it first). Its emails stay in the activity feed.
+    /// 409 while it is `SENDING` or `PAUSED` (cancel it first). Its emails stay in the activity
+    /// feed.
     #[oai(
         path = "/campaigns/:id",
         method = "delete",
@@ -615,19 +320,24 @@ impl CampaignsApi {
         /// The campaign's id.
         id: Path<String>,
     ) -> Result<DeletedCampaign, ApiError> {
+        let project = auth.0.project_id();
+        let id = campaign_id(&id)?;
         let deleted = state
             .store()
-            .delete_campaign(auth.0.project_id(), &campaign_id(&id)?)
+            .delete_campaign(project, &id)
             .await
             .map_err(not_found)?;
         if deleted {
-            Ok(DeletedCampaign::Deleted)
-        } else {
-            Err(
-                ApiError::conflict("the campaign is SENDING; it cannot be deleted while it sends")
-                    .suggest("cancel it with POST /campaigns/:id/cancel, then delete it"),
-            )
+            return Ok(DeletedCampaign::Deleted);
         }
+        let status = match state.store().campaign(project, &id).await {
+            Ok(c) => c.status.as_str(),
+            Err(e) => return Err(not_found(e)),
+        };
+        Err(ApiError::conflict(format!(
+            "the campaign is {status}; it cannot be deleted until it is stopped"
+        ))
+        .suggest("cancel it with POST /campaigns/:id/cancel, then delete it"))
     }
 
     /// Duplicate a campaign
@@ -703,38 +413,29 @@ impl CampaignsApi {
         if let Audience::Segment(segment) = &c.content.audience
             && let Err(StoreError::NotFound) = state.store().segment(project, segment).await
         {
-            return Err(ApiError::invalid_field(
-                "segmentId",
-                "not_found",
-                format!(
-                    "the campaign's segment `{segment}` no longer exists; choose another audience with PUT /campaigns/:id"
-                ),
-            ));
+            return Err(segment_gone(&c));
         }
         super::templates::authorize_from(&state, project, &c.content.from_email, "from").await?;
         if let Some(suspension) = state.store().active_suspension(project).await? {
             return Err(super::send::suspended(suspension.reason));
         }
         let max_attempts = state.jobs().config().max_attempts;
-        match state
+        let moved = state
             .store()
             .send_campaign(project, &id, scheduled_for, max_attempts)
-            .await
-            .map_err(not_found)?
-        {
-            Some(sent) => {
-                state.jobs().wake();
-                Ok(Json(sent.into()))
-            }
-            None => Err(refused(&state, project, &id, "you can send", "DRAFT or SCHEDULED").await),
+            .await;
+        if let Ok(Some(_)) = &moved {
+            state.jobs().wake();
         }
+        let allowed = "DRAFT or SCHEDULED";
+        answer_move(&state, project, &id, moved, "you can send", allowed).await
     }
 
     /// Cancel a campaign
     ///
-    /// `SCHEDULED` or `SENDING` to `CANCELLED`: a scheduled send never starts; a running one
-    /// stops within one batch, and mail already handed to the transport stays sent. 409 in
-    /// any other status.
+    /// `SCHEDULED`, `SENDING` or `PAUSED` to `CANCELLED`: a scheduled send never starts; a
+    /// running one stops within one batch, and mail already handed to the transport stays
+    /// sent; a paused one's held emails are never sent. 409 in any other status.
     #[oai(
         path = "/campaigns/:id/cancel",
         method = "post",
@@ -749,21 +450,98 @@ impl CampaignsApi {
     ) -> Result<Json<CampaignBody>, ApiError> {
         let project = auth.0.project_id();
         let id = campaign_id(&id)?;
-        match state
+        let moved = state.store().cancel_campaign(project, &id).await;
+        let allowed = "SCHEDULED, SENDING or PAUSED";
+        answer_move(&state, project, &id, moved, "you can cancel", allowed).await
+    }
+
+    /// Pause a campaign
+    ///
+    /// `SENDING` or `SCHEDULED` to `PAUSED`. A sending campaign takes no new batch of
+    /// recipients, and its emails not yet handed to the transport are held; an email being
+    /// handed off at that moment, and (on PostgreSQL) a group of at most 200 being written
+    /// then, still go. A scheduled one does not start at its time while paused. Nothing is
+    /// lost: `POST /campaigns/:id/resume` goes on where it stopped, and every recipient gets
+    /// the campaign once across pauses, restarts and instances. 409 in any other status.
+    #[oai(
+        path = "/campaigns/:id/pause",
+        method = "post",
+        operation_id = "pauseCampaign"
+    )]
+    async fn pause(
+        &self,
+        auth: SecretKeyAuth,
+        state: poem::web::Data<&AppState>,
+        /// The campaign's id.
+        id: Path<String>,
+    ) -> Result<Json<CampaignBody>, ApiError> {
+        let project = auth.0.project_id();
+        let id = campaign_id(&id)?;
+        let moved = state.store().pause_campaign(project, &id).await;
+        let allowed = "SCHEDULED or SENDING";
+        answer_move(&state, project, &id, moved, "you can pause", allowed).await
+    }
+
+    /// Resume a campaign
+    ///
+    /// `PAUSED` back to `SENDING`, where it stopped: the recipients not yet mailed are, once
+    /// each, and the held emails go. A campaign paused before its scheduled time goes back to
+    /// `SCHEDULED` if that time has not come, else it starts now. 409 in any other status.
+    #[oai(
+        path = "/campaigns/:id/resume",
+        method = "post",
+        operation_id = "resumeCampaign"
+    )]
+    async fn resume(
+        &self,
+        auth: SecretKeyAuth,
+        state: poem::web::Data<&AppState>,
+        /// The campaign's id.
+        id: Path<String>,
+    ) -> Result<Json<CampaignBody>, ApiError> {
+        let project = auth.0.project_id();
+        let id = campaign_id(&id)?;
+        let max_attempts = state.jobs().config().max_attempts;
+        let moved = state
             .store()
-            .cancel_campaign(project, &id)
+            .resume_campaign(project, &id, max_attempts)
+            .await;
+        if let Ok(Some(_)) = &moved {
+            state.jobs().wake();
+        }
+        answer_move(&state, project, &id, moved, "you can resume", "PAUSED").await
+    }
+
+    /// Preview a campaign's audience
+    ///
+    /// How many contacts a send of the campaign would mail now, and why the others of its
+    /// audience would not be: `excluded.unsubscribed` (`subscribed: false`) and
+    /// `excluded.suppressed` (subscribed, but on the project's suppression list), each contact
+    /// counted once, by the first of these rules. The same rules as the send, read now: a send
+    /// mails `recipients` contacts if nothing changes before it. Topics and confirmed opt-in
+    /// (pending contacts) are not part of Herald yet, so no contact is excluded for them.
+    /// Allowed in any status. 422 when the campaign's segment no longer exists.
+    #[oai(
+        path = "/campaigns/:id/audience",
+        method = "post",
+        operation_id = "previewCampaignAudience"
+    )]
+    async fn audience(
+        &self,
+        auth: SecretKeyAuth,
+        state: poem::web::Data<&AppState>,
+        /// The campaign's id.
+        id: Path<String>,
+    ) -> Result<Json<AudiencePreview>, ApiError> {
+        let project = auth.0.project_id();
+        let c = state
+            .store()
+            .campaign(project, &campaign_id(&id)?)
             .await
-            .map_err(not_found)?
-        {
-            Some(c) => Ok(Json(c.into())),
-            None => Err(refused(
-                &state,
-                project,
-                &id,
-                "you can cancel",
-                "SCHEDULED or SENDING",
-            )
-            .await),
+            .map_err(not_found)?;
+        match state.store().audience_counts(&c).await? {
+            Some(counts) => Ok(Json(counts.into())),
+            None => Err(segment_gone(&c)),
         }
     }
 
