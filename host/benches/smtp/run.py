@@ -12,6 +12,7 @@ delivery status notification reporting its recipient as unknown (5.1.1). The scr
    after the bounce is committed); rows counted after the run: emails `bounced`, their history
    entries, and contacts unsubscribed.
 2. Memory: the server's peak RSS (VmHWM) at the end.
+3. The ceiling, first: the same sessions and messages into a counting SMTP sink, no Herald.
 
 Usage: host/benches/smtp/run.py [N, default 20000]
 Needs a release build (cargo build --release; CARGO_TARGET_DIR is honoured; HERALD_BIN runs
@@ -27,7 +28,7 @@ import tempfile
 import threading
 import time
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-from common import Db  # noqa: E402
+from common import Db, sink_count, start_sink  # noqa: E402
 
 ROOT = os.path.dirname(os.path.abspath(__file__)) + "/../../.."
 BIN = os.environ.get("HERALD_BIN") or (
@@ -35,6 +36,7 @@ BIN = os.environ.get("HERALD_BIN") or (
 )
 PORT = 18294
 SMTP_PORT = 18225
+SINK_PORT = 18226
 SESSIONS = 32
 PER_SESSION = 50
 N = int(sys.argv[1]) if len(sys.argv) > 1 else 20_000
@@ -85,8 +87,8 @@ def dsn(g):
     return return_path, message
 
 
-def sessions(n):
-    """Sends every email's DSN over SESSIONS concurrent sessions; answers the refusals."""
+def sessions(n, port=SMTP_PORT):
+    """Sends every email's DSN over SESSIONS concurrent sessions to `port`; answers the refusals."""
     todo = list(range(1, n + 1))
     lock = threading.Lock()
     refused = []
@@ -97,7 +99,7 @@ def sessions(n):
                 batch, todo[:] = todo[:PER_SESSION], todo[PER_SESSION:]
             if not batch:
                 return
-            with smtplib.SMTP("127.0.0.1", SMTP_PORT, timeout=120) as smtp:
+            with smtplib.SMTP("127.0.0.1", port, timeout=120) as smtp:
                 for g in batch:
                     rcpt, message = dsn(g)
                     try:
@@ -178,7 +180,24 @@ def with_pg(run):
         subprocess.run(["psql", f"{PG}/postgres", "-qc", f"DROP DATABASE {db}"], capture_output=True)
 
 
+def ceiling(n):
+    """The same sessions and messages straight into a counting sink (`../common.py`), no Herald:
+    the client's and the machine's own limit, measured in the same run."""
+    sinkp = start_sink(SINK_PORT)
+    try:
+        started = time.perf_counter()
+        refused = sessions(n, SINK_PORT)
+        took = time.perf_counter() - started
+        got = sink_count(SINK_PORT)
+        print(f"### Ceiling: {n:,} DSNs over {SESSIONS} sessions straight into a sink: {took:.1f} s, "
+              f"{got / took:,.0f}/s; {len(refused)} refused")
+    finally:
+        sinkp.terminate()
+        sinkp.wait()
+
+
 def main():
+    ceiling(N)
     bench("SQLite", None, N)
     with_pg(lambda url: bench("PostgreSQL", url, N))
 
