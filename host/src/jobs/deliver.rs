@@ -572,12 +572,17 @@ impl Deliveries {
                         error: format!("{note}{reason}"),
                         transport: Some(handed.transport),
                     },
+                    // A deferral names the transport that gave its reason.
                     Ok(Err(DeliveryError::Transient(reason))) => {
-                        self.transient(&email, format!("{note}{reason}"))
+                        self.transient(&email, format!("{note}`{}`: {reason}", handed.transport))
                     }
-                    Err(err) => {
-                        self.transient(&email, format!("{note}the transport plugin failed: {err}"))
-                    }
+                    Err(err) => self.transient(
+                        &email,
+                        format!(
+                            "{note}`{}`: the transport plugin failed: {err}",
+                            handed.transport
+                        ),
+                    ),
                 };
                 ends.push((email, end));
             }

@@ -234,7 +234,8 @@ async fn a_transient_error_asking_to_retry_after_n_seconds_is_not_retried_sooner
     let deferred = deferred_entries(&app, &p, &id).await;
     assert_eq!(deferred.len(), 1, "{deferred:?}");
     assert!(
-        deferred[0].contains("(451): 4.7.0 rate limited (retry after 120 s)"),
+        deferred[0].starts_with("`smtp`: ")
+            && deferred[0].contains("(451): 4.7.0 rate limited (retry after 120 s)"),
         "{deferred:?}"
     );
     let r = app.get("/activity?type=deferred", &p.secret_key).await;
@@ -295,7 +296,8 @@ async fn when_every_transport_of_a_chain_fails_transiently_the_deferral_tells_th
     let first = &deferred[0];
     assert!(
         first.starts_with(
-            "failed over from `primary` (transient error (451): 4.3.0 try again later) to `spare`; "
+            "failed over from `primary` (transient error (451): 4.3.0 try again later) to `spare`; \
+             `spare`: "
         ) && first.ends_with("(451): 4.3.0 try again later"),
         "{deferred:?}"
     );
