@@ -265,8 +265,8 @@ const DUE_HEADS: &str = "WITH RECURSIVE q(project_id, n) AS ( \
 /// the project's suppression list after they were queued (a hard bounce or complaint of an
 /// earlier email, an operator's entry), and writes each `suppressed` with the entry's reason
 /// and its history entry, as a send to a listed address is written: never handed to the
-/// transport. One select per [`super::suppressions::MAX_LISTED_PER_SELECT`] addresses; the
-/// rare suppressed email is written by two statements of its own.
+/// transport. The list is read by `statements::listed_addresses`; the rare suppressed email is
+/// written by two statements of its own.
 async fn suppress_listed_in<DB>(
     tx: &mut sqlx::Transaction<'_, DB>,
     project: &str,
@@ -282,22 +282,16 @@ where
     for<'q> i64: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
     for<'r> (String, String, String): sqlx::FromRow<'r, DB::Row>,
 {
-    use super::suppressions::{MAX_LISTED_PER_SELECT, listed_sql};
     let backend = super::dialect::backend_of::<DB>();
     let addresses: std::collections::BTreeSet<&str> =
         emails.iter().map(|e| e.to_address.as_str()).collect();
     let addresses: Vec<&str> = addresses.into_iter().collect();
-    let mut listed: std::collections::HashMap<String, String> = std::collections::HashMap::new();
-    for chunk in addresses.chunks(MAX_LISTED_PER_SELECT) {
-        let sql = bound_in_order(backend, listed_sql(1, chunk.len()));
-        let mut q = sqlx::query_as::<_, (String, String, String)>(&sql).bind(project);
-        for address in chunk {
-            q = q.bind(*address);
-        }
-        for (_, email, reason) in q.fetch_all(&mut **tx).await? {
-            listed.insert(email, reason);
-        }
-    }
+    let listed: std::collections::HashMap<String, String> =
+        super::statements::listed_addresses::<DB>(&mut **tx, &[project], &addresses)
+            .await?
+            .into_iter()
+            .map(|((_, email), reason)| (email, reason))
+            .collect();
     if listed.is_empty() {
         return Ok(emails);
     }

@@ -738,8 +738,8 @@ pub(super) fn suppressed_copy(
 }
 
 /// The emails of `emails` (not suppressed already) whose recipient is on its project's
-/// suppression list, read through `conn`, by index, with the entry's reason. One select per
-/// [`super::suppressions::MAX_LISTED_PER_SELECT`] distinct addresses.
+/// suppression list, read through `conn`, by index, with the entry's reason
+/// ([`listed_addresses`]).
 pub(super) async fn listed_reasons<DB>(
     conn: &mut DB::Connection,
     emails: &[super::emails::insert::EmailInsert<'_>],
@@ -751,7 +751,6 @@ where
     for<'q> &'q str: Encode<'q, DB> + Type<DB>,
     for<'r> (String, String, String): sqlx::FromRow<'r, DB::Row>,
 {
-    use super::suppressions::{MAX_LISTED_PER_SELECT, listed_sql};
     let mut projects: Vec<&str> = Vec::new();
     let mut addresses: std::collections::BTreeSet<&str> = std::collections::BTreeSet::new();
     for w in emails.iter().filter(|w| w.email.suppressed.is_none()) {
@@ -761,21 +760,7 @@ where
         addresses.insert(w.email.to_address.as_str());
     }
     let addresses: Vec<&str> = addresses.into_iter().collect();
-    let mut found: std::collections::HashMap<(String, String), String> =
-        std::collections::HashMap::new();
-    for chunk in addresses.chunks(MAX_LISTED_PER_SELECT) {
-        let sql = in_order::<DB>(listed_sql(projects.len(), chunk.len()));
-        let mut q = sqlx::query_as::<_, (String, String, String)>(&sql);
-        for project in &projects {
-            q = q.bind(*project);
-        }
-        for address in chunk {
-            q = q.bind(*address);
-        }
-        for (project, email, reason) in q.fetch_all(&mut *conn).await? {
-            found.insert((project, email), reason);
-        }
-    }
+    let found = listed_addresses::<DB>(conn, &projects, &addresses).await?;
     if found.is_empty() {
         return Ok(Vec::new());
     }
@@ -909,4 +894,37 @@ where
             .bind(queue.as_str());
     }
     Ok(q.execute(&mut **tx).await?.rows())
+}
+
+/// Which of `addresses` are on the suppression list of one of `projects`, read through `conn`:
+/// (project, address) to the entry's reason. One select per
+/// [`super::suppressions::MAX_LISTED_PER_SELECT`] addresses.
+pub(super) async fn listed_addresses<DB>(
+    conn: &mut DB::Connection,
+    projects: &[&str],
+    addresses: &[&str],
+) -> sqlx::Result<std::collections::HashMap<(String, String), String>>
+where
+    DB: Database,
+    for<'c> &'c mut DB::Connection: Executor<'c, Database = DB>,
+    for<'q> DB::Arguments<'q>: IntoArguments<'q, DB>,
+    for<'q> &'q str: Encode<'q, DB> + Type<DB>,
+    for<'r> (String, String, String): sqlx::FromRow<'r, DB::Row>,
+{
+    use super::suppressions::{MAX_LISTED_PER_SELECT, listed_sql};
+    let mut found = std::collections::HashMap::new();
+    for chunk in addresses.chunks(MAX_LISTED_PER_SELECT) {
+        let sql = in_order::<DB>(listed_sql(projects.len(), chunk.len()));
+        let mut q = sqlx::query_as::<_, (String, String, String)>(&sql);
+        for project in projects {
+            q = q.bind(*project);
+        }
+        for address in chunk {
+            q = q.bind(*address);
+        }
+        for (project, email, reason) in q.fetch_all(&mut *conn).await? {
+            found.insert((project, email), reason);
+        }
+    }
+    Ok(found)
 }
