@@ -3,8 +3,9 @@
 //! that causes it, from `Accept-Language`). Translations are TOML files under `host/locales/`,
 //! embedded in the binary; `en` is complete and the fallback for any key a file leaves out.
 //!
-//! A tag is matched exactly (`pt-BR`), then by its primary language (`pt`), then falls back to
-//! `en`; tags that are not well formed fall back to `en` too.
+//! A tag is matched exactly (`pt-BR`), then without its last subtag down to its primary language
+//! (`pt`), then falls back to `en`, as templates' `variants` are (`domain::locale`); tags that
+//! are not well formed fall back to `en` too.
 
 use std::collections::HashMap;
 use std::sync::OnceLock;
@@ -60,33 +61,12 @@ fn catalogs() -> &'static HashMap<&'static str, Catalog> {
     })
 }
 
-/// Whether `tag` is a well-formed language tag as far as matching needs: subtags of 1 to 8
-/// letters or digits separated by `-` (or `_`), the first of 2 to 8 letters.
-fn well_formed(tag: &str) -> bool {
-    let mut parts = tag.split(['-', '_']);
-    let Some(primary) = parts.next() else {
-        return false;
-    };
-    (2..=8).contains(&primary.len())
-        && primary.chars().all(|c| c.is_ascii_alphabetic())
-        && parts.all(|p| (1..=8).contains(&p.len()) && p.chars().all(|c| c.is_ascii_alphanumeric()))
-}
-
-/// The built-in language that matches `tag`: the exact tag, then its primary language; `None`
-/// when neither exists or the tag is not well formed.
+/// The built-in language that matches `tag`: the exact tag, then the tag without its last
+/// subtag, down to its primary language (`domain::locale::fallbacks`); `None` when none exists
+/// or the tag is not well formed.
 pub fn matching(tag: &str) -> Option<&'static str> {
-    let tag = tag.trim();
-    if !well_formed(tag) {
-        return None;
-    }
-    let tag = tag.replace('_', "-");
-    let find = |wanted: &str| {
-        LOCALES
-            .iter()
-            .map(|(t, _)| *t)
-            .find(|t| t.eq_ignore_ascii_case(wanted))
-    };
-    find(&tag).or_else(|| find(tag.split('-').next().unwrap_or_default()))
+    let tags = LOCALES.iter().map(|(t, _)| *t);
+    crate::domain::locale::pick(tag, tags.clone()).and_then(|i| tags.clone().nth(i))
 }
 
 /// The language for a contact's `data.locale` (any JSON value; only a string can match).

@@ -1,11 +1,13 @@
 //! `/templates`: a project's email templates (subject and HTML body with Handlebars variables,
 //! a type, and an optional sender), checked when saved so that sending never meets a broken one.
 
+use std::collections::BTreeMap;
+
 use poem_openapi::param::{Path, Query};
 use poem_openapi::payload::Json;
 use poem_openapi::types::MaybeUndefined;
 use poem_openapi::{ApiResponse, Enum, Object, OpenApi};
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 use super::ApiTags;
 use super::error::{ApiError, FieldError};
@@ -16,6 +18,7 @@ use super::timestamp::Timestamp;
 use super::usage::UsageBody;
 use crate::domain::email::EmailAddress;
 use crate::domain::ids::{ProjectId, TemplateId};
+use crate::domain::locale::{LocaleContent, LocaleVariants};
 use crate::domain::pagination::PageRequest;
 use crate::domain::template::fields::{
     TemplateType, Violation, check_from_name, check_name, check_subject, copy_name,
@@ -76,10 +79,39 @@ pub struct TemplateBody {
     /// The reply-to address.
     #[oai(nullable)]
     pub reply_to: Option<String>,
+    /// Subject and body by language (BCP 47 tag); a send picks the contact's `data.locale`,
+    /// falling back from `fr-CA` to `fr`, then to the template's own subject and body. `{}`
+    /// when there are none.
+    pub variants: BTreeMap<String, LocaleVariant>,
     /// When it was created.
     pub created_at: Timestamp,
     /// When it last changed.
     pub updated_at: Timestamp,
+}
+
+/// One language's subject and body.
+#[derive(Object, Deserialize, Serialize, Clone, Debug)]
+pub struct LocaleVariant {
+    /// The subject in this language (1 to 998 characters on one line; may use variables).
+    pub subject: String,
+    /// The HTML body in this language; not empty.
+    pub body: String,
+}
+
+/// Variants as written in a request, as the domain holds them.
+pub(super) fn locale_variants(v: BTreeMap<String, LocaleVariant>) -> LocaleVariants {
+    LocaleVariants(
+        v.into_iter()
+            .map(|(tag, LocaleVariant { subject, body })| (tag, LocaleContent { subject, body }))
+            .collect(),
+    )
+}
+
+/// Variants as answered.
+pub(super) fn locale_variant_bodies(v: LocaleVariants) -> BTreeMap<String, LocaleVariant> {
+    v.0.into_iter()
+        .map(|(tag, LocaleContent { subject, body })| (tag, LocaleVariant { subject, body }))
+        .collect()
 }
 
 impl From<Template> for TemplateBody {
@@ -94,6 +126,7 @@ impl From<Template> for TemplateBody {
             from: f.from_email.map(|e| e.to_string()),
             from_name: f.from_name,
             reply_to: f.reply_to.map(|e| e.to_string()),
+            variants: locale_variant_bodies(f.variants),
             created_at: Timestamp(t.created_at),
             updated_at: Timestamp(t.updated_at),
         }
@@ -124,6 +157,10 @@ pub struct CreateTemplate {
     /// A reply-to address.
     #[oai(nullable)]
     pub reply_to: Option<String>,
+    /// Subject and body by language: `{ "fr": { "subject": …, "body": … }, "pt-BR": … }`, at
+    /// most 50, each checked like the template's own.
+    #[oai(nullable)]
+    pub variants: Option<BTreeMap<String, LocaleVariant>>,
 }
 
 /// `PATCH /templates/:id` body: only the fields sent change; `null` removes `from`, `fromName`
@@ -157,6 +194,10 @@ pub struct UpdateTemplate {
     #[serde(default)]
     #[oai(nullable)]
     pub reply_to: MaybeUndefined<String>,
+    /// New variants by language, replacing all of them; `{}` or null for none.
+    #[serde(default)]
+    #[oai(nullable)]
+    pub variants: MaybeUndefined<BTreeMap<String, LocaleVariant>>,
 }
 
 /// One page of templates.
@@ -270,6 +311,25 @@ impl Invalid {
         }
     }
 
+    /// Checks variants by language: their rules, then each one's syntax (on the CPU pool), each
+    /// problem against its path (`variants.fr.body`).
+    async fn variants(&mut self, cpu: &CpuPool, variants: &LocaleVariants) {
+        let problems = variants.violations("variants");
+        let broken = !problems.is_empty();
+        for (field, (code, message)) in problems {
+            self.0.push(FieldError::new(field, code, message));
+        }
+        if broken {
+            return;
+        }
+        let variants = variants.clone();
+        let errors = cpu.run(move || variants.syntax_errors("variants")).await;
+        for (field, message) in errors {
+            self.0
+                .push(FieldError::new(field, "invalid_template", message));
+        }
+    }
+
     fn done(self) -> Result<(), ApiError> {
         if self.0.is_empty() {
             Ok(())
@@ -377,6 +437,8 @@ impl TemplatesApi {
             .from_name
             .map(|n| invalid.check("fromName", check_from_name(&n)));
         let reply_to = req.reply_to.map(|r| invalid.check("replyTo", address(&r)));
+        let variants = locale_variants(req.variants.unwrap_or_default());
+        invalid.variants(state.sending().cpu(), &variants).await;
         invalid.done()?;
         let (Some(name), Some(template_type)) = (name, template_type) else {
             return Err(ApiError::internal("a checked field has no value"));
@@ -389,6 +451,7 @@ impl TemplatesApi {
             from_email: from_email.flatten(),
             from_name: from_name.flatten(),
             reply_to: reply_to.flatten(),
+            variants,
         };
         if let Some(from) = &new.from_email {
             authorize_from(&state, project, from, "from").await?;
@@ -454,6 +517,14 @@ impl TemplatesApi {
             invalid.check("fromName", check_from_name(n))
         });
         let reply_to = optional(req.reply_to, |r| invalid.check("replyTo", address(r)));
+        let variants = match req.variants {
+            MaybeUndefined::Undefined => None,
+            MaybeUndefined::Null => Some(LocaleVariants::default()),
+            MaybeUndefined::Value(v) => Some(locale_variants(v)),
+        };
+        if let Some(v) = &variants {
+            invalid.variants(state.sending().cpu(), v).await;
+        }
         invalid.done()?;
         // The template must exist before its sender is checked: 404 comes first.
         state
@@ -475,6 +546,7 @@ impl TemplatesApi {
             from_email,
             from_name,
             reply_to,
+            variants,
         };
         let template = state
             .store()

@@ -6,6 +6,7 @@ use serde_json::Value;
 
 use super::email::EmailAddress;
 use super::ids::SegmentId;
+use super::locale::LocaleVariants;
 use super::segment::Violation;
 use super::template::fields::{check_from_name, check_name, check_subject};
 
@@ -114,6 +115,8 @@ pub struct CampaignContent {
     pub from_name: Option<String>,
     pub reply_to: Option<EmailAddress>,
     pub audience: Audience,
+    /// Subject and body by language, picked per recipient like a template's `variants`.
+    pub locale_variants: LocaleVariants,
 }
 
 /// The fields of a create or replace body, as sent.
@@ -129,6 +132,7 @@ pub struct ContentRequest<'a> {
     pub audience_type: &'a str,
     pub segment_id: Option<&'a str>,
     pub audience_filter: Option<&'a Value>,
+    pub locale_variants: Option<&'a LocaleVariants>,
 }
 
 /// Checks a create or replace body (everything but the template syntax, which is checked on
@@ -188,6 +192,13 @@ pub fn check_content(req: &ContentRequest<'_>) -> Result<CampaignContent, Vec<Vi
         },
     };
     let audience = check_audience(req, &mut problems);
+    let locale_variants = req.locale_variants.cloned().unwrap_or_default();
+    problems.extend(
+        locale_variants
+            .violations("localeVariants")
+            .into_iter()
+            .map(|(field, (code, message))| Violation::new(field, code, message)),
+    );
     match (name, subject, body, from_email, audience) {
         (Some(name), Some(subject), Some(body), Some(from_email), Some(audience))
             if problems.is_empty() =>
@@ -201,6 +212,7 @@ pub fn check_content(req: &ContentRequest<'_>) -> Result<CampaignContent, Vec<Vi
                 from_name,
                 reply_to,
                 audience,
+                locale_variants,
             })
         }
         _ => Err(problems),

@@ -10,6 +10,7 @@ pub mod contact;
 pub mod event;
 pub mod ids;
 pub mod keys;
+pub mod locale;
 pub mod message;
 pub mod pagination;
 pub mod password;

@@ -98,20 +98,30 @@ impl Campaigns {
         }
     }
 
-    /// The send plan of a campaign: its sender, content (with `subject` in place of its own)
-    /// compiled on the CPU pool, as marketing mail.
+    /// The send plan of a campaign: its sender, content and content by language (each subject
+    /// after `prefix`) compiled on the CPU pool, as marketing mail.
     async fn plan(
         &self,
         c: &Campaign,
         sender: Sender,
-        subject: String,
+        prefix: &str,
     ) -> Result<SendPlan, CampaignError> {
+        let subject = format!("{prefix}{}", c.content.subject);
         let body = c.content.body.clone();
+        let mut variants = c.content.locale_variants.clone();
+        for v in variants.0.values_mut() {
+            v.subject.insert_str(0, prefix);
+        }
         let content = self
             .sending
             .compile(&c.project_id, subject, body)
             .await
             .map_err(SendError::Render)?;
+        let localized = self
+            .sending
+            .compile_variants(&c.project_id, &variants)
+            .await
+            .map_err(|(_, e)| SendError::Render(e))?;
         Ok(SendPlan {
             recipients: Vec::new(),
             from: Mailbox {
@@ -121,6 +131,7 @@ impl Campaigns {
             sender,
             reply_to: c.content.reply_to.clone(),
             content,
+            localized,
             template_id: None,
             marketing: true,
             subscribed: None,
@@ -142,8 +153,7 @@ impl Campaigns {
             .sending_domains
             .authorize_sender(&c.project_id, &c.content.from_email)
             .await?;
-        let subject = format!("{TEST_SUBJECT_PREFIX}{}", c.content.subject);
-        let plan = Arc::new(self.plan(c, sender, subject).await?);
+        let plan = Arc::new(self.plan(c, sender, TEST_SUBJECT_PREFIX).await?);
         let project = self.store.project(&c.project_id).await?;
         let existing = self
             .store
@@ -330,7 +340,7 @@ impl Campaigns {
             ctx.store.complete_job(lease, &stopped(0)).await?;
             return Ok(());
         };
-        let plan = match self.plan(&c, sender, c.content.subject.clone()).await {
+        let plan = match self.plan(&c, sender, "").await {
             Ok(plan) => Arc::new(plan),
             Err(e) => {
                 let reason = format!("the campaign's content cannot be rendered: {e}");

@@ -213,6 +213,27 @@ impl SendPlanner {
             .map(|h| parse_headers(h.iter(), &mut problems))
             .unwrap_or_default();
         let attachments = parse_attachments(&body.attachments, &mut problems);
+        // The template's languages, unless the request writes its own subject or body.
+        let variants = match &template {
+            Some(t) if body.subject.is_none() && body.body.is_none() => {
+                match self
+                    .sending
+                    .compile_variants(&project.id, &t.variants)
+                    .await
+                {
+                    Ok(compiled) => compiled,
+                    Err((tag, e)) => {
+                        problems.push(Problem {
+                            field: "template".into(),
+                            code: "template_syntax",
+                            message: format!("its `{tag}` {}: {}", e.field, e.describe()),
+                        });
+                        Vec::new()
+                    }
+                }
+            }
+            _ => Vec::new(),
+        };
         let content = match (subject, html) {
             (Some(subject), Some(html)) => {
                 match self.sending.compile(&project.id, subject, html).await {
@@ -252,6 +273,7 @@ impl SendPlanner {
             sender,
             reply_to,
             content,
+            localized: variants,
             template_id: body
                 .template
                 .map(str::to_string)

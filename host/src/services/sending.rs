@@ -24,6 +24,7 @@ use crate::domain::custom_data::DataPatch;
 use crate::domain::email::EmailAddress;
 use crate::domain::event::SubscriptionSource;
 use crate::domain::ids::{EmailContentId, EmailId, ProjectId};
+use crate::domain::locale::{self, LocaleVariants};
 use crate::domain::message::{MessageDraft, decode_attachments, encode_attachments};
 use crate::domain::project::Project;
 use crate::domain::send::{Attachment, MAX_MESSAGE_BYTES, Mailbox};
@@ -86,6 +87,9 @@ pub struct SendPlan {
     pub reply_to: Option<EmailAddress>,
     /// Subject and body, compiled (shared with the other sends of the same text).
     pub content: Arc<CompiledTemplate>,
+    /// Subject and body by language tag, compiled: a recipient whose `locale` matches one gets
+    /// it instead of `content` ([`SendPlan::content_for`]).
+    pub localized: Vec<(String, Arc<CompiledTemplate>)>,
     /// The template it came from.
     pub template_id: Option<String>,
     /// Marketing mail carries `List-Unsubscribe`.
@@ -98,6 +102,19 @@ pub struct SendPlan {
     pub headers: Vec<(String, String)>,
     /// Attachments.
     pub attachments: Vec<Attachment>,
+}
+
+impl SendPlan {
+    /// The content a contact gets: the variant of its language (`locale` of this send's one-off
+    /// data, else of its stored data; `domain::locale`), else the plan's own.
+    pub fn content_for(&self, contact: &Contact) -> &Arc<CompiledTemplate> {
+        if self.localized.is_empty() {
+            return &self.content;
+        }
+        locale::of_contact(&self.data.transient, &contact.data)
+            .and_then(|tag| locale::pick(tag, self.localized.iter().map(|(t, _)| t.as_str())))
+            .map_or(&self.content, |i| &self.localized[i].1)
+    }
 }
 
 /// One queued email.
@@ -279,6 +296,27 @@ impl Sending {
         body: String,
     ) -> Result<Arc<CompiledTemplate>, crate::domain::template::TemplateError> {
         self.compiled.compile(project, subject, body).await
+    }
+
+    /// Each language's subject and body compiled as [`Sending::compile`] does, in tag order. The
+    /// error is the first variant's that does not compile, with its tag.
+    pub async fn compile_variants(
+        &self,
+        project: &ProjectId,
+        variants: &LocaleVariants,
+    ) -> Result<
+        Vec<(String, Arc<CompiledTemplate>)>,
+        (String, crate::domain::template::TemplateError),
+    > {
+        let mut compiled = Vec::with_capacity(variants.0.len());
+        for (tag, c) in &variants.0 {
+            let content = self
+                .compile(project, c.subject.clone(), c.body.clone())
+                .await
+                .map_err(|e| (tag.clone(), e))?;
+            compiled.push((tag.clone(), content));
+        }
+        Ok(compiled)
     }
 
     /// Sends: plans each recipient's contact from its stored state, renders, builds and signs
@@ -553,7 +591,7 @@ impl Signers {
     ) -> Result<NewEmail, SendError> {
         let urls = self.links.contact_urls(contact.id.as_str());
         let vars = variables(contact, &plan.data.transient, &urls);
-        let rendered = plan.content.render(&vars)?;
+        let rendered = plan.content_for(contact).render(&vars)?;
         let email = Recipient { contact, to, urls };
         self.finish_email(project, plan, email, rendered, content)
     }
@@ -568,7 +606,8 @@ impl Signers {
         (contact, to): &(Contact, Mailbox),
         content: Option<&str>,
     ) -> Option<Result<NewEmail, SendError>> {
-        if plan.content.source_bytes() > INLINE_SOURCE_BYTES {
+        let content_of = plan.content_for(contact);
+        if content_of.source_bytes() > INLINE_SOURCE_BYTES {
             return None;
         }
         let data = contact.data.iter().chain(&plan.data.transient);
@@ -577,7 +616,7 @@ impl Signers {
         }
         let urls = self.links.contact_urls(contact.id.as_str());
         let vars = variables(contact, &plan.data.transient, &urls);
-        let rendered = match plan.content.render_within(&vars, INLINE_RENDER) {
+        let rendered = match content_of.render_within(&vars, INLINE_RENDER) {
             Ok(rendered) => rendered,
             Err(RenderFailure::OverLimits(_)) => return None,
             Err(RenderFailure::Failed(e)) => return Some(Err(e.into())),

@@ -3,11 +3,13 @@
 //! undo each other.
 
 use sqlx::FromRow;
+use sqlx::types::Json;
 
 use super::{Store, StoreError, StoreResult};
 use super::{on_db, on_db_write};
 use crate::domain::email::EmailAddress;
 use crate::domain::ids::{ProjectId, TemplateId};
+use crate::domain::locale::LocaleVariants;
 use crate::domain::pagination::{Page, PageRequest};
 use crate::domain::template::fields::TemplateType;
 use crate::domain::time::now_ms;
@@ -41,6 +43,8 @@ pub struct TemplateFields {
     pub from_name: Option<String>,
     /// The reply-to address.
     pub reply_to: Option<EmailAddress>,
+    /// Subject and body by language (`domain::locale`); empty when there are none.
+    pub variants: LocaleVariants,
 }
 
 #[derive(FromRow)]
@@ -55,12 +59,18 @@ struct TemplateRow {
     from_email: Option<String>,
     from_name: Option<String>,
     reply_to: Option<String>,
+    variants: Option<Json<LocaleVariants>>,
     created_at: i64,
     updated_at: i64,
 }
 
 const COLUMNS: &str = "id, project_id, name, subject, body, type, from_email, from_name, reply_to, \
-     created_at, updated_at";
+     variants, created_at, updated_at";
+
+/// Variants as stored: `NULL` for none.
+fn stored(variants: &LocaleVariants) -> Option<Json<&LocaleVariants>> {
+    (!variants.is_empty()).then_some(Json(variants))
+}
 
 impl TryFrom<TemplateRow> for Template {
     type Error = StoreError;
@@ -79,6 +89,7 @@ impl TryFrom<TemplateRow> for Template {
                 from_email: r.from_email.map(EmailAddress::from_trusted),
                 from_name: r.from_name,
                 reply_to: r.reply_to.map(EmailAddress::from_trusted),
+                variants: r.variants.map(|v| v.0).unwrap_or_default(),
             },
             created_at: r.created_at,
             updated_at: r.updated_at,
@@ -103,6 +114,8 @@ pub struct TemplatePatch {
     pub from_name: Option<Option<String>>,
     /// A new reply-to address, or none.
     pub reply_to: Option<Option<EmailAddress>>,
+    /// New variants (empty: none).
+    pub variants: Option<LocaleVariants>,
 }
 
 impl TemplatePatch {
@@ -115,6 +128,7 @@ impl TemplatePatch {
             && self.from_email.is_none()
             && self.from_name.is_none()
             && self.reply_to.is_none()
+            && self.variants.is_none()
     }
 }
 
@@ -129,7 +143,7 @@ impl Store {
         let id = TemplateId::generate();
         let sql = format!(
             "INSERT INTO templates ({COLUMNS}) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $10) RETURNING {COLUMNS}"
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $11) RETURNING {COLUMNS}"
         );
         let row: TemplateRow = on_db_write!(self.db(), pool => {
             sqlx::query_as(&sql)
@@ -142,6 +156,7 @@ impl Store {
                 .bind(t.from_email.as_ref().map(EmailAddress::as_str))
                 .bind(t.from_name.as_deref())
                 .bind(t.reply_to.as_ref().map(EmailAddress::as_str))
+                .bind(stored(&t.variants))
                 .bind(now_ms())
                 .fetch_one(pool)
                 .await?
@@ -217,7 +232,8 @@ impl Store {
              from_email = CASE WHEN $7 THEN $8 ELSE from_email END, \
              from_name = CASE WHEN $9 THEN $10 ELSE from_name END, \
              reply_to = CASE WHEN $11 THEN $12 ELSE reply_to END, \
-             updated_at = $13 \
+             variants = CASE WHEN $13 THEN $14 ELSE variants END, \
+             updated_at = $15 \
              WHERE project_id = $1 AND id = $2 RETURNING {COLUMNS}"
         );
         let from_email = patch
@@ -243,6 +259,8 @@ impl Store {
                 .bind(from_name.flatten())
                 .bind(reply_to.is_some())
                 .bind(reply_to.flatten())
+                .bind(patch.variants.is_some())
+                .bind(patch.variants.as_ref().and_then(stored))
                 .bind(now_ms())
                 .fetch_optional(pool)
                 .await?

@@ -58,7 +58,7 @@ async fn duplicate(app: &TestApp, p: &TestProject, template: &Value) -> (Value, 
 }
 
 /// `(field, code)` of each entry of `errors`.
-fn field_codes(r: &Reply) -> Vec<(String, String)> {
+pub fn field_codes(r: &Reply) -> Vec<(String, String)> {
     r.body["error"]["errors"]
         .as_array()
         .unwrap_or_else(|| panic!("no errors in {}", r.body))
@@ -72,7 +72,7 @@ fn field_codes(r: &Reply) -> Vec<(String, String)> {
         .collect()
 }
 
-fn pairs(list: &[(&str, &str)]) -> Vec<(String, String)> {
+pub fn pairs(list: &[(&str, &str)]) -> Vec<(String, String)> {
     list.iter()
         .map(|(f, c)| (f.to_string(), c.to_string()))
         .collect()

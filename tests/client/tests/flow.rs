@@ -249,7 +249,11 @@ async fn the_generated_client_goes_through_the_main_flow() {
         sk.get_email(&e.email, None).await.expect("get email");
     }
 
-    // Templates: create, read, list, change, duplicate, delete.
+    // Templates: create (with a French variant), read, list, change, duplicate, delete.
+    let french = types::LocaleVariant {
+        subject: "Salut".into(),
+        body: "<p>Salut {{email}}</p>".into(),
+    };
     let template = sk
         .create_template(
             None,
@@ -261,15 +265,18 @@ async fn the_generated_client_goes_through_the_main_flow() {
                 from: None,
                 from_name: None,
                 reply_to: None,
+                variants: Some([("fr".to_string(), french)].into_iter().collect()),
             },
         )
         .await
         .expect("create template");
     assert_eq!(template.status().as_u16(), 201);
     let template = template.into_inner();
-    sk.get_template(&template.id, None)
+    let read = sk
+        .get_template(&template.id, None)
         .await
         .expect("get template");
+    assert_eq!(read.variants["fr"].subject, "Salut");
     let listed = sk
         .list_templates(None, None, None, None)
         .await
@@ -287,6 +294,7 @@ async fn the_generated_client_goes_through_the_main_flow() {
                 reply_to: None,
                 subject: None,
                 type_: None,
+                variants: None,
             },
         )
         .await

@@ -2,12 +2,15 @@
 //! answer (a campaign, a page, stats, an audience preview), with the statuses and audience
 //! types as the API spells them.
 
+use std::collections::BTreeMap;
+
 use poem_openapi::payload::Json;
 use poem_openapi::{ApiResponse, Enum, Object};
 use serde::Deserialize;
 use serde_json::Value;
 
 use crate::api::formats::{EmailText, OneOf};
+use crate::api::templates::{LocaleVariant, locale_variant_bodies};
 use crate::api::timestamp::Timestamp;
 use crate::domain::campaign::{Audience, CampaignStatus, rate};
 use crate::store::campaigns::{AudienceCounts, Campaign, CampaignCounts};
@@ -127,6 +130,9 @@ pub struct CampaignBody {
     /// Why it failed; null unless `FAILED`.
     #[oai(nullable)]
     pub failure_reason: Option<String>,
+    /// Subject and body by language (BCP 47 tag), picked for each recipient's `data.locale`
+    /// like a template's `variants`; `{}` when none.
+    pub locale_variants: BTreeMap<String, LocaleVariant>,
     /// Recipients snapshotted so far (the final count once sending is done).
     pub recipient_count: i64,
     pub created_at: Timestamp,
@@ -160,6 +166,7 @@ impl From<Campaign> for CampaignBody {
             started_at: c.started_at.map(Timestamp),
             finished_at: c.finished_at.map(Timestamp),
             failure_reason: c.failure_reason,
+            locale_variants: locale_variant_bodies(content.locale_variants),
             recipient_count: c.recipient_count,
             created_at: Timestamp(c.created_at),
             updated_at: Timestamp(c.updated_at),
@@ -227,6 +234,12 @@ pub struct CampaignRequest {
     #[oai(nullable)]
     #[serde(default)]
     pub audience_filter: Option<Value>,
+    /// Subject and body by language (`{ "fr": { "subject": …, "body": … } }`, at most 50),
+    /// each recipient getting the one of its `data.locale` (`fr-CA` falls back to `fr`, then
+    /// to `subject` and `body`). (A/B `variants` are another field.)
+    #[oai(nullable)]
+    #[serde(default)]
+    pub locale_variants: Option<BTreeMap<String, LocaleVariant>>,
 }
 
 /// `POST /campaigns/:id/send` body (optional).

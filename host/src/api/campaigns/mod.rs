@@ -87,6 +87,10 @@ async fn check_request(
     project: &ProjectId,
     req: &CampaignRequest,
 ) -> Result<CampaignContent, ApiError> {
+    let locale_variants = req
+        .locale_variants
+        .clone()
+        .map(super::templates::locale_variants);
     let checked = check_content(&ContentRequest {
         name: &req.name,
         description: req.description.as_deref(),
@@ -98,6 +102,7 @@ async fn check_request(
         audience_type: req.audience_type.as_str(),
         segment_id: req.segment_id.as_deref(),
         audience_filter: req.audience_filter.as_ref(),
+        locale_variants: locale_variants.as_ref(),
     });
     let mut errors: Vec<FieldError> = match &checked {
         Ok(_) => Vec::new(),
@@ -107,15 +112,26 @@ async fn check_request(
             .collect(),
     };
     let (subject, body) = (req.subject.clone(), req.body.clone());
+    // The languages' syntax once their other rules pass.
+    let variants = checked
+        .as_ref()
+        .map(|c| c.locale_variants.clone())
+        .unwrap_or_default();
     let syntax = state
         .sending()
         .cpu()
-        .run(move || crate::domain::template::check(Some(subject.as_str()), Some(body.as_str())))
+        .run(move || {
+            let own = crate::domain::template::check(Some(subject.as_str()), Some(body.as_str()))
+                .into_iter()
+                .map(|e| (e.field.to_string(), e.describe()));
+            own.chain(variants.syntax_errors("localeVariants"))
+                .collect::<Vec<_>>()
+        })
         .await;
     errors.extend(
         syntax
             .into_iter()
-            .map(|e| FieldError::new(e.field, "invalid_template", e.describe())),
+            .map(|(field, message)| FieldError::new(field, "invalid_template", message)),
     );
     let content = match checked {
         Ok(content) if errors.is_empty() => content,

@@ -74,6 +74,8 @@ struct PreparedTemplate {
     from_email: EmailAddress,
     sender: Sender,
     content: Arc<CompiledTemplate>,
+    /// Its languages' content (`SendPlan::localized`).
+    localized: Vec<(String, Arc<CompiledTemplate>)>,
 }
 
 /// How many of `effects` write (sends and contact updates; context values are not writes).
@@ -309,6 +311,7 @@ impl WorkflowEngine {
             sender: prepared.sender.clone(),
             reply_to: template.reply_to.clone(),
             content: prepared.content.clone(),
+            localized: prepared.localized.clone(),
             template_id: Some(template_id.to_string()),
             marketing: template.template_type == TemplateType::Marketing,
             subscribed: None,
@@ -390,11 +393,19 @@ impl WorkflowEngine {
             .compile(project, template.subject.clone(), template.body.clone())
             .await
             .map_err(|e| EffectError::Fail(format!("template {template_id}: {}", e.describe())))?;
+        let localized = self
+            .sending
+            .compile_variants(project, &template.variants)
+            .await
+            .map_err(|(tag, e)| {
+                EffectError::Fail(format!("template {template_id}, `{tag}`: {}", e.describe()))
+            })?;
         Ok(PreparedTemplate {
             template,
             from_email,
             sender,
             content,
+            localized,
         })
     }
 

@@ -9,6 +9,7 @@ use crate::domain::campaign::{Audience, CampaignContent, CampaignStatus};
 use crate::domain::contact::Contact;
 use crate::domain::email::EmailAddress;
 use crate::domain::ids::{CampaignId, ContactId, ProjectId, SegmentId};
+use crate::domain::locale::LocaleVariants;
 use crate::store::StoreError;
 use crate::store::jobs::{JobPayload, NewJob};
 
@@ -43,7 +44,7 @@ pub mod recipient {
 pub(super) const COLUMNS: &str = "id, project_id, name, description, subject, body, from_email, from_name, \
      reply_to, audience_type, segment_id, audience_filter, status, scheduled_at, started_at, \
      finished_at, failure_reason, snapshot_after, snapshot_done, batches, recipient_count, \
-     created_at, updated_at";
+     locale_variants, created_at, updated_at";
 
 /// The payload of a `campaigns.send` job.
 #[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
@@ -186,6 +187,7 @@ pub(super) struct CampaignRow {
     snapshot_done: bool,
     batches: i32,
     recipient_count: i64,
+    locale_variants: Option<Json<LocaleVariants>>,
     created_at: i64,
     updated_at: i64,
 }
@@ -214,6 +216,7 @@ impl TryFrom<CampaignRow> for Campaign {
                 from_name: r.from_name,
                 reply_to: r.reply_to.map(EmailAddress::from_trusted),
                 audience,
+                locale_variants: r.locale_variants.map(|v| v.0).unwrap_or_default(),
             },
             status,
             scheduled_at: r.scheduled_at,
@@ -289,6 +292,11 @@ pub struct AudienceCounts {
     pub unsubscribed: i64,
     /// Subscribed, but their address is on the project's suppression list.
     pub suppressed: i64,
+}
+
+/// A campaign's variants by language as stored: `NULL` for none.
+pub(super) fn stored_variants(c: &CampaignContent) -> Option<Json<&LocaleVariants>> {
+    (!c.locale_variants.is_empty()).then_some(Json(&c.locale_variants))
 }
 
 pub(super) fn campaign_row_binds(c: &CampaignContent) -> (Option<&str>, Option<Json<&Value>>) {
