@@ -5,7 +5,7 @@
 
 use serde_json::json;
 
-use super::records::{Campaign, batch_job, finish_job};
+use super::records::{Campaign, PENDING_BATCHES, batch_job, finish_job};
 use crate::domain::campaign_ab::{VariantCounts, draw_test_group};
 use crate::domain::time::now_ms;
 use crate::store::dialect::{BeginWrite, placeholders};
@@ -122,10 +122,7 @@ impl Store {
                 tx.rollback().await?;
                 return Ok(false);
             }
-            let batches: Vec<i32> = sqlx::query_scalar(
-                "SELECT DISTINCT batch FROM campaign_recipients \
-                 WHERE campaign_id = $1 AND status = 'pending' ORDER BY batch",
-            )
+            let batches: Vec<i32> = sqlx::query_scalar(PENDING_BATCHES)
             .bind(id.as_str())
             .fetch_all(&mut *tx)
             .await?;

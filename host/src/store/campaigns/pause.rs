@@ -12,7 +12,9 @@
 //! pause may run beside the new one: the ledger row's move out of `pending` lets only one of
 //! them write a recipient's email, so each recipient still gets one email.
 
-use super::records::{COLUMNS, Campaign, CampaignRow, batch_job, finish_job, send_job, winner_job};
+use super::records::{
+    COLUMNS, Campaign, CampaignRow, PENDING_BATCHES, batch_job, finish_job, send_job, winner_job,
+};
 use crate::domain::campaign::CampaignStatus;
 use crate::domain::ids::{CampaignId, ProjectId};
 use crate::domain::time::now_ms;
@@ -82,10 +84,7 @@ impl Store {
                     let c = Campaign::try_from(row)?;
                     let mut jobs = resume_jobs(&c, max_attempts, now)?;
                     if c.status == CampaignStatus::Sending {
-                        let batches: Vec<i32> = sqlx::query_scalar(
-                            "SELECT DISTINCT batch FROM campaign_recipients \
-                             WHERE campaign_id = $1 AND status = 'pending' ORDER BY batch",
-                        )
+                        let batches: Vec<i32> = sqlx::query_scalar(PENDING_BATCHES)
                         .bind(id.as_str())
                         .fetch_all(&mut *tx)
                         .await?;

@@ -49,6 +49,11 @@ pub(super) const COLUMNS: &str = "id, project_id, name, description, subject, bo
      finished_at, failure_reason, snapshot_after, snapshot_done, batches, recipient_count, \
      created_at, updated_at, ab_test, ab_decide_at, ab_winner, ab_decided_at, local_send_at";
 
+/// The batches of a campaign (`$1`) with pending ledger rows, in order: what a resume or an A/B
+/// test's winner queues a batch job for.
+pub(super) const PENDING_BATCHES: &str = "SELECT DISTINCT batch FROM campaign_recipients \
+     WHERE campaign_id = $1 AND status = 'pending' ORDER BY batch";
+
 /// The payload of a `campaigns.send` job.
 #[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "camelCase")]
