@@ -36,8 +36,9 @@ fn ab_body(name: &str, fraction: f64, seconds: i64) -> Value {
     body
 }
 
-/// What the sink received: per message, its recipient, subject and HTML.
-fn messages(sink: &SmtpServer) -> Vec<(String, String, String)> {
+/// What the sink received: per message, its recipient, subject, HTML and email id (from its
+/// `Message-ID`).
+fn messages(sink: &SmtpServer) -> Vec<(String, String, String, String)> {
     let log = sink.log.lock().unwrap().clone();
     log.data
         .iter()
@@ -51,7 +52,9 @@ fn messages(sink: &SmtpServer) -> Vec<(String, String, String)> {
                 .to_ascii_lowercase();
             let subject = m.subject().unwrap_or_default().to_string();
             let html = m.body_html(0).map(|h| h.into_owned()).unwrap_or_default();
-            (to, subject, html)
+            let id = m.message_id().unwrap_or_default();
+            let id = id.split('@').next().unwrap_or_default().to_string();
+            (to, subject, html, id)
         })
         .collect()
 }
@@ -68,7 +71,7 @@ fn pixel(html: &str) -> String {
 /// Messages per subject prefix (`Variant A`, `Variant B`).
 fn by_variant(sink: &SmtpServer) -> HashMap<String, usize> {
     let mut counts = HashMap::new();
-    for (_, subject, _) in messages(sink) {
+    for (_, subject, _, _) in messages(sink) {
         let label = subject
             .split(" for ")
             .next()
@@ -235,7 +238,7 @@ async fn an_ab_test_killed_before_its_winner_is_decided_on_another_instance_from
     // Opens: 10 of variant A's emails, 40 of variant B's (each pixel recorded at once).
     let client = reqwest::Client::new();
     let mut opened = HashMap::new();
-    for (_, subject, html) in messages(&sink) {
+    for (_, subject, html, _) in messages(&sink) {
         let label = subject.split(" for ").next().unwrap().to_string();
         let n = opened.entry(label.clone()).or_insert(0);
         if (label == "Variant A" && *n < 10) || (label == "Variant B" && *n < 40) {
@@ -278,6 +281,20 @@ async fn an_ab_test_killed_before_its_winner_is_decided_on_another_instance_from
     assert_eq!(s["variants"][1]["winner"], true, "{s}");
     assert_eq!(s["variants"][0]["winner"], false, "{s}");
     assert_eq!(s["variants"][1]["recipients"], 100, "{s}");
+    // Each email records its campaign and variant: the first arrivals (the test group's) and
+    // the last (the rest's, the winner's).
+    let all = messages(&sink);
+    for (_, subject, _, email) in all.iter().take(5).chain(all.iter().rev().take(5)) {
+        let e = second.get(&format!("/emails/{email}"), &p.secret_key).await;
+        assert_eq!(e.status, 200, "{}", e.body);
+        assert_eq!(e.body["campaignId"], id.as_str(), "{}", e.body);
+        let variant = if subject.starts_with("Variant A") {
+            0
+        } else {
+            1
+        };
+        assert_eq!(e.body["variant"], variant, "{subject}: {}", e.body);
+    }
 }
 
 #[tokio::test]
@@ -359,7 +376,7 @@ async fn a_send_at_local_time_mails_each_contact_at_its_time_zone_s_time() {
     let mut arrived: HashMap<String, chrono::DateTime<chrono::Utc>> = HashMap::new();
     let deadline = Instant::now() + Duration::from_secs(40);
     while arrived.len() < 5 && Instant::now() < deadline {
-        for (to, _, _) in messages(&sink) {
+        for (to, _, _, _) in messages(&sink) {
             arrived.entry(to).or_insert_with(chrono::Utc::now);
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
@@ -395,6 +412,10 @@ async fn a_send_at_local_time_mails_each_contact_at_its_time_zone_s_time() {
         (Some(5), Some(1)),
         "{s}"
     );
+    let (_, _, _, email) = &messages(&sink)[0];
+    let e = app.get(&format!("/emails/{email}"), &p.secret_key).await;
+    assert_eq!(e.body["campaignId"], id.as_str(), "{}", e.body);
+    assert!(e.body["variant"].is_null(), "{}", e.body);
     // A pause holds it and a resume gives it back its time; cancelling drops it.
     assert_eq!(act(&app, &p, &id, "pause").await.body["status"], "PAUSED");
     assert_eq!(act(&app, &p, &id, "resume").await.body["status"], "SENDING");
