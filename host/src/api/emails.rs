@@ -81,6 +81,14 @@ pub struct EmailBody {
     pub opens: i32,
     /// How many times its tracked links were followed; the first click is in the history.
     pub clicks: i32,
+    /// The campaign it is part of; null for other mail (and campaign test sends).
+    #[oai(nullable)]
+    pub campaign_id: Option<String>,
+    /// For an email of a campaign with an A/B test: the variant (0-based index of the
+    /// campaign's `variants`) it was sent with, its test group's or, for the rest of the
+    /// audience, the winner; null otherwise.
+    #[oai(nullable)]
+    pub variant: Option<i32>,
     /// Everything that happened to it, oldest first.
     pub history: Vec<EmailHistoryBody>,
 }
@@ -126,6 +134,8 @@ impl EmailsApi {
             sent_at: e.sent_at.map(Timestamp),
             opens: e.open_count,
             clicks: e.click_count,
+            campaign_id: e.campaign_id,
+            variant: e.campaign_variant,
             history: history
                 .into_iter()
                 .map(|h| EmailHistoryBody {

@@ -4,6 +4,7 @@
 
 use serde_json::Value;
 
+use super::campaign_ab::AbTest;
 use super::email::EmailAddress;
 use super::ids::SegmentId;
 use super::locale::LocaleVariants;
@@ -117,6 +118,8 @@ pub struct CampaignContent {
     pub audience: Audience,
     /// Subject and body by language, picked per recipient like a template's `variants`.
     pub locale_variants: LocaleVariants,
+    /// Its A/B test (`campaign_ab`), when it has one.
+    pub ab: Option<AbTest>,
 }
 
 /// The fields of a create or replace body, as sent.
@@ -213,6 +216,7 @@ pub fn check_content(req: &ContentRequest<'_>) -> Result<CampaignContent, Vec<Vi
                 reply_to,
                 audience,
                 locale_variants,
+                ab: None,
             })
         }
         _ => Err(problems),
@@ -275,14 +279,8 @@ fn check_audience(req: &ContentRequest<'_>, problems: &mut Vec<Violation>) -> Op
     }
 }
 
-/// The campaign's stats from its counts: rates are per email sent, between 0 and 1.
-pub fn rate(part: i64, sent: i64) -> f64 {
-    if sent <= 0 {
-        0.0
-    } else {
-        (part as f64 / sent as f64).clamp(0.0, 1.0)
-    }
-}
+/// The campaign's stats from its counts (kept with the A/B test's rules, which rank by it).
+pub use super::campaign_ab::rate;
 
 #[cfg(test)]
 mod tests {

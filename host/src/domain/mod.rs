@@ -6,6 +6,7 @@ pub use herald_content::{custom_data, email, template};
 
 pub mod billing;
 pub mod campaign;
+pub mod campaign_ab;
 pub mod contact;
 pub mod event;
 pub mod ids;

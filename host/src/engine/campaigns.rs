@@ -15,6 +15,9 @@
 //! - `campaigns.finish`: marks the campaign `SENT` once the snapshot is done, no recipient is
 //!   pending and no email of it waits for the transport; until then it looks again every
 //!   [`FINISH_POLL_MS`].
+//! - `campaigns.ab_winner` (an A/B test's): chooses the winner after the test's duration and
+//!   queues the batches of the rest of the audience and the finish job (`ab.rs`, which also
+//!   documents sends at each contact's local time).
 //!
 //! Crash safety: every step is a transaction guarded by the state it read (the checkpoint, a
 //! ledger row being `pending`), so a job resumed after a crash, or run twice after a lost
@@ -34,7 +37,7 @@ use std::sync::Arc;
 use futures::future::BoxFuture;
 use serde_json::{Value, json};
 
-use crate::domain::campaign::{CampaignStatus, TEST_SUBJECT_PREFIX};
+use crate::domain::campaign::CampaignStatus;
 use crate::domain::contact::Contact;
 use crate::domain::custom_data::DataPatch;
 use crate::domain::email::EmailAddress;
@@ -47,9 +50,13 @@ use crate::services::sending::{SendError, SendPlan, Sending};
 use crate::services::sending_domains::{Sender, SenderError, SendingDomains};
 use crate::store::campaigns::{
     BATCH_KIND, BatchCommit, BatchPayload, Campaign, FINISH_KIND, FinishPayload, SEND_KIND,
-    SendPayload, SnapshotStep, recipient,
+    SendPayload, SnapshotStep, WINNER_KIND, recipient,
 };
 use crate::store::{Store, StoreError};
+
+mod ab;
+
+use ab::PlanContent;
 
 /// Recipients rendered and written per transaction of a batch.
 pub const GROUP: usize = 200;
@@ -98,20 +105,21 @@ impl Campaigns {
         }
     }
 
-    /// The send plan of a campaign: its sender, content and content by language (each subject
-    /// after `prefix`) compiled on the CPU pool, as marketing mail.
+    /// The send plan of a campaign: its sender, `content` (a subject, a body and a sender's
+    /// name: its own, or an A/B test variant's; with its languages) compiled on the CPU pool, as
+    /// marketing mail.
     async fn plan(
         &self,
         c: &Campaign,
         sender: Sender,
-        prefix: &str,
+        content: PlanContent,
     ) -> Result<SendPlan, CampaignError> {
-        let subject = format!("{prefix}{}", c.content.subject);
-        let body = c.content.body.clone();
-        let mut variants = c.content.locale_variants.clone();
-        for v in variants.0.values_mut() {
-            v.subject.insert_str(0, prefix);
-        }
+        let PlanContent {
+            subject,
+            body,
+            from_name,
+            locales,
+        } = content;
         let content = self
             .sending
             .compile(&c.project_id, subject, body)
@@ -119,13 +127,13 @@ impl Campaigns {
             .map_err(SendError::Render)?;
         let localized = self
             .sending
-            .compile_variants(&c.project_id, &variants)
+            .compile_variants(&c.project_id, &locales)
             .await
             .map_err(|(_, e)| SendError::Render(e))?;
         Ok(SendPlan {
             recipients: Vec::new(),
             from: Mailbox {
-                name: c.content.from_name.clone(),
+                name: from_name,
                 email: c.content.from_email.clone(),
             },
             sender,
@@ -153,7 +161,10 @@ impl Campaigns {
             .sending_domains
             .authorize_sender(&c.project_id, &c.content.from_email)
             .await?;
-        let plan = Arc::new(self.plan(c, sender, TEST_SUBJECT_PREFIX).await?);
+        let plan = Arc::new(
+            self.plan(c, sender, PlanContent::own(c).marked_test())
+                .await?,
+        );
         let project = self.store.project(&c.project_id).await?;
         let existing = self
             .store
@@ -340,8 +351,8 @@ impl Campaigns {
             ctx.store.complete_job(lease, &stopped(0)).await?;
             return Ok(());
         };
-        let plan = match self.plan(&c, sender, "").await {
-            Ok(plan) => Arc::new(plan),
+        let plans = match self.plans(&c, sender).await {
+            Ok(plans) => plans,
             Err(e) => {
                 let reason = format!("the campaign's content cannot be rendered: {e}");
                 self.store.fail_campaign(c.id.as_str(), &reason).await?;
@@ -351,12 +362,14 @@ impl Campaigns {
         };
         let project = self.store.project(&c.project_id).await?;
         let budget = self.sending.render_budget();
+        // While an A/B test waits for its winner, only its test group is mailed.
+        let tested_only = c.content.ab.is_some() && c.ab_progress.winner.is_none();
         // The room the next group waits for, when the last one ran short of it.
         let mut wait_for_kb = None;
         loop {
             let pending = self
                 .store
-                .pending_recipients(&c.id, payload.batch, GROUP)
+                .pending_recipients(&c.id, payload.batch, GROUP, tested_only)
                 .await?;
             if pending.is_empty() {
                 break;
@@ -379,19 +392,20 @@ impl Campaigns {
                 }
             };
             let mut closed: Vec<(ContactId, &'static str)> = Vec::new();
-            let mut contacts = Vec::with_capacity(pending.len());
-            for (id, contact) in pending {
-                match contact {
-                    Some(contact) => contacts.push(contact),
-                    None => closed.push((id, recipient::SKIPPED)),
+            let (groups, local_due) = ab::by_content(&c, pending, plans.len(), &mut closed);
+            let mut built_all = Vec::new();
+            for (plan, contacts) in plans.iter().zip(groups) {
+                if contacts.is_empty() {
+                    continue;
                 }
+                let built = self
+                    .sending
+                    .build_for_contacts(&project, plan, contacts, &room)
+                    .await;
+                built_all.extend(built);
             }
-            let mut emails = Vec::with_capacity(contacts.len());
-            for (contact, built) in self
-                .sending
-                .build_for_contacts(&project, &plan, contacts, &room)
-                .await
-            {
+            let mut emails = Vec::with_capacity(built_all.len());
+            for (contact, built) in built_all {
                 match built {
                     Ok(email) => emails.push(email),
                     // No room for it in the render budget now: pending, for the next group.
@@ -412,7 +426,7 @@ impl Campaigns {
             }
             match self
                 .store
-                .commit_campaign_batch(&c.project_id, &c.id, &emails, &closed)
+                .commit_campaign_batch(&c.project_id, &c.id, &emails, &local_due, &closed)
                 .await?
             {
                 BatchCommit::Wrote(n) => {
@@ -476,7 +490,7 @@ pub struct CampaignJobs {
 
 impl JobHandler for CampaignJobs {
     fn kinds(&self) -> &'static [&'static str] {
-        &[SEND_KIND, BATCH_KIND, FINISH_KIND]
+        &[SEND_KIND, BATCH_KIND, FINISH_KIND, WINNER_KIND]
     }
 
     fn run(&self, ctx: JobContext) -> BoxFuture<'_, Result<(), JobError>> {
@@ -485,6 +499,7 @@ impl JobHandler for CampaignJobs {
             match kind.as_str() {
                 SEND_KIND => self.campaigns.run_send(ctx).await,
                 BATCH_KIND => self.campaigns.run_batch(ctx).await,
+                WINNER_KIND => self.campaigns.run_winner(ctx).await,
                 _ => self.campaigns.run_finish(ctx).await,
             }
         })

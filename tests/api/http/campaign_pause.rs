@@ -20,7 +20,7 @@ use crate::support::smtpd::SmtpServer;
 
 /// Fast polling, unverified senders, the `smtp` transport pointed at the sink on loopback
 /// `port`, and at most `per_second` emails a second handed off (0: no limit).
-fn through(s: &mut Settings, port: u16, per_second: u32) {
+pub fn through(s: &mut Settings, port: u16, per_second: u32) {
     s.jobs_poll_interval_ms = 20;
     s.domains.allow_unverified = true;
     s.plugins.smtp_host = Some("127.0.0.1".into());
@@ -31,7 +31,7 @@ fn through(s: &mut Settings, port: u16, per_second: u32) {
 }
 
 /// Messages the sink accepted, by recipient address.
-fn received(sink: &SmtpServer) -> HashMap<String, usize> {
+pub fn received(sink: &SmtpServer) -> HashMap<String, usize> {
     let log = sink.log.lock().unwrap().clone();
     let mut counts = HashMap::new();
     for rcpt in &log.rcpt_to {
@@ -47,12 +47,12 @@ fn received(sink: &SmtpServer) -> HashMap<String, usize> {
     counts
 }
 
-fn total(sink: &SmtpServer) -> usize {
+pub fn total(sink: &SmtpServer) -> usize {
     received(sink).values().sum()
 }
 
 /// Waits (up to `secs`) until the sink has accepted at least `n` messages.
-async fn at_least(sink: &SmtpServer, n: usize, secs: u64) {
+pub async fn at_least(sink: &SmtpServer, n: usize, secs: u64) {
     let deadline = Instant::now() + Duration::from_secs(secs);
     while total(sink) < n {
         assert!(
@@ -66,7 +66,7 @@ async fn at_least(sink: &SmtpServer, n: usize, secs: u64) {
 
 /// Waits until nothing more arrives for a second (the hand-offs in flight at a pause finish);
 /// answers how many arrived in all.
-async fn settled(sink: &SmtpServer) -> usize {
+pub async fn settled(sink: &SmtpServer) -> usize {
     let mut last = total(sink);
     loop {
         tokio::time::sleep(Duration::from_millis(1000)).await;
@@ -78,7 +78,7 @@ async fn settled(sink: &SmtpServer) -> usize {
     }
 }
 
-async fn act(app: &TestApp, p: &TestProject, id: &str, action: &str) -> Reply {
+pub async fn act(app: &TestApp, p: &TestProject, id: &str, action: &str) -> Reply {
     app.post(
         &format!("/campaigns/{id}/{action}"),
         &p.secret_key,
@@ -88,7 +88,7 @@ async fn act(app: &TestApp, p: &TestProject, id: &str, action: &str) -> Reply {
 }
 
 /// Asserts that every one of the `n` contacts `c{i}@example.com` got exactly one message.
-fn each_once(sink: &SmtpServer, n: usize) {
+pub fn each_once(sink: &SmtpServer, n: usize) {
     let counts = received(sink);
     assert_eq!(counts.len(), n, "every contact mailed");
     let twice: Vec<_> = counts.iter().filter(|(_, k)| **k != 1).collect();

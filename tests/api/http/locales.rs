@@ -339,6 +339,14 @@ async fn a_campaign_sends_each_recipient_its_language_tests_included() {
         pairs(&[("localeVariants.de.body", "invalid_template")])
     );
     campaign["localeVariants"]["de"] = variant("Nachrichten fur {{firstName}}", "<p>Lesen</p>");
+    // An A/B test compares contents, so it cannot be one in several languages as well.
+    let mut tested = campaign.clone();
+    tested["variants"] = json!([variant("A", "<p>a</p>"), variant("B", "<p>b</p>")]);
+    tested["testFraction"] = json!(0.2);
+    tested["winnerMetric"] = json!("OPEN_RATE");
+    tested["testDuration"] = json!(3600);
+    let r = app.post("/campaigns", &p.secret_key, tested).await;
+    assert_eq!(field_codes(&r), pairs(&[("localeVariants", "conflict")]));
     let r = app.post("/campaigns", &p.secret_key, campaign).await;
     assert_eq!(r.status, 201, "{}", r.body);
     let id = r.body["data"]["id"].as_str().unwrap().to_string();

@@ -1,8 +1,8 @@
 //! The generated Rust client against the real server (on a fresh SQLite file, or a fresh schema
 //! of `HERALD_TEST_POSTGRES_URL`): signup and a project, contacts (create, read, change, every
 //! page of the list), track with an idempotency key and its replay, a send to two recipients,
-//! templates, a sending domain, an address check, activity, and a 404 and 422 decoded as the
-//! typed errors. Every body is decoded by the generated types; a field the document gets wrong
+//! templates, a sending domain, an address check, activity, a campaign with an A/B test, and a
+//! 404 and 422 decoded as the typed errors. Every body is decoded by the generated types; a field the document gets wrong
 //! fails the decoding and the test.
 
 use herald_client_tests::{Client, Error, types};
@@ -322,6 +322,53 @@ async fn the_generated_client_goes_through_the_main_flow() {
     sk.activity_stats(std::num::NonZeroU32::new(7), None)
         .await
         .expect("activity stats");
+
+    // A campaign with an A/B test: created, read back with its test, and its stats per variant.
+    let variant = |label: &str| types::CampaignVariant {
+        subject: format!("Variant {label}"),
+        body: format!("<p>{label}</p>"),
+        from_name: None,
+    };
+    let created = sk
+        .create_campaign(
+            None,
+            &types::CampaignRequest {
+                name: "Duel".into(),
+                description: None,
+                subject: "Sale".into(),
+                body: "<p>Sale</p>".into(),
+                from: "news@acme.test".into(),
+                from_name: None,
+                reply_to: None,
+                audience_type: types::AudienceType::All,
+                segment_id: None,
+                audience_filter: None,
+                variants: Some(vec![variant("A"), variant("B")]),
+                test_fraction: Some(0.2),
+                winner_metric: Some(types::AbWinnerMetric::ClickRate),
+                test_duration: Some(3600),
+            },
+        )
+        .await
+        .expect("create campaign")
+        .into_inner();
+    let campaign = sk
+        .get_campaign(&created.data.id, None)
+        .await
+        .expect("get campaign")
+        .into_inner();
+    let test = campaign.ab_test.expect("an A/B test");
+    assert_eq!(test.status, types::AbTestStatus::Pending);
+    assert_eq!(test.variants.len(), 2);
+    assert_eq!(test.winner_metric, types::AbWinnerMetric::ClickRate);
+    assert_eq!(test.test_duration, 3600);
+    let stats = sk
+        .campaign_stats(&created.data.id, None)
+        .await
+        .expect("campaign stats")
+        .into_inner();
+    assert_eq!(stats.variants.len(), 2);
+    assert!(!stats.variants[1].winner);
 
     // Errors decode as the typed error bodies.
     let (status, missing) = refused(

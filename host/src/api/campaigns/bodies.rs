@@ -9,6 +9,7 @@ use poem_openapi::{ApiResponse, Enum, Object};
 use serde::Deserialize;
 use serde_json::Value;
 
+use super::ab::{AbTestBody, AbWinnerMetric, CampaignVariant, VariantStats};
 use crate::api::formats::{EmailText, OneOf};
 use crate::api::templates::{LocaleVariant, locale_variant_bodies};
 use crate::api::timestamp::Timestamp;
@@ -137,10 +138,21 @@ pub struct CampaignBody {
     pub recipient_count: i64,
     pub created_at: Timestamp,
     pub updated_at: Timestamp,
+    /// Its A/B test, with where it stands; null without one.
+    #[oai(nullable)]
+    pub ab_test: Option<AbTestBody>,
+    /// A send at each contact's local time (`inContactTimeZone`): the date and time of
+    /// `scheduledFor` as written in UTC, which each contact gets it at in its own time zone
+    /// (`scheduledAt` is then the start, 14 hours earlier, when UTC+14 reaches it); null
+    /// otherwise.
+    #[oai(nullable)]
+    pub local_scheduled_for: Option<Timestamp>,
 }
 
 impl From<Campaign> for CampaignBody {
     fn from(c: Campaign) -> CampaignBody {
+        let ab_test = AbTestBody::of(&c);
+        let local_scheduled_for = c.local_send_at.map(Timestamp);
         let content = c.content;
         let kind = audience_type(&content.audience);
         let (segment_id, audience_filter) = match content.audience {
@@ -170,6 +182,8 @@ impl From<Campaign> for CampaignBody {
             recipient_count: c.recipient_count,
             created_at: Timestamp(c.created_at),
             updated_at: Timestamp(c.updated_at),
+            ab_test,
+            local_scheduled_for,
         }
     }
 }
@@ -240,6 +254,27 @@ pub struct CampaignRequest {
     #[oai(nullable)]
     #[serde(default)]
     pub locale_variants: Option<BTreeMap<String, LocaleVariant>>,
+    /// An A/B test: 2 to 4 variants of the subject, body and sender's name. The test group
+    /// (`testFraction` of the audience) is split evenly across them; after `testDuration` the
+    /// winner by `winnerMetric` goes to the rest. The campaign's own `subject`, `body` and
+    /// `fromName` are then only used by test sends. With it, `testFraction`, `winnerMetric` and
+    /// `testDuration` are required.
+    #[oai(nullable)]
+    #[serde(default)]
+    pub variants: Option<Vec<CampaignVariant>>,
+    /// The share of the audience in the A/B test group, strictly between 0 and 1 (e.g. 0.2).
+    #[oai(nullable)]
+    #[serde(default)]
+    pub test_fraction: Option<f64>,
+    /// `OPEN_RATE` or `CLICK_RATE` (read in any case): what decides the A/B test's winner.
+    #[oai(nullable)]
+    #[serde(default)]
+    pub winner_metric: Option<OneOf<AbWinnerMetric>>,
+    /// Seconds from the moment the A/B test group is taken until the winner is chosen, 1 to
+    /// 2592000 (30 days).
+    #[oai(nullable)]
+    #[serde(default)]
+    pub test_duration: Option<i64>,
 }
 
 /// `POST /campaigns/:id/send` body (optional).
@@ -251,6 +286,12 @@ pub struct SendCampaign {
     #[oai(nullable)]
     #[serde(default)]
     pub scheduled_for: Option<Timestamp>,
+    /// True: each contact gets it at the date and time of `scheduledFor` (as written in UTC)
+    /// in its own time zone (`data.timezone`, an IANA name such as `Europe/Paris`; UTC for a
+    /// contact without a valid one). Needs `scheduledFor`; not with an A/B test (422).
+    #[oai(nullable)]
+    #[serde(default)]
+    pub in_contact_time_zone: Option<bool>,
 }
 
 /// `POST /campaigns/:id/test` body.
@@ -314,6 +355,10 @@ pub struct CampaignStats {
     pub open_rate: f64,
     pub click_rate: f64,
     pub bounce_rate: f64,
+    /// An A/B test's variants, each with its test group's counts (the rest of the audience,
+    /// mailed the winner, counts in the totals above); empty without a test, and in the
+    /// analytics lists (see `GET /campaigns/:id/stats`).
+    pub variants: Vec<VariantStats>,
 }
 
 impl CampaignStats {
@@ -335,6 +380,7 @@ impl CampaignStats {
             open_rate: rate(c.opened, c.sent),
             click_rate: rate(c.clicked, c.sent),
             bounce_rate: rate(c.bounced, c.sent),
+            variants: Vec::new(),
         }
     }
 }

@@ -14,6 +14,7 @@ use super::formats::EmailText;
 use super::state::AppState;
 use super::timestamp::Timestamp;
 use crate::domain::campaign::{Audience, CampaignContent, ContentRequest, check_content};
+use crate::domain::campaign_ab::MAX_AHEAD_MS;
 use crate::domain::email::EmailAddress;
 use crate::domain::ids::{CampaignId, ProjectId};
 use crate::domain::pagination::PageRequest;
@@ -24,8 +25,10 @@ use crate::services::sending::SendError;
 use crate::store::StoreError;
 use crate::store::campaigns::Campaign;
 
+mod ab;
 mod bodies;
 
+pub use ab::{AbTestBody, AbTestStatus, AbWinnerMetric, CampaignVariant, VariantStats};
 use bodies::audience_type;
 pub use bodies::{
     AudienceExclusions, AudiencePreview, AudienceType, CampaignBody, CampaignPage, CampaignRequest,
@@ -133,10 +136,21 @@ async fn check_request(
             .into_iter()
             .map(|(field, message)| FieldError::new(field, "invalid_template", message)),
     );
-    let content = match checked {
+    let (test, ab_errors) = ab::check_ab_request(state, req).await;
+    errors.extend(ab_errors);
+    if req.variants.is_some() && req.locale_variants.as_ref().is_some_and(|v| !v.is_empty()) {
+        errors.push(FieldError::new(
+            "localeVariants",
+            "conflict",
+            "a campaign with an A/B test (`variants`) cannot also have `localeVariants`: the \
+             test compares contents, not languages; remove one of them",
+        ));
+    }
+    let mut content = match checked {
         Ok(content) if errors.is_empty() => content,
         _ => return Err(ApiError::validation(errors)),
     };
+    content.ab = test;
     if let Audience::Segment(id) = &content.audience {
         match state.store().segment(project, id).await {
             Ok(_) => {}
@@ -237,8 +251,9 @@ impl CampaignsApi {
     /// Created in `DRAFT`. The subject and body are templates checked when saved; `from` must
     /// be on a verified domain of the project (422 `DOMAIN_NOT_VERIFIED`); a `SEGMENT` audience
     /// names a segment of the project, a `FILTERED` one a filter (422 with the path of a bad
-    /// part). The answer is wrapped: `{ success, data: { id, name, subject, type, status,
-    /// scheduledAt } }`.
+    /// part). An A/B test is `variants` (2 to 4) with `testFraction`, `winnerMetric` and
+    /// `testDuration` (422 naming each bad field, e.g. `variants[1].body`). The answer is
+    /// wrapped: `{ success, data: { id, name, subject, type, status, scheduledAt } }`.
     #[oai(path = "/campaigns", method = "post", operation_id = "createCampaign")]
     async fn create(
         &self,
@@ -300,12 +315,13 @@ impl CampaignsApi {
         let project = auth.0.project_id();
         let id = campaign_id(&id)?;
         // 404 before the body's problems.
-        state
+        let current = state
             .store()
             .campaign(project, &id)
             .await
             .map_err(not_found)?;
         let content = check_request(&state, project, &body.0).await?;
+        ab::not_at_local_time(&current, &content)?;
         match state
             .store()
             .replace_campaign(project, &id, &content)
@@ -393,6 +409,12 @@ impl CampaignsApi {
     /// otherwise. The sender's domain must still be verified (422 `DOMAIN_NOT_VERIFIED`), a
     /// `SEGMENT` audience's segment must still exist, and the project's sending must not be
     /// suspended (403).
+    ///
+    /// With `inContactTimeZone: true`, the date and time of `scheduledFor` (as written in UTC)
+    /// is read as each contact's local time (`data.timezone`, IANA; UTC for a contact without a
+    /// valid one): the campaign starts when UTC+14 reaches it (`scheduledAt`), and each email
+    /// is due at its contact's time (at once when that time has passed). 422 without
+    /// `scheduledFor`, or for a campaign with an A/B test.
     #[oai(
         path = "/campaigns/:id/send",
         method = "post",
@@ -416,7 +438,10 @@ impl CampaignsApi {
         if !c.status.editable() {
             return Err(wrong_status(&c, "you can send", "DRAFT or SCHEDULED"));
         }
-        let scheduled_for = body.0.and_then(|b| b.scheduled_for).map(|t| t.0);
+        let (scheduled_for, local) = body
+            .0
+            .map(|b| (b.scheduled_for.map(|t| t.0), b.in_contact_time_zone))
+            .unwrap_or_default();
         if let Some(at) = scheduled_for
             && at < now_ms()
         {
@@ -426,6 +451,12 @@ impl CampaignsApi {
                 "`scheduledFor` is in the past; send a future time, or null to send now",
             ));
         }
+        let local_send_at = ab::local_send_at(&c, scheduled_for, local.unwrap_or(false))?;
+        // A send at local time starts when the first time zone (UTC+14) reaches it.
+        let scheduled_for = match local_send_at {
+            Some(wall) => Some((wall - MAX_AHEAD_MS).max(now_ms())),
+            None => scheduled_for,
+        };
         if let Audience::Segment(segment) = &c.content.audience
             && let Err(StoreError::NotFound) = state.store().segment(project, segment).await
         {
@@ -438,7 +469,7 @@ impl CampaignsApi {
         let max_attempts = state.jobs().config().max_attempts;
         let moved = state
             .store()
-            .send_campaign(project, &id, scheduled_for, max_attempts)
+            .send_campaign(project, &id, scheduled_for, local_send_at, max_attempts)
             .await;
         if let Ok(Some(_)) = &moved {
             state.jobs().wake();
@@ -602,7 +633,8 @@ impl CampaignsApi {
     /// Campaign stats
     ///
     /// Counts of distinct emails of the campaign (test sends excluded): `opened` includes
-    /// clicked emails; rates are per email sent, between 0 and 1.
+    /// clicked emails; rates are per email sent, between 0 and 1. For an A/B test, `variants`
+    /// has each variant's test group counts and rates, and which one won.
     #[oai(
         path = "/campaigns/:id/stats",
         method = "get",
@@ -627,10 +659,9 @@ impl CampaignsApi {
             .await?
             .remove(c.id.as_str())
             .unwrap_or_default();
-        Ok(Json(CampaignStats::new(
-            c.id.into_string(),
-            c.recipient_count,
-            counts,
-        )))
+        let tallies = state.store().ab_variant_tallies(&c).await?;
+        let mut stats = CampaignStats::new(c.id.to_string(), c.recipient_count, counts);
+        stats.variants = ab::variant_stats(&c, &tallies);
+        Ok(Json(stats))
     }
 }

@@ -15,54 +15,65 @@ use crate::store::statements::{Statements, with_listed};
 use crate::store::{Store, StoreResult, on_db, on_db_write};
 
 impl Store {
-    /// Up to `limit` pending ledger rows of a batch, in contact id order, with their contacts.
+    /// Up to `limit` pending ledger rows of a batch, in contact id order, with their contacts
+    /// and A/B variants; with `tested_only`, only the rows of an A/B test's group (the rest wait
+    /// for the winner).
     #[tracing::instrument(level = "debug", skip(self))]
     pub async fn pending_recipients(
         &self,
         campaign: &CampaignId,
         batch: i32,
         limit: usize,
+        tested_only: bool,
     ) -> StoreResult<Vec<PendingRecipient>> {
-        let ids: Vec<String> = on_db!(self.db(), pool => {
-            sqlx::query_scalar(&format!(
-                "SELECT contact_id FROM campaign_recipients WHERE campaign_id = $1 AND batch = $2 \
-                 AND status = 'pending' ORDER BY contact_id LIMIT {limit}"
+        let tested = if tested_only {
+            " AND variant IS NOT NULL"
+        } else {
+            ""
+        };
+        let rows: Vec<(String, Option<i32>)> = on_db!(self.db(), pool => {
+            sqlx::query_as(&format!(
+                "SELECT contact_id, variant FROM campaign_recipients WHERE campaign_id = $1 AND batch = $2 \
+                 AND status = 'pending'{tested} ORDER BY contact_id LIMIT {limit}"
             ))
             .bind(campaign.as_str())
             .bind(batch)
             .fetch_all(pool)
             .await?
         });
-        if ids.is_empty() {
+        if rows.is_empty() {
             return Ok(Vec::new());
         }
+        let ids: Vec<&str> = rows.iter().map(|(id, _)| id.as_str()).collect();
         let sql = format!(
             "SELECT {CONTACT_COLUMNS} FROM contacts WHERE id IN ({})",
             placeholders(1, ids.len())
         );
-        let rows: Vec<ContactRow> = on_db!(self.db(), pool => {
+        let found: Vec<ContactRow> = on_db!(self.db(), pool => {
             let mut q = sqlx::query_as(&sql);
             for id in &ids {
-                q = q.bind(id);
+                q = q.bind(*id);
             }
             q.fetch_all(pool).await?
         });
-        let mut contacts: HashMap<String, Contact> = rows
+        let mut contacts: HashMap<String, Contact> = found
             .into_iter()
             .map(Contact::from)
             .map(|c| (c.id.as_str().to_string(), c))
             .collect();
-        Ok(ids
+        Ok(rows
             .into_iter()
-            .map(|id| {
+            .map(|(id, variant)| {
                 let contact = contacts.remove(&id);
-                (ContactId::from_trusted(id), contact)
+                let variant = variant.and_then(|v| usize::try_from(v).ok());
+                (ContactId::from_trusted(id), contact, variant)
             })
             .collect())
     }
 
     /// Writes a group of a batch in one transaction: each email (unless suppressed, due for
-    /// delivery at once) only with its ledger row's move out of `pending`, so a recipient whose row
+    /// delivery at once, or at its contact's time in `local_due` when that is later) only with
+    /// its ledger row's move out of `pending`, so a recipient whose row
     /// moved already (a second run of the batch) gets nothing; and the rows in `closed` with
     /// their final status (`skipped` for a deleted contact, `failed`). Nothing is written when
     /// the campaign is no longer sending: `Paused` leaves the rows pending for the resume.
@@ -72,6 +83,7 @@ impl Store {
         project: &ProjectId,
         campaign: &CampaignId,
         emails: &[NewEmail],
+        local_due: &HashMap<ContactId, i64>,
         closed: &[(ContactId, &str)],
     ) -> StoreResult<BatchCommit> {
         let now = now_ms();
@@ -112,7 +124,11 @@ impl Store {
                     },
                     campaign_id: Some(campaign.as_str()),
                     test: false,
-                    due_at: e.suppressed.is_none().then_some(now),
+                    due_at: e.suppressed.is_none().then(|| {
+                        local_due
+                            .get(&e.contact_id)
+                            .map_or(now, |&due| due.max(now))
+                    }),
                     now,
                 })
                 .collect();

@@ -25,15 +25,17 @@ use crate::domain::ids::{CampaignId, ContactId, ProjectId, SegmentId};
 use crate::domain::pagination::{Page, PageRequest};
 use crate::domain::time::now_ms;
 
+pub(in crate::store) mod ab;
 pub(in crate::store) mod batches;
 pub(in crate::store) mod pause;
 pub(in crate::store) mod records;
 pub(in crate::store) mod snapshot;
 
+pub use ab::{VariantTally, winner_result};
 pub use records::{
-    AudienceCounts, BATCH_KIND, BatchCommit, BatchPayload, Campaign, CampaignCounts, FINISH_KIND,
-    FinishPayload, PendingRecipient, SEND_KIND, SNAPSHOT_CHUNK, SendPayload, SnapshotStep,
-    recipient,
+    AbProgress, AudienceCounts, BATCH_KIND, BatchCommit, BatchPayload, Campaign, CampaignCounts,
+    FINISH_KIND, FinishPayload, PendingRecipient, SEND_KIND, SNAPSHOT_CHUNK, SendPayload,
+    SnapshotStep, WINNER_KIND, WinnerPayload, recipient,
 };
 use records::{COLUMNS, CampaignRow, campaign_row_binds, send_job, stored_variants};
 
@@ -69,8 +71,8 @@ impl Store {
         let sql = format!(
             "INSERT INTO campaigns (id, project_id, name, description, subject, body, from_email, \
              from_name, reply_to, audience_type, segment_id, audience_filter, status, created_at, updated_at, \
-             locale_variants) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, 'DRAFT', $13, $13, $14) RETURNING {COLUMNS}"
+             locale_variants, ab_test) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, 'DRAFT', $13, $13, $14, $15) RETURNING {COLUMNS}"
         );
         let row: CampaignRow = on_db_write!(self.db(), pool => {
             sqlx::query_as(&sql)
@@ -88,6 +90,7 @@ impl Store {
                 .bind(filter)
                 .bind(now_ms())
                 .bind(stored_variants(c))
+                .bind(c.ab.as_ref().map(Json))
                 .fetch_one(pool)
                 .await?
         });
@@ -168,7 +171,7 @@ impl Store {
         let sql = format!(
             "UPDATE campaigns SET name = $3, description = $4, subject = $5, body = $6, from_email = $7, \
              from_name = $8, reply_to = $9, audience_type = $10, segment_id = $11, audience_filter = $12, \
-             updated_at = $13, locale_variants = $14 \
+             updated_at = $13, locale_variants = $14, ab_test = $15 \
              WHERE project_id = $1 AND id = $2 AND status IN ('DRAFT', 'SCHEDULED') \
              RETURNING {COLUMNS}"
         );
@@ -188,6 +191,7 @@ impl Store {
                 .bind(filter)
                 .bind(now_ms())
                 .bind(stored_variants(c))
+                .bind(c.ab.as_ref().map(Json))
                 .fetch_optional(pool)
                 .await?
         });
@@ -216,14 +220,16 @@ impl Store {
     }
 
     /// Moves a `DRAFT` or `SCHEDULED` campaign to `SENDING` (`scheduled_at` `None`) or
-    /// `SCHEDULED`, and queues its send job for then, in one transaction. `None` when the
-    /// campaign is in another status.
+    /// `SCHEDULED`, and queues its send job for then, in one transaction; `local_send_at` is
+    /// the wall-clock time of a send at each contact's local time (`None` for one time for
+    /// all). `None` when the campaign is in another status.
     #[tracing::instrument(level = "debug", skip(self))]
     pub async fn send_campaign(
         &self,
         project: &ProjectId,
         id: &CampaignId,
         scheduled_at: Option<i64>,
+        local_send_at: Option<i64>,
         max_attempts: i32,
     ) -> StoreResult<Option<Campaign>> {
         let now = now_ms();
@@ -233,8 +239,8 @@ impl Store {
         };
         let job = send_job(project, id, scheduled_at, max_attempts, now)?;
         let sql = format!(
-            "UPDATE campaigns SET status = $3, scheduled_at = $4, started_at = $5, updated_at = $6 \
-             WHERE project_id = $1 AND id = $2 AND status IN ('DRAFT', 'SCHEDULED') RETURNING {COLUMNS}"
+            "UPDATE campaigns SET status = $3, scheduled_at = $4, started_at = $5, updated_at = $6, \
+             local_send_at = $7 WHERE project_id = $1 AND id = $2 AND status IN ('DRAFT', 'SCHEDULED') RETURNING {COLUMNS}"
         );
         let row: Option<CampaignRow> = on_db_write!(self.db(), pool => {
             let mut tx = pool.begin_write().await?;
@@ -245,6 +251,7 @@ impl Store {
                 .bind(scheduled_at)
                 .bind(started)
                 .bind(now)
+                .bind(local_send_at)
                 .fetch_optional(&mut *tx)
                 .await?;
             if row.is_some() {

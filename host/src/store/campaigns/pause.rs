@@ -12,7 +12,9 @@
 //! pause may run beside the new one: the ledger row's move out of `pending` lets only one of
 //! them write a recipient's email, so each recipient still gets one email.
 
-use super::records::{COLUMNS, Campaign, CampaignRow, batch_job, finish_job, send_job};
+use super::records::{
+    COLUMNS, Campaign, CampaignRow, PENDING_BATCHES, batch_job, finish_job, send_job, winner_job,
+};
 use crate::domain::campaign::CampaignStatus;
 use crate::domain::ids::{CampaignId, ProjectId};
 use crate::domain::time::now_ms;
@@ -82,10 +84,7 @@ impl Store {
                     let c = Campaign::try_from(row)?;
                     let mut jobs = resume_jobs(&c, max_attempts, now)?;
                     if c.status == CampaignStatus::Sending {
-                        let batches: Vec<i32> = sqlx::query_scalar(
-                            "SELECT DISTINCT batch FROM campaign_recipients \
-                             WHERE campaign_id = $1 AND status = 'pending' ORDER BY batch",
-                        )
+                        let batches: Vec<i32> = sqlx::query_scalar(PENDING_BATCHES)
                         .bind(id.as_str())
                         .fetch_all(&mut *tx)
                         .await?;
@@ -116,13 +115,18 @@ impl Store {
 }
 
 /// The jobs a resumed campaign goes on with, besides its batches': its send job for its
-/// scheduled time (`SCHEDULED`); else the snapshot's job while the snapshot is not done, or
-/// the finish job.
+/// scheduled time (`SCHEDULED`); else the snapshot's job while the snapshot is not done, the
+/// A/B test's winner job while its winner is not chosen, or the finish job.
 fn resume_jobs(c: &Campaign, max_attempts: i32, now: i64) -> StoreResult<Vec<NewJob>> {
     let (project, id) = (&c.project_id, &c.id);
     let job = match (c.status, c.snapshot_done) {
         (CampaignStatus::Scheduled, _) => send_job(project, id, c.scheduled_at, max_attempts, now)?,
         (_, false) => send_job(project, id, None, max_attempts, now)?,
+        // An A/B test still waiting for its winner: the choice, at its time.
+        (_, true) if c.content.ab.is_some() && c.ab_progress.winner.is_none() => {
+            let at = c.ab_progress.decide_at.unwrap_or(now).max(now);
+            winner_job(project, id, max_attempts, at)?
+        }
         (_, true) => finish_job(project, id, max_attempts, now)?,
     };
     Ok(vec![job])

@@ -6,6 +6,7 @@ use sqlx::FromRow;
 use sqlx::types::Json;
 
 use crate::domain::campaign::{Audience, CampaignContent, CampaignStatus};
+use crate::domain::campaign_ab::AbTest;
 use crate::domain::contact::Contact;
 use crate::domain::email::EmailAddress;
 use crate::domain::ids::{CampaignId, ContactId, ProjectId, SegmentId};
@@ -23,6 +24,9 @@ pub const SEND_KIND: &str = "campaigns.send";
 pub const BATCH_KIND: &str = "campaigns.batch";
 /// The job that marks a campaign `SENT` once every recipient's email is final.
 pub const FINISH_KIND: &str = "campaigns.finish";
+/// The job that chooses an A/B test's winner once its duration is over and sends it to the
+/// rest of the audience.
+pub const WINNER_KIND: &str = "campaigns.ab_winner";
 
 /// Statuses of a ledger row.
 pub mod recipient {
@@ -44,7 +48,12 @@ pub mod recipient {
 pub(super) const COLUMNS: &str = "id, project_id, name, description, subject, body, from_email, from_name, \
      reply_to, audience_type, segment_id, audience_filter, status, scheduled_at, started_at, \
      finished_at, failure_reason, snapshot_after, snapshot_done, batches, recipient_count, \
-     locale_variants, created_at, updated_at";
+     locale_variants, created_at, updated_at, ab_test, ab_decide_at, ab_winner, ab_decided_at, local_send_at";
+
+/// The batches of a campaign (`$1`) with pending ledger rows, in order: what a resume or an A/B
+/// test's winner queues a batch job for.
+pub(super) const PENDING_BATCHES: &str = "SELECT DISTINCT batch FROM campaign_recipients \
+     WHERE campaign_id = $1 AND status = 'pending' ORDER BY batch";
 
 /// The payload of a `campaigns.send` job.
 #[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
@@ -74,6 +83,14 @@ pub struct FinishPayload {
     pub campaign_id: String,
 }
 impl JobPayload for FinishPayload {}
+
+/// The payload of a `campaigns.ab_winner` job.
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct WinnerPayload {
+    pub campaign_id: String,
+}
+impl JobPayload for WinnerPayload {}
 
 /// A job of campaign `id` of `project`: `kind` with `payload`, due at `run_at`.
 fn campaign_job(
@@ -137,6 +154,30 @@ pub(super) fn finish_job(
     campaign_job(FINISH_KIND, project, &payload, max_attempts, now)
 }
 
+/// The `campaigns.ab_winner` job of a campaign, due at `run_at`.
+pub(super) fn winner_job(
+    project: &ProjectId,
+    id: &CampaignId,
+    max_attempts: i32,
+    run_at: i64,
+) -> Result<NewJob, StoreError> {
+    let payload = WinnerPayload {
+        campaign_id: id.as_str().to_string(),
+    };
+    campaign_job(WINNER_KIND, project, &payload, max_attempts, run_at)
+}
+
+/// Where a campaign's A/B test stands (its settings are `content.ab`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct AbProgress {
+    /// When the winner is chosen: set when the whole test group is in the ledger.
+    pub decide_at: Option<i64>,
+    /// The winning variant (0-based), once chosen.
+    pub winner: Option<usize>,
+    /// When it was chosen.
+    pub decided_at: Option<i64>,
+}
+
 /// A stored campaign.
 #[derive(Clone, Debug)]
 pub struct Campaign {
@@ -162,6 +203,11 @@ pub struct Campaign {
     pub recipient_count: i64,
     pub created_at: i64,
     pub updated_at: i64,
+    /// Its A/B test's progress (nothing without a test).
+    pub ab_progress: AbProgress,
+    /// For a send at each contact's local time: the wall-clock time of `scheduledFor`, as unix
+    /// ms read in UTC (`scheduled_at` is then the start, `MAX_AHEAD_MS` earlier).
+    pub local_send_at: Option<i64>,
 }
 
 #[derive(FromRow)]
@@ -190,6 +236,11 @@ pub(super) struct CampaignRow {
     locale_variants: Option<Json<LocaleVariants>>,
     created_at: i64,
     updated_at: i64,
+    ab_test: Option<Json<AbTest>>,
+    ab_decide_at: Option<i64>,
+    ab_winner: Option<i32>,
+    ab_decided_at: Option<i64>,
+    local_send_at: Option<i64>,
 }
 
 impl TryFrom<CampaignRow> for Campaign {
@@ -217,6 +268,7 @@ impl TryFrom<CampaignRow> for Campaign {
                 reply_to: r.reply_to.map(EmailAddress::from_trusted),
                 audience,
                 locale_variants: r.locale_variants.map(|v| v.0).unwrap_or_default(),
+                ab: r.ab_test.map(|t| t.0),
             },
             status,
             scheduled_at: r.scheduled_at,
@@ -229,6 +281,12 @@ impl TryFrom<CampaignRow> for Campaign {
             recipient_count: r.recipient_count,
             created_at: r.created_at,
             updated_at: r.updated_at,
+            ab_progress: AbProgress {
+                decide_at: r.ab_decide_at,
+                winner: r.ab_winner.and_then(|w| usize::try_from(w).ok()),
+                decided_at: r.ab_decided_at,
+            },
+            local_send_at: r.local_send_at,
         })
     }
 }
@@ -268,8 +326,9 @@ pub enum SnapshotStep {
     Stopped,
 }
 
-/// A pending ledger row of a batch with its contact (`None`: the contact was deleted).
-pub type PendingRecipient = (ContactId, Option<Contact>);
+/// A pending ledger row of a batch with its contact (`None`: the contact was deleted) and its
+/// A/B test variant (`None`: not in a test group).
+pub type PendingRecipient = (ContactId, Option<Contact>, Option<usize>);
 
 /// What a batch commit did.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -2,8 +2,9 @@
 
 use herald_filter::{Scope, SqlValue};
 
+use super::ab::variant_updates;
 use super::records::{
-    AudienceCounts, Campaign, SNAPSHOT_CHUNK, SnapshotStep, batch_job, finish_job,
+    AudienceCounts, Campaign, SNAPSHOT_CHUNK, SnapshotStep, batch_job, finish_job, winner_job,
 };
 use crate::domain::campaign::Audience;
 use crate::domain::time::now_ms;
@@ -104,7 +105,12 @@ impl Store {
             for_update(self.db().backend())
         );
         let batch = batch_job(&c.project_id, &c.id, c.batches, max_attempts, now)?;
-        let finish = finish_job(&c.project_id, &c.id, max_attempts, now)?;
+        // An A/B test's winner is chosen after its duration (it queues the finish job then).
+        let decide_at = c.content.ab.as_ref().map(|t| now + t.duration_ms());
+        let finish = match decide_at {
+            Some(at) => winner_job(&c.project_id, &c.id, max_attempts, at)?,
+            None => finish_job(&c.project_id, &c.id, max_attempts, now)?,
+        };
         let after = c.snapshot_after.clone().unwrap_or_default();
         let step = on_db_write!(self.db(), pool => {
             let mut tx = pool.begin_write().await?;
@@ -123,6 +129,13 @@ impl Store {
                 .await?;
             match taken.iter().max() {
                 Some(last) => {
+                    for (sql, variant, ids) in variant_updates(c, &taken) {
+                        let mut q = sqlx::query(&sql).bind(c.id.as_str()).bind(variant);
+                        for id in ids {
+                            q = q.bind(id);
+                        }
+                        q.execute(&mut *tx).await?;
+                    }
                     sqlx::query(
                         "UPDATE campaigns SET snapshot_after = $2, batches = batches + 1, \
                          recipient_count = recipient_count + $3, updated_at = $4 WHERE id = $1",
@@ -138,9 +151,12 @@ impl Store {
                     SnapshotStep::Took(taken.len() as i64)
                 }
                 None => {
-                    sqlx::query("UPDATE campaigns SET snapshot_done = TRUE, updated_at = $2 WHERE id = $1")
+                    sqlx::query(
+                        "UPDATE campaigns SET snapshot_done = TRUE, updated_at = $2, ab_decide_at = $3 WHERE id = $1",
+                    )
                         .bind(c.id.as_str())
                         .bind(now)
+                        .bind(decide_at)
                         .execute(&mut *tx)
                         .await?;
                     tx.insert_job(&finish, now).await?;

@@ -68,6 +68,11 @@ pub struct EmailRecord {
     pub open_count: i32,
     /// Clicks recorded (the first is in the history).
     pub click_count: i32,
+    /// The campaign it is part of.
+    pub campaign_id: Option<String>,
+    /// For an email of a campaign with an A/B test: the variant it was sent with (its test
+    /// group's, or the winner for the rest of the audience).
+    pub campaign_variant: Option<i32>,
 }
 
 /// One entry of an email's history.
@@ -175,7 +180,11 @@ impl Store {
         let (record, history) = on_db!(self.db(), pool => {
             let record: Option<EmailRecord> = sqlx::query_as(
                 "SELECT id, contact_id, template_id, kind, from_address, to_address, subject, status, \
-                 message_id, provider_id, transport, error, attempts, created_at, sent_at, open_count, click_count \
+                 message_id, provider_id, transport, error, attempts, created_at, sent_at, open_count, click_count, \
+                 campaign_id, (SELECT COALESCE(r.variant, c.ab_winner) FROM campaign_recipients r \
+                 JOIN campaigns c ON c.id = r.campaign_id AND c.ab_test IS NOT NULL \
+                 WHERE r.campaign_id = emails.campaign_id AND r.contact_id = emails.contact_id \
+                 AND r.email_id = emails.id) AS campaign_variant \
                  FROM emails WHERE project_id = $1 AND id = $2",
             )
             .bind(project.as_str())
