@@ -122,6 +122,8 @@ pub struct Settings {
     pub uploads: UploadSettings,
     /// Segments (`[segments]`, `HERALD_SEGMENTS__<NAME>`).
     pub segments: SegmentSettings,
+    /// Contacts' confirmed opt-in (`[contacts]`, `HERALD_CONTACTS__<NAME>`).
+    pub contacts: ContactSettings,
     /// The workflow engine's share of the job slots (`[workflows]`, `HERALD_WORKFLOWS__<NAME>`).
     pub workflows: WorkflowSettings,
     /// OAuth sign-in providers (`[oauth.github]`, `[oauth.google]`,
@@ -235,6 +237,34 @@ impl Default for SegmentSettings {
         SegmentSettings {
             reevaluate_interval_seconds: 300,
             members_count_cache_seconds: 5,
+        }
+    }
+}
+
+/// Settings of confirmed opt-in (docs/engagement.md, "Confirmed opt-in").
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(default)]
+pub struct ContactSettings {
+    /// Days a contact stays pending after its confirmation was first mailed; its link confirms
+    /// nothing afterwards, and the pending state is cleared (at least 1).
+    pub pending_days: u64,
+    /// Minutes before another subscription asked for a pending contact mails its confirmation
+    /// again (0: every time), so that a form submitted over and over does not flood an address.
+    pub confirmation_resend_minutes: u64,
+}
+
+impl ContactSettings {
+    /// [`ContactSettings::confirmation_resend_minutes`] in milliseconds.
+    pub fn resend_ms(&self) -> i64 {
+        i64::try_from(self.confirmation_resend_minutes.saturating_mul(60_000)).unwrap_or(i64::MAX)
+    }
+}
+
+impl Default for ContactSettings {
+    fn default() -> ContactSettings {
+        ContactSettings {
+            pending_days: 7,
+            confirmation_resend_minutes: 10,
         }
     }
 }
@@ -430,6 +460,9 @@ pub struct SendingSettings {
     pub soft_bounce_limit: u32,
     /// The days within which `soft_bounce_limit` soft bounces count.
     pub soft_bounce_days: u32,
+    /// Days the rendered email behind a `{{viewInBrowserUrl}}` link is kept after delivery
+    /// (the "view in browser" page answers 404 afterwards; at least 1).
+    pub view_in_browser_days: u64,
 }
 
 impl Default for SendingSettings {
@@ -442,6 +475,7 @@ impl Default for SendingSettings {
             batch_size: 50,
             soft_bounce_limit: 3,
             soft_bounce_days: 7,
+            view_in_browser_days: 30,
         }
     }
 }
@@ -517,6 +551,7 @@ impl Default for Settings {
             security: SecuritySettings::default(),
             uploads: UploadSettings::default(),
             segments: SegmentSettings::default(),
+            contacts: ContactSettings::default(),
             workflows: WorkflowSettings::default(),
             oauth: OAuthSettings::default(),
             metrics: MetricsSettings::default(),

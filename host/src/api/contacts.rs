@@ -32,6 +32,13 @@ pub struct ContactBody {
     pub email: EmailText,
     /// Whether the contact receives marketing mail.
     pub subscribed: bool,
+    /// Whether the contact waits for the confirmation of a subscription it asked for
+    /// (confirmed opt-in, the project's `doubleOptIn`): it is not subscribed until it confirms
+    /// by the mailed link, or the wait expires (`contacts.pending_days`).
+    pub subscription_pending: bool,
+    /// Since when it is pending (when its confirmation was first mailed); null when it is not.
+    #[oai(nullable)]
+    pub pending_since: Option<Timestamp>,
     /// Custom data.
     pub data: BTreeMap<String, Value>,
     /// Creation time.
@@ -40,12 +47,51 @@ pub struct ContactBody {
     pub updated_at: Timestamp,
 }
 
+impl ContactBody {
+    /// The body with the contact's pending subscription, if it has one.
+    fn pending(mut self, since: Option<i64>) -> ContactBody {
+        self.subscription_pending = since.is_some();
+        self.pending_since = since.map(Timestamp);
+        self
+    }
+}
+
+/// The bodies of `contacts` of `project`, each with its pending subscription (one read for all).
+pub(super) async fn bodies(
+    state: &AppState,
+    project: &crate::domain::ids::ProjectId,
+    contacts: Vec<Contact>,
+) -> Result<Vec<ContactBody>, ApiError> {
+    let ids: Vec<&ContactId> = contacts.iter().map(|c| &c.id).collect();
+    let pending = state
+        .store()
+        .pending_since(project, &ids, crate::domain::time::now_ms())
+        .await?;
+    Ok(contacts
+        .into_iter()
+        .map(|c| {
+            let since = pending.get(c.id.as_str()).copied();
+            ContactBody::from(c).pending(since)
+        })
+        .collect())
+}
+
+/// The body of one contact, with its pending subscription.
+async fn contact_body(state: &AppState, contact: Contact) -> Result<ContactBody, ApiError> {
+    let project = contact.project_id.clone();
+    let mut one = bodies(state, &project, vec![contact]).await?;
+    one.pop()
+        .ok_or_else(|| ApiError::internal("a contact's body was lost"))
+}
+
 impl From<Contact> for ContactBody {
     fn from(c: Contact) -> ContactBody {
         ContactBody {
             id: c.id.into_string(),
             email: EmailText(c.email.to_string()),
             subscribed: c.subscribed,
+            subscription_pending: false,
+            pending_since: None,
             data: c.data.into_iter().collect(),
             created_at: Timestamp(c.created_at),
             updated_at: Timestamp(c.updated_at),
@@ -95,7 +141,9 @@ pub struct ContactPage {
 pub struct CreateContact {
     /// The address; an existing contact with it is updated.
     pub email: EmailText,
-    /// Subscription state; new contacts default to `true`, existing ones keep theirs.
+    /// Subscription state; new contacts default to `true`, existing ones keep theirs. With the
+    /// project's `doubleOptIn` at `ALL`, a subscription asked (`true`, or a new contact's
+    /// default) leaves the contact unsubscribed and pending, and mails it a confirmation.
     #[oai(nullable)]
     pub subscribed: Option<bool>,
     /// Custom data, applied as a patch by the custom data rules.
@@ -111,7 +159,8 @@ pub struct UpdateContact {
     /// A new address (409 if another contact of the project has it).
     #[oai(nullable)]
     pub email: Option<EmailText>,
-    /// A new subscription state.
+    /// A new subscription state. With the project's `doubleOptIn` at `ALL`, `true` leaves an
+    /// unsubscribed contact unsubscribed and pending, and mails it a confirmation.
     #[oai(nullable)]
     pub subscribed: Option<bool>,
     /// Custom data patch.
@@ -227,7 +276,7 @@ impl ContactsApi {
             .list_contacts(auth.0.project_id(), &page, search.as_deref())
             .await?;
         Ok(Json(ContactPage {
-            data: page.items.into_iter().map(Into::into).collect(),
+            data: bodies(&state, auth.0.project_id(), page.items).await?,
             cursor: page.next_cursor,
             has_more: page.has_more,
             total: page.total,
@@ -246,10 +295,17 @@ impl ContactsApi {
         body: JsonBody<CreateContact>,
     ) -> Result<UpsertResponse, ApiError> {
         let body = body.0;
+        // With confirmed opt-in for every path (`ALL`), as `/v1/track` does.
+        let opt_in = super::confirm::opt_in_applies(&auth.0);
+        let asked = body.subscribed;
         let upsert = ContactUpsert {
             email: parse_email("email", body.email.as_str())?,
-            subscribed: body.subscribed,
-            subscribed_default: true,
+            subscribed: if opt_in && asked == Some(true) {
+                None
+            } else {
+                asked
+            },
+            subscribed_default: !opt_in,
             resubscribe: true,
             data: parse_data(body.data)?,
         };
@@ -268,12 +324,17 @@ impl ContactsApi {
         if outcome.created || outcome.updated {
             live_segments(&state, &outcome.contact).await;
         }
+        if opt_in && (asked == Some(true) || (asked.is_none() && outcome.created)) {
+            super::confirm::ask_confirmation(&state, &auth.0, &outcome.contact).await;
+        } else if asked == Some(false) {
+            super::confirm::cancel_confirmation(&state, &auth.0, &outcome.contact.id).await;
+        }
         let meta = UpsertMeta {
             is_new: outcome.created,
             is_update: outcome.updated,
         };
         let body = ContactWithMeta {
-            contact: outcome.contact.into(),
+            contact: contact_body(&state, outcome.contact).await?,
             meta,
         };
         Ok(if outcome.created {
@@ -346,7 +407,7 @@ impl ContactsApi {
             .contact(auth.0.project_id(), &contact_id(&id)?)
             .await
             .map_err(|e| ApiError::from_store(e, "contact"))?;
-        Ok(Json(contact.into()))
+        Ok(Json(contact_body(&state, contact).await?))
     }
 
     /// Update a contact
@@ -368,13 +429,21 @@ impl ContactsApi {
     ) -> Result<Json<ContactBody>, ApiError> {
         let id = contact_id(&id)?;
         let body = body.0;
+        // With confirmed opt-in for every path (`ALL`), `subscribed: true` makes an
+        // unsubscribed contact pending instead.
+        let opt_in = super::confirm::opt_in_applies(&auth.0);
+        let asked = body.subscribed;
         let change = ContactChange {
             email: body
                 .email
                 .as_ref()
                 .map(|e| parse_email("email", e.as_str()))
                 .transpose()?,
-            subscribed: body.subscribed,
+            subscribed: if opt_in && asked == Some(true) {
+                None
+            } else {
+                asked
+            },
             data: parse_data(body.data)?,
         };
         let outcome = state
@@ -391,7 +460,12 @@ impl ContactsApi {
         if outcome.updated {
             live_segments(&state, &outcome.contact).await;
         }
-        Ok(Json(outcome.contact.into()))
+        if opt_in && asked == Some(true) {
+            super::confirm::ask_confirmation(&state, &auth.0, &outcome.contact).await;
+        } else if asked == Some(false) {
+            super::confirm::cancel_confirmation(&state, &auth.0, &outcome.contact.id).await;
+        }
+        Ok(Json(contact_body(&state, outcome.contact).await?))
     }
 
     /// Delete a contact

@@ -53,7 +53,7 @@ pub enum RedirectResponse {
     NotFound(Html<String>),
 }
 
-fn escape(s: &str) -> String {
+pub(super) fn escape(s: &str) -> String {
     s.replace('&', "&amp;")
         .replace('<', "&lt;")
         .replace('>', "&gt;")
@@ -61,17 +61,23 @@ fn escape(s: &str) -> String {
 }
 
 /// The text of `page.<key>` in `locale`, escaped.
-fn t(locale: &str, key: &str) -> String {
+pub(super) fn t(locale: &str, key: &str) -> String {
     escape(i18n::text(locale, &format!("page.{key}")))
+}
+
+/// The text of `<key>` (a full key: `confirm.page_title`) in `locale`, escaped, with `{email}`
+/// standing for the contact's address (bold).
+pub(super) fn text_email(locale: &str, key: &str, contact: &Contact) -> String {
+    escape(i18n::text(locale, key)).replace("{email}", &strong(contact))
 }
 
 /// The text of `page.<key>` in `locale`, escaped, with `{email}` standing for the contact's
 /// address (bold).
-fn t_email(locale: &str, key: &str, contact: &Contact) -> String {
+pub(super) fn t_email(locale: &str, key: &str, contact: &Contact) -> String {
     t(locale, key).replace("{email}", &strong(contact))
 }
 
-fn page(locale: &str, title: &str, body: &str) -> String {
+pub(super) fn page(locale: &str, title: &str, body: &str) -> String {
     format!(
         "<!doctype html><html lang=\"{locale}\"><head><meta charset=\"utf-8\">\
          <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\
@@ -82,7 +88,7 @@ fn page(locale: &str, title: &str, body: &str) -> String {
 }
 
 /// The page for a link that is not valid; in English, as no contact tells the language.
-fn not_found() -> String {
+pub(super) fn not_found() -> String {
     let locale = i18n::DEFAULT;
     page(
         locale,
@@ -153,7 +159,7 @@ fn strong(contact: &Contact) -> String {
 }
 
 /// A paragraph (already HTML) and a one-button form.
-fn paragraph_form(html: &str, action: &str, label: &str) -> String {
+pub(super) fn paragraph_form(html: &str, action: &str, label: &str) -> String {
     format!("<p>{html}</p>{}", form(action, label))
 }
 

@@ -7,6 +7,7 @@ pub mod analytics;
 pub mod auth;
 pub mod billing;
 pub mod campaigns;
+pub mod confirm;
 pub mod contact_fields;
 pub mod contact_jobs;
 pub mod contacts;
@@ -38,6 +39,7 @@ pub mod uploads;
 pub mod usage;
 pub mod users;
 pub mod verify;
+pub mod view;
 pub mod workflows;
 
 use poem_openapi::{OpenApiService, Tags};
@@ -122,6 +124,7 @@ pub type Apis = (
         analytics::AnalyticsApi,
         uploads::UploadsApi,
     ),
+    (confirm::ConfirmApi, view::ViewApi),
 );
 
 /// The OpenAPI service that serves every endpoint and generates the spec.

@@ -558,7 +558,7 @@ impl SegmentsApi {
             .await
             .map_err(|e| ApiError::from_store(e, "segment"))?;
         Ok(Json(SegmentContactsPage {
-            data: contacts.into_iter().map(Into::into).collect(),
+            data: super::contacts::bodies(&state, auth.0.project_id(), contacts).await?,
             total,
             page,
             page_size,

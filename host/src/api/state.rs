@@ -34,6 +34,7 @@ pub(crate) struct Parts {
     pub(crate) links: LinkSigner,
     pub(crate) sending: Arc<Sending>,
     pub(crate) send_planner: SendPlanner,
+    pub(crate) confirmations: crate::services::confirmation::Confirmations,
     pub(crate) submission: crate::services::submission::Submission,
     pub(crate) workflows: WorkflowEngine,
     pub(crate) campaigns: Campaigns,
@@ -148,6 +149,11 @@ impl AppState {
     /// The plans of `/v1/send` requests.
     pub fn send_planner(&self) -> &SendPlanner {
         &self.inner.send_planner
+    }
+
+    /// Confirmed opt-in: pending contacts and their confirmations.
+    pub fn confirmations(&self) -> &crate::services::confirmation::Confirmations {
+        &self.inner.confirmations
     }
 
     /// SMTP submission: a project's secret key as the password, messages sent as `/v1/send`.

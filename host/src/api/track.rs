@@ -34,7 +34,10 @@ pub struct TrackRequest {
     pub event: String,
     /// Subscription state; new contacts default to `true`, existing ones keep theirs. With the
     /// public key, `true` never subscribes again a contact who is unsubscribed (opted out,
-    /// bounced or complained): it is ignored for them; `false` always unsubscribes.
+    /// bounced or complained): it is ignored for them; `false` always unsubscribes. Where the
+    /// project's `doubleOptIn` applies, a subscription asked (`true`, or a new contact's
+    /// default) leaves the contact unsubscribed and pending, and mails it a confirmation
+    /// (docs/engagement.md, "Confirmed opt-in").
     #[oai(nullable)]
     pub subscribed: Option<bool>,
     /// Contact data (custom data rules) and the event's data.
@@ -193,10 +196,18 @@ async fn track(
         name,
         data: event_data,
     };
+    // With confirmed opt-in, a subscription asked (`subscribed: true`, or a new contact's
+    // default) leaves the contact unsubscribed until it confirms.
+    let opt_in = super::confirm::opt_in_applies(ctx);
+    let asked = body.subscribed;
     let upsert = ContactUpsert {
         email,
-        subscribed: body.subscribed,
-        subscribed_default: true,
+        subscribed: if opt_in && asked == Some(true) {
+            None
+        } else {
+            asked
+        },
+        subscribed_default: !opt_in,
         // The public key is in web pages: anyone may call with it, so it never undoes an
         // opt-out, a bounce or a complaint (its `subscribed: true` is ignored for them).
         resubscribe: !matches!(ctx.caller, Caller::PublicKey),
@@ -217,6 +228,11 @@ async fn track(
     };
     match state.store().upsert_contact_grouped(write).await {
         Ok((outcome, Some(stored))) => {
+            if opt_in && (asked == Some(true) || (asked.is_none() && outcome.created)) {
+                super::confirm::ask_confirmation(state, ctx, &outcome.contact).await;
+            } else if asked == Some(false) {
+                super::confirm::cancel_confirmation(state, ctx, &outcome.contact.id).await;
+            }
             let body = TrackResponse {
                 success: true,
                 data: TrackData {

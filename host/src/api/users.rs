@@ -4,7 +4,7 @@
 use poem_openapi::param::Path;
 use poem_openapi::payload::Json;
 use poem_openapi::types::MaybeUndefined;
-use poem_openapi::{ApiResponse, Object, OpenApi};
+use poem_openapi::{ApiResponse, Enum, Object, OpenApi};
 use serde::Deserialize;
 
 use super::ApiTags;
@@ -17,7 +17,7 @@ use super::timestamp::Timestamp;
 use crate::domain::email::EmailAddress;
 use crate::domain::ids::ProjectId;
 use crate::domain::keys::KeyPair;
-use crate::domain::project::{DefaultSender, Project, ProjectName, Role};
+use crate::domain::project::{DefaultSender, DoubleOptIn, Project, ProjectName, Role};
 use crate::domain::template::fields::check_from_name;
 
 /// The logged-in user.
@@ -62,6 +62,13 @@ pub struct ProjectBody {
     /// (docs/transports.md); null: the deployment's default.
     #[oai(nullable)]
     pub transport: Option<String>,
+    /// Confirmed opt-in (docs/engagement.md): which asked subscriptions wait for the contact's
+    /// confirmation by a mailed link; `OFF` (default) none.
+    pub double_opt_in: DoubleOptInMode,
+    /// The template of the confirmation mail (its body links to `{{confirmUrl}}`); null: the
+    /// built-in one, in the contact's language.
+    #[oai(nullable)]
+    pub confirmation_template_id: Option<String>,
     /// Creation time.
     pub created_at: Timestamp,
     /// Last change.
@@ -83,8 +90,43 @@ fn project_body(p: Project, role: Role) -> ProjectBody {
             email: d.email.to_string().into(),
         }),
         transport: p.transport,
+        double_opt_in: p.double_opt_in.into(),
+        confirmation_template_id: p.confirmation_template,
         created_at: Timestamp(p.created_at),
         updated_at: Timestamp(p.updated_at),
+    }
+}
+
+/// Which asked subscriptions wait for the contact's confirmation (confirmed opt-in).
+#[derive(Enum, Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[oai(rename_all = "SCREAMING_SNAKE_CASE")]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum DoubleOptInMode {
+    /// None: subscriptions take effect at once.
+    Off,
+    /// Those asked with the public key (`/v1/track` from web pages).
+    PublicKey,
+    /// Those asked with either key: `/v1/track`, `POST /contacts`, `PATCH /contacts/:id`.
+    All,
+}
+
+impl From<DoubleOptIn> for DoubleOptInMode {
+    fn from(d: DoubleOptIn) -> DoubleOptInMode {
+        match d {
+            DoubleOptIn::Off => DoubleOptInMode::Off,
+            DoubleOptIn::PublicKey => DoubleOptInMode::PublicKey,
+            DoubleOptIn::All => DoubleOptInMode::All,
+        }
+    }
+}
+
+impl From<DoubleOptInMode> for DoubleOptIn {
+    fn from(d: DoubleOptInMode) -> DoubleOptIn {
+        match d {
+            DoubleOptInMode::Off => DoubleOptIn::Off,
+            DoubleOptInMode::PublicKey => DoubleOptIn::PublicKey,
+            DoubleOptInMode::All => DoubleOptIn::All,
+        }
     }
 }
 
@@ -153,6 +195,18 @@ pub struct UpdateProject {
     #[oai(nullable)]
     #[serde(default)]
     pub transport: MaybeUndefined<String>,
+    /// Confirmed opt-in: `OFF`, `PUBLIC_KEY` (subscriptions asked with the public key wait for
+    /// the contact's confirmation) or `ALL` (with either key, through `/v1/track`,
+    /// `POST /contacts` and `PATCH /contacts/:id`). Turning it on needs a sender for the
+    /// confirmation mail (`defaultFrom`, or the confirmation template's `from`).
+    #[oai(nullable)]
+    pub double_opt_in: Option<DoubleOptInMode>,
+    /// The template (`tpl_…`) of the confirmation mail instead of the built-in one: its body
+    /// must link to `{{confirmUrl}}`; it is sent as transactional mail. `null` goes back to the
+    /// built-in one.
+    #[oai(nullable)]
+    #[serde(default)]
+    pub confirmation_template_id: MaybeUndefined<String>,
 }
 
 #[derive(ApiResponse)]
@@ -171,6 +225,42 @@ enum DeleteProjectResponse {
 
 fn project_name(s: &str) -> Result<ProjectName, ApiError> {
     ProjectName::parse(s).map_err(|m| ApiError::invalid_field("name", "invalid", m))
+}
+
+/// Checks the confirmed opt-in settings a project change leaves (before anything is written):
+/// the confirmation template, and a sender for the mail (the `defaultFrom` the change leaves).
+async fn check_opt_in(
+    state: &AppState,
+    project: &Project,
+    body: &UpdateProject,
+    template: Option<&Option<String>>,
+) -> Result<(), ApiError> {
+    let mode = body
+        .double_opt_in
+        .map_or(project.double_opt_in, DoubleOptIn::from);
+    let named = match template {
+        Some(t) => t.clone(),
+        None => project.confirmation_template.clone(),
+    };
+    let mut after = project.clone();
+    match &body.default_from {
+        MaybeUndefined::Undefined => {}
+        MaybeUndefined::Null => after.default_from = None,
+        MaybeUndefined::Value(sender) => {
+            // Checked and authorized with the rest of the change; here only its presence counts.
+            after.default_from = EmailAddress::parse(sender.email.as_str())
+                .ok()
+                .map(|email| DefaultSender { email, name: None });
+        }
+    }
+    match state
+        .confirmations()
+        .check_settings(&after, mode, named.as_deref())
+        .await?
+    {
+        Ok(()) => Ok(()),
+        Err(p) => Err(ApiError::invalid_field(p.field, p.code, p.message)),
+    }
 }
 
 pub(super) async fn membership(
@@ -277,6 +367,15 @@ impl UsersApi {
         let body = body.0;
         let name = body.name.as_deref().map(project_name).transpose()?;
         let transport = super::domains::transport_change(&state, &body.transport)?;
+        let template = match &body.confirmation_template_id {
+            MaybeUndefined::Undefined => None,
+            MaybeUndefined::Null => Some(None),
+            MaybeUndefined::Value(id) => Some(Some(id.trim().to_string())),
+        };
+        let opt_in_change = body.double_opt_in.is_some() || template.is_some();
+        if opt_in_change {
+            check_opt_in(&state, &project, &body, template.as_ref()).await?;
+        }
         let mut project = project;
         if let Some(transport) = transport {
             project = state
@@ -318,6 +417,17 @@ impl UsersApi {
                     .await
                     .map_err(|e| ApiError::from_store(e, "project"))?;
             }
+        }
+        if opt_in_change {
+            project = state
+                .store()
+                .set_project_opt_in(
+                    &project.id,
+                    body.double_opt_in.map(DoubleOptIn::from),
+                    template.as_ref().map(|t| t.as_deref()),
+                )
+                .await
+                .map_err(|e| ApiError::from_store(e, "project"))?;
         }
         if body.track_opens.is_some() || body.track_clicks.is_some() {
             project = state

@@ -288,9 +288,20 @@ impl AppBuilder {
             },
         );
         let inbound_routes = crate::services::inbound_routes::InboundRoutes::new(store.clone());
+        let confirmations = crate::services::confirmation::Confirmations::new(
+            store.clone(),
+            sending.clone(),
+            sending_domains.clone(),
+            links.clone(),
+            crate::services::confirmation::ConfirmationPolicy {
+                pending_days: settings.contacts.pending_days,
+                resend_ms: settings.contacts.resend_ms(),
+            },
+        );
         let state = AppState::new(Parts {
             rate_limiter,
             submission,
+            confirmations,
             send_planner: SendPlanner::new(store.clone(), sending.clone(), sending_domains.clone()),
             engagement,
             store,
@@ -486,7 +497,9 @@ impl RunningServer {
 
 /// Periodic maintenance until `stop` turns true: prunes rate-limit windows, idempotency keys,
 /// send windows, expired account links (tokens and invitations) and the shared attachments
-/// no queued email needs, queues the re-evaluation of time-relative segments if no instance has it
+/// no queued email needs, clears expired pending subscriptions (confirmed opt-in) and the
+/// emails' bodies kept for "view in browser" past `sending.view_in_browser_days`, queues the
+/// re-evaluation of time-relative segments if no instance has it
 /// queued or running (its chain ends when a run fails for good), deletes the jobs that finished
 /// more than `jobs_retention_hours` ago, finishes project deletions that were interrupted, and
 /// makes due the queued emails an older release
@@ -508,6 +521,15 @@ async fn maintain(state: AppState, mut stop: watch::Receiver<bool>) {
                 }
                 if let Err(err) = state.store().prune_email_contents().await {
                     tracing::warn!(error = %err, "could not prune delivered attachments");
+                }
+                if let Err(err) = state.store().prune_confirmations(crate::domain::time::now_ms()).await {
+                    tracing::warn!(error = %err, "could not clear expired pending subscriptions");
+                }
+                let kept_days = state.settings().sending.view_in_browser_days;
+                let before = crate::domain::time::now_ms()
+                    .saturating_sub(i64::try_from(kept_days.saturating_mul(86_400_000)).unwrap_or(i64::MAX));
+                if let Err(err) = state.store().prune_kept_drafts(before).await {
+                    tracing::warn!(error = %err, "could not prune the emails kept for viewing in a browser");
                 }
                 if let Err(err) = ensure_reevaluation(state.store(), state.settings()).await {
                     tracing::warn!(error = %err, "could not queue the re-evaluation of segments");

@@ -289,7 +289,7 @@ impl LoadedSettings {
                 );
             }
         }
-        let at_least: [(&str, u64, u64); 20] = [
+        let at_least: [(&str, u64, u64); 22] = [
             (
                 "contact_data_max_bytes",
                 s.contact_data_max_bytes as u64,
@@ -333,6 +333,12 @@ impl LoadedSettings {
                 1,
             ),
             ("sending.render_memory_mb", s.sending.render_memory_mb, 1),
+            (
+                "sending.view_in_browser_days",
+                s.sending.view_in_browser_days,
+                1,
+            ),
+            ("contacts.pending_days", s.contacts.pending_days, 1),
             (
                 "sending.soft_bounce_days",
                 u64::from(s.sending.soft_bounce_days),

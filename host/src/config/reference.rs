@@ -713,6 +713,24 @@ pub const SETTINGS: &[SettingDoc] = &[
         meaning: "How long a dynamic segment's member count (`total` of `GET /segments/:id/contacts`) is reused by the next pages, by every instance of the database (stored in it), while the segment's filter is unchanged; `0` counts the filter on every page.",
     },
     SettingDoc {
+        keys: &["contacts.pending_days"],
+        flag: None,
+        default: None,
+        meaning: "Days a contact waiting for the confirmation of its subscription (confirmed opt-in, the project's `doubleOptIn`) stays pending; its link confirms nothing afterwards and the pending state is cleared by the periodic maintenance (at least 1).",
+    },
+    SettingDoc {
+        keys: &["contacts.confirmation_resend_minutes"],
+        flag: None,
+        default: None,
+        meaning: "Minutes before a subscription asked again for a pending contact mails its confirmation again (`0`: every time); within them the request is answered as usual and mails nothing, so a form submitted over and over cannot flood an address.",
+    },
+    SettingDoc {
+        keys: &["sending.view_in_browser_days"],
+        flag: None,
+        default: None,
+        meaning: "Days an email whose content links to `{{viewInBrowserUrl}}` keeps its rendered body after delivery for that page (which answers 404 afterwards; at least 1). Other emails keep no body.",
+    },
+    SettingDoc {
         keys: &["workflows.job_wall_time_ms"],
         flag: None,
         default: None,

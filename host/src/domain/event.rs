@@ -113,6 +113,8 @@ pub enum SubscriptionSource {
     Import,
     /// A bulk action.
     Bulk,
+    /// The contact's confirmation of a pending subscription (confirmed opt-in).
+    Confirmation,
 }
 
 impl SubscriptionSource {
@@ -128,6 +130,7 @@ impl SubscriptionSource {
             SubscriptionSource::Complaint => "complaint",
             SubscriptionSource::Import => "import",
             SubscriptionSource::Bulk => "bulk",
+            SubscriptionSource::Confirmation => "confirmation",
         }
     }
 }

@@ -31,6 +31,10 @@ pub struct MessageDraft {
     pub list_unsubscribe: Option<String>,
     /// The verified domain whose DKIM key signs it at hand-off.
     pub dkim_domain: Option<String>,
+    /// Whether the draft is kept after hand-off for the "view in browser" page (its content
+    /// used `{{viewInBrowserUrl}}`); written only when true (`store::emails::view`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub view: bool,
 }
 
 impl MessageDraft {

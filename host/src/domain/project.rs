@@ -78,6 +78,55 @@ pub struct Project {
     /// Why the project's sending is suspended, while a suspension holds (read with the
     /// project, so a send checks it without a read of its own).
     pub sending_suspended: Option<String>,
+    /// Which subscriptions wait for the contact's confirmation (docs/engagement.md).
+    pub double_opt_in: DoubleOptIn,
+    /// The template of the confirmation mail instead of the built-in one.
+    pub confirmation_template: Option<String>,
+}
+
+/// Which asked subscriptions make a contact pending until it confirms by a mailed link
+/// (confirmed opt-in) instead of subscribing it at once.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum DoubleOptIn {
+    /// None: every subscription takes effect at once.
+    #[default]
+    Off,
+    /// Those asked with the public key (`/v1/track` from web pages).
+    PublicKey,
+    /// Those asked through the API with either key: `/v1/track`, `POST /contacts` and
+    /// `PATCH /contacts/:id`.
+    All,
+}
+
+impl DoubleOptIn {
+    /// The wire and stored name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DoubleOptIn::Off => "OFF",
+            DoubleOptIn::PublicKey => "PUBLIC_KEY",
+            DoubleOptIn::All => "ALL",
+        }
+    }
+
+    /// The value of a wire or stored name.
+    pub fn parse(s: &str) -> Option<DoubleOptIn> {
+        match s {
+            "OFF" => Some(DoubleOptIn::Off),
+            "PUBLIC_KEY" => Some(DoubleOptIn::PublicKey),
+            "ALL" => Some(DoubleOptIn::All),
+            _ => None,
+        }
+    }
+
+    /// Whether a subscription asked by a caller (with the public key when `public_key`) waits
+    /// for the contact's confirmation.
+    pub fn applies(self, public_key: bool) -> bool {
+        match self {
+            DoubleOptIn::Off => false,
+            DoubleOptIn::PublicKey => public_key,
+            DoubleOptIn::All => true,
+        }
+    }
 }
 
 /// A project's default sender: an address on a verified sending domain, and a display name.

@@ -1,5 +1,6 @@
-//! Signed, unguessable links the service serves: subscription pages for a contact and tracking
-//! links of an email. A token is `base64url(payload).base64url(HMAC-SHA256(key, payload)[..16])`;
+//! Signed, unguessable links the service serves: subscription pages for a contact, the
+//! confirmation of a pending subscription, and the tracking links and "view in browser" page of
+//! an email. A token is `base64url(payload).base64url(HMAC-SHA256(key, payload)[..16])`;
 //! the key is derived from the deployment's link secret (kept in the database, apart from the
 //! session secret, so rotating that one never breaks a link in mail already sent), so every
 //! instance accepts the links of every other and no link can be made or altered without it.
@@ -22,6 +23,19 @@ pub enum LinkTarget {
         /// The email's id.
         email_id: String,
     },
+    /// The confirmation of a contact's pending subscription (confirmed opt-in), for the wait
+    /// that started at `since` (unix ms): a link of an earlier wait confirms nothing.
+    Confirm {
+        /// The contact's id.
+        contact_id: String,
+        /// When its wait started.
+        since: i64,
+    },
+    /// The "view in browser" page of an email.
+    View {
+        /// The email's id.
+        email_id: String,
+    },
     /// The `index`th tracked link of an email.
     Click {
         /// The email's id.
@@ -37,6 +51,8 @@ impl LinkTarget {
             LinkTarget::Contact { contact_id } => format!("c:{contact_id}"),
             LinkTarget::Open { email_id } => format!("o:{email_id}"),
             LinkTarget::Click { email_id, index } => format!("k:{email_id}:{index}"),
+            LinkTarget::Confirm { contact_id, since } => format!("p:{contact_id}:{since}"),
+            LinkTarget::View { email_id } => format!("v:{email_id}"),
         }
     }
 
@@ -56,6 +72,16 @@ impl LinkTarget {
                     index: index.parse().ok()?,
                 })
             }
+            "p" => {
+                let (contact_id, since) = rest.rsplit_once(':')?;
+                Some(LinkTarget::Confirm {
+                    contact_id: contact_id.to_string(),
+                    since: since.parse().ok()?,
+                })
+            }
+            "v" => Some(LinkTarget::View {
+                email_id: rest.to_string(),
+            }),
             _ => None,
         }
     }
@@ -170,6 +196,23 @@ impl LinkSigner {
         format!("{}/t/o/{token}", self.base())
     }
 
+    /// `…/confirm/<token>`: the confirmation page of a contact's wait that started at `since`.
+    pub fn confirm_url(&self, contact_id: &str, since: i64) -> String {
+        let token = self.token(&LinkTarget::Confirm {
+            contact_id: contact_id.to_string(),
+            since,
+        });
+        format!("{}/confirm/{token}", self.base())
+    }
+
+    /// `…/view/<token>`: the "view in browser" page of an email.
+    pub fn view_url(&self, email_id: &str) -> String {
+        let token = self.token(&LinkTarget::View {
+            email_id: email_id.to_string(),
+        });
+        format!("{}/view/{token}", self.base())
+    }
+
     /// The redirect of an email's `index`th link.
     pub fn click_url(&self, email_id: &str, index: usize) -> String {
         let token = self.token(&LinkTarget::Click {
@@ -197,6 +240,13 @@ mod tests {
             LinkTarget::Click {
                 email_id: "eml_1".into(),
                 index: 3,
+            },
+            LinkTarget::Confirm {
+                contact_id: "cnt_1".into(),
+                since: 1_700_000_000_000,
+            },
+            LinkTarget::View {
+                email_id: "eml_1".into(),
             },
         ] {
             let token = signer.token(&target);

@@ -90,13 +90,24 @@ fn decode_entities(s: &str) -> String {
 
 /// The HTML with an invisible open pixel at the end of its body.
 pub fn add_open_pixel(html: &str, pixel_url: &str) -> String {
-    let img = format!(
-        r#"<img src="{pixel_url}" width="1" height="1" alt="" style="display:none;border:0;width:1px;height:1px">"#
-    );
+    let img = open_pixel(pixel_url);
     match html.to_ascii_lowercase().rfind("</body>") {
         Some(i) => format!("{}{img}{}", &html[..i], &html[i..]),
         None => format!("{html}{img}"),
     }
+}
+
+/// The open pixel's tag.
+fn open_pixel(pixel_url: &str) -> String {
+    format!(
+        r#"<img src="{pixel_url}" width="1" height="1" alt="" style="display:none;border:0;width:1px;height:1px">"#
+    )
+}
+
+/// `html` without the open pixel [`add_open_pixel`] added for `pixel_url` (the "view in
+/// browser" page shows the email without recording an open).
+pub fn remove_open_pixel(html: &str, pixel_url: &str) -> String {
+    html.replacen(&open_pixel(pixel_url), "", 1)
 }
 
 #[cfg(test)]

@@ -4,6 +4,7 @@
 
 pub mod account_mail;
 pub mod compiled_templates;
+pub mod confirmation;
 pub mod cpu;
 pub mod delivery_events;
 pub mod engagement;

@@ -161,7 +161,7 @@ pub enum SendError {
 
 /// The variables a template sees for one contact: its stored data, this request's one-off
 /// values, then the service's own (`email`, `id`, `svc_id`, `svc_email` and the three signed
-/// links).
+/// links; an email's `viewInBrowserUrl` is added where the email's id is known).
 pub fn variables(contact: &Contact, transient: &Map<String, Value>, urls: &ContactUrls) -> Value {
     let mut vars = contact.data.clone();
     for (k, v) in transient {
@@ -570,14 +570,42 @@ fn held(room: &RenderRoom, email: Result<NewEmail, SendError>) -> Result<NewEmai
     Ok(email)
 }
 
-/// A recipient of one email: its contact, its address, and its contact's links.
+/// A recipient of one email: the email's id, its contact, its address, its contact's links and
+/// the email's "view in browser" URL.
 struct Recipient<'a> {
+    id: EmailId,
     contact: &'a Contact,
     to: &'a Mailbox,
     urls: ContactUrls,
+    view: String,
 }
 
 impl Signers {
+    /// A new email to `contact` at `to`, and the variables it renders with: the contact's
+    /// ([`variables`]) and the email's `viewInBrowserUrl` (the signed page of its new id).
+    fn recipient<'a>(
+        &self,
+        plan: &SendPlan,
+        contact: &'a Contact,
+        to: &'a Mailbox,
+    ) -> (Recipient<'a>, Value) {
+        let id = EmailId::generate();
+        let urls = self.links.contact_urls(contact.id.as_str());
+        let mut vars = variables(contact, &plan.data.transient, &urls);
+        let view = self.links.view_url(id.as_str());
+        if let Value::Object(vars) = &mut vars {
+            vars.insert("viewInBrowserUrl".into(), Value::String(view.clone()));
+        }
+        let email = Recipient {
+            id,
+            contact,
+            to,
+            urls,
+            view,
+        };
+        (email, vars)
+    }
+
     /// Renders and tracks one recipient's email into the draft its delivery builds and signs;
     /// renders only, and records why, when it is marketing mail to an unsubscribed contact
     /// (never sent). `content` names the request's stored attachments.
@@ -589,10 +617,8 @@ impl Signers {
         to: &Mailbox,
         content: Option<&str>,
     ) -> Result<NewEmail, SendError> {
-        let urls = self.links.contact_urls(contact.id.as_str());
-        let vars = variables(contact, &plan.data.transient, &urls);
+        let (email, vars) = self.recipient(plan, contact, to);
         let rendered = plan.content_for(contact).render(&vars)?;
-        let email = Recipient { contact, to, urls };
         self.finish_email(project, plan, email, rendered, content)
     }
 
@@ -614,14 +640,12 @@ impl Signers {
         if !json_size_within(data, INLINE_VARIABLE_BYTES) {
             return None;
         }
-        let urls = self.links.contact_urls(contact.id.as_str());
-        let vars = variables(contact, &plan.data.transient, &urls);
+        let (email, vars) = self.recipient(plan, contact, to);
         let rendered = match content_of.render_within(&vars, INLINE_RENDER) {
             Ok(rendered) => rendered,
             Err(RenderFailure::OverLimits(_)) => return None,
             Err(RenderFailure::Failed(e)) => return Some(Err(e.into())),
         };
-        let email = Recipient { contact, to, urls };
         Some(self.finish_email(project, plan, email, rendered, content))
     }
 
@@ -631,11 +655,16 @@ impl Signers {
         &self,
         project: &Project,
         plan: &SendPlan,
-        Recipient { contact, to, urls }: Recipient<'_>,
+        Recipient {
+            id,
+            contact,
+            to,
+            urls,
+            view,
+        }: Recipient<'_>,
         rendered: Rendered,
         content: Option<&str>,
     ) -> Result<NewEmail, SendError> {
-        let id = EmailId::generate();
         let links = &self.links;
         let Rendered {
             subject,
@@ -665,10 +694,13 @@ impl Signers {
                 suppressed: Some(UNSUBSCRIBED_REASON.to_string()),
             });
         }
+        // Kept for the "view in browser" page when the content links to it.
+        let viewable = html.contains(&view);
         let keep = [
             urls.unsubscribe.as_str(),
             urls.subscribe.as_str(),
             urls.manage.as_str(),
+            view.as_str(),
         ];
         let (mut html, tracked) = if project.track_clicks {
             tracking::rewrite_links(&html, &keep, |i| links.click_url(id.as_str(), i))
@@ -700,6 +732,7 @@ impl Signers {
             headers: plan.headers.clone(),
             list_unsubscribe: plan.marketing.then(|| urls.unsubscribe.clone()),
             dkim_domain: signing.map(|s| s.name.clone()),
+            view: viewable,
         };
         let attachment_bytes: usize = plan.attachments.iter().map(|a| a.content.len()).sum();
         let size = draft.estimated_size(attachment_bytes);

@@ -15,6 +15,7 @@ pub mod backup;
 pub mod billing;
 pub mod bulk;
 pub mod campaigns;
+pub mod confirmations;
 pub mod contacts;
 pub mod delivery;
 pub mod delivery_events;

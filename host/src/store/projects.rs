@@ -10,11 +10,11 @@ use super::{on_db, on_db_write};
 use crate::domain::email::EmailAddress;
 use crate::domain::ids::{ProjectId, UserId};
 use crate::domain::keys::{KeyKind, KeyPair, hash_key, key_hint};
-use crate::domain::project::{DefaultSender, Project, ProjectName, Role};
+use crate::domain::project::{DefaultSender, DoubleOptIn, Project, ProjectName, Role};
 use crate::domain::time::now_ms;
 
 /// A project's fields, in [`ProjectRow`]'s order.
-const PROJECT_FIELDS: [&str; 12] = [
+const PROJECT_FIELDS: [&str; 14] = [
     "id",
     "name",
     "public_key_hint",
@@ -25,6 +25,8 @@ const PROJECT_FIELDS: [&str; 12] = [
     "default_from_email",
     "default_from_name",
     "transport",
+    "double_opt_in",
+    "confirmation_template_id",
     "created_at",
     "updated_at",
 ];
@@ -101,6 +103,8 @@ struct ProjectRow {
     default_from_email: Option<String>,
     default_from_name: Option<String>,
     transport: Option<String>,
+    double_opt_in: String,
+    confirmation_template_id: Option<String>,
     created_at: i64,
     updated_at: i64,
     sending_suspended: Option<String>,
@@ -124,6 +128,9 @@ impl From<ProjectRow> for Project {
             created_at: r.created_at,
             updated_at: r.updated_at,
             sending_suspended: r.sending_suspended,
+            // A name this release does not know (a newer one wrote it) counts as the strictest.
+            double_opt_in: DoubleOptIn::parse(&r.double_opt_in).unwrap_or(DoubleOptIn::All),
+            confirmation_template: r.confirmation_template_id,
         }
     }
 }
@@ -350,6 +357,34 @@ impl Store {
                 .bind(project.as_str())
                 .bind(opens)
                 .bind(clicks)
+                .bind(now_ms())
+                .fetch_optional(pool)
+                .await?
+        });
+        row.map(Into::into).ok_or(StoreError::NotFound)
+    }
+
+    /// Sets the project's confirmed opt-in: `double_opt_in` when given, and the confirmation's
+    /// template when `template` is given (its inner `None` goes back to the built-in one).
+    #[tracing::instrument(level = "debug", skip(self))]
+    pub async fn set_project_opt_in(
+        &self,
+        project: &ProjectId,
+        double_opt_in: Option<DoubleOptIn>,
+        template: Option<Option<&str>>,
+    ) -> StoreResult<Project> {
+        let sql = format!(
+            "UPDATE projects SET double_opt_in = COALESCE($2, double_opt_in), \
+             confirmation_template_id = CASE WHEN $3 THEN $4 ELSE confirmation_template_id END, \
+             updated_at = $5 WHERE id = $1 RETURNING {}",
+            RETURNED.as_str()
+        );
+        let row: Option<ProjectRow> = on_db_write!(self.db(), pool => {
+            sqlx::query_as(&sql)
+                .bind(project.as_str())
+                .bind(double_opt_in.map(DoubleOptIn::as_str))
+                .bind(template.is_some())
+                .bind(template.flatten())
                 .bind(now_ms())
                 .fetch_optional(pool)
                 .await?

@@ -80,7 +80,7 @@ async fn sent(adjust: impl FnOnce(&mut Settings)) -> Sent {
 }
 
 /// The HTML part of a received message.
-fn html_of(raw: &str) -> String {
+pub fn html_of(raw: &str) -> String {
     MessageParser::default()
         .parse(raw.as_bytes())
         .unwrap()

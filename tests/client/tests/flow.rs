@@ -1,8 +1,9 @@
 //! The generated Rust client against the real server (on a fresh SQLite file, or a fresh schema
 //! of `HERALD_TEST_POSTGRES_URL`): signup and a project, contacts (create, read, change, every
-//! page of the list), track with an idempotency key and its replay, a send to two recipients,
-//! templates, a sending domain, an address check, activity, a campaign with an A/B test, and a
-//! 404 and 422 decoded as the typed errors. Every body is decoded by the generated types; a field the document gets wrong
+//! page of the list), track with an idempotency key and its replay, confirmed opt-in (a public-key
+//! subscription left pending), a send to two recipients, templates, a sending domain, an
+//! address check, activity, a campaign with an A/B test, and a 404 and 422 decoded as the typed
+//! errors. Every body is decoded by the generated types; a field the document gets wrong
 //! fails the decoding and the test.
 
 use herald_client_tests::{Client, Error, types};
@@ -190,6 +191,50 @@ async fn the_generated_client_goes_through_the_main_flow() {
     );
     assert_eq!(again.data.event, first.data.event);
 
+    // Confirmed opt-in: with the public key, a new contact's subscription waits for the
+    // confirmation mailed to it.
+    let settings = session
+        .update_project(
+            &project.id,
+            &types::UpdateProject {
+                double_opt_in: Some(types::DoubleOptInMode::PublicKey),
+                default_from: Some(types::MailboxBody {
+                    email: "news@client-flow.test".into(),
+                    name: None,
+                }),
+                confirmation_template_id: None,
+                name: None,
+                track_clicks: None,
+                track_opens: None,
+                transport: None,
+            },
+        )
+        .await
+        .expect("turn confirmed opt-in on")
+        .into_inner();
+    assert_eq!(settings.double_opt_in, types::DoubleOptInMode::PublicKey);
+    let tracked = pk
+        .track(
+            None,
+            None,
+            &types::TrackRequest {
+                email: "pending@example.com".into(),
+                event: "signed-up".into(),
+                data: None,
+                subscribed: None,
+            },
+        )
+        .await
+        .expect("track a subscription")
+        .into_inner();
+    let pending = sk
+        .get_contact(&tracked.data.contact, None)
+        .await
+        .expect("get the pending contact")
+        .into_inner();
+    assert!(pending.subscription_pending && !pending.subscribed);
+    assert!(pending.pending_since.is_some());
+
     // A sending domain, its records; then a send to two recipients from it, both emails read.
     let domain = sk
         .create_domain(
@@ -344,6 +389,7 @@ async fn the_generated_client_goes_through_the_main_flow() {
                 segment_id: None,
                 audience_filter: None,
                 variants: Some(vec![variant("A"), variant("B")]),
+                locale_variants: None,
                 test_fraction: Some(0.2),
                 winner_metric: Some(types::AbWinnerMetric::ClickRate),
                 test_duration: Some(3600),

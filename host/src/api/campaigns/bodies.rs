@@ -413,8 +413,11 @@ pub enum DeletedCampaign {
 #[derive(Object)]
 #[oai(rename_all = "camelCase")]
 pub struct AudienceExclusions {
-    /// Contacts with `subscribed: false` (a campaign is marketing mail).
+    /// Contacts with `subscribed: false` (a campaign is marketing mail), pending ones aside.
     pub unsubscribed: i64,
+    /// Contacts waiting for the confirmation of their subscription (confirmed opt-in,
+    /// `subscriptionPending`): unsubscribed until they confirm, so not mailed.
+    pub pending: i64,
     /// Subscribed contacts whose address is on the project's suppression list
     /// (`GET /suppressions`): a send records their email as suppressed and never hands it off.
     pub suppressed: i64,
@@ -436,6 +439,7 @@ impl From<AudienceCounts> for AudiencePreview {
             recipients: c.recipients,
             excluded: AudienceExclusions {
                 unsubscribed: c.unsubscribed,
+                pending: c.pending,
                 suppressed: c.suppressed,
             },
         }

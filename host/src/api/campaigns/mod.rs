@@ -562,11 +562,11 @@ impl CampaignsApi {
     /// Preview a campaign's audience
     ///
     /// How many contacts a send of the campaign would mail now, and why the others of its
-    /// audience would not be: `excluded.unsubscribed` (`subscribed: false`) and
-    /// `excluded.suppressed` (subscribed, but on the project's suppression list), each contact
-    /// counted once, by the first of these rules. The same rules as the send, read now: a send
-    /// mails `recipients` contacts if nothing changes before it. Topics and confirmed opt-in
-    /// (pending contacts) are not part of Herald yet, so no contact is excluded for them.
+    /// audience would not be: `excluded.unsubscribed` (`subscribed: false`),
+    /// `excluded.pending` (not subscribed, waiting for the confirmation of their subscription:
+    /// confirmed opt-in) and `excluded.suppressed` (subscribed, but on the project's suppression
+    /// list), each contact counted once, by the first of these rules. The same rules as the
+    /// send, read now: a send mails `recipients` contacts if nothing changes before it.
     /// Allowed in any status. 422 when the campaign's segment no longer exists.
     #[oai(
         path = "/campaigns/:id/audience",

@@ -347,8 +347,10 @@ pub enum BatchCommit {
 pub struct AudienceCounts {
     /// Subscribed and not on the suppression list: a send would mail them.
     pub recipients: i64,
-    /// Not subscribed (`subscribed: false`).
+    /// Not subscribed (`subscribed: false`) and not pending.
     pub unsubscribed: i64,
+    /// Not subscribed, waiting for the confirmation of their subscription (confirmed opt-in).
+    pub pending: i64,
     /// Subscribed, but their address is on the project's suppression list.
     pub suppressed: i64,
 }

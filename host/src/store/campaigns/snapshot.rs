@@ -51,16 +51,26 @@ impl Store {
     /// `None` when its segment no longer exists.
     #[tracing::instrument(level = "debug", skip(self, c))]
     pub async fn audience_counts(&self, c: &Campaign) -> StoreResult<Option<AudienceCounts>> {
-        let Some((from, binds)) = self.audience_from(c, now_ms()).await? else {
+        let now = now_ms();
+        let Some((from, mut binds)) = self.audience_from(c, now).await? else {
             return Ok(None);
         };
         // The suppression list's lookup, as the batch's (`statements::listed_emails`): the
         // contact's address exactly, one seek of the list's primary key.
         let listed = "EXISTS (SELECT 1 FROM suppressions s WHERE s.project_id = c.project_id \
                       AND s.email = c.email)";
+        // A contact waiting for the confirmation of its subscription (`store::confirmations`),
+        // unsubscribed until it confirms: one seek of the waits' primary key.
+        binds.push(SqlValue::Int(now));
+        let pending = format!(
+            "EXISTS (SELECT 1 FROM contact_confirmations p WHERE p.contact_id = c.id \
+             AND p.expires_at > ${})",
+            binds.len()
+        );
         let sql = format!(
             "SELECT COUNT(CASE WHEN c.subscribed AND NOT {listed} THEN 1 END) AS recipients, \
-             COUNT(CASE WHEN NOT c.subscribed THEN 1 END) AS unsubscribed, \
+             COUNT(CASE WHEN NOT c.subscribed AND NOT {pending} THEN 1 END) AS unsubscribed, \
+             COUNT(CASE WHEN NOT c.subscribed AND {pending} THEN 1 END) AS pending, \
              COUNT(CASE WHEN c.subscribed AND {listed} THEN 1 END) AS suppressed {from}"
         );
         let counts: AudienceCounts = on_db!(self.db(), pool => {

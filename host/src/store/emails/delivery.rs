@@ -237,7 +237,7 @@ pub(in crate::store) fn finish_outcomes_sql(n: usize) -> String {
         "WITH v (v_id, v_status, v_provider, v_error, v_token, v_transport) AS (VALUES {}) \
          UPDATE emails SET status = v_status, provider_id = COALESCE(v_provider, provider_id), error = v_error, \
          transport = COALESCE(v_transport, transport), \
-         raw = NULL, draft = NULL, hand_off_token = NULL, \
+         raw = NULL, draft = {draft}, hand_off_token = NULL, \
          sent_at = CASE WHEN v_status = '{sent}' THEN ${a} ELSE sent_at END, \
          failed_at = CASE WHEN v_status = '{sent}' THEN failed_at ELSE ${b} END, updated_at = ${c} \
          FROM v WHERE id = v_id AND {queued} AND hand_off_token = v_token RETURNING id",
@@ -247,5 +247,6 @@ pub(in crate::store) fn finish_outcomes_sql(n: usize) -> String {
         b = 6 * n + 2,
         c = 6 * n + 3,
         queued = crate::store::dialect::unindexed_equals("status", status::QUEUED),
+        draft = super::view::draft_after_delivery(),
     )
 }

@@ -26,6 +26,7 @@ pub mod status;
 pub(in crate::store) mod delivery;
 pub(in crate::store) mod insert;
 pub(in crate::store) mod send;
+pub(in crate::store) mod view;
 
 pub(crate) use delivery::DELIVERABLE_COLUMNS;
 pub use delivery::{Deliverable, DeliveryOutcome, HandOffEnd};
