@@ -13,9 +13,10 @@ use super::extract::{JsonBody, SecretKeyAuth};
 use super::formats::OneOf;
 use super::state::AppState;
 use super::timestamp::Timestamp;
+use super::topics::require_topic;
 use super::usage::UsageBody;
 use crate::domain::email::EmailAddress;
-use crate::domain::ids::{ProjectId, TemplateId};
+use crate::domain::ids::{ProjectId, TemplateId, TopicId};
 use crate::domain::pagination::PageRequest;
 use crate::domain::template::fields::{
     TemplateType, Violation, check_from_name, check_name, check_subject, copy_name,
@@ -76,6 +77,11 @@ pub struct TemplateBody {
     /// The reply-to address.
     #[oai(nullable)]
     pub reply_to: Option<String>,
+    /// The topic its mail is about (`top_…`): a send of it is marketing mail that only the
+    /// topic's subscribers receive, and its unsubscribe link leaves that topic only; null when
+    /// none.
+    #[oai(nullable)]
+    pub topic_id: Option<String>,
     /// When it was created.
     pub created_at: Timestamp,
     /// When it last changed.
@@ -94,6 +100,7 @@ impl From<Template> for TemplateBody {
             from: f.from_email.map(|e| e.to_string()),
             from_name: f.from_name,
             reply_to: f.reply_to.map(|e| e.to_string()),
+            topic_id: f.topic.map(|t| t.into_string()),
             created_at: Timestamp(t.created_at),
             updated_at: Timestamp(t.updated_at),
         }
@@ -124,6 +131,10 @@ pub struct CreateTemplate {
     /// A reply-to address.
     #[oai(nullable)]
     pub reply_to: Option<String>,
+    /// A topic of the project (`top_…`): sends of the template go only to the topic's
+    /// subscribers, as marketing mail whose unsubscribe link leaves that topic only.
+    #[oai(nullable)]
+    pub topic_id: Option<String>,
 }
 
 /// `PATCH /templates/:id` body: only the fields sent change; `null` removes `from`, `fromName`
@@ -157,6 +168,10 @@ pub struct UpdateTemplate {
     #[serde(default)]
     #[oai(nullable)]
     pub reply_to: MaybeUndefined<String>,
+    /// A new topic, or null for none.
+    #[serde(default)]
+    #[oai(nullable)]
+    pub topic_id: MaybeUndefined<String>,
 }
 
 /// One page of templates.
@@ -279,6 +294,16 @@ impl Invalid {
     }
 }
 
+/// A topic id as sent (its existence is checked after: `require_topic`).
+fn topic_id(s: &str) -> Result<TopicId, Violation> {
+    TopicId::parse(s.trim()).ok_or_else(|| {
+        (
+            "not_found",
+            format!("there is no topic `{s}` in this project; GET /topics lists them"),
+        )
+    })
+}
+
 fn parse_type(s: &str) -> Result<TemplateType, Violation> {
     TemplateType::parse(s).ok_or_else(|| {
         (
@@ -377,6 +402,7 @@ impl TemplatesApi {
             .from_name
             .map(|n| invalid.check("fromName", check_from_name(&n)));
         let reply_to = req.reply_to.map(|r| invalid.check("replyTo", address(&r)));
+        let topic = req.topic_id.map(|t| invalid.check("topicId", topic_id(&t)));
         invalid.done()?;
         let (Some(name), Some(template_type)) = (name, template_type) else {
             return Err(ApiError::internal("a checked field has no value"));
@@ -389,7 +415,11 @@ impl TemplatesApi {
             from_email: from_email.flatten(),
             from_name: from_name.flatten(),
             reply_to: reply_to.flatten(),
+            topic: topic.flatten(),
         };
+        if let Some(topic) = &new.topic {
+            require_topic(&state, project, topic, "topicId").await?;
+        }
         if let Some(from) = &new.from_email {
             authorize_from(&state, project, from, "from").await?;
         }
@@ -454,6 +484,7 @@ impl TemplatesApi {
             invalid.check("fromName", check_from_name(n))
         });
         let reply_to = optional(req.reply_to, |r| invalid.check("replyTo", address(r)));
+        let topic = optional(req.topic_id, |t| invalid.check("topicId", topic_id(t)));
         invalid.done()?;
         // The template must exist before its sender is checked: 404 comes first.
         state
@@ -467,6 +498,9 @@ impl TemplatesApi {
         if let Some(Some(reply_to)) = &reply_to {
             authorize_from(&state, project, reply_to, "replyTo").await?;
         }
+        if let Some(Some(topic)) = &topic {
+            require_topic(&state, project, topic, "topicId").await?;
+        }
         let patch = TemplatePatch {
             name,
             subject,
@@ -475,6 +509,7 @@ impl TemplatesApi {
             from_email,
             from_name,
             reply_to,
+            topic,
         };
         let template = state
             .store()

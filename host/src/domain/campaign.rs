@@ -5,7 +5,7 @@
 use serde_json::Value;
 
 use super::email::EmailAddress;
-use super::ids::SegmentId;
+use super::ids::{SegmentId, TopicId};
 use super::segment::Violation;
 use super::template::fields::{check_from_name, check_name, check_subject};
 
@@ -114,6 +114,9 @@ pub struct CampaignContent {
     pub from_name: Option<String>,
     pub reply_to: Option<EmailAddress>,
     pub audience: Audience,
+    /// The topic it is about: only contacts subscribed to it receive it, and its one-click
+    /// unsubscribe leaves that topic only.
+    pub topic: Option<TopicId>,
 }
 
 /// The fields of a create or replace body, as sent.
@@ -129,6 +132,7 @@ pub struct ContentRequest<'a> {
     pub audience_type: &'a str,
     pub segment_id: Option<&'a str>,
     pub audience_filter: Option<&'a Value>,
+    pub topic_id: Option<&'a str>,
 }
 
 /// Checks a create or replace body (everything but the template syntax, which is checked on
@@ -188,6 +192,20 @@ pub fn check_content(req: &ContentRequest<'_>) -> Result<CampaignContent, Vec<Vi
         },
     };
     let audience = check_audience(req, &mut problems);
+    let topic = match req.topic_id.map(str::trim).filter(|t| !t.is_empty()) {
+        None => None,
+        Some(t) => {
+            let id = TopicId::parse(t);
+            if id.is_none() {
+                problems.push(Violation::new(
+                    "topicId",
+                    "not_found",
+                    format!("there is no topic `{t}` in this project; GET /topics lists them"),
+                ));
+            }
+            id
+        }
+    };
     match (name, subject, body, from_email, audience) {
         (Some(name), Some(subject), Some(body), Some(from_email), Some(audience))
             if problems.is_empty() =>
@@ -201,6 +219,7 @@ pub fn check_content(req: &ContentRequest<'_>) -> Result<CampaignContent, Vec<Vi
                 from_name,
                 reply_to,
                 audience,
+                topic,
             })
         }
         _ => Err(problems),

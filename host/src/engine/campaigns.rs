@@ -112,6 +112,12 @@ impl Campaigns {
             .compile(&c.project_id, subject, body)
             .await
             .map_err(SendError::Render)?;
+        // A topic named by a campaign that is not finished cannot be deleted
+        // (`Store::delete_topic`), so it is there.
+        let topic = match &c.content.topic {
+            Some(id) => Some(self.store.topic(&c.project_id, id).await?),
+            None => None,
+        };
         Ok(SendPlan {
             recipients: Vec::new(),
             from: Mailbox {
@@ -125,6 +131,8 @@ impl Campaigns {
             marketing: true,
             subscribed: None,
             data: DataPatch::default(),
+            topics: Vec::new(),
+            topic,
             headers: Vec::new(),
             attachments: Vec::new(),
         })
@@ -162,6 +170,7 @@ impl Campaigns {
             version: 0,
             created_at: now,
             updated_at: now,
+            topics: Default::default(),
         });
         // A test goes to the person testing whatever their subscription.
         contact.subscribed = true;

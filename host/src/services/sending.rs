@@ -28,6 +28,7 @@ use crate::domain::message::{MessageDraft, decode_attachments, encode_attachment
 use crate::domain::project::Project;
 use crate::domain::send::{Attachment, MAX_MESSAGE_BYTES, Mailbox};
 use crate::domain::template::{CompiledTemplate, RenderFailure, Rendered};
+use crate::domain::topic::{self, Topic, TopicChoice};
 use crate::jobs::JobQueue;
 use crate::jobs::deliver::{BatchMemo, BuildError, Built, MessageBuilder, ToBuild};
 use crate::mail::dkim::{DkimKey, DkimSigner};
@@ -62,6 +63,9 @@ const RENDER_ROUNDS: usize = 4;
 pub const UNSUBSCRIBED_REASON: &str =
     "the contact is unsubscribed and the template is a marketing template";
 
+/// Why the mail of a topic to a contact not subscribed to the topic is not sent.
+pub const NOT_IN_TOPIC_REASON: &str = "the contact is not subscribed to the email's topic";
+
 /// A recipient's contact that the caller of [`Sending::prepare_send`] has read: `stored` as the
 /// database holds it (the send is planned from it, and the commit checks that it is still so),
 /// `now` as the caller's own writes, made in the same commit after the send's check, will leave
@@ -94,6 +98,11 @@ pub struct SendPlan {
     pub subscribed: Option<bool>,
     /// The `data` patch.
     pub data: DataPatch,
+    /// Topic choices for every recipient's contact (`/v1/send`'s `topics`).
+    pub topics: Vec<TopicChoice>,
+    /// The topic the mail is about (a campaign's, a template's): marketing mail that only
+    /// contacts subscribed to it receive, whose unsubscribe link leaves that topic only.
+    pub topic: Option<Topic>,
     /// The caller's headers.
     pub headers: Vec<(String, String)>,
     /// Attachments.
@@ -423,6 +432,7 @@ impl Sending {
         // contact, as the first of its plans leaves it.
         let mut contacts: Vec<Plan> = Vec::new();
         let mut planned: HashMap<String, Contact> = HashMap::new();
+        let mut topic_changes = Vec::new();
         for to in &plan.recipients {
             if planned.contains_key(to.email.as_str()) {
                 continue;
@@ -433,8 +443,14 @@ impl Sending {
                 subscribed_default: false,
                 resubscribe: true,
                 data: plan.data.clone(),
+                topics: plan.topics.clone(),
             };
             let p = plan_upsert(project_id, &upsert, current.remove(to.email.as_str()));
+            if p.changes() {
+                for change in topic::changes(p.based_on().map(|c| &c.topics), &plan.topics) {
+                    topic_changes.push((p.contact().id.clone(), change));
+                }
+            }
             // Rendered for the known contact as the caller's writes will leave it, when the send
             // itself keeps it as stored (a workflow's send always does).
             let rendered = match (&known, &p) {
@@ -514,6 +530,7 @@ impl Sending {
                 .map(|(k, t)| (k.to_string(), t))
                 .collect(),
             source: SubscriptionSource::Send,
+            topic_changes,
             content,
             emails,
         };
@@ -530,6 +547,15 @@ fn held(room: &RenderRoom, email: Result<NewEmail, SendError>) -> Result<NewEmai
         + email.links.iter().map(String::len).sum::<usize>();
     room.take(bytes)?;
     Ok(email)
+}
+
+/// A contact's links in an email of `plan`: the unsubscribe link leaves the plan's topic only
+/// when it has one.
+fn contact_urls(links: &LinkSigner, plan: &SendPlan, contact: &Contact) -> ContactUrls {
+    links.contact_urls_about(
+        contact.id.as_str(),
+        plan.topic.as_ref().map(|t| t.id.as_str()),
+    )
 }
 
 /// A recipient of one email: its contact, its address, and its contact's links.
@@ -551,7 +577,7 @@ impl Signers {
         to: &Mailbox,
         content: Option<&str>,
     ) -> Result<NewEmail, SendError> {
-        let urls = self.links.contact_urls(contact.id.as_str());
+        let urls = contact_urls(&self.links, plan, contact);
         let vars = variables(contact, &plan.data.transient, &urls);
         let rendered = plan.content.render(&vars)?;
         let email = Recipient { contact, to, urls };
@@ -575,7 +601,7 @@ impl Signers {
         if !json_size_within(data, INLINE_VARIABLE_BYTES) {
             return None;
         }
-        let urls = self.links.contact_urls(contact.id.as_str());
+        let urls = contact_urls(&self.links, plan, contact);
         let vars = variables(contact, &plan.data.transient, &urls);
         let rendered = match plan.content.render_within(&vars, INLINE_RENDER) {
             Ok(rendered) => rendered,
@@ -608,7 +634,20 @@ impl Signers {
         } else {
             "transactional"
         };
-        if plan.marketing && !contact.subscribed {
+        let refused = if !plan.marketing {
+            None
+        } else if !contact.subscribed {
+            Some(UNSUBSCRIBED_REASON)
+        } else if plan
+            .topic
+            .as_ref()
+            .is_some_and(|t| !t.subscribed(&contact.topics))
+        {
+            Some(NOT_IN_TOPIC_REASON)
+        } else {
+            None
+        };
+        if let Some(reason) = refused {
             return Ok(NewEmail {
                 id: id.clone(),
                 contact_id: contact.id.clone(),
@@ -623,7 +662,7 @@ impl Signers {
                 links: Vec::new(),
                 draft: None,
                 content_id: None,
-                suppressed: Some(UNSUBSCRIBED_REASON.to_string()),
+                suppressed: Some(reason.to_string()),
             });
         }
         let keep = [

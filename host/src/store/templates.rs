@@ -7,7 +7,7 @@ use sqlx::FromRow;
 use super::{Store, StoreError, StoreResult};
 use super::{on_db, on_db_write};
 use crate::domain::email::EmailAddress;
-use crate::domain::ids::{ProjectId, TemplateId};
+use crate::domain::ids::{ProjectId, TemplateId, TopicId};
 use crate::domain::pagination::{Page, PageRequest};
 use crate::domain::template::fields::TemplateType;
 use crate::domain::time::now_ms;
@@ -41,6 +41,8 @@ pub struct TemplateFields {
     pub from_name: Option<String>,
     /// The reply-to address.
     pub reply_to: Option<EmailAddress>,
+    /// The topic its mail is about (marketing mail that only the topic's subscribers receive).
+    pub topic: Option<TopicId>,
 }
 
 #[derive(FromRow)]
@@ -57,10 +59,11 @@ struct TemplateRow {
     reply_to: Option<String>,
     created_at: i64,
     updated_at: i64,
+    topic_id: Option<String>,
 }
 
 const COLUMNS: &str = "id, project_id, name, subject, body, type, from_email, from_name, reply_to, \
-     created_at, updated_at";
+     created_at, updated_at, topic_id";
 
 impl TryFrom<TemplateRow> for Template {
     type Error = StoreError;
@@ -79,6 +82,7 @@ impl TryFrom<TemplateRow> for Template {
                 from_email: r.from_email.map(EmailAddress::from_trusted),
                 from_name: r.from_name,
                 reply_to: r.reply_to.map(EmailAddress::from_trusted),
+                topic: r.topic_id.map(TopicId::from_trusted),
             },
             created_at: r.created_at,
             updated_at: r.updated_at,
@@ -103,6 +107,8 @@ pub struct TemplatePatch {
     pub from_name: Option<Option<String>>,
     /// A new reply-to address, or none.
     pub reply_to: Option<Option<EmailAddress>>,
+    /// A new topic, or none.
+    pub topic: Option<Option<TopicId>>,
 }
 
 impl TemplatePatch {
@@ -115,6 +121,7 @@ impl TemplatePatch {
             && self.from_email.is_none()
             && self.from_name.is_none()
             && self.reply_to.is_none()
+            && self.topic.is_none()
     }
 }
 
@@ -129,7 +136,7 @@ impl Store {
         let id = TemplateId::generate();
         let sql = format!(
             "INSERT INTO templates ({COLUMNS}) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $10) RETURNING {COLUMNS}"
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $10, $11) RETURNING {COLUMNS}"
         );
         let row: TemplateRow = on_db_write!(self.db(), pool => {
             sqlx::query_as(&sql)
@@ -143,6 +150,7 @@ impl Store {
                 .bind(t.from_name.as_deref())
                 .bind(t.reply_to.as_ref().map(EmailAddress::as_str))
                 .bind(now_ms())
+                .bind(t.topic.as_ref().map(TopicId::as_str))
                 .fetch_one(pool)
                 .await?
         });
@@ -217,7 +225,7 @@ impl Store {
              from_email = CASE WHEN $7 THEN $8 ELSE from_email END, \
              from_name = CASE WHEN $9 THEN $10 ELSE from_name END, \
              reply_to = CASE WHEN $11 THEN $12 ELSE reply_to END, \
-             updated_at = $13 \
+             updated_at = $13, topic_id = CASE WHEN $14 THEN $15 ELSE topic_id END \
              WHERE project_id = $1 AND id = $2 RETURNING {COLUMNS}"
         );
         let from_email = patch
@@ -229,6 +237,10 @@ impl Store {
             .reply_to
             .as_ref()
             .map(|r| r.as_ref().map(EmailAddress::as_str));
+        let topic = patch
+            .topic
+            .as_ref()
+            .map(|t| t.as_ref().map(TopicId::as_str));
         let row: Option<TemplateRow> = on_db_write!(self.db(), pool => {
             sqlx::query_as(&sql)
                 .bind(project.as_str())
@@ -244,6 +256,8 @@ impl Store {
                 .bind(reply_to.is_some())
                 .bind(reply_to.flatten())
                 .bind(now_ms())
+                .bind(topic.is_some())
+                .bind(topic.flatten())
                 .fetch_optional(pool)
                 .await?
         });

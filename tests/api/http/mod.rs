@@ -31,6 +31,7 @@ mod smtp_server;
 mod smtp_submission;
 pub mod suppressions;
 mod templates;
+pub mod topics;
 mod transport_mailgun;
 mod transport_notify;
 mod transport_postmark;

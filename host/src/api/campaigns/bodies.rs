@@ -127,6 +127,11 @@ pub struct CampaignBody {
     /// Why it failed; null unless `FAILED`.
     #[oai(nullable)]
     pub failure_reason: Option<String>,
+    /// The topic it is about (`top_…`): only contacts subscribed to it (and globally
+    /// subscribed) receive it, and its one-click unsubscribe leaves that topic only; null when
+    /// none.
+    #[oai(nullable)]
+    pub topic_id: Option<String>,
     /// Recipients snapshotted so far (the final count once sending is done).
     pub recipient_count: i64,
     pub created_at: Timestamp,
@@ -160,6 +165,7 @@ impl From<Campaign> for CampaignBody {
             started_at: c.started_at.map(Timestamp),
             finished_at: c.finished_at.map(Timestamp),
             failure_reason: c.failure_reason,
+            topic_id: content.topic.map(|t| t.into_string()),
             recipient_count: c.recipient_count,
             created_at: Timestamp(c.created_at),
             updated_at: Timestamp(c.updated_at),
@@ -227,6 +233,11 @@ pub struct CampaignRequest {
     #[oai(nullable)]
     #[serde(default)]
     pub audience_filter: Option<Value>,
+    /// A topic of the project (`top_…`): only the audience's contacts subscribed to it receive
+    /// the campaign, and its one-click unsubscribe leaves that topic only.
+    #[oai(nullable)]
+    #[serde(default)]
+    pub topic_id: Option<String>,
 }
 
 /// `POST /campaigns/:id/send` body (optional).
@@ -356,8 +367,11 @@ pub enum DeletedCampaign {
 pub struct AudienceExclusions {
     /// Contacts with `subscribed: false` (a campaign is marketing mail).
     pub unsubscribed: i64,
-    /// Subscribed contacts whose address is on the project's suppression list
-    /// (`GET /suppressions`): a send records their email as suppressed and never hands it off.
+    /// Subscribed contacts not subscribed to the campaign's topic (0 without a topic).
+    pub not_in_topic: i64,
+    /// Subscribed contacts (to the topic too) whose address is on the project's suppression
+    /// list (`GET /suppressions`): a send records their email as suppressed and never hands it
+    /// off.
     pub suppressed: i64,
 }
 
@@ -377,6 +391,7 @@ impl From<AudienceCounts> for AudiencePreview {
             recipients: c.recipients,
             excluded: AudienceExclusions {
                 unsubscribed: c.unsubscribed,
+                not_in_topic: c.not_in_topic,
                 suppressed: c.suppressed,
             },
         }

@@ -68,8 +68,9 @@ impl Store {
         let (segment, filter) = campaign_row_binds(c);
         let sql = format!(
             "INSERT INTO campaigns (id, project_id, name, description, subject, body, from_email, \
-             from_name, reply_to, audience_type, segment_id, audience_filter, status, created_at, updated_at) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, 'DRAFT', $13, $13) RETURNING {COLUMNS}"
+             from_name, reply_to, audience_type, segment_id, audience_filter, status, created_at, updated_at, \
+             topic_id) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, 'DRAFT', $13, $13, $14) RETURNING {COLUMNS}"
         );
         let row: CampaignRow = on_db_write!(self.db(), pool => {
             sqlx::query_as(&sql)
@@ -86,6 +87,7 @@ impl Store {
                 .bind(segment)
                 .bind(filter)
                 .bind(now_ms())
+                .bind(c.topic.as_ref().map(|t| t.as_str()))
                 .fetch_one(pool)
                 .await?
         });
@@ -166,7 +168,8 @@ impl Store {
         let sql = format!(
             "UPDATE campaigns SET name = $3, description = $4, subject = $5, body = $6, from_email = $7, \
              from_name = $8, reply_to = $9, audience_type = $10, segment_id = $11, audience_filter = $12, \
-             updated_at = $13 WHERE project_id = $1 AND id = $2 AND status IN ('DRAFT', 'SCHEDULED') \
+             updated_at = $13, topic_id = $14 \
+             WHERE project_id = $1 AND id = $2 AND status IN ('DRAFT', 'SCHEDULED') \
              RETURNING {COLUMNS}"
         );
         let row: Option<CampaignRow> = on_db_write!(self.db(), pool => {
@@ -184,6 +187,7 @@ impl Store {
                 .bind(segment)
                 .bind(filter)
                 .bind(now_ms())
+                .bind(c.topic.as_ref().map(|t| t.as_str()))
                 .fetch_optional(pool)
                 .await?
         });

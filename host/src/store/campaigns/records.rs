@@ -8,7 +8,7 @@ use sqlx::types::Json;
 use crate::domain::campaign::{Audience, CampaignContent, CampaignStatus};
 use crate::domain::contact::Contact;
 use crate::domain::email::EmailAddress;
-use crate::domain::ids::{CampaignId, ContactId, ProjectId, SegmentId};
+use crate::domain::ids::{CampaignId, ContactId, ProjectId, SegmentId, TopicId};
 use crate::store::StoreError;
 use crate::store::jobs::{JobPayload, NewJob};
 
@@ -43,7 +43,7 @@ pub mod recipient {
 pub(super) const COLUMNS: &str = "id, project_id, name, description, subject, body, from_email, from_name, \
      reply_to, audience_type, segment_id, audience_filter, status, scheduled_at, started_at, \
      finished_at, failure_reason, snapshot_after, snapshot_done, batches, recipient_count, \
-     created_at, updated_at";
+     created_at, updated_at, topic_id";
 
 /// The payload of a `campaigns.send` job.
 #[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
@@ -188,6 +188,7 @@ pub(super) struct CampaignRow {
     recipient_count: i64,
     created_at: i64,
     updated_at: i64,
+    topic_id: Option<String>,
 }
 
 impl TryFrom<CampaignRow> for Campaign {
@@ -214,6 +215,7 @@ impl TryFrom<CampaignRow> for Campaign {
                 from_name: r.from_name,
                 reply_to: r.reply_to.map(EmailAddress::from_trusted),
                 audience,
+                topic: r.topic_id.map(TopicId::from_trusted),
             },
             status,
             scheduled_at: r.scheduled_at,
@@ -287,7 +289,9 @@ pub struct AudienceCounts {
     pub recipients: i64,
     /// Not subscribed (`subscribed: false`).
     pub unsubscribed: i64,
-    /// Subscribed, but their address is on the project's suppression list.
+    /// Subscribed, but not to the campaign's topic (always 0 without a topic).
+    pub not_in_topic: i64,
+    /// Subscribed (and to the topic), but their address is on the project's suppression list.
     pub suppressed: i64,
 }
 
