@@ -11,7 +11,7 @@ use poem_openapi::param::Path;
 use poem_openapi::payload::{Form, Html};
 
 use super::ApiTags;
-use super::error::{ApiError, ServerError};
+use super::error::{ApiError, FormPageError, ServerError};
 use super::pages::{PageResponse, contact_of, escape, not_found, page, t, t_email};
 use super::state::AppState;
 use crate::domain::contact::{Contact, ContactChange};
@@ -160,7 +160,7 @@ impl PreferencesApi {
         /// The signed token from the email.
         token: Path<String>,
         form: Form<BTreeMap<String, String>>,
-    ) -> Result<PageResponse, ServerError> {
+    ) -> Result<PageResponse, FormPageError> {
         let Some((contact, _)) = contact_of(&state, &token).await? else {
             return Ok(PageResponse::NotFound(Html(not_found())));
         };
