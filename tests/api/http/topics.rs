@@ -4,7 +4,7 @@
 //! back on `GET /contacts/:id` with the topics' defaults, each change an event; a campaign about
 //! a topic mailing only its subscribers (the audience preview's counts equal to what is sent),
 //! its one-click unsubscribe leaving that topic only; the preference page changing topics with
-//! a plain form `POST`, each change an event that starts workflows.
+//! a plain form `POST`, each change an event that starts workflows; a template about a topic.
 
 use std::time::{Duration, Instant};
 
@@ -13,6 +13,7 @@ use serde_json::{Value, json};
 
 use crate::http::campaigns::{campaign_body, campaign_with_status, contact, create, send, stats};
 use crate::http::executions::{Step, settled, workflow};
+use crate::http::send::email_with_status;
 use crate::support::harness::{TestApp, TestProject};
 use crate::support::smtpd::SmtpServer;
 
@@ -909,4 +910,110 @@ async fn filters_select_by_topic_in_sql_and_in_live_membership() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     assert_eq!(members(&app, &p, &in_news).await, ["a@example.com"]);
+}
+
+#[tokio::test]
+async fn a_template_about_a_topic_is_sent_only_to_the_topics_subscribers() {
+    let sink = SmtpServer::start().await;
+    let app = TestApp::spawn_with(|s| through(s, sink.addr.port())).await;
+    let p = app.project().await;
+    let news = topic(&app, &p, "News", "OPT_OUT").await;
+    let template = |topic: Value| {
+        json!({ "name": "Digest", "subject": "Digest", "type": "TRANSACTIONAL",
+                "body": "<p>Hi</p><a href=\"{{unsubscribeUrl}}\">Leave</a>",
+                "from": "news@acme.test", "topicId": topic })
+    };
+    let r = app
+        .post("/templates", &p.secret_key, template(json!("top_nope")))
+        .await;
+    r.assert_error(422, "VALIDATION_ERROR");
+    assert_eq!(r.error_fields(), ["topicId"]);
+    let r = app
+        .post("/templates", &p.secret_key, template(json!(news)))
+        .await;
+    assert_eq!(r.status, 201, "{}", r.body);
+    assert_eq!(r.body["topicId"], news.as_str());
+    let tpl = r.body["id"].as_str().unwrap().to_string();
+    app.delete(&format!("/topics/{news}"), &p.secret_key)
+        .await
+        .assert_error(409, "CONFLICT");
+
+    // Ann opted in; Bob did not (OPT_OUT): his email is recorded suppressed, never sent.
+    let r = app
+        .post(
+            "/contacts",
+            &p.secret_key,
+            json!({ "email": "ann@example.com", "topics": [{ "id": news, "subscribed": true }] }),
+        )
+        .await;
+    assert_eq!(r.status, 201, "{}", r.body);
+    let r = app
+        .post(
+            "/v1/send",
+            &p.secret_key,
+            json!({ "to": ["ann@example.com", "bob@example.com"], "template": tpl }),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    let bob_email = r.body["data"]["emails"][1]["email"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let ann_email = r.body["data"]["emails"][0]["email"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    email_with_status(&app, &p, &bob_email, "suppressed").await;
+    email_with_status(&app, &p, &ann_email, "sent").await;
+    let mails = delivered(&sink, 1).await;
+    assert_eq!(mails.len(), 1);
+    assert_eq!(mails[0].0, "ann@example.com");
+    // Its one-click unsubscribe leaves the topic only.
+    let message = MessageParser::default()
+        .parse(mails[0].1.as_bytes())
+        .unwrap();
+    let list = message
+        .header_raw("List-Unsubscribe")
+        .unwrap()
+        .trim()
+        .to_string();
+    let url = list
+        .trim_start_matches('<')
+        .split('>')
+        .next()
+        .unwrap()
+        .to_string();
+    let r = app
+        .client
+        .post(&url)
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body("List-Unsubscribe=One-Click")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let ann = app.get("/contacts?search=ann%40", &p.secret_key).await.body["data"][0]["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(!state_of(&states(&app, &p, &ann).await, &news));
+    assert_eq!(
+        app.get(&format!("/contacts/{ann}"), &p.secret_key)
+            .await
+            .body["subscribed"],
+        true
+    );
+
+    // Without its topic (null), the template can go and the topic be deleted.
+    let r = app
+        .patch(
+            &format!("/templates/{tpl}"),
+            &p.secret_key,
+            json!({ "topicId": null }),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.body["topicId"], Value::Null);
+    let r = app.delete(&format!("/topics/{news}"), &p.secret_key).await;
+    assert_eq!(r.status, 204, "{}", r.body);
 }
