@@ -10,11 +10,12 @@ use poem_openapi::{ApiResponse, OpenApi};
 
 use super::ApiTags;
 use super::error::{ApiError, ServerError};
-use super::pages::{PageResponse, contact_of, escape, not_found, page, paragraph_form, t, t_email};
+use super::pages::{
+    PageResponse, change_by_link, contact_of, escape, not_found, page, paragraph_form, t, t_email,
+};
 use super::preferences::{manage_page, public_topics};
 use super::state::AppState;
 use crate::domain::contact::{Contact, ContactChange};
-use crate::domain::event::SubscriptionSource;
 use crate::domain::topic::{Topic, TopicChoice};
 use crate::i18n;
 use crate::mail::links::LinkTarget;
@@ -83,17 +84,7 @@ async fn with_contact(
                 ..ContactChange::default()
             },
         };
-        contact = state
-            .store()
-            .update_contact(
-                &contact.project_id,
-                &contact.id,
-                &change,
-                SubscriptionSource::Link,
-            )
-            .await
-            .map_err(|e| ApiError::from_store(e, "contact"))?
-            .contact;
+        contact = change_by_link(state, &contact, &change).await?;
     }
     let locale = i18n::for_contact(&contact.data);
     Ok(PageResponse::Ok(Html(render(
@@ -248,17 +239,7 @@ impl LinksApi {
             subscribed: Some(true),
             ..ContactChange::default()
         };
-        let contact = state
-            .store()
-            .update_contact(
-                &contact.project_id,
-                &contact.id,
-                &change,
-                SubscriptionSource::Link,
-            )
-            .await
-            .map_err(|e| ApiError::from_store(e, "contact"))?
-            .contact;
+        let contact = change_by_link(&state, &contact, &change).await?;
         // The preference page, with the topics the contact may choose.
         let topics = public_topics(&state, &contact).await?;
         let locale = i18n::for_contact(&contact.data);

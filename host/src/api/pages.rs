@@ -7,7 +7,8 @@ use poem_openapi::payload::Html;
 
 use super::error::ApiError;
 use super::state::AppState;
-use crate::domain::contact::Contact;
+use crate::domain::contact::{Contact, ContactChange};
+use crate::domain::event::SubscriptionSource;
 use crate::domain::ids::{ContactId, TopicId};
 use crate::i18n;
 use crate::mail::links::LinkTarget;
@@ -108,4 +109,23 @@ pub(super) async fn contact_of(
         Err(StoreError::NotFound) => Ok(None),
         Err(e) => Err(e.into()),
     }
+}
+
+/// `contact` after `change`, made through its own signed link (source `link`).
+pub(super) async fn change_by_link(
+    state: &AppState,
+    contact: &Contact,
+    change: &ContactChange,
+) -> Result<Contact, ApiError> {
+    Ok(state
+        .store()
+        .update_contact(
+            &contact.project_id,
+            &contact.id,
+            change,
+            SubscriptionSource::Link,
+        )
+        .await
+        .map_err(|e| ApiError::from_store(e, "contact"))?
+        .contact)
 }

@@ -12,10 +12,9 @@ use poem_openapi::payload::{Form, Html};
 
 use super::ApiTags;
 use super::error::{ApiError, FormPageError, ServerError};
-use super::pages::{PageResponse, contact_of, escape, not_found, page, t, t_email};
+use super::pages::{PageResponse, change_by_link, contact_of, escape, not_found, page, t, t_email};
 use super::state::AppState;
 use crate::domain::contact::{Contact, ContactChange};
-use crate::domain::event::SubscriptionSource;
 use crate::domain::topic::{Topic, TopicChoice, Visibility};
 use crate::i18n;
 
@@ -166,17 +165,7 @@ impl PreferencesApi {
         };
         let topics = public_topics(&state, &contact).await?;
         let change = change_of(&form.0, &topics);
-        let contact = state
-            .store()
-            .update_contact(
-                &contact.project_id,
-                &contact.id,
-                &change,
-                SubscriptionSource::Link,
-            )
-            .await
-            .map_err(|e| ApiError::from_store(e, "contact"))?
-            .contact;
+        let contact = change_by_link(&state, &contact, &change).await?;
         let locale = i18n::for_contact(&contact.data);
         let note = format!("<p>{}</p>", t(locale, "saved_note"));
         Ok(PageResponse::Ok(Html(manage_page(

@@ -8,11 +8,9 @@ use std::collections::BTreeMap;
 
 use super::ids::TopicId;
 use super::segment::Violation;
+/// A topic's name (1 to 200 characters) and description (at most 2000) follow a segment's rules.
+pub use super::segment::{check_description, check_name};
 
-/// Longest topic name, in characters.
-pub const MAX_NAME_CHARS: usize = 200;
-/// Longest description, in characters.
-pub const MAX_DESCRIPTION_CHARS: usize = 2000;
 /// Most topics one project may have.
 pub const MAX_TOPICS: i64 = 100;
 
@@ -141,36 +139,6 @@ pub fn changes(
             })
         })
         .collect()
-}
-
-/// A topic name, trimmed: 1 to 200 characters.
-pub fn check_name(name: &str) -> Result<String, Violation> {
-    let name = name.trim();
-    match name.chars().count() {
-        0 => Err(Violation::new("name", "required", "the name is empty")),
-        n if n > MAX_NAME_CHARS => Err(Violation::new(
-            "name",
-            "too_long",
-            format!("the name has {n} characters; at most {MAX_NAME_CHARS} are allowed"),
-        )),
-        _ => Ok(name.to_string()),
-    }
-}
-
-/// A description, trimmed: at most 2000 characters; an empty one is no description.
-pub fn check_description(description: &str) -> Result<Option<String>, Violation> {
-    let d = description.trim();
-    match d.chars().count() {
-        0 => Ok(None),
-        n if n > MAX_DESCRIPTION_CHARS => Err(Violation::new(
-            "description",
-            "too_long",
-            format!(
-                "the description has {n} characters; at most {MAX_DESCRIPTION_CHARS} are allowed"
-            ),
-        )),
-        _ => Ok(Some(d.to_string())),
-    }
 }
 
 /// A default subscription from its wire name.

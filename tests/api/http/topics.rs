@@ -452,6 +452,45 @@ async fn delivered(sink: &SmtpServer, n: usize) -> Vec<(String, String)> {
     messages(sink)
 }
 
+/// The one-click unsubscribe URL of a raw message (its `List-Unsubscribe` header).
+fn list_unsubscribe(raw: &str) -> String {
+    let message = MessageParser::default().parse(raw.as_bytes()).unwrap();
+    let list = message
+        .header_raw("List-Unsubscribe")
+        .unwrap()
+        .trim()
+        .to_string();
+    let url = list
+        .trim_start_matches('<')
+        .split('>')
+        .next()
+        .unwrap()
+        .to_string();
+    assert!(url.contains("/unsubscribe/"), "{list}");
+    url
+}
+
+/// The one-click unsubscribe of RFC 8058: a form `POST` of `List-Unsubscribe=One-Click`.
+async fn one_click(app: &TestApp, url: &str) {
+    let r = app
+        .client
+        .post(url)
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body("List-Unsubscribe=One-Click")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+}
+
+/// The id of the contact an address search (`ann%40`) finds first.
+async fn contact_id(app: &TestApp, p: &TestProject, search: &str) -> String {
+    let r = app
+        .get(&format!("/contacts?search={search}"), &p.secret_key)
+        .await;
+    r.body["data"][0]["id"].as_str().unwrap().to_string()
+}
+
 /// `POST /campaigns/:id/audience`.
 async fn preview(app: &TestApp, p: &TestProject, id: &str) -> Value {
     let r = app
@@ -559,35 +598,12 @@ async fn a_topic_campaign_mails_only_the_topics_subscribers_and_its_one_click_le
         .find(|(to, _)| to == "a0@example.com")
         .unwrap()
         .1;
-    let message = MessageParser::default().parse(raw.as_bytes()).unwrap();
-    let list = message
-        .header_raw("List-Unsubscribe")
-        .unwrap()
-        .trim()
-        .to_string();
-    let url = list
-        .trim_start_matches('<')
-        .split('>')
-        .next()
-        .unwrap()
-        .to_string();
-    assert!(url.contains("/unsubscribe/"), "{list}");
+    let url = list_unsubscribe(raw);
     let page = app.client.get(&url).send().await.unwrap();
     assert_eq!(page.status(), 200);
     assert!(page.text().await.unwrap().contains("News"));
-    let r = app
-        .client
-        .post(&url)
-        .header("content-type", "application/x-www-form-urlencoded")
-        .body("List-Unsubscribe=One-Click")
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 200);
-    let a0 = app.get("/contacts?search=a0%40", &p.secret_key).await.body["data"][0]["id"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    one_click(&app, &url).await;
+    let a0 = contact_id(&app, &p, "a0%40").await;
     let r = app.get(&format!("/contacts/{a0}"), &p.secret_key).await;
     assert_eq!(r.body["subscribed"], true, "still subscribed to the rest");
     let s = states(&app, &p, &a0).await;
@@ -969,33 +985,8 @@ async fn a_template_about_a_topic_is_sent_only_to_the_topics_subscribers() {
     assert_eq!(mails.len(), 1);
     assert_eq!(mails[0].0, "ann@example.com");
     // Its one-click unsubscribe leaves the topic only.
-    let message = MessageParser::default()
-        .parse(mails[0].1.as_bytes())
-        .unwrap();
-    let list = message
-        .header_raw("List-Unsubscribe")
-        .unwrap()
-        .trim()
-        .to_string();
-    let url = list
-        .trim_start_matches('<')
-        .split('>')
-        .next()
-        .unwrap()
-        .to_string();
-    let r = app
-        .client
-        .post(&url)
-        .header("content-type", "application/x-www-form-urlencoded")
-        .body("List-Unsubscribe=One-Click")
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 200);
-    let ann = app.get("/contacts?search=ann%40", &p.secret_key).await.body["data"][0]["id"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    one_click(&app, &list_unsubscribe(&mails[0].1)).await;
+    let ann = contact_id(&app, &p, "ann%40").await;
     assert!(!state_of(&states(&app, &p, &ann).await, &news));
     assert_eq!(
         app.get(&format!("/contacts/{ann}"), &p.secret_key)
