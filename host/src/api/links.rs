@@ -13,7 +13,7 @@ use super::error::{ApiError, ServerError};
 use super::pages::{
     PageResponse, change_by_link, contact_of, escape, not_found, page, paragraph_form, t, t_email,
 };
-use super::preferences::{manage_page, public_topics};
+use super::preferences::preferences_page;
 use super::state::AppState;
 use crate::domain::contact::{Contact, ContactChange};
 use crate::domain::topic::{Topic, TopicChoice};
@@ -241,12 +241,7 @@ impl LinksApi {
         };
         let contact = change_by_link(&state, &contact, &change).await?;
         // The preference page, with the topics the contact may choose.
-        let topics = public_topics(&state, &contact).await?;
-        let locale = i18n::for_contact(&contact.data);
-        let note = format!("<p>{}</p>", t(locale, "resubscribed_note"));
-        Ok(PageResponse::Ok(Html(manage_page(
-            &state, &contact, &topics, locale, &note,
-        ))))
+        Ok(preferences_page(&state, &contact, None, Some("resubscribed_note")).await?)
     }
 
     /// Open pixel

@@ -27,10 +27,7 @@ const SHOWN_FIELD: &str = "shown.";
 const UNSUBSCRIBE_ALL_FIELD: &str = "unsubscribeAll";
 
 /// The project's topics a contact's preference page lists.
-pub(super) async fn public_topics(
-    state: &AppState,
-    contact: &Contact,
-) -> Result<Vec<Topic>, ApiError> {
+async fn public_topics(state: &AppState, contact: &Contact) -> Result<Vec<Topic>, ApiError> {
     let topics = state.store().list_topics(&contact.project_id).await?;
     Ok(topics
         .into_iter()
@@ -44,7 +41,7 @@ fn checked(on: bool) -> &'static str {
 }
 
 /// The preference page of `contact` listing `topics`, after `note` (HTML).
-pub(super) fn manage_page(
+fn manage_page(
     state: &AppState,
     contact: &Contact,
     topics: &[Topic],
@@ -93,6 +90,27 @@ pub(super) fn manage_page(
     )
 }
 
+/// The preference page of `contact` with its public topics, after the note `page.<note>` if
+/// any (`saved_note` after a save, `resubscribed_note` after the subscribe link).
+pub(super) async fn preferences_page(
+    state: &AppState,
+    contact: &Contact,
+    topics: Option<Vec<Topic>>,
+    note: Option<&str>,
+) -> Result<PageResponse, ApiError> {
+    let topics = match topics {
+        Some(topics) => topics,
+        None => public_topics(state, contact).await?,
+    };
+    let locale = i18n::for_contact(&contact.data);
+    let note = note
+        .map(|key| format!("<p>{}</p>", t(locale, key)))
+        .unwrap_or_default();
+    Ok(PageResponse::Ok(Html(manage_page(
+        state, contact, &topics, locale, &note,
+    ))))
+}
+
 /// What a posted form asks of `contact`: its global subscription and a choice for each listed
 /// topic that the page showed.
 fn change_of(form: &BTreeMap<String, String>, topics: &[Topic]) -> ContactChange {
@@ -133,11 +151,7 @@ impl PreferencesApi {
         let Some((contact, _)) = contact_of(&state, &token).await? else {
             return Ok(PageResponse::NotFound(Html(not_found())));
         };
-        let topics = public_topics(&state, &contact).await?;
-        let locale = i18n::for_contact(&contact.data);
-        Ok(PageResponse::Ok(Html(manage_page(
-            &state, &contact, &topics, locale, "",
-        ))))
+        Ok(preferences_page(&state, &contact, None, None).await?)
     }
 
     /// Save preferences
@@ -166,10 +180,6 @@ impl PreferencesApi {
         let topics = public_topics(&state, &contact).await?;
         let change = change_of(&form.0, &topics);
         let contact = change_by_link(&state, &contact, &change).await?;
-        let locale = i18n::for_contact(&contact.data);
-        let note = format!("<p>{}</p>", t(locale, "saved_note"));
-        Ok(PageResponse::Ok(Html(manage_page(
-            &state, &contact, &topics, locale, &note,
-        ))))
+        Ok(preferences_page(&state, &contact, Some(topics), Some("saved_note")).await?)
     }
 }

@@ -79,6 +79,20 @@ pub(crate) async fn topic_events(
     events
 }
 
+/// Creates the contact `email` with topic choices `topics` (`[{ id, subscribed }]`); answers
+/// its id.
+async fn contact_with(app: &TestApp, p: &TestProject, email: &str, topics: Value) -> String {
+    let r = app
+        .post(
+            "/contacts",
+            &p.secret_key,
+            json!({ "email": email, "topics": topics }),
+        )
+        .await;
+    assert_eq!(r.status, 201, "{}", r.body);
+    r.body["id"].as_str().unwrap().to_string()
+}
+
 fn sorted<T: Ord>(mut v: Vec<T>) -> Vec<T> {
     v.sort();
     v
@@ -519,22 +533,20 @@ async fn a_topic_campaign_mails_only_the_topics_subscribers_and_its_one_click_le
     for email in ["a0@example.com", "a1@example.com", "d@example.com"] {
         contact(&app, &p, email, true, json!({})).await;
     }
-    let a2 = app
-        .post(
-            "/contacts",
-            &p.secret_key,
-            json!({ "email": "a2@example.com", "topics": [{ "id": offers, "subscribed": true }] }),
-        )
-        .await;
-    assert_eq!(a2.status, 201, "{}", a2.body);
-    let b = app
-        .post(
-            "/contacts",
-            &p.secret_key,
-            json!({ "email": "b@example.com", "topics": [{ "id": news, "subscribed": false }] }),
-        )
-        .await;
-    assert_eq!(b.status, 201, "{}", b.body);
+    contact_with(
+        &app,
+        &p,
+        "a2@example.com",
+        json!([{ "id": offers, "subscribed": true }]),
+    )
+    .await;
+    contact_with(
+        &app,
+        &p,
+        "b@example.com",
+        json!([{ "id": news, "subscribed": false }]),
+    )
+    .await;
     contact(&app, &p, "c@example.com", false, json!({})).await;
     app.post(
         "/suppressions",
@@ -955,14 +967,13 @@ async fn a_template_about_a_topic_is_sent_only_to_the_topics_subscribers() {
         .assert_error(409, "CONFLICT");
 
     // Ann opted in; Bob did not (OPT_OUT): his email is recorded suppressed, never sent.
-    let r = app
-        .post(
-            "/contacts",
-            &p.secret_key,
-            json!({ "email": "ann@example.com", "topics": [{ "id": news, "subscribed": true }] }),
-        )
-        .await;
-    assert_eq!(r.status, 201, "{}", r.body);
+    contact_with(
+        &app,
+        &p,
+        "ann@example.com",
+        json!([{ "id": news, "subscribed": true }]),
+    )
+    .await;
     let r = app
         .post(
             "/v1/send",
