@@ -25,7 +25,7 @@ mod public_key;
 mod races;
 mod rate_limit;
 mod render_budget;
-mod segments;
+pub mod segments;
 pub mod send;
 mod smtp_server;
 mod smtp_submission;

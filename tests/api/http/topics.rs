@@ -13,6 +13,7 @@ use serde_json::{Value, json};
 
 use crate::http::campaigns::{campaign_body, campaign_with_status, contact, create, send, stats};
 use crate::http::executions::{Step, settled, workflow};
+use crate::http::segments::members;
 use crate::http::send::email_with_status;
 use crate::support::harness::{TestApp, TestProject};
 use crate::support::smtpd::SmtpServer;
@@ -810,25 +811,6 @@ async fn the_preference_page_changes_topics_with_a_plain_form_post_and_workflows
 fn on_topic(topic: &str, operator: &str) -> Value {
     json!({ "logic": "AND", "groups": [
         { "filters": [ { "field": format!("topic.{topic}"), "operator": operator } ] } ] })
-}
-
-/// The addresses of a segment's members now (its filter run in SQL).
-async fn members(app: &TestApp, p: &TestProject, segment: &str) -> Vec<String> {
-    let r = app
-        .get(
-            &format!("/segments/{segment}/contacts?pageSize=100"),
-            &p.secret_key,
-        )
-        .await;
-    assert_eq!(r.status, 200, "{}", r.body);
-    let mut emails: Vec<String> = r.body["data"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|c| c["email"].as_str().unwrap().to_string())
-        .collect();
-    emails.sort();
-    emails
 }
 
 #[tokio::test]
