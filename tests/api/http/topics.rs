@@ -4,7 +4,8 @@
 //! back on `GET /contacts/:id` with the topics' defaults, each change an event; a campaign about
 //! a topic mailing only its subscribers (the audience preview's counts equal to what is sent),
 //! its one-click unsubscribe leaving that topic only; the preference page changing topics with
-//! a plain form `POST`, each change an event that starts workflows; a template about a topic.
+//! a plain form `POST`, each change an event that starts workflows; a template about a topic,
+//! sent by `/v1/send` and by a workflow's `SEND_EMAIL` step.
 
 use std::time::{Duration, Instant};
 
@@ -1000,4 +1001,57 @@ async fn a_template_about_a_topic_is_sent_only_to_the_topics_subscribers() {
     assert_eq!(r.body["topicId"], Value::Null);
     let r = app.delete(&format!("/topics/{news}"), &p.secret_key).await;
     assert_eq!(r.status, 204, "{}", r.body);
+}
+
+#[tokio::test]
+async fn a_workflow_send_of_a_topics_template_reaches_only_the_topics_subscribers() {
+    let sink = SmtpServer::start().await;
+    let app = TestApp::spawn_with(|s| through(s, sink.addr.port())).await;
+    let p = app.project().await;
+    let news = topic(&app, &p, "News", "OPT_IN").await;
+    let r = app
+        .post(
+            "/templates",
+            &p.secret_key,
+            json!({ "name": "Welcome", "subject": "Welcome", "type": "TRANSACTIONAL",
+                    "body": "<p>Hi</p>", "from": "news@acme.test", "topicId": news }),
+        )
+        .await;
+    assert_eq!(r.status, 201, "{}", r.body);
+    let tpl = r.body["id"].as_str().unwrap().to_string();
+    let (wf, _) = workflow(
+        &app,
+        &p,
+        "signed-up",
+        vec![
+            Step("SEND_EMAIL", json!({ "templateId": tpl })),
+            Step("EXIT", json!({})),
+        ],
+        &[(0, 1, None)],
+        json!({}),
+    )
+    .await;
+    // Ann keeps the default (in); Bob left the topic.
+    contact_with(
+        &app,
+        &p,
+        "bob@example.com",
+        json!([{ "id": news, "subscribed": false }]),
+    )
+    .await;
+    for email in ["ann@example.com", "bob@example.com"] {
+        let r = app
+            .post(
+                "/v1/track",
+                &p.secret_key,
+                json!({ "email": email, "event": "signed-up" }),
+            )
+            .await;
+        assert_eq!(r.status, 200, "{}", r.body);
+    }
+    settled(&app, &p, &wf, 2, &["EXITED"]).await;
+    let mails = delivered(&sink, 1).await;
+    let to: Vec<&str> = mails.iter().map(|(to, _)| to.as_str()).collect();
+    assert_eq!(to, ["ann@example.com"]);
+    assert!(list_unsubscribe(&mails[0].1).contains("/unsubscribe/"));
 }
