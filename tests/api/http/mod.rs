@@ -31,6 +31,7 @@ mod smtp_server;
 mod smtp_submission;
 pub mod suppressions;
 mod templates;
+mod topic_sends;
 pub mod topics;
 mod transport_mailgun;
 mod transport_notify;
