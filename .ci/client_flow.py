@@ -18,6 +18,7 @@ from herald_client.api.domains import create_domain, get_domain
 from herald_client.api.events import track
 from herald_client.api.projects import create_project, get_me
 from herald_client.api.sending import get_email, send
+from herald_client.api.topics import create_topic, list_topics
 from herald_client.api.templates import (
     create_template,
     delete_template,
@@ -30,7 +31,7 @@ from herald_client.api.verification import verify_email
 from herald_client.models import (
     ActivityPage,
     ActivityStats,
-    ContactBody,
+    ContactDetail,
     ContactPage,
     ContactWithMeta,
     CreateContact,
@@ -38,6 +39,7 @@ from herald_client.models import (
     CreatedProject,
     CreateProject,
     CreateTemplate,
+    CreateTopic,
     TemplateKind,
     Credentials,
     DomainBody,
@@ -51,6 +53,9 @@ from herald_client.models import (
     SendResponse,
     TemplateBody,
     TemplatePage,
+    TopicBody,
+    TopicDefault,
+    TopicSetting,
     TrackRequest,
     TrackResponse,
     UpdateContact,
@@ -102,14 +107,32 @@ def main():
             ContactWithMeta,
         )
         ids.append(created.id)
-    contact = parsed(get_contact.sync_detailed(ids[0], client=sk), ContactBody, 200)
+    contact = parsed(get_contact.sync_detailed(ids[0], client=sk), ContactDetail, 200)
     assert contact.email == "c0@example.com", contact
     changed = parsed(
         update_contact.sync_detailed(ids[0], client=sk, body=UpdateContact(subscribed=False)),
-        ContactBody,
+        ContactDetail,
         200,
     )
     assert changed.subscribed is False, changed
+
+    # A topic, and a contact's choice for it.
+    topic = parsed(
+        create_topic.sync_detailed(
+            client=sk, body=CreateTopic(name="News", default_subscription=TopicDefault.OPT_IN)
+        ),
+        TopicBody,
+        201,
+    )
+    parsed(list_topics.sync_detailed(client=sk), list, 200)
+    left = parsed(
+        update_contact.sync_detailed(
+            ids[1], client=sk, body=UpdateContact(topics=[TopicSetting(id=topic.id, subscribed=False)])
+        ),
+        ContactDetail,
+        200,
+    )
+    assert [(t.id, t.subscribed) for t in left.topics] == [(topic.id, False)], left.topics
     seen, cursor = [], None
     while True:
         page = parsed(

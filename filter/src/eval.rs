@@ -37,6 +37,10 @@ pub struct Subject {
     pub events: BTreeMap<String, EventStats>,
     /// The ids of the segments the contact is a member of (`segment_members` rows).
     pub segments: BTreeSet<String>,
+    /// The contact's state for each topic of its project, by topic id: its own choice
+    /// (`c.topics`) when it made one, else the topic's default (`topics` rows). A topic not
+    /// listed does not exist: `subscribed` to it does not match.
+    pub topics: BTreeMap<String, bool>,
     /// The triggering event's data, for `event.data.<path>` (workflows; empty otherwise).
     pub event_data: Map<String, Value>,
     /// The execution's context, for `context.<path>` (workflows; empty otherwise).
@@ -158,8 +162,9 @@ impl Condition {
                 op == O::Triggered || cutoff.is_some_and(|c| stats.last_at >= c)
             }
             (Field::Segment(id), O::MemberOf) => s.segments.contains(id),
-            (Field::Event(_) | Field::Segment(_), _) => false,
-            (_, O::Triggered | O::TriggeredWithin | O::MemberOf) => false,
+            (Field::Topic(id), O::Subscribed) => s.topics.get(id) == Some(&true),
+            (Field::Event(_) | Field::Segment(_) | Field::Topic(_), _) => false,
+            (_, O::Triggered | O::TriggeredWithin | O::MemberOf | O::Subscribed) => false,
             (Field::Email | Field::Subscribed | Field::CreatedAt | Field::UpdatedAt, O::Exists) => {
                 true
             }

@@ -98,7 +98,7 @@ use serde_json::Value;
 pub use eval::{EventStats, Subject};
 pub use parse::{MAX_CONDITIONS, MAX_DEPTH, MAX_GROUPS, parse};
 pub use path::{escape_key, join_path, split_path, sqlite_json_path};
-pub use sql::{Dialect, SqlValue};
+pub use sql::{Dialect, SqlValue, topic_subscribed_sql};
 
 /// A parsed, valid filter: groups joined by `logic`.
 #[derive(Clone, Debug, PartialEq)]
@@ -139,7 +139,7 @@ impl Filter {
     }
 
     /// Whether the filter reads the contact's own fields (`email`, `subscribed`, `createdAt`,
-    /// `updatedAt`, `data.<path>`), nested groups included: whether a change of the contact,
+    /// `updatedAt`, `data.<path>`, `topic.<id>`), nested groups included: whether a change of the contact,
     /// as opposed to its events or memberships, can change the answer.
     pub fn reads_contact_fields(&self) -> bool {
         self.conditions().iter().any(|c| {
@@ -150,6 +150,7 @@ impl Filter {
                     | Field::CreatedAt
                     | Field::UpdatedAt
                     | Field::Data(_)
+                    | Field::Topic(_)
             )
         })
     }
@@ -221,6 +222,9 @@ pub enum Field {
     Event(String),
     /// `segment.<id>`: membership of the segment with that id.
     Segment(String),
+    /// `topic.<id>`: the contact's subscription to the topic with that id (its own choice, else
+    /// the topic's default).
+    Topic(String),
     /// `event.data.<path>`: a value in the triggering event's data (workflows only).
     EventData(Vec<String>),
     /// `context.<path>`: a value in the execution's context (workflows only).
@@ -244,6 +248,7 @@ impl fmt::Display for Field {
             Field::Data(path) => write!(f, "data.{}", join_path(path)),
             Field::Event(name) => write!(f, "event.{name}"),
             Field::Segment(id) => write!(f, "segment.{id}"),
+            Field::Topic(id) => write!(f, "topic.{id}"),
             Field::EventData(path) => write!(f, "event.data.{}", join_path(path)),
             Field::Context(path) => write!(f, "context.{}", join_path(path)),
         }
@@ -289,11 +294,15 @@ pub enum Operator {
     MemberOf,
     /// `notMemberOf` (for `segment.<id>`).
     NotMemberOf,
+    /// `subscribed` (for `topic.<id>`).
+    Subscribed,
+    /// `notSubscribed` (for `topic.<id>`).
+    NotSubscribed,
 }
 
 impl Operator {
     /// Every operator, in the order of the spec.
-    pub const ALL: [Operator; 18] = [
+    pub const ALL: [Operator; 20] = [
         Operator::Equals,
         Operator::NotEquals,
         Operator::Contains,
@@ -312,6 +321,8 @@ impl Operator {
         Operator::NotTriggeredWithin,
         Operator::MemberOf,
         Operator::NotMemberOf,
+        Operator::Subscribed,
+        Operator::NotSubscribed,
     ];
 
     /// The operator's name in JSON (`greaterThanOrEqual`).
@@ -335,6 +346,8 @@ impl Operator {
             Operator::NotTriggeredWithin => "notTriggeredWithin",
             Operator::MemberOf => "memberOf",
             Operator::NotMemberOf => "notMemberOf",
+            Operator::Subscribed => "subscribed",
+            Operator::NotSubscribed => "notSubscribed",
         }
     }
 
@@ -354,6 +367,7 @@ impl Operator {
             Operator::NotTriggered => Operator::Triggered,
             Operator::NotTriggeredWithin => Operator::TriggeredWithin,
             Operator::NotMemberOf => Operator::MemberOf,
+            Operator::NotSubscribed => Operator::Subscribed,
             op => op,
         };
         (positive, positive != self)
@@ -373,6 +387,11 @@ impl Operator {
     /// Whether the operator tests segment membership.
     pub fn is_membership(self) -> bool {
         matches!(self, Operator::MemberOf | Operator::NotMemberOf)
+    }
+
+    /// Whether the operator tests a topic subscription.
+    pub fn is_subscription(self) -> bool {
+        matches!(self, Operator::Subscribed | Operator::NotSubscribed)
     }
 
     /// Whether the operator takes `value` × `unit` (a duration).

@@ -13,7 +13,8 @@ pub const MAX_GROUPS: usize = 200;
 
 const OPERATOR_NAMES: &str = "equals, notEquals, contains, notContains, greaterThan, lessThan, \
      greaterThanOrEqual, lessThanOrEqual, exists, notExists, within, olderThan, triggered, \
-     notTriggered, triggeredWithin, notTriggeredWithin, memberOf or notMemberOf";
+     notTriggered, triggeredWithin, notTriggeredWithin, memberOf, notMemberOf, subscribed or \
+     notSubscribed";
 
 /// Parses and validates a filter for `scope`. On error, returns every mistake found (each with
 /// the path of the bad part, from the filter's root), in document order.
@@ -58,7 +59,8 @@ impl Parser {
     fn fields_hint(&self) -> &'static str {
         match self.scope {
             Scope::Contacts => {
-                "email, subscribed, createdAt, updatedAt, data.<key>, event.<name> or segment.<id>"
+                "email, subscribed, createdAt, updatedAt, data.<key>, event.<name>, segment.<id> \
+                 or topic.<id>"
             }
             Scope::Workflow => {
                 "email, subscribed, createdAt, updatedAt, data.<key>, event.<name>, segment.<id>, \
@@ -275,6 +277,14 @@ impl Parser {
                 );
                 None
             }
+            Ok(Field::Topic(_)) if self.scope == Scope::Workflow => {
+                self.error(
+                    path,
+                    "`topic.<id>` fields are not available in workflow conditions; use a \
+                     segment with the topic condition and `segment.<id>`",
+                );
+                None
+            }
             Ok(field) => Some(field),
             Err(None) => {
                 let message = format!("unknown field `{name}`: use {}", self.fields_hint());
@@ -321,6 +331,11 @@ fn parse_field(name: &str) -> Result<Field, Option<String>> {
                     return Err(Some("`segment.` needs a segment id: `segment.<id>`".into()));
                 }
                 Field::Segment(rest.to_string())
+            } else if let Some(rest) = name.strip_prefix("topic.") {
+                if rest.is_empty() {
+                    return Err(Some("`topic.` needs a topic id: `topic.<id>`".into()));
+                }
+                Field::Topic(rest.to_string())
             } else {
                 return Err(None);
             }
@@ -338,9 +353,13 @@ fn fits(field: &Field, op: Operator) -> Result<(), String> {
         Field::Segment(_) if !op.is_membership() => {
             Err("`segment.<id>` fields take memberOf or notMemberOf".into())
         }
-        Field::Event(_) | Field::Segment(_) => Ok(()),
+        Field::Topic(_) if !op.is_subscription() => {
+            Err("`topic.<id>` fields take subscribed or notSubscribed".into())
+        }
+        Field::Event(_) | Field::Segment(_) | Field::Topic(_) => Ok(()),
         _ if op.is_history() => Err(format!("`{op}` applies to `event.<name>` fields")),
         _ if op.is_membership() => Err(format!("`{op}` applies to `segment.<id>` fields")),
+        _ if op.is_subscription() => Err(format!("`{op}` applies to `topic.<id>` fields")),
         Field::Subscribed
             if !matches!(
                 op,

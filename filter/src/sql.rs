@@ -27,6 +27,24 @@ pub enum SqlValue {
     Bool(bool),
 }
 
+/// A never-`NULL` expression, over a `contacts` row aliased `c`, true when the contact is
+/// subscribed to the topic whose id is the placeholder `topic` (`$N`): its own choice in
+/// `c.topics` (`{ "top_…": true | false }`) when it made one, else the topic's default
+/// (`topics.default_subscription = 'OPT_IN'`). False for a topic of another project or none.
+/// The rule of topic-scoped sends (campaign snapshots, audience previews) and of `topic.<id>`
+/// conditions alike.
+pub fn topic_subscribed_sql(dialect: Dialect, topic: &str) -> String {
+    let choice = match dialect {
+        // Topic ids are `top_` and hex: nothing to escape in the quoted path key.
+        Dialect::Sqlite => "json_extract(c.topics, '$.\"' || t.id || '\"')",
+        Dialect::Postgres => "(c.topics ->> t.id)::boolean",
+    };
+    format!(
+        "EXISTS (SELECT 1 FROM topics t WHERE t.project_id = c.project_id AND t.id = {topic} \
+         AND COALESCE({choice}, t.default_subscription = 'OPT_IN'))"
+    )
+}
+
 const TRUE: &str = "(1 = 1)";
 const FALSE: &str = "(1 = 0)";
 const UPPER: &str = "'ABCDEFGHIJKLMNOPQRSTUVWXYZ'";
@@ -185,8 +203,12 @@ impl Writer<'_> {
                      AND sm.contact_id = c.id AND sm.segment_id = {id})"
                 )
             }
-            (Field::Event(_) | Field::Segment(_), _) => FALSE.into(),
-            (_, O::Triggered | O::TriggeredWithin | O::MemberOf) => FALSE.into(),
+            (Field::Topic(id), O::Subscribed) => {
+                let id = self.bind(SqlValue::Text(id.clone()));
+                topic_subscribed_sql(self.dialect, &id)
+            }
+            (Field::Event(_) | Field::Segment(_) | Field::Topic(_), _) => FALSE.into(),
+            (_, O::Triggered | O::TriggeredWithin | O::MemberOf | O::Subscribed) => FALSE.into(),
             (Field::Email | Field::Subscribed | Field::CreatedAt | Field::UpdatedAt, O::Exists) => {
                 TRUE.into()
             }

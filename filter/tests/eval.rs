@@ -51,6 +51,7 @@ fn subject() -> Subject {
             ),
         ]),
         segments: BTreeSet::from(["seg_vip".to_string()]),
+        topics: Default::default(),
         event_data: object(json!({ "plan": "pro", "seats": 3 })),
         context: object(json!({ "score": 5 })),
         now_ms: NOW,
@@ -390,4 +391,30 @@ fn reads_history_is_true_only_for_an_event_or_segment_condition_nested_included(
         .unwrap();
         assert!(f.reads_history(), "{field}");
     }
+}
+
+#[test]
+fn topic_subscription_reads_the_subjects_states_and_is_contacts_only() {
+    let mut subject = subject();
+    subject.topics.insert("top_in".into(), true);
+    subject.topics.insert("top_out".into(), false);
+    let on = |topic: &str, op: &str| {
+        let filter = json!({ "logic": "AND", "groups": [{ "filters": [
+            { "field": format!("topic.{topic}"), "operator": op }
+        ] }] });
+        parse(&filter, Scope::Contacts).unwrap().matches(&subject)
+    };
+    assert!(on("top_in", "subscribed"));
+    assert!(!on("top_in", "notSubscribed"));
+    assert!(!on("top_out", "subscribed"));
+    assert!(on("top_out", "notSubscribed"));
+    // A topic the subject does not list does not exist: no one is subscribed to it.
+    assert!(!on("top_gone", "subscribed"));
+    assert!(on("top_gone", "notSubscribed"));
+    // Workflow conditions have no topic states.
+    let filter = json!({ "logic": "AND", "groups": [{ "filters": [
+        { "field": "topic.top_in", "operator": "subscribed" }
+    ] }] });
+    let errors = parse(&filter, Scope::Workflow).unwrap_err();
+    assert_eq!(errors[0].path, "groups[0].filters[0].field");
 }

@@ -204,7 +204,7 @@ fn messages_say_what_to_fix() {
                 "unknown operator `foo`: use one of equals, notEquals, contains, notContains, \
                  greaterThan, lessThan, greaterThanOrEqual, lessThanOrEqual, exists, notExists, \
                  within, olderThan, triggered, notTriggered, triggeredWithin, notTriggeredWithin, \
-                 memberOf or notMemberOf",
+                 memberOf, notMemberOf, subscribed or notSubscribed",
             ),
         ),
         (
@@ -212,7 +212,7 @@ fn messages_say_what_to_fix() {
             (
                 "groups[0].filters[0].field",
                 "unknown field `nickname`: use email, subscribed, createdAt, updatedAt, \
-                 data.<key>, event.<name> or segment.<id>",
+                 data.<key>, event.<name>, segment.<id> or topic.<id>",
             ),
         ),
         (
@@ -413,8 +413,8 @@ fn messages_say_what_to_fix() {
         [
             (
                 "groups[0].filters[0].field".to_string(),
-                "is required: email, subscribed, createdAt, updatedAt, data.<key>, event.<name> \
-                 or segment.<id>"
+                "is required: email, subscribed, createdAt, updatedAt, data.<key>, event.<name>, \
+                 segment.<id> or topic.<id>"
                     .to_string()
             ),
             (
@@ -422,7 +422,7 @@ fn messages_say_what_to_fix() {
                 "is required: one of equals, notEquals, contains, notContains, greaterThan, \
                  lessThan, greaterThanOrEqual, lessThanOrEqual, exists, notExists, within, \
                  olderThan, triggered, notTriggered, triggeredWithin, notTriggeredWithin, \
-                 memberOf or notMemberOf"
+                 memberOf, notMemberOf, subscribed or notSubscribed"
                     .to_string()
             ),
         ]

@@ -35,6 +35,7 @@ fn subject() -> Subject {
             },
         )]),
         segments: BTreeSet::from(["seg_1".to_string()]),
+        topics: Default::default(),
         event_data: data.clone(),
         context: data,
         now_ms: NOW_MS,

@@ -10,7 +10,7 @@ use poem_openapi::{ApiResponse, OpenApi};
 use super::ApiTags;
 use super::error::{ApiError, ServerError};
 use super::extract::{Caller, ProjectContext};
-use super::links::{escape, not_found, page, paragraph_form, text_email};
+use super::pages::{escape, not_found, page, paragraph_form, text_email};
 use super::state::AppState;
 use crate::domain::contact::Contact;
 use crate::domain::ids::ContactId;

@@ -14,6 +14,7 @@ use super::extract::{JsonBody, SecretKeyAuth};
 use super::formats::EmailText;
 use super::state::AppState;
 use super::timestamp::Timestamp;
+use super::topics::{ContactTopic, TopicSetting, contact_topics, parse_choices};
 use crate::domain::contact::{Contact, ContactChange, ContactUpsert};
 use crate::domain::custom_data::DataPatch;
 use crate::domain::email::EmailAddress;
@@ -109,11 +110,23 @@ pub struct UpsertMeta {
     pub is_update: bool,
 }
 
+/// A contact with its state for every topic of the project.
+#[derive(Object)]
+pub struct ContactDetail {
+    #[oai(flatten)]
+    contact: ContactBody,
+    /// Every topic of the project with the contact's state: its own choice when it made one,
+    /// else the topic's default.
+    topics: Vec<ContactTopic>,
+}
+
 /// A contact with what the upsert did.
 #[derive(Object)]
 pub struct ContactWithMeta {
     #[oai(flatten)]
     contact: ContactBody,
+    /// Every topic of the project with the contact's state (as on `GET /contacts/:id`).
+    topics: Vec<ContactTopic>,
     /// What the call did.
     #[oai(rename = "_meta")]
     meta: UpsertMeta,
@@ -149,6 +162,10 @@ pub struct CreateContact {
     /// Custom data, applied as a patch by the custom data rules.
     #[oai(nullable)]
     pub data: Option<BTreeMap<String, Value>>,
+    /// Topic choices to make; topics not named keep the contact's state. An unknown topic is
+    /// 422 at `topics[i].id`.
+    #[oai(nullable)]
+    pub topics: Option<Vec<TopicSetting>>,
 }
 
 /// Change a contact; every field is optional.
@@ -166,6 +183,10 @@ pub struct UpdateContact {
     /// Custom data patch.
     #[oai(nullable)]
     pub data: Option<BTreeMap<String, Value>>,
+    /// Topic choices to make; topics not named keep the contact's state. An unknown topic is
+    /// 422 at `topics[i].id`.
+    #[oai(nullable)]
+    pub topics: Option<Vec<TopicSetting>>,
 }
 
 /// A field usable in filters and templates.
@@ -240,6 +261,16 @@ async fn live_segments(state: &AppState, contact: &Contact) {
     }
 }
 
+/// A contact with its state for every topic of its project.
+async fn detail(state: &AppState, contact: Contact) -> Result<Json<ContactDetail>, ApiError> {
+    let topics = state.store().list_topics(&contact.project_id).await?;
+    let topics = contact_topics(&topics, &contact.topics);
+    Ok(Json(ContactDetail {
+        topics,
+        contact: contact_body(state, contact).await?,
+    }))
+}
+
 fn contact_id(id: &str) -> Result<ContactId, ApiError> {
     ContactId::parse(id).ok_or_else(|| ApiError::not_found("contact"))
 }
@@ -298,6 +329,7 @@ impl ContactsApi {
         // With confirmed opt-in for every path (`ALL`), as `/v1/track` does.
         let opt_in = super::confirm::opt_in_applies(&auth.0);
         let asked = body.subscribed;
+        let project = auth.0.project_id();
         let upsert = ContactUpsert {
             email: parse_email("email", body.email.as_str())?,
             subscribed: if opt_in && asked == Some(true) {
@@ -308,6 +340,7 @@ impl ContactsApi {
             subscribed_default: !opt_in,
             resubscribe: true,
             data: parse_data(body.data)?,
+            topics: parse_choices(&state, project, "topics", body.topics.as_deref()).await?,
         };
         let write = crate::store::group_commit::GroupedUpsert {
             project: auth.0.project_id().clone(),
@@ -333,7 +366,9 @@ impl ContactsApi {
             is_new: outcome.created,
             is_update: outcome.updated,
         };
+        let topics = state.store().list_topics(project).await?;
         let body = ContactWithMeta {
+            topics: contact_topics(&topics, &outcome.contact.topics),
             contact: contact_body(&state, outcome.contact).await?,
             meta,
         };
@@ -401,13 +436,14 @@ impl ContactsApi {
         state: poem::web::Data<&AppState>,
         /// The contact's id.
         id: Path<String>,
-    ) -> Result<Json<ContactBody>, ApiError> {
+    ) -> Result<Json<ContactDetail>, ApiError> {
+        let project = auth.0.project_id();
         let contact = state
             .store()
-            .contact(auth.0.project_id(), &contact_id(&id)?)
+            .contact(project, &contact_id(&id)?)
             .await
             .map_err(|e| ApiError::from_store(e, "contact"))?;
-        Ok(Json(contact_body(&state, contact).await?))
+        detail(&state, contact).await
     }
 
     /// Update a contact
@@ -426,13 +462,20 @@ impl ContactsApi {
         /// The contact's id.
         id: Path<String>,
         body: JsonBody<UpdateContact>,
-    ) -> Result<Json<ContactBody>, ApiError> {
+    ) -> Result<Json<ContactDetail>, ApiError> {
         let id = contact_id(&id)?;
         let body = body.0;
         // With confirmed opt-in for every path (`ALL`), `subscribed: true` makes an
         // unsubscribed contact pending instead.
         let opt_in = super::confirm::opt_in_applies(&auth.0);
         let asked = body.subscribed;
+        let topics = parse_choices(
+            &state,
+            auth.0.project_id(),
+            "topics",
+            body.topics.as_deref(),
+        )
+        .await?;
         let change = ContactChange {
             email: body
                 .email
@@ -445,6 +488,7 @@ impl ContactsApi {
                 asked
             },
             data: parse_data(body.data)?,
+            topics,
         };
         let outcome = state
             .store()
@@ -465,7 +509,7 @@ impl ContactsApi {
         } else if asked == Some(false) {
             super::confirm::cancel_confirmation(&state, &auth.0, &outcome.contact.id).await;
         }
-        Ok(Json(contact_body(&state, outcome.contact).await?))
+        detail(&state, outcome.contact).await
     }
 
     /// Delete a contact

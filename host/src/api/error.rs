@@ -665,6 +665,48 @@ impl ApiResponse for ServerError {
     }
 }
 
+/// The error of a signed page that reads a form (the preference center's save): the server's
+/// own (500, 503) and a body that is not a form (400; with it, 413 and 415 are documented).
+#[derive(Debug)]
+pub struct FormPageError(pub ApiError);
+
+impl From<ApiError> for FormPageError {
+    fn from(err: ApiError) -> FormPageError {
+        FormPageError(err)
+    }
+}
+
+impl std::fmt::Display for FormPageError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Display::fmt(&self.0, f)
+    }
+}
+
+impl std::error::Error for FormPageError {}
+
+impl poem::error::ResponseError for FormPageError {
+    fn status(&self) -> StatusCode {
+        self.0.status
+    }
+
+    fn as_response(&self) -> Response {
+        poem::error::ResponseError::as_response(&self.0)
+    }
+}
+
+impl ApiResponse for FormPageError {
+    fn meta() -> MetaResponses {
+        let mut meta = ApiError::meta();
+        meta.responses
+            .retain(|r| matches!(r.status, Some(400 | 500 | 503)));
+        meta
+    }
+
+    fn register(registry: &mut Registry) {
+        ApiError::register(registry);
+    }
+}
+
 /// An error of `/v1/send` and `/v1/verify`. The middleware renders every error of those paths in
 /// their body (`PublicErrorBody`); this wrapper makes the OpenAPI document say so.
 #[derive(Debug)]

@@ -1,6 +1,8 @@
 //! The links emails carry, served without authentication (the signed token is the credential):
 //! subscription pages that work without JavaScript, the one-click unsubscribe of RFC 8058, the
-//! open pixel and click redirects that only ever lead to the links that were in the email.
+//! open pixel and click redirects that only ever lead to the links that were in the email. The
+//! unsubscribe link of a topic's email (its token names the topic) leaves that topic only. The
+//! preference page is `preferences.rs`; what the pages share, `pages.rs`.
 
 use poem_openapi::param::Path;
 use poem_openapi::payload::{Binary, Html};
@@ -8,10 +10,13 @@ use poem_openapi::{ApiResponse, OpenApi};
 
 use super::ApiTags;
 use super::error::{ApiError, ServerError};
+use super::pages::{
+    PageResponse, change_by_link, contact_of, escape, not_found, page, paragraph_form, t, t_email,
+};
+use super::preferences::preferences_page;
 use super::state::AppState;
 use crate::domain::contact::{Contact, ContactChange};
-use crate::domain::event::SubscriptionSource;
-use crate::domain::ids::ContactId;
+use crate::domain::topic::{Topic, TopicChoice};
 use crate::i18n;
 use crate::mail::links::LinkTarget;
 use crate::store::StoreError;
@@ -22,17 +27,6 @@ const PIXEL: &[u8] = &[
     0xff, 0xff, 0xff, 0x21, 0xf9, 0x04, 0x01, 0x00, 0x00, 0x00, 0x00, 0x2c, 0x00, 0x00, 0x00, 0x00,
     0x01, 0x00, 0x01, 0x00, 0x00, 0x02, 0x02, 0x44, 0x01, 0x00, 0x3b,
 ];
-
-/// A subscription page.
-#[derive(ApiResponse)]
-pub enum PageResponse {
-    /// The page.
-    #[oai(status = 200)]
-    Ok(Html<String>),
-    /// The link is not valid (or its contact is gone).
-    #[oai(status = 404)]
-    NotFound(Html<String>),
-}
 
 /// The open pixel.
 #[derive(ApiResponse)]
@@ -53,143 +47,65 @@ pub enum RedirectResponse {
     NotFound(Html<String>),
 }
 
-pub(super) fn escape(s: &str) -> String {
-    s.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('"', "&quot;")
-}
-
-/// The text of `page.<key>` in `locale`, escaped.
-pub(super) fn t(locale: &str, key: &str) -> String {
-    escape(i18n::text(locale, &format!("page.{key}")))
-}
-
-/// The text of `<key>` (a full key: `confirm.page_title`) in `locale`, escaped, with `{email}`
-/// standing for the contact's address (bold).
-pub(super) fn text_email(locale: &str, key: &str, contact: &Contact) -> String {
-    escape(i18n::text(locale, key)).replace("{email}", &strong(contact))
-}
-
-/// The text of `page.<key>` in `locale`, escaped, with `{email}` standing for the contact's
-/// address (bold).
-pub(super) fn t_email(locale: &str, key: &str, contact: &Contact) -> String {
-    t(locale, key).replace("{email}", &strong(contact))
-}
-
-pub(super) fn page(locale: &str, title: &str, body: &str) -> String {
-    format!(
-        "<!doctype html><html lang=\"{locale}\"><head><meta charset=\"utf-8\">\
-         <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\
-         <title>{title}</title><style>body{{font-family:system-ui,sans-serif;max-width:32rem;margin:4rem auto;padding:0 1rem;color:#222}}\
-         button{{font-size:1rem;padding:.6rem 1.2rem;cursor:pointer}}</style></head>\
-         <body><h1>{title}</h1>{body}</body></html>"
-    )
-}
-
-/// The page for a link that is not valid; in English, as no contact tells the language.
-pub(super) fn not_found() -> String {
-    let locale = i18n::DEFAULT;
-    page(
-        locale,
-        &t(locale, "not_found_title"),
-        &format!("<p>{}</p>", t(locale, "not_found_body")),
-    )
-}
-
-/// A one-button form; `label` is HTML already.
-fn form(action: &str, label: &str) -> String {
-    format!(
-        "<form method=\"post\" action=\"{}\"><button type=\"submit\">{label}</button></form>",
-        escape(action),
-    )
-}
-
-/// The contact a subscription token names, if the token is genuine and the contact exists.
-async fn contact_of(state: &AppState, token: &str) -> Result<Option<Contact>, ApiError> {
-    let Some(LinkTarget::Contact { contact_id }) = state.links().verify(token) else {
-        return Ok(None);
-    };
-    let Some(id) = ContactId::parse(&contact_id) else {
-        return Ok(None);
-    };
-    match state.store().contact_by_id(&id).await {
-        Ok(c) => Ok(Some(c)),
-        Err(StoreError::NotFound) => Ok(None),
-        Err(e) => Err(e.into()),
-    }
-}
-
-/// Answers a page about the contact a token names, after setting its subscription to `change`
-/// (source `link`) when given, in the contact's language (`data.locale`, see [`i18n`]); a 404
-/// page when the token is not genuine.
+/// Answers a page about the contact a token names, after `change` (source `link`) when given,
+/// in the contact's language (`data.locale`, see [`i18n`]); a 404 page when the token is not
+/// genuine. `render` gets the topic of a topic's unsubscribe token (`None` when that topic is
+/// gone or the token is the contact's own).
 async fn with_contact(
     state: &AppState,
     token: &str,
     change: Option<bool>,
-    render: impl FnOnce(&AppState, &Contact, &str) -> String,
+    render: impl FnOnce(&AppState, &Contact, Option<&Topic>, &str) -> String,
 ) -> Result<PageResponse, ServerError> {
-    let Some(mut contact) = contact_of(state, token).await? else {
+    let Some((mut contact, topic)) = contact_of(state, token).await? else {
         return Ok(PageResponse::NotFound(Html(not_found())));
     };
+    let topic = match topic {
+        Some(id) => match state.store().topic(&contact.project_id, &id).await {
+            Ok(t) => Some(t),
+            Err(StoreError::NotFound) => None,
+            Err(e) => return Err(ApiError::from(e).into()),
+        },
+        None => None,
+    };
     if let Some(subscribed) = change {
-        let change = ContactChange {
-            subscribed: Some(subscribed),
-            ..ContactChange::default()
+        // A topic's link changes that topic only; the contact's own link, the subscription.
+        let change = match &topic {
+            Some(t) => ContactChange {
+                topics: vec![TopicChoice {
+                    topic: t.id.clone(),
+                    default: t.default_subscription,
+                    subscribed,
+                }],
+                ..ContactChange::default()
+            },
+            None => ContactChange {
+                subscribed: Some(subscribed),
+                ..ContactChange::default()
+            },
         };
-        contact = state
-            .store()
-            .update_contact(
-                &contact.project_id,
-                &contact.id,
-                &change,
-                SubscriptionSource::Link,
-            )
-            .await
-            .map_err(|e| ApiError::from_store(e, "contact"))?
-            .contact;
+        contact = change_by_link(state, &contact, &change).await?;
     }
     let locale = i18n::for_contact(&contact.data);
-    Ok(PageResponse::Ok(Html(render(state, &contact, locale))))
-}
-
-/// The contact's address, escaped and bold.
-fn strong(contact: &Contact) -> String {
-    format!("<strong>{}</strong>", escape(contact.email.as_str()))
-}
-
-/// A paragraph (already HTML) and a one-button form.
-pub(super) fn paragraph_form(html: &str, action: &str, label: &str) -> String {
-    format!("<p>{html}</p>{}", form(action, label))
-}
-
-/// The preferences page, after `note` (HTML).
-fn manage_page(state: &AppState, contact: &Contact, locale: &str, note: &str) -> String {
-    let links = state.links();
-    let (state_key, action) = if contact.subscribed {
-        (
-            "subscribed_state",
-            form(
-                &links.unsubscribe_url(contact.id.as_str()),
-                &t(locale, "unsubscribe_button"),
-            ),
-        )
-    } else {
-        (
-            "unsubscribed_state",
-            form(
-                &links.subscribe_url(contact.id.as_str()),
-                &t(locale, "subscribe_again_button"),
-            ),
-        )
-    };
-    page(
+    Ok(PageResponse::Ok(Html(render(
+        state,
+        &contact,
+        topic.as_ref(),
         locale,
-        &t(locale, "preferences_title"),
-        &format!(
-            "{note}<p>{}</p>{action}",
-            t_email(locale, state_key, contact)
-        ),
+    ))))
+}
+
+/// `page.<key>` in `locale` with `{email}` and `{topic}` (the topic's name) filled in.
+fn t_topic(locale: &str, key: &str, contact: &Contact, topic: &Topic) -> String {
+    t_email(locale, key, contact).replace("{topic}", &escape(&topic.name))
+}
+
+/// A link to the contact's preference page.
+fn manage_link(state: &AppState, contact: &Contact, locale: &str) -> String {
+    format!(
+        "<p><a href=\"{}\">{}</a></p>",
+        escape(&state.links().contact_urls(contact.id.as_str()).manage),
+        t(locale, "manage_link")
     )
 }
 
@@ -214,9 +130,20 @@ impl LinksApi {
         /// The signed token from the email.
         token: Path<String>,
     ) -> Result<PageResponse, ServerError> {
-        with_contact(&state, &token, None, |state, contact, locale| {
-            let action = state.links().unsubscribe_url(contact.id.as_str());
-            let question = t_email(locale, "unsubscribe_question", contact);
+        with_contact(&state, &token, None, |state, contact, topic, locale| {
+            let links = state.links();
+            let (action, question) = match topic {
+                Some(topic) => (
+                    links
+                        .contact_urls_about(contact.id.as_str(), Some(topic.id.as_str()))
+                        .unsubscribe,
+                    t_topic(locale, "unsubscribe_topic_question", contact, topic),
+                ),
+                None => (
+                    links.unsubscribe_url(contact.id.as_str()),
+                    t_email(locale, "unsubscribe_question", contact),
+                ),
+            };
             page(
                 locale,
                 &t(locale, "unsubscribe_title"),
@@ -242,15 +169,28 @@ impl LinksApi {
         /// The signed token from the email.
         token: Path<String>,
     ) -> Result<PageResponse, ServerError> {
-        with_contact(&state, &token, Some(false), |state, contact, locale| {
-            let action = state.links().subscribe_url(contact.id.as_str());
-            let said = t_email(locale, "unsubscribed_body", contact);
-            page(
-                locale,
-                &t(locale, "unsubscribed_title"),
-                &paragraph_form(&said, &action, &t(locale, "subscribe_again_button")),
-            )
-        })
+        with_contact(
+            &state,
+            &token,
+            Some(false),
+            |state, contact, topic, locale| {
+                if let Some(topic) = topic {
+                    let said = t_topic(locale, "unsubscribed_topic_body", contact, topic);
+                    return page(
+                        locale,
+                        &t(locale, "unsubscribed_title"),
+                        &format!("<p>{said}</p>{}", manage_link(state, contact, locale)),
+                    );
+                }
+                let action = state.links().subscribe_url(contact.id.as_str());
+                let said = t_email(locale, "unsubscribed_body", contact);
+                page(
+                    locale,
+                    &t(locale, "unsubscribed_title"),
+                    &paragraph_form(&said, &action, &t(locale, "subscribe_again_button")),
+                )
+            },
+        )
         .await
     }
 
@@ -266,7 +206,7 @@ impl LinksApi {
         /// The signed token from the email.
         token: Path<String>,
     ) -> Result<PageResponse, ServerError> {
-        with_contact(&state, &token, None, |state, contact, locale| {
+        with_contact(&state, &token, None, |state, contact, _, locale| {
             let action = state.links().subscribe_url(contact.id.as_str());
             let question = t_email(locale, "subscribe_question", contact);
             page(
@@ -292,27 +232,16 @@ impl LinksApi {
         /// The signed token from the email.
         token: Path<String>,
     ) -> Result<PageResponse, ServerError> {
-        with_contact(&state, &token, Some(true), |state, contact, locale| {
-            let note = format!("<p>{}</p>", t(locale, "resubscribed_note"));
-            manage_page(state, contact, locale, &note)
-        })
-        .await
-    }
-
-    /// Preferences page
-    ///
-    /// Shows the contact's subscription state with a button to change it.
-    #[oai(path = "/manage/:token", method = "get", operation_id = "managePage")]
-    async fn manage(
-        &self,
-        state: poem::web::Data<&AppState>,
-        /// The signed token from the email.
-        token: Path<String>,
-    ) -> Result<PageResponse, ServerError> {
-        with_contact(&state, &token, None, |state, contact, locale| {
-            manage_page(state, contact, locale, "")
-        })
-        .await
+        let Some((contact, _)) = contact_of(&state, &token).await? else {
+            return Ok(PageResponse::NotFound(Html(not_found())));
+        };
+        let change = ContactChange {
+            subscribed: Some(true),
+            ..ContactChange::default()
+        };
+        let contact = change_by_link(&state, &contact, &change).await?;
+        // The preference page, with the topics the contact may choose.
+        Ok(preferences_page(&state, &contact, None, Some("resubscribed_note")).await?)
     }
 
     /// Open pixel

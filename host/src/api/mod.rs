@@ -26,6 +26,8 @@ pub mod metrics;
 pub mod notify;
 pub mod nul;
 pub mod oauth;
+pub mod pages;
+pub mod preferences;
 pub mod project_admin;
 pub mod segments;
 pub mod send;
@@ -34,6 +36,7 @@ pub mod state;
 pub mod suppressions;
 pub mod templates;
 pub mod timestamp;
+pub mod topics;
 pub mod track;
 pub mod uploads;
 pub mod usage;
@@ -65,6 +68,8 @@ pub enum ApiTags {
     Templates,
     /// Segments: named sets of contacts, by a filter or a stored list.
     Segments,
+    /// Topics: what contacts subscribe to one by one, beside the global subscription.
+    Topics,
     /// Campaigns: one message to an audience, sent once to each subscribed member.
     Campaigns,
     /// Analytics: email milestones over time, campaigns ranked and broken down, top events.
@@ -109,6 +114,8 @@ pub type Apis = (
         events::EventsApi,
         verify::VerifyApi,
         suppressions::SuppressionsApi,
+        topics::TopicsApi,
+        preferences::PreferencesApi,
     ),
     (
         domains::DomainsApi,

@@ -598,6 +598,7 @@ impl SegmentsApi {
                     subscribed_default: true,
                     resubscribe: true,
                     data: Default::default(),
+                    topics: Vec::new(),
                 };
                 let outcome = state
                     .store()

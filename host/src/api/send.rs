@@ -17,6 +17,7 @@ use super::extract::{JsonBody, SecretKeyAuth};
 use super::formats::EmailText;
 use super::state::AppState;
 use super::timestamp::Timestamp;
+use super::topics::{TopicSetting, parse_choices};
 use super::track::{IdempotencyKeyHeader, idempotency_key, replayed, request_hash};
 use crate::domain::send::AttachmentInput;
 use crate::domain::time::now_ms;
@@ -81,6 +82,12 @@ pub struct SendRequest {
     /// Template variables and contact data, by the custom data rules.
     #[oai(nullable)]
     pub data: Option<BTreeMap<String, Value>>,
+    /// Topic choices for every recipient's contact (`[{ "id": "top_…", "subscribed": true }]`);
+    /// an unknown topic is 422 at `topics[i].id`. A change emits `contact.topic.subscribed` or
+    /// `contact.topic.unsubscribed`.
+    #[oai(nullable)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub topics: Option<Vec<TopicSetting>>,
     /// Extra headers; values at most 998 characters, no CR or LF.
     #[oai(nullable)]
     pub headers: Option<BTreeMap<String, String>>,
@@ -234,10 +241,12 @@ async fn send(
         let body: SendResponse = replayed(stored, ENDPOINT, &hash)?;
         return Ok(SendResult::Ok(Json(body), Some("true".into())));
     }
-    let plan = state
+    let topics = parse_choices(state, &project.id, "topics", body.topics.as_deref()).await?;
+    let mut plan = state
         .send_planner()
         .plan(project, &send_input(&body))
         .await?;
+    plan.topics = topics;
     let at = now_ms();
     let respond_json =
         |queued: &[QueuedEmail]| serde_json::to_value(respond(queued, at)).unwrap_or(Value::Null);

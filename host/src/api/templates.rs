@@ -15,9 +15,10 @@ use super::extract::{JsonBody, SecretKeyAuth};
 use super::formats::OneOf;
 use super::state::AppState;
 use super::timestamp::Timestamp;
+use super::topics::require_topic;
 use super::usage::UsageBody;
 use crate::domain::email::EmailAddress;
-use crate::domain::ids::{ProjectId, TemplateId};
+use crate::domain::ids::{ProjectId, TemplateId, TopicId};
 use crate::domain::locale::{LocaleContent, LocaleVariants};
 use crate::domain::pagination::PageRequest;
 use crate::domain::template::fields::{
@@ -83,6 +84,11 @@ pub struct TemplateBody {
     /// falling back from `fr-CA` to `fr`, then to the template's own subject and body. `{}`
     /// when there are none.
     pub variants: BTreeMap<String, LocaleVariant>,
+    /// The topic its mail is about (`top_…`): a send of it is marketing mail that only the
+    /// topic's subscribers receive, and its unsubscribe link leaves that topic only; null when
+    /// none.
+    #[oai(nullable)]
+    pub topic_id: Option<String>,
     /// When it was created.
     pub created_at: Timestamp,
     /// When it last changed.
@@ -127,6 +133,7 @@ impl From<Template> for TemplateBody {
             from_name: f.from_name,
             reply_to: f.reply_to.map(|e| e.to_string()),
             variants: locale_variant_bodies(f.variants),
+            topic_id: f.topic.map(|t| t.into_string()),
             created_at: Timestamp(t.created_at),
             updated_at: Timestamp(t.updated_at),
         }
@@ -161,6 +168,10 @@ pub struct CreateTemplate {
     /// most 50, each checked like the template's own.
     #[oai(nullable)]
     pub variants: Option<BTreeMap<String, LocaleVariant>>,
+    /// A topic of the project (`top_…`): sends of the template go only to the topic's
+    /// subscribers, as marketing mail whose unsubscribe link leaves that topic only.
+    #[oai(nullable)]
+    pub topic_id: Option<String>,
 }
 
 /// `PATCH /templates/:id` body: only the fields sent change; `null` removes `from`, `fromName`
@@ -198,6 +209,10 @@ pub struct UpdateTemplate {
     #[serde(default)]
     #[oai(nullable)]
     pub variants: MaybeUndefined<BTreeMap<String, LocaleVariant>>,
+    /// A new topic, or null for none.
+    #[serde(default)]
+    #[oai(nullable)]
+    pub topic_id: MaybeUndefined<String>,
 }
 
 /// One page of templates.
@@ -339,6 +354,16 @@ impl Invalid {
     }
 }
 
+/// A topic id as sent (its existence is checked after: `require_topic`).
+fn topic_id(s: &str) -> Result<TopicId, Violation> {
+    TopicId::parse(s.trim()).ok_or_else(|| {
+        (
+            "not_found",
+            format!("there is no topic `{s}` in this project; GET /topics lists them"),
+        )
+    })
+}
+
 fn parse_type(s: &str) -> Result<TemplateType, Violation> {
     TemplateType::parse(s).ok_or_else(|| {
         (
@@ -439,6 +464,7 @@ impl TemplatesApi {
         let reply_to = req.reply_to.map(|r| invalid.check("replyTo", address(&r)));
         let variants = locale_variants(req.variants.unwrap_or_default());
         invalid.variants(state.sending().cpu(), &variants).await;
+        let topic = req.topic_id.map(|t| invalid.check("topicId", topic_id(&t)));
         invalid.done()?;
         let (Some(name), Some(template_type)) = (name, template_type) else {
             return Err(ApiError::internal("a checked field has no value"));
@@ -452,7 +478,11 @@ impl TemplatesApi {
             from_name: from_name.flatten(),
             reply_to: reply_to.flatten(),
             variants,
+            topic: topic.flatten(),
         };
+        if let Some(topic) = &new.topic {
+            require_topic(&state, project, topic, "topicId").await?;
+        }
         if let Some(from) = &new.from_email {
             authorize_from(&state, project, from, "from").await?;
         }
@@ -525,6 +555,7 @@ impl TemplatesApi {
         if let Some(v) = &variants {
             invalid.variants(state.sending().cpu(), v).await;
         }
+        let topic = optional(req.topic_id, |t| invalid.check("topicId", topic_id(t)));
         invalid.done()?;
         // The template must exist before its sender is checked: 404 comes first.
         state
@@ -538,6 +569,9 @@ impl TemplatesApi {
         if let Some(Some(reply_to)) = &reply_to {
             authorize_from(&state, project, reply_to, "replyTo").await?;
         }
+        if let Some(Some(topic)) = &topic {
+            require_topic(&state, project, topic, "topicId").await?;
+        }
         let patch = TemplatePatch {
             name,
             subject,
@@ -547,6 +581,7 @@ impl TemplatesApi {
             from_name,
             reply_to,
             variants,
+            topic,
         };
         let template = state
             .store()

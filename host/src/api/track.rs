@@ -16,6 +16,7 @@ use super::error::{ApiError, ErrorCode};
 use super::extract::{Caller, JsonBody, ProjectContext, SecretKeyAuth, TrackAuth};
 use super::state::AppState;
 use super::timestamp::Timestamp;
+use super::topics::{TopicSetting, parse_choices};
 use crate::domain::contact::ContactUpsert;
 use crate::domain::email::EmailAddress;
 use crate::domain::event::{EventName, EventNameError, NewEvent, SubscriptionSource};
@@ -43,6 +44,12 @@ pub struct TrackRequest {
     /// Contact data (custom data rules) and the event's data.
     #[oai(nullable)]
     pub data: Option<BTreeMap<String, Value>>,
+    /// Topic choices to make (secret key and dashboard only; an unknown topic is 422 at
+    /// `topics[i].id`). Ignored with the public key, which anyone can use: topics change only
+    /// through the secret key, the dashboard and the contact's own preference page.
+    #[oai(nullable)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub topics: Option<Vec<TopicSetting>>,
 }
 
 /// What was recorded.
@@ -187,6 +194,10 @@ async fn track(
         )])
         .suggest(suggestion)
     })?;
+    let topics = match ctx.caller {
+        Caller::PublicKey => Vec::new(),
+        _ => parse_choices(state, project, "topics", body.topics.as_deref()).await?,
+    };
     let patch = parse_data(body.data)?;
     let mut event_data = Map::new();
     for (k, v) in patch.set.iter().chain(patch.transient.iter()) {
@@ -212,6 +223,7 @@ async fn track(
         // opt-out, a bounce or a complaint (its `subscribed: true` is ignored for them).
         resubscribe: !matches!(ctx.caller, Caller::PublicKey),
         data: patch,
+        topics,
     };
     let write = GroupedUpsert {
         project: project.clone(),

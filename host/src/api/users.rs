@@ -199,7 +199,7 @@ pub struct UpdateProject {
     /// the contact's confirmation) or `ALL` (with either key, through `/v1/track`,
     /// `POST /contacts` and `PATCH /contacts/:id`). Turning it on needs a sender for the
     /// confirmation mail (`defaultFrom`, or the confirmation template's `from`).
-    #[oai(nullable)]
+    #[oai(skip_serializing_if_is_none)]
     pub double_opt_in: Option<DoubleOptInMode>,
     /// The template (`tpl_…`) of the confirmation mail instead of the built-in one: its body
     /// must link to `{{confirmUrl}}`; it is sent as transactional mail. `null` goes back to the

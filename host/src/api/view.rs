@@ -10,7 +10,7 @@ use poem_openapi::{ApiResponse, OpenApi};
 
 use super::ApiTags;
 use super::error::{ApiError, ServerError};
-use super::links::not_found;
+use super::pages::not_found;
 use super::state::AppState;
 use crate::domain::message::MessageDraft;
 use crate::mail::links::LinkTarget;

@@ -6,7 +6,7 @@ use serde_json::Value;
 
 use super::campaign_ab::AbTest;
 use super::email::EmailAddress;
-use super::ids::SegmentId;
+use super::ids::{SegmentId, TopicId};
 use super::locale::LocaleVariants;
 use super::segment::Violation;
 use super::template::fields::{check_from_name, check_name, check_subject};
@@ -120,6 +120,9 @@ pub struct CampaignContent {
     pub locale_variants: LocaleVariants,
     /// Its A/B test (`campaign_ab`), when it has one.
     pub ab: Option<AbTest>,
+    /// The topic it is about: only contacts subscribed to it receive it, and its one-click
+    /// unsubscribe leaves that topic only.
+    pub topic: Option<TopicId>,
 }
 
 /// The fields of a create or replace body, as sent.
@@ -136,6 +139,7 @@ pub struct ContentRequest<'a> {
     pub segment_id: Option<&'a str>,
     pub audience_filter: Option<&'a Value>,
     pub locale_variants: Option<&'a LocaleVariants>,
+    pub topic_id: Option<&'a str>,
 }
 
 /// Checks a create or replace body (everything but the template syntax, which is checked on
@@ -202,6 +206,20 @@ pub fn check_content(req: &ContentRequest<'_>) -> Result<CampaignContent, Vec<Vi
             .into_iter()
             .map(|(field, (code, message))| Violation::new(field, code, message)),
     );
+    let topic = match req.topic_id.map(str::trim).filter(|t| !t.is_empty()) {
+        None => None,
+        Some(t) => {
+            let id = TopicId::parse(t);
+            if id.is_none() {
+                problems.push(Violation::new(
+                    "topicId",
+                    "not_found",
+                    format!("there is no topic `{t}` in this project; GET /topics lists them"),
+                ));
+            }
+            id
+        }
+    };
     match (name, subject, body, from_email, audience) {
         (Some(name), Some(subject), Some(body), Some(from_email), Some(audience))
             if problems.is_empty() =>
@@ -217,6 +235,7 @@ pub fn check_content(req: &ContentRequest<'_>) -> Result<CampaignContent, Vec<Vi
                 audience,
                 locale_variants,
                 ab: None,
+                topic,
             })
         }
         _ => Err(problems),

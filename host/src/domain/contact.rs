@@ -1,10 +1,13 @@
 //! Contacts: a project's people, keyed by email, with free-form custom data.
 
+use std::collections::BTreeMap;
+
 use serde_json::{Map, Value};
 
 use super::custom_data::DataPatch;
 use super::email::EmailAddress;
 use super::ids::{ContactId, ProjectId};
+use super::topic::TopicChoice;
 
 /// A stored contact.
 #[derive(Clone, Debug, PartialEq)]
@@ -24,6 +27,9 @@ pub struct Contact {
     pub created_at: i64,
     /// Last change, unix ms.
     pub updated_at: i64,
+    /// Its own topic choices, by topic id (`domain::topic`): a topic it never chose is absent
+    /// and takes the topic's default.
+    pub topics: BTreeMap<String, bool>,
 }
 
 /// An upsert by email (`POST /contacts`, later `/v1/track` and `/v1/send`).
@@ -41,6 +47,8 @@ pub struct ContactUpsert {
     pub resubscribe: bool,
     /// The data patch.
     pub data: DataPatch,
+    /// Topic choices to make (checked against the project's topics).
+    pub topics: Vec<TopicChoice>,
 }
 
 /// A change to one contact (`PATCH /contacts/:id`).
@@ -52,6 +60,8 @@ pub struct ContactChange {
     pub subscribed: Option<bool>,
     /// The data patch.
     pub data: DataPatch,
+    /// Topic choices to make (checked against the project's topics).
+    pub topics: Vec<TopicChoice>,
 }
 
 /// What an upsert or a change did.

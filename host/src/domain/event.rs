@@ -10,6 +10,13 @@ pub const CONTACT_SUBSCRIBED: &str = "contact.subscribed";
 /// Name of the event emitted when a contact's `subscribed` becomes false.
 pub const CONTACT_UNSUBSCRIBED: &str = "contact.unsubscribed";
 
+/// Name of the event emitted when a contact becomes subscribed to a topic (data: `topicId`,
+/// `source`).
+pub const CONTACT_TOPIC_SUBSCRIBED: &str = "contact.topic.subscribed";
+/// Name of the event emitted when a contact stops being subscribed to a topic (data: `topicId`,
+/// `source`).
+pub const CONTACT_TOPIC_UNSUBSCRIBED: &str = "contact.topic.unsubscribed";
+
 /// Longest accepted event name.
 pub const MAX_EVENT_NAME_LEN: usize = 255;
 
@@ -36,7 +43,7 @@ pub enum EventNameError {
     Route(String),
     /// One of the service's own names.
     #[error(
-        "`{0}` is reserved: contact.subscribed, contact.unsubscribed, email.* and segment.* are emitted by the service itself"
+        "`{0}` is reserved: contact.subscribed, contact.unsubscribed, contact.topic.*, email.* and segment.* are emitted by the service itself"
     )]
     Reserved(String),
 }
@@ -87,6 +94,7 @@ pub const ROUTE_SEGMENTS: [&str; 4] = ["track", "names", "stats", "contact"];
 pub fn is_reserved(name: &str) -> bool {
     name == CONTACT_SUBSCRIBED
         || name == CONTACT_UNSUBSCRIBED
+        || name.starts_with("contact.topic.")
         || name.starts_with("email.")
         || name.starts_with("segment.")
 }
@@ -159,6 +167,28 @@ impl NewEvent {
                 CONTACT_SUBSCRIBED
             } else {
                 CONTACT_UNSUBSCRIBED
+            }),
+            data,
+        }
+    }
+}
+
+impl NewEvent {
+    /// The event for a change of a contact's state for `topic` (`contact.topic.subscribed` or
+    /// `contact.topic.unsubscribed`), with the topic's id and where the change came from.
+    pub fn topic_subscription(
+        topic: &super::ids::TopicId,
+        subscribed: bool,
+        source: SubscriptionSource,
+    ) -> NewEvent {
+        let mut data = Map::new();
+        data.insert("topicId".into(), Value::String(topic.as_str().into()));
+        data.insert("source".into(), Value::String(source.as_str().into()));
+        NewEvent {
+            name: EventName::system(if subscribed {
+                CONTACT_TOPIC_SUBSCRIBED
+            } else {
+                CONTACT_TOPIC_UNSUBSCRIBED
             }),
             data,
         }

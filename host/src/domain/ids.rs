@@ -93,6 +93,10 @@ prefixed_id!(
     TemplateId, "tpl"
 );
 prefixed_id!(
+    /// A topic a project's contacts subscribe to one by one.
+    TopicId, "top"
+);
+prefixed_id!(
     /// A segment of a project's contacts.
     SegmentId, "seg"
 );

@@ -22,5 +22,6 @@ pub mod send;
 pub mod sending_domain;
 pub mod suppression;
 pub mod time;
+pub mod topic;
 pub mod verification;
 pub mod workflow;

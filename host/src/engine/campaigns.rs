@@ -130,6 +130,17 @@ impl Campaigns {
             .compile_variants(&c.project_id, &locales)
             .await
             .map_err(|(_, e)| SendError::Render(e))?;
+        // A topic named by a campaign that is not finished cannot be deleted
+        // (`Store::delete_topic`), so a send finds it; only a test send of a finished campaign
+        // may find it gone, and then goes as mail about no topic.
+        let topic = match &c.content.topic {
+            Some(id) => match self.store.topic(&c.project_id, id).await {
+                Ok(t) => Some(t),
+                Err(StoreError::NotFound) => None,
+                Err(e) => return Err(e.into()),
+            },
+            None => None,
+        };
         Ok(SendPlan {
             recipients: Vec::new(),
             from: Mailbox {
@@ -144,6 +155,8 @@ impl Campaigns {
             marketing: true,
             subscribed: None,
             data: DataPatch::default(),
+            topics: Vec::new(),
+            topic,
             headers: Vec::new(),
             attachments: Vec::new(),
         })
@@ -183,6 +196,7 @@ impl Campaigns {
             version: 0,
             created_at: now,
             updated_at: now,
+            topics: Default::default(),
         });
         // A test goes to the person testing whatever their subscription.
         contact.subscribed = true;

@@ -54,6 +54,7 @@ pub fn subject(live: &LiveContact, now_ms: i64) -> Subject {
             })
             .collect(),
         segments: live.memberships.clone(),
+        topics: live.topics.clone(),
         now_ms,
         ..Subject::default()
     }

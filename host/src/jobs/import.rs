@@ -186,5 +186,6 @@ fn row(cols: &Columns, rec: &csv::StringRecord) -> Result<ContactUpsert, (Option
         subscribed_default: true,
         resubscribe: true,
         data,
+        topics: Vec::new(),
     })
 }

@@ -18,6 +18,14 @@ pub enum LinkTarget {
         /// The contact's id.
         contact_id: String,
     },
+    /// A contact's subscription to one topic: the unsubscribe link of a topic's email, which
+    /// leaves that topic only.
+    Topic {
+        /// The contact's id.
+        contact_id: String,
+        /// The topic's id.
+        topic_id: String,
+    },
     /// The open pixel of an email.
     Open {
         /// The email's id.
@@ -49,6 +57,10 @@ impl LinkTarget {
     fn encode(&self) -> String {
         match self {
             LinkTarget::Contact { contact_id } => format!("c:{contact_id}"),
+            LinkTarget::Topic {
+                contact_id,
+                topic_id,
+            } => format!("t:{contact_id}:{topic_id}"),
             LinkTarget::Open { email_id } => format!("o:{email_id}"),
             LinkTarget::Click { email_id, index } => format!("k:{email_id}:{index}"),
             LinkTarget::Confirm { contact_id, since } => format!("p:{contact_id}:{since}"),
@@ -62,6 +74,13 @@ impl LinkTarget {
             "c" => Some(LinkTarget::Contact {
                 contact_id: rest.to_string(),
             }),
+            "t" => {
+                let (contact_id, topic_id) = rest.split_once(':')?;
+                Some(LinkTarget::Topic {
+                    contact_id: contact_id.to_string(),
+                    topic_id: topic_id.to_string(),
+                })
+            }
             "o" => Some(LinkTarget::Open {
                 email_id: rest.to_string(),
             }),
@@ -177,12 +196,29 @@ impl LinkSigner {
 
     /// The three subscription links of a contact (one token, signed once).
     pub fn contact_urls(&self, contact_id: &str) -> ContactUrls {
+        self.contact_urls_about(contact_id, None)
+    }
+
+    /// The subscription links of a contact in an email about `topic`, if any: then the
+    /// unsubscribe link (the `List-Unsubscribe` header's and `{{unsubscribeUrl}}`) leaves that
+    /// topic only; the others are the contact's own.
+    pub fn contact_urls_about(&self, contact_id: &str, topic: Option<&str>) -> ContactUrls {
         let token = self.token(&LinkTarget::Contact {
             contact_id: contact_id.to_string(),
         });
         let base = self.base();
+        let unsubscribe = match topic {
+            Some(topic_id) => format!(
+                "{base}/unsubscribe/{}",
+                self.token(&LinkTarget::Topic {
+                    contact_id: contact_id.to_string(),
+                    topic_id: topic_id.to_string(),
+                })
+            ),
+            None => format!("{base}/unsubscribe/{token}"),
+        };
         ContactUrls {
-            unsubscribe: format!("{base}/unsubscribe/{token}"),
+            unsubscribe,
             subscribe: format!("{base}/subscribe/{token}"),
             manage: format!("{base}/manage/{token}"),
         }
@@ -233,6 +269,10 @@ mod tests {
         for target in [
             LinkTarget::Contact {
                 contact_id: "cnt_1".into(),
+            },
+            LinkTarget::Topic {
+                contact_id: "cnt_1".into(),
+                topic_id: "top_1".into(),
             },
             LinkTarget::Open {
                 email_id: "eml_1".into(),

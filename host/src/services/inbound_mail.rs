@@ -292,6 +292,7 @@ impl InboundMail {
                 subscribed_default: false,
                 resubscribe: false,
                 data: DataPatch::default(),
+                topics: Vec::new(),
             },
             source: SubscriptionSource::Track,
             event: Some(NewEvent {

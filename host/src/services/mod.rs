@@ -17,6 +17,7 @@ pub mod security;
 pub mod send_plan;
 pub mod sending;
 pub mod sending_domains;
+pub mod sends;
 pub mod submission;
 pub mod uploads;
 pub mod verification;

@@ -119,6 +119,23 @@ impl SendPlanner {
             }
             None => None,
         };
+        // The template's topic (a topic a template names cannot be deleted, but a concurrent
+        // change may have): its mail goes only to the topic's subscribers.
+        let topic = match template.as_ref().and_then(|t| t.topic.as_ref()) {
+            Some(id) => match self.store.topic(&project.id, id).await {
+                Ok(t) => Some(t),
+                Err(StoreError::NotFound) => {
+                    problems.push(Problem {
+                        field: "template".into(),
+                        code: "not_found",
+                        message: format!("the template's topic `{id}` no longer exists"),
+                    });
+                    None
+                }
+                Err(e) => return Err(e.into()),
+            },
+            None => None,
+        };
         if let Some(subject) = body.subject {
             check_subject(subject, "subject", &mut problems);
         }
@@ -278,11 +295,15 @@ impl SendPlanner {
                 .template
                 .map(str::to_string)
                 .filter(|_| template.is_some()),
-            marketing: template
-                .as_ref()
-                .is_some_and(|t| t.template_type == TemplateType::Marketing),
+            // Mail about a topic is marketing mail.
+            marketing: topic.is_some()
+                || template
+                    .as_ref()
+                    .is_some_and(|t| t.template_type == TemplateType::Marketing),
             subscribed: body.subscribed,
             data,
+            topics: Vec::new(),
+            topic,
             headers,
             attachments,
         })

@@ -17,18 +17,18 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::future::BoxFuture;
-use serde_json::{Map, Value};
+use serde_json::Value;
 
 use crate::domain::contact::{Contact, ContactUpsert};
-use crate::domain::custom_data::DataPatch;
 use crate::domain::email::EmailAddress;
 use crate::domain::event::SubscriptionSource;
 use crate::domain::ids::{EmailContentId, EmailId, ProjectId};
-use crate::domain::locale::{self, LocaleVariants};
+use crate::domain::locale::LocaleVariants;
 use crate::domain::message::{MessageDraft, decode_attachments, encode_attachments};
 use crate::domain::project::Project;
 use crate::domain::send::{Attachment, MAX_MESSAGE_BYTES, Mailbox};
 use crate::domain::template::{CompiledTemplate, RenderFailure, Rendered};
+use crate::domain::topic;
 use crate::jobs::JobQueue;
 use crate::jobs::deliver::{BatchMemo, BuildError, Built, MessageBuilder, ToBuild};
 use crate::mail::dkim::{DkimKey, DkimSigner};
@@ -49,6 +49,8 @@ use crate::store::emails::{EmailContent, NewEmail, PreparedSend};
 use crate::store::group_commit::{GroupedSend, OwnedResponse};
 use crate::store::{Conflict, Store, StoreError};
 
+pub use super::sends::{QueuedEmail, SendError, SendPlan, variables};
+
 /// The default hand-off memory budget (`sending.hand_off_memory_mb`), in kilobytes.
 const DEFAULT_HAND_OFF_KB: u32 = 256 * 1024;
 
@@ -63,6 +65,9 @@ const RENDER_ROUNDS: usize = 4;
 pub const UNSUBSCRIBED_REASON: &str =
     "the contact is unsubscribed and the template is a marketing template";
 
+/// Why the mail of a topic to a contact not subscribed to the topic is not sent.
+pub const NOT_IN_TOPIC_REASON: &str = "the contact is not subscribed to the email's topic";
+
 /// A recipient's contact that the caller of [`Sending::prepare_send`] has read: `stored` as the
 /// database holds it (the send is planned from it, and the commit checks that it is still so),
 /// `now` as the caller's own writes, made in the same commit after the send's check, will leave
@@ -72,115 +77,6 @@ pub const UNSUBSCRIBED_REASON: &str =
 pub struct KnownContact<'a> {
     pub stored: &'a Contact,
     pub now: &'a Contact,
-}
-
-/// A checked send request, ready to go out.
-#[derive(Clone)]
-pub struct SendPlan {
-    /// Recipients, in order.
-    pub recipients: Vec<Mailbox>,
-    /// The sender.
-    pub from: Mailbox,
-    /// Who signs for the sender.
-    pub sender: Sender,
-    /// Reply-To.
-    pub reply_to: Option<EmailAddress>,
-    /// Subject and body, compiled (shared with the other sends of the same text).
-    pub content: Arc<CompiledTemplate>,
-    /// Subject and body by language tag, compiled: a recipient whose `locale` matches one gets
-    /// it instead of `content` ([`SendPlan::content_for`]).
-    pub localized: Vec<(String, Arc<CompiledTemplate>)>,
-    /// The template it came from.
-    pub template_id: Option<String>,
-    /// Marketing mail carries `List-Unsubscribe`.
-    pub marketing: bool,
-    /// Subscription state asked for.
-    pub subscribed: Option<bool>,
-    /// The `data` patch.
-    pub data: DataPatch,
-    /// The caller's headers.
-    pub headers: Vec<(String, String)>,
-    /// Attachments.
-    pub attachments: Vec<Attachment>,
-}
-
-impl SendPlan {
-    /// The content a contact gets: the variant of its language (`locale` of this send's one-off
-    /// data, else of its stored data; `domain::locale`), else the plan's own.
-    pub fn content_for(&self, contact: &Contact) -> &Arc<CompiledTemplate> {
-        if self.localized.is_empty() {
-            return &self.content;
-        }
-        locale::of_contact(&self.data.transient, &contact.data)
-            .and_then(|tag| locale::pick(tag, self.localized.iter().map(|(t, _)| t.as_str())))
-            .map_or(&self.content, |i| &self.localized[i].1)
-    }
-}
-
-/// One queued email.
-#[derive(Clone, Debug)]
-pub struct QueuedEmail {
-    pub contact: Contact,
-    /// The email's id.
-    pub email_id: EmailId,
-    /// Recorded as `suppressed` and never sent (marketing mail to an unsubscribed contact).
-    pub suppressed: bool,
-}
-
-/// Why a send failed.
-#[derive(Debug, thiserror::Error)]
-pub enum SendError {
-    /// A recipient's message is over the size limit.
-    #[error(
-        "the message to {to} would be {size} bytes; a message may be at most 40 MB with its attachments"
-    )]
-    TooLarge {
-        /// The recipient.
-        to: String,
-        size: usize,
-    },
-    /// The content could not be rendered for a recipient.
-    #[error(transparent)]
-    Render(#[from] crate::domain::template::TemplateError),
-    /// The message could not be built.
-    #[error(transparent)]
-    Mime(#[from] mime::MimeError),
-    /// The DKIM key could not be used.
-    #[error(transparent)]
-    Dkim(#[from] crate::mail::dkim::DkimError),
-    /// The store failed (including an idempotency conflict).
-    #[error(transparent)]
-    Store(#[from] StoreError),
-    /// The project's sending is suspended (its bounce or complaint rate); the reason says why.
-    #[error("{0}")]
-    Suspended(String),
-    /// The rendered messages cannot be held in the render budget (`services::render_budget`).
-    #[error(transparent)]
-    RenderBudget(#[from] RenderBudgetError),
-}
-
-/// The variables a template sees for one contact: its stored data, this request's one-off
-/// values, then the service's own (`email`, `id`, `svc_id`, `svc_email` and the three signed
-/// links; an email's `viewInBrowserUrl` is added where the email's id is known).
-pub fn variables(contact: &Contact, transient: &Map<String, Value>, urls: &ContactUrls) -> Value {
-    let mut vars = contact.data.clone();
-    for (k, v) in transient {
-        vars.insert(k.clone(), v.clone());
-    }
-    let id = contact.id.as_str();
-    let email = contact.email.as_str();
-    for (k, v) in [
-        ("email", email.to_string()),
-        ("id", id.to_string()),
-        ("svc_id", id.to_string()),
-        ("svc_email", email.to_string()),
-        ("unsubscribeUrl", urls.unsubscribe.clone()),
-        ("subscribeUrl", urls.subscribe.clone()),
-        ("manageUrl", urls.manage.clone()),
-    ] {
-        vars.insert(k.to_string(), Value::String(v));
-    }
-    Value::Object(vars)
 }
 
 /// Sends email: builds each recipient's message and queues it for delivery.
@@ -461,6 +357,7 @@ impl Sending {
         // contact, as the first of its plans leaves it.
         let mut contacts: Vec<Plan> = Vec::new();
         let mut planned: HashMap<String, Contact> = HashMap::new();
+        let mut topic_changes = Vec::new();
         for to in &plan.recipients {
             if planned.contains_key(to.email.as_str()) {
                 continue;
@@ -471,8 +368,14 @@ impl Sending {
                 subscribed_default: false,
                 resubscribe: true,
                 data: plan.data.clone(),
+                topics: plan.topics.clone(),
             };
             let p = plan_upsert(project_id, &upsert, current.remove(to.email.as_str()));
+            if p.changes() {
+                for change in topic::changes(p.based_on().map(|c| &c.topics), &plan.topics) {
+                    topic_changes.push((p.contact().id.clone(), change));
+                }
+            }
             // Rendered for the known contact as the caller's writes will leave it, when the send
             // itself keeps it as stored (a workflow's send always does).
             let rendered = match (&known, &p) {
@@ -552,6 +455,7 @@ impl Sending {
                 .map(|(k, t)| (k.to_string(), t))
                 .collect(),
             source: SubscriptionSource::Send,
+            topic_changes,
             content,
             emails,
         };
@@ -568,6 +472,15 @@ fn held(room: &RenderRoom, email: Result<NewEmail, SendError>) -> Result<NewEmai
         + email.links.iter().map(String::len).sum::<usize>();
     room.take(bytes)?;
     Ok(email)
+}
+
+/// A contact's links in an email of `plan`: the unsubscribe link leaves the plan's topic only
+/// when it has one.
+fn contact_urls(links: &LinkSigner, plan: &SendPlan, contact: &Contact) -> ContactUrls {
+    links.contact_urls_about(
+        contact.id.as_str(),
+        plan.topic.as_ref().map(|t| t.id.as_str()),
+    )
 }
 
 /// A recipient of one email: the email's id, its contact, its address, its contact's links and
@@ -590,7 +503,7 @@ impl Signers {
         to: &'a Mailbox,
     ) -> (Recipient<'a>, Value) {
         let id = EmailId::generate();
-        let urls = self.links.contact_urls(contact.id.as_str());
+        let urls = contact_urls(&self.links, plan, contact);
         let mut vars = variables(contact, &plan.data.transient, &urls);
         let view = self.links.view_url(id.as_str());
         if let Value::Object(vars) = &mut vars {
@@ -676,7 +589,20 @@ impl Signers {
         } else {
             "transactional"
         };
-        if plan.marketing && !contact.subscribed {
+        let refused = if !plan.marketing {
+            None
+        } else if !contact.subscribed {
+            Some(UNSUBSCRIBED_REASON)
+        } else if plan
+            .topic
+            .as_ref()
+            .is_some_and(|t| !t.subscribed(&contact.topics))
+        {
+            Some(NOT_IN_TOPIC_REASON)
+        } else {
+            None
+        };
+        if let Some(reason) = refused {
             return Ok(NewEmail {
                 id: id.clone(),
                 contact_id: contact.id.clone(),
@@ -691,7 +617,7 @@ impl Signers {
                 links: Vec::new(),
                 draft: None,
                 content_id: None,
-                suppressed: Some(UNSUBSCRIBED_REASON.to_string()),
+                suppressed: Some(reason.to_string()),
             });
         }
         // Kept for the "view in browser" page when the content links to it.

@@ -189,6 +189,7 @@ impl Store {
                             version: 0,
                             created_at: now,
                             updated_at: now,
+                            topics: Default::default(),
                         };
                         current.insert(key.clone(), (contact, false));
                         fresh.push(key);
@@ -203,7 +204,7 @@ impl Store {
                     if i > 0 {
                         sql.push_str(", ");
                     }
-                    sql.push_str(&format!("(${}, ${}, ${}, ${}, ${}, 0, ${}, ${})", b + 1, b + 2, b + 3, b + 4, b + 5, b + 6, b + 6));
+                    sql.push_str(&format!("(${}, ${}, ${}, ${}, ${}, 0, ${}, ${}, '{{}}')", b + 1, b + 2, b + 3, b + 4, b + 5, b + 6, b + 6));
                 }
                 let mut q = sqlx::query(&sql);
                 for key in &fresh {

@@ -475,6 +475,7 @@ where
         subscribed_default: false,
         resubscribe: true,
         data: &data,
+        topics: &[],
     };
     let effects = Effects {
         source,

@@ -219,6 +219,7 @@ impl PendingUpsert {
             subscribed_default: self.write.upsert.subscribed_default,
             resubscribe: self.write.upsert.resubscribe,
             data: &self.write.upsert.data,
+            topics: &self.write.upsert.topics,
         }
     }
 
@@ -477,6 +478,7 @@ fn creating_sends<'p>(store: &Store, batch: &'p [Pending]) -> Option<Vec<&'p Gro
         let repeated = at > 0 && batch[at - 1].key() == pending.key();
         if repeated
             || plan.subscription_changed_to().is_some()
+            || !send.topic_changes.is_empty()
             || send.content.is_some()
             || write.idempotency.is_some()
             || !store

@@ -39,6 +39,7 @@ pub mod settings;
 pub mod statements;
 pub mod suppressions;
 pub mod templates;
+pub mod topics;
 pub mod usage;
 pub mod workflows;
 
@@ -192,6 +193,14 @@ pub enum Conflict {
         "the project's last OWNER cannot be removed or demoted; make another member OWNER first"
     )]
     LastOwner,
+    /// The project has the most topics it may have (`domain::topic::MAX_TOPICS`).
+    #[error("the project has 100 topics, the most it may have; delete one first")]
+    TooManyTopics,
+    /// A template or a campaign that is not finished names the topic.
+    #[error(
+        "a template or a campaign that is not finished names this topic; change or delete them first"
+    )]
+    TopicInUse,
 }
 
 /// The message prefix of the metering triggers' refusals (`migrations/*/0020_billing.sql`).

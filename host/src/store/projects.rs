@@ -551,7 +551,7 @@ pub const DELETE_CHUNK: u64 = 500;
 /// in chunks: each with an index led by `project_id`, children before their parents so that a
 /// chunk's cascade stays small (a workflow's executions, a segment's members, a contact's
 /// events go before it).
-const PROJECT_TABLES: [&str; 13] = [
+const PROJECT_TABLES: [&str; 14] = [
     "jobs",
     "idempotency_keys",
     "email_events",
@@ -565,6 +565,7 @@ const PROJECT_TABLES: [&str; 13] = [
     "contacts",
     "contact_fields",
     "templates",
+    "topics",
 ];
 
 /// What a project reset deleted, by kind.
@@ -593,8 +594,8 @@ pub struct SetupState {
 }
 
 impl Store {
-    /// Deletes a project's data (contacts, events and their names, emails, templates, segments,
-    /// campaigns, workflows, jobs, idempotency keys, custom fields), keeping the project, its members,
+    /// Deletes a project's data (contacts, events and their names, emails, templates, topics,
+    /// segments, campaigns, workflows, jobs, idempotency keys, custom fields), keeping the project, its members,
     /// keys, settings and sending domains. Children go by cascade. Table by table, each in
     /// chunks of [`DELETE_CHUNK`] rows a transaction on SQLite ([`Store::delete_chunked`]), so
     /// that another project's write never waits long behind it on the one writer; a write the

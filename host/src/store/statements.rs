@@ -189,7 +189,7 @@ pub(crate) trait Statements {
     ) -> StoreResult<()>;
 }
 
-/// Binds the 8 values of a contact insert (`contacts::insert_contacts_sql`, a row).
+/// Binds the 9 values of a contact insert (`contacts::insert_contacts_sql`, a row).
 macro_rules! bind_new_contact {
     ($q:expr, $c:expr) => {{
         let c = $c;
@@ -201,6 +201,7 @@ macro_rules! bind_new_contact {
             .bind(c.version)
             .bind(c.created_at)
             .bind(c.updated_at)
+            .bind(Json(&c.topics))
     }};
 }
 
@@ -244,6 +245,7 @@ where
     for<'q> Option<&'q [u8]>: Encode<'q, DB> + Type<DB>,
     for<'q> Json<&'q Value>: Encode<'q, DB> + Type<DB>,
     for<'q> Json<&'q Map<String, Value>>: Encode<'q, DB> + Type<DB>,
+    for<'q> Json<&'q std::collections::BTreeMap<String, bool>>: Encode<'q, DB> + Type<DB>,
     for<'q> i64: Encode<'q, DB> + Type<DB>,
     for<'q> Option<i64>: Encode<'q, DB> + Type<DB>,
     for<'q> i32: Encode<'q, DB> + Type<DB>,
@@ -472,7 +474,8 @@ where
                     .bind(c.subscribed)
                     .bind(Json(&c.data))
                     .bind(c.version)
-                    .bind(c.updated_at);
+                    .bind(c.updated_at)
+                    .bind(Json(&c.topics));
             }
             q.execute(&mut **self)
                 .await
@@ -685,6 +688,7 @@ where
     for<'q> Option<&'q str>: Encode<'q, DB> + Type<DB>,
     for<'q> Json<&'q Value>: Encode<'q, DB> + Type<DB>,
     for<'q> Json<&'q Map<String, Value>>: Encode<'q, DB> + Type<DB>,
+    for<'q> Json<&'q std::collections::BTreeMap<String, bool>>: Encode<'q, DB> + Type<DB>,
     for<'q> i64: Encode<'q, DB> + Type<DB>,
     for<'q> Option<i64>: Encode<'q, DB> + Type<DB>,
     for<'q> bool: Encode<'q, DB> + Type<DB>,

@@ -8,7 +8,7 @@ use sqlx::types::Json;
 use super::{Store, StoreError, StoreResult};
 use super::{on_db, on_db_write};
 use crate::domain::email::EmailAddress;
-use crate::domain::ids::{ProjectId, TemplateId};
+use crate::domain::ids::{ProjectId, TemplateId, TopicId};
 use crate::domain::locale::LocaleVariants;
 use crate::domain::pagination::{Page, PageRequest};
 use crate::domain::template::fields::TemplateType;
@@ -45,6 +45,8 @@ pub struct TemplateFields {
     pub reply_to: Option<EmailAddress>,
     /// Subject and body by language (`domain::locale`); empty when there are none.
     pub variants: LocaleVariants,
+    /// The topic its mail is about (marketing mail that only the topic's subscribers receive).
+    pub topic: Option<TopicId>,
 }
 
 #[derive(FromRow)]
@@ -62,10 +64,11 @@ struct TemplateRow {
     variants: Option<Json<LocaleVariants>>,
     created_at: i64,
     updated_at: i64,
+    topic_id: Option<String>,
 }
 
 const COLUMNS: &str = "id, project_id, name, subject, body, type, from_email, from_name, reply_to, \
-     variants, created_at, updated_at";
+     variants, created_at, updated_at, topic_id";
 
 /// Variants as stored: `NULL` for none.
 fn stored(variants: &LocaleVariants) -> Option<Json<&LocaleVariants>> {
@@ -90,6 +93,7 @@ impl TryFrom<TemplateRow> for Template {
                 from_name: r.from_name,
                 reply_to: r.reply_to.map(EmailAddress::from_trusted),
                 variants: r.variants.map(|v| v.0).unwrap_or_default(),
+                topic: r.topic_id.map(TopicId::from_trusted),
             },
             created_at: r.created_at,
             updated_at: r.updated_at,
@@ -116,6 +120,8 @@ pub struct TemplatePatch {
     pub reply_to: Option<Option<EmailAddress>>,
     /// New variants (empty: none).
     pub variants: Option<LocaleVariants>,
+    /// A new topic, or none.
+    pub topic: Option<Option<TopicId>>,
 }
 
 impl TemplatePatch {
@@ -129,6 +135,7 @@ impl TemplatePatch {
             && self.from_name.is_none()
             && self.reply_to.is_none()
             && self.variants.is_none()
+            && self.topic.is_none()
     }
 }
 
@@ -143,7 +150,7 @@ impl Store {
         let id = TemplateId::generate();
         let sql = format!(
             "INSERT INTO templates ({COLUMNS}) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $11) RETURNING {COLUMNS}"
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $11, $12) RETURNING {COLUMNS}"
         );
         let row: TemplateRow = on_db_write!(self.db(), pool => {
             sqlx::query_as(&sql)
@@ -158,6 +165,7 @@ impl Store {
                 .bind(t.reply_to.as_ref().map(EmailAddress::as_str))
                 .bind(stored(&t.variants))
                 .bind(now_ms())
+                .bind(t.topic.as_ref().map(TopicId::as_str))
                 .fetch_one(pool)
                 .await?
         });
@@ -233,7 +241,7 @@ impl Store {
              from_name = CASE WHEN $9 THEN $10 ELSE from_name END, \
              reply_to = CASE WHEN $11 THEN $12 ELSE reply_to END, \
              variants = CASE WHEN $13 THEN $14 ELSE variants END, \
-             updated_at = $15 \
+             updated_at = $15, topic_id = CASE WHEN $16 THEN $17 ELSE topic_id END \
              WHERE project_id = $1 AND id = $2 RETURNING {COLUMNS}"
         );
         let from_email = patch
@@ -245,6 +253,10 @@ impl Store {
             .reply_to
             .as_ref()
             .map(|r| r.as_ref().map(EmailAddress::as_str));
+        let topic = patch
+            .topic
+            .as_ref()
+            .map(|t| t.as_ref().map(TopicId::as_str));
         let row: Option<TemplateRow> = on_db_write!(self.db(), pool => {
             sqlx::query_as(&sql)
                 .bind(project.as_str())
@@ -262,6 +274,8 @@ impl Store {
                 .bind(patch.variants.is_some())
                 .bind(patch.variants.as_ref().and_then(stored))
                 .bind(now_ms())
+                .bind(topic.is_some())
+                .bind(topic.flatten())
                 .fetch_optional(pool)
                 .await?
         });

@@ -54,6 +54,7 @@ fn subject(input: Input, now_ms: i64) -> Subject {
             })
             .collect(),
         segments: input.segments.into_iter().collect(),
+        topics: Default::default(),
         event_data: match input.event.map(|e| e.data) {
             Some(Value::Object(data)) => data,
             _ => Default::default(),

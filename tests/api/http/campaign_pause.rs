@@ -431,16 +431,16 @@ async fn the_audience_preview_counts_what_a_send_mails_and_why_the_others_are_le
 
     assert_eq!(
         preview(&app, &p, &all).await,
-        json!({ "recipients": 10, "excluded": { "unsubscribed": 3, "pending": 0, "suppressed": 2 } })
+        json!({ "recipients": 10, "excluded": { "unsubscribed": 3, "pending": 0, "notInTopic": 0, "suppressed": 2 } })
     );
     // Plan pro: c0 (suppressed), c2 to c10 (5 mailed), u0 to u2 (unsubscribed).
     assert_eq!(
         preview(&app, &p, &pro).await,
-        json!({ "recipients": 5, "excluded": { "unsubscribed": 3, "pending": 0, "suppressed": 1 } })
+        json!({ "recipients": 5, "excluded": { "unsubscribed": 3, "pending": 0, "notInTopic": 0, "suppressed": 1 } })
     );
     assert_eq!(
         preview(&app, &p, &picked).await,
-        json!({ "recipients": 1, "excluded": { "unsubscribed": 1, "pending": 0, "suppressed": 1 } })
+        json!({ "recipients": 1, "excluded": { "unsubscribed": 1, "pending": 0, "notInTopic": 0, "suppressed": 1 } })
     );
 
     // What the sends mail is what the previews said.

@@ -182,7 +182,8 @@ async fn unsubscribe_links_work_without_javascript_and_in_one_click() {
         .await;
     assert_eq!(events.body["data"][0]["data"]["source"], "link");
 
-    // The preferences page shows the state and resubscribes.
+    // The preferences page shows the state (the global unsubscribe checked); saving its form
+    // with the box unchecked subscribes again.
     let body = client
         .get(&manage)
         .send()
@@ -192,16 +193,26 @@ async fn unsubscribe_links_work_without_javascript_and_in_one_click() {
         .await
         .unwrap();
     assert!(body.contains("You are unsubscribed"), "{body}");
-    let subscribe = body
+    assert!(
+        body.contains("name=\"unsubscribeAll\" value=\"on\" checked"),
+        "{body}"
+    );
+    let action = body
         .split("action=\"")
         .nth(1)
         .unwrap()
         .split('"')
         .next()
         .unwrap()
-        .to_string();
-    assert!(subscribe.contains("/subscribe/"));
-    let r = client.post(&subscribe).send().await.unwrap();
+        .replace("&amp;", "&");
+    assert_eq!(action, manage);
+    let r = client
+        .post(&action)
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body("")
+        .send()
+        .await
+        .unwrap();
     assert_eq!(r.status(), 200);
     assert!(r.text().await.unwrap().contains("You are subscribed"));
     assert_eq!(
@@ -653,7 +664,10 @@ async fn subscription_pages_are_in_the_contacts_locale_with_english_as_the_fallb
     let (_, body) = page_at(&client, Method::GET, &manage).await;
     assert!(body.contains("<html lang=\"de\">"), "{body}");
     assert!(body.contains("E-Mail-Einstellungen"), "{body}");
-    assert!(body.contains("Wieder anmelden"), "{body}");
+    assert!(
+        body.contains("Von allen Marketing-E-Mails abmelden"),
+        "{body}"
+    );
 
     // Unknown, malformed or non-string locales: English.
     for locale in [json!("xx-YY"), json!("fr\"><script>"), json!(42)] {

@@ -33,7 +33,7 @@ async fn dynamic(app: &TestApp, p: &TestProject, name: &str, condition: Value) -
 }
 
 /// The addresses of every member (walking pages of 100), sorted.
-async fn members(app: &TestApp, p: &TestProject, id: &str) -> Vec<String> {
+pub(crate) async fn members(app: &TestApp, p: &TestProject, id: &str) -> Vec<String> {
     let r = app
         .get(
             &format!("/segments/{id}/contacts?pageSize=100"),

@@ -122,6 +122,7 @@ async fn the_generated_client_goes_through_the_main_flow() {
                     email: format!("c{i}@example.com"),
                     data: None,
                     subscribed: None,
+                    topics: None,
                 },
             )
             .await
@@ -139,6 +140,7 @@ async fn the_generated_client_goes_through_the_main_flow() {
                 subscribed: Some(false),
                 email: None,
                 data: None,
+                topics: None,
             },
         )
         .await
@@ -169,12 +171,58 @@ async fn the_generated_client_goes_through_the_main_flow() {
     ids.sort();
     assert_eq!(seen, ids);
 
+    // Topics: one created, a contact's choice made on its record and read back.
+    let news = sk
+        .create_topic(
+            None,
+            &types::CreateTopic {
+                name: "News".into(),
+                description: None,
+                default_subscription: types::TopicDefault::OptIn,
+                visibility: Some(types::TopicVisibility::Public),
+            },
+        )
+        .await
+        .expect("create topic")
+        .into_inner();
+    assert!(news.id.starts_with("top_"));
+    sk.update_contact(
+        &ids[1],
+        None,
+        &types::UpdateContact {
+            subscribed: None,
+            email: None,
+            data: None,
+            topics: Some(vec![types::TopicSetting {
+                id: news.id.clone(),
+                subscribed: false,
+            }]),
+        },
+    )
+    .await
+    .expect("leave the topic");
+    let read = sk
+        .get_contact(&ids[1], None)
+        .await
+        .expect("get contact")
+        .into_inner();
+    assert_eq!(read.topics.len(), 1);
+    assert_eq!(read.topics[0].id, news.id);
+    assert!(!read.topics[0].subscribed);
+    let topics = sk
+        .list_topics(None)
+        .await
+        .expect("list topics")
+        .into_inner();
+    assert_eq!(topics.len(), 1);
+
     // Track with an idempotency key, then its replay.
     let track = types::TrackRequest {
         email: "c1@example.com".into(),
         event: "signed-up".into(),
         data: None,
         subscribed: None,
+        topics: None,
     };
     let first = pk.track(Some("rust-1"), None, &track).await.expect("track");
     assert!(first.headers().get("Idempotent-Replayed").is_none());
@@ -222,6 +270,7 @@ async fn the_generated_client_goes_through_the_main_flow() {
                 event: "signed-up".into(),
                 data: None,
                 subscribed: None,
+                topics: None,
             },
         )
         .await
@@ -284,6 +333,7 @@ async fn the_generated_client_goes_through_the_main_flow() {
                 reply: None,
                 subscribed: None,
                 template: None,
+                topics: None,
             },
         )
         .await
@@ -311,6 +361,7 @@ async fn the_generated_client_goes_through_the_main_flow() {
                 from_name: None,
                 reply_to: None,
                 variants: Some([("fr".to_string(), french)].into_iter().collect()),
+                topic_id: None,
             },
         )
         .await
@@ -340,6 +391,7 @@ async fn the_generated_client_goes_through_the_main_flow() {
                 subject: None,
                 type_: None,
                 variants: None,
+                topic_id: None,
             },
         )
         .await
@@ -390,6 +442,7 @@ async fn the_generated_client_goes_through_the_main_flow() {
                 audience_filter: None,
                 variants: Some(vec![variant("A"), variant("B")]),
                 locale_variants: None,
+                topic_id: None,
                 test_fraction: Some(0.2),
                 winner_metric: Some(types::AbWinnerMetric::ClickRate),
                 test_duration: Some(3600),
@@ -429,6 +482,7 @@ async fn the_generated_client_goes_through_the_main_flow() {
                 email: "nope".into(),
                 data: None,
                 subscribed: None,
+                topics: None,
             },
         )
         .await,
@@ -460,6 +514,7 @@ async fn the_generated_client_goes_through_the_main_flow() {
                 reply: None,
                 subscribed: None,
                 template: None,
+                topics: None,
             },
         )
         .await,

@@ -134,6 +134,11 @@ pub struct CampaignBody {
     /// Subject and body by language (BCP 47 tag), picked for each recipient's `data.locale`
     /// like a template's `variants`; `{}` when none.
     pub locale_variants: BTreeMap<String, LocaleVariant>,
+    /// The topic it is about (`top_…`): only contacts subscribed to it (and globally
+    /// subscribed) receive it, and its one-click unsubscribe leaves that topic only; null when
+    /// none.
+    #[oai(nullable)]
+    pub topic_id: Option<String>,
     /// Recipients snapshotted so far (the final count once sending is done).
     pub recipient_count: i64,
     pub created_at: Timestamp,
@@ -179,6 +184,7 @@ impl From<Campaign> for CampaignBody {
             finished_at: c.finished_at.map(Timestamp),
             failure_reason: c.failure_reason,
             locale_variants: locale_variant_bodies(content.locale_variants),
+            topic_id: content.topic.map(|t| t.into_string()),
             recipient_count: c.recipient_count,
             created_at: Timestamp(c.created_at),
             updated_at: Timestamp(c.updated_at),
@@ -267,7 +273,7 @@ pub struct CampaignRequest {
     #[serde(default)]
     pub test_fraction: Option<f64>,
     /// `OPEN_RATE` or `CLICK_RATE` (read in any case): what decides the A/B test's winner.
-    #[oai(nullable)]
+    #[oai(skip_serializing_if_is_none)]
     #[serde(default)]
     pub winner_metric: Option<OneOf<AbWinnerMetric>>,
     /// Seconds from the moment the A/B test group is taken until the winner is chosen, 1 to
@@ -275,6 +281,11 @@ pub struct CampaignRequest {
     #[oai(nullable)]
     #[serde(default)]
     pub test_duration: Option<i64>,
+    /// A topic of the project (`top_…`): only the audience's contacts subscribed to it receive
+    /// the campaign, and its one-click unsubscribe leaves that topic only.
+    #[oai(nullable)]
+    #[serde(default)]
+    pub topic_id: Option<String>,
 }
 
 /// `POST /campaigns/:id/send` body (optional).
@@ -420,6 +431,11 @@ pub struct AudienceExclusions {
     pub pending: i64,
     /// Subscribed contacts whose address is on the project's suppression list
     /// (`GET /suppressions`): a send records their email as suppressed and never hands it off.
+    /// Subscribed contacts not subscribed to the campaign's topic (0 without a topic).
+    pub not_in_topic: i64,
+    /// Subscribed contacts (to the topic too) whose address is on the project's suppression
+    /// list (`GET /suppressions`): a send records their email as suppressed and never hands it
+    /// off.
     pub suppressed: i64,
 }
 
@@ -440,6 +456,7 @@ impl From<AudienceCounts> for AudiencePreview {
             excluded: AudienceExclusions {
                 unsubscribed: c.unsubscribed,
                 pending: c.pending,
+                not_in_topic: c.not_in_topic,
                 suppressed: c.suppressed,
             },
         }

@@ -106,6 +106,7 @@ async fn check_request(
         segment_id: req.segment_id.as_deref(),
         audience_filter: req.audience_filter.as_ref(),
         locale_variants: locale_variants.as_ref(),
+        topic_id: req.topic_id.as_deref(),
     });
     let mut errors: Vec<FieldError> = match &checked {
         Ok(_) => Vec::new(),
@@ -163,6 +164,9 @@ async fn check_request(
             }
             Err(e) => return Err(e.into()),
         }
+    }
+    if let Some(topic) = &content.topic {
+        super::topics::require_topic(state, project, topic, "topicId").await?;
     }
     super::templates::authorize_from(state, project, &content.from_email, "from").await?;
     Ok(content)
@@ -564,9 +568,10 @@ impl CampaignsApi {
     /// How many contacts a send of the campaign would mail now, and why the others of its
     /// audience would not be: `excluded.unsubscribed` (`subscribed: false`),
     /// `excluded.pending` (not subscribed, waiting for the confirmation of their subscription:
-    /// confirmed opt-in) and `excluded.suppressed` (subscribed, but on the project's suppression
-    /// list), each contact counted once, by the first of these rules. The same rules as the
-    /// send, read now: a send mails `recipients` contacts if nothing changes before it.
+    /// confirmed opt-in), `excluded.notInTopic` (subscribed, but not to the campaign's topic)
+    /// and `excluded.suppressed` (subscribed, but on the project's suppression list), each
+    /// contact counted once, by the first of these rules. The same rules as the send, read now:
+    /// a send mails `recipients` contacts if nothing changes before it.
     /// Allowed in any status. 422 when the campaign's segment no longer exists.
     #[oai(
         path = "/campaigns/:id/audience",

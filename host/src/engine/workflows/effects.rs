@@ -21,6 +21,7 @@ use crate::domain::project::Project;
 use crate::domain::send::Mailbox;
 use crate::domain::template::CompiledTemplate;
 use crate::domain::template::fields::TemplateType;
+use crate::domain::topic::Topic;
 use crate::domain::workflow::MAX_CONFIG_BYTES;
 use crate::plugins::types::Effect;
 use crate::services::render_budget::RenderRoom;
@@ -71,6 +72,8 @@ impl SendReads {
 /// A template ready to send: its fields, its from address, who may send as it and its content.
 struct PreparedTemplate {
     template: TemplateFields,
+    /// The template's topic, if it names one.
+    topic: Option<Topic>,
     from_email: EmailAddress,
     sender: Sender,
     content: Arc<CompiledTemplate>,
@@ -140,6 +143,7 @@ fn deferred_update(
         email: None,
         subscribed,
         data: data_patch(data)?,
+        topics: Vec::new(),
     };
     let updated = would_change(contact, &change);
     let write = EffectWrite::UpdateContact {
@@ -313,12 +317,15 @@ impl WorkflowEngine {
             content: prepared.content.clone(),
             localized: prepared.localized.clone(),
             template_id: Some(template_id.to_string()),
-            marketing: template.template_type == TemplateType::Marketing,
+            marketing: prepared.topic.is_some()
+                || template.template_type == TemplateType::Marketing,
             subscribed: None,
             data: DataPatch {
                 transient: context.clone(),
                 ..DataPatch::default()
             },
+            topics: Vec::new(),
+            topic: prepared.topic.clone(),
             headers: Vec::new(),
             attachments: Vec::new(),
         };
@@ -400,8 +407,21 @@ impl WorkflowEngine {
             .map_err(|(tag, e)| {
                 EffectError::Fail(format!("template {template_id}, `{tag}`: {}", e.describe()))
             })?;
+        let topic = match &template.topic {
+            Some(id) => match self.store.topic(project, id).await {
+                Ok(t) => Some(t),
+                Err(StoreError::NotFound) => {
+                    return Err(EffectError::Fail(format!(
+                        "template {template_id}: its topic {id} no longer exists"
+                    )));
+                }
+                Err(e) => return Err(e.into()),
+            },
+            None => None,
+        };
         Ok(PreparedTemplate {
             template,
+            topic,
             from_email,
             sender,
             content,
@@ -424,6 +444,7 @@ impl WorkflowEngine {
             email: None,
             subscribed,
             data,
+            topics: Vec::new(),
         };
         let response = update_record(contact);
         let recorded = response.clone();

@@ -71,8 +71,8 @@ impl Store {
         let sql = format!(
             "INSERT INTO campaigns (id, project_id, name, description, subject, body, from_email, \
              from_name, reply_to, audience_type, segment_id, audience_filter, status, created_at, updated_at, \
-             locale_variants, ab_test) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, 'DRAFT', $13, $13, $14, $15) RETURNING {COLUMNS}"
+             locale_variants, ab_test, topic_id) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, 'DRAFT', $13, $13, $14, $15, $16) RETURNING {COLUMNS}"
         );
         let row: CampaignRow = on_db_write!(self.db(), pool => {
             sqlx::query_as(&sql)
@@ -91,6 +91,7 @@ impl Store {
                 .bind(now_ms())
                 .bind(stored_variants(c))
                 .bind(c.ab.as_ref().map(Json))
+                .bind(c.topic.as_ref().map(|t| t.as_str()))
                 .fetch_one(pool)
                 .await?
         });
@@ -171,7 +172,7 @@ impl Store {
         let sql = format!(
             "UPDATE campaigns SET name = $3, description = $4, subject = $5, body = $6, from_email = $7, \
              from_name = $8, reply_to = $9, audience_type = $10, segment_id = $11, audience_filter = $12, \
-             updated_at = $13, locale_variants = $14, ab_test = $15 \
+             updated_at = $13, locale_variants = $14, ab_test = $15, topic_id = $16 \
              WHERE project_id = $1 AND id = $2 AND status IN ('DRAFT', 'SCHEDULED') \
              RETURNING {COLUMNS}"
         );
@@ -192,6 +193,7 @@ impl Store {
                 .bind(now_ms())
                 .bind(stored_variants(c))
                 .bind(c.ab.as_ref().map(Json))
+                .bind(c.topic.as_ref().map(|t| t.as_str()))
                 .fetch_optional(pool)
                 .await?
         });

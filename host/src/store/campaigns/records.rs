@@ -9,7 +9,7 @@ use crate::domain::campaign::{Audience, CampaignContent, CampaignStatus};
 use crate::domain::campaign_ab::AbTest;
 use crate::domain::contact::Contact;
 use crate::domain::email::EmailAddress;
-use crate::domain::ids::{CampaignId, ContactId, ProjectId, SegmentId};
+use crate::domain::ids::{CampaignId, ContactId, ProjectId, SegmentId, TopicId};
 use crate::domain::locale::LocaleVariants;
 use crate::store::StoreError;
 use crate::store::jobs::{JobPayload, NewJob};
@@ -48,7 +48,7 @@ pub mod recipient {
 pub(super) const COLUMNS: &str = "id, project_id, name, description, subject, body, from_email, from_name, \
      reply_to, audience_type, segment_id, audience_filter, status, scheduled_at, started_at, \
      finished_at, failure_reason, snapshot_after, snapshot_done, batches, recipient_count, \
-     locale_variants, created_at, updated_at, ab_test, ab_decide_at, ab_winner, ab_decided_at, local_send_at";
+     locale_variants, created_at, updated_at, ab_test, ab_decide_at, ab_winner, ab_decided_at, local_send_at, topic_id";
 
 /// The batches of a campaign (`$1`) with pending ledger rows, in order: what a resume or an A/B
 /// test's winner queues a batch job for.
@@ -241,6 +241,7 @@ pub(super) struct CampaignRow {
     ab_winner: Option<i32>,
     ab_decided_at: Option<i64>,
     local_send_at: Option<i64>,
+    topic_id: Option<String>,
 }
 
 impl TryFrom<CampaignRow> for Campaign {
@@ -269,6 +270,7 @@ impl TryFrom<CampaignRow> for Campaign {
                 audience,
                 locale_variants: r.locale_variants.map(|v| v.0).unwrap_or_default(),
                 ab: r.ab_test.map(|t| t.0),
+                topic: r.topic_id.map(TopicId::from_trusted),
             },
             status,
             scheduled_at: r.scheduled_at,
@@ -352,6 +354,9 @@ pub struct AudienceCounts {
     /// Not subscribed, waiting for the confirmation of their subscription (confirmed opt-in).
     pub pending: i64,
     /// Subscribed, but their address is on the project's suppression list.
+    /// Subscribed, but not to the campaign's topic (always 0 without a topic).
+    pub not_in_topic: i64,
+    /// Subscribed (and to the topic), but their address is on the project's suppression list.
     pub suppressed: i64,
 }
 

@@ -45,6 +45,18 @@ impl Store {
         }
     }
 
+    /// Whether a contact of a campaign's audience (`c`) is subscribed to the campaign's topic,
+    /// as SQL (the topic's id pushed onto `binds`); true for a campaign without a topic. The
+    /// one rule of the snapshot and the audience preview.
+    fn in_topic(&self, c: &Campaign, binds: &mut Vec<SqlValue>) -> String {
+        let Some(topic) = &c.content.topic else {
+            return "(1 = 1)".to_string();
+        };
+        binds.push(SqlValue::Text(topic.as_str().to_string()));
+        let dialect = crate::store::segments::rows::dialect(self.db().backend());
+        herald_filter::topic_subscribed_sql(dialect, &format!("${}", binds.len()))
+    }
+
     /// The contacts of a campaign's audience now, counted by the rules a send applies (the
     /// snapshot takes the subscribed ones; a batch records those on the project's suppression
     /// list as suppressed): each contact once, by the first rule that keeps it from the send.
@@ -67,11 +79,14 @@ impl Store {
              AND p.expires_at > ${})",
             binds.len()
         );
+        // The snapshot's topic rule (`in_topic`), the same text.
+        let in_topic = self.in_topic(c, &mut binds);
         let sql = format!(
-            "SELECT COUNT(CASE WHEN c.subscribed AND NOT {listed} THEN 1 END) AS recipients, \
+            "SELECT COUNT(CASE WHEN c.subscribed AND {in_topic} AND NOT {listed} THEN 1 END) AS recipients, \
              COUNT(CASE WHEN NOT c.subscribed AND NOT {pending} THEN 1 END) AS unsubscribed, \
              COUNT(CASE WHEN NOT c.subscribed AND {pending} THEN 1 END) AS pending, \
-             COUNT(CASE WHEN c.subscribed AND {listed} THEN 1 END) AS suppressed {from}"
+             COUNT(CASE WHEN c.subscribed AND NOT {in_topic} THEN 1 END) AS not_in_topic, \
+             COUNT(CASE WHEN c.subscribed AND {in_topic} AND {listed} THEN 1 END) AS suppressed {from}"
         );
         let counts: AudienceCounts = on_db!(self.db(), pool => {
             bind_all!(sqlx::query_as(&sql), &binds).fetch_one(pool).await?
@@ -97,13 +112,14 @@ impl Store {
         else {
             return Err(StoreError::NotFound);
         };
+        let in_topic = self.in_topic(c, &mut binds);
         let n = binds.len();
         binds.push(SqlValue::Text(c.id.as_str().to_string()));
         binds.push(SqlValue::Int(i64::from(c.batches)));
         binds.push(SqlValue::Text(c.snapshot_after.clone().unwrap_or_default()));
         let insert = format!(
             "INSERT INTO campaign_recipients (campaign_id, contact_id, batch, status) \
-             SELECT ${}, c.id, ${}, 'pending' {from} AND c.subscribed AND c.id > ${} \
+             SELECT ${}, c.id, ${}, 'pending' {from} AND c.subscribed AND {in_topic} AND c.id > ${} \
              ORDER BY c.id LIMIT {SNAPSHOT_CHUNK} RETURNING contact_id",
             n + 1,
             n + 2,

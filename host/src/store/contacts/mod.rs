@@ -177,6 +177,7 @@ impl Store {
             subscribed_default: upsert.subscribed_default,
             resubscribe: upsert.resubscribe,
             data: &upsert.data,
+            topics: &upsert.topics,
         };
         self.write_contact(
             project,
@@ -203,6 +204,7 @@ impl Store {
             subscribed_default: false,
             resubscribe: true,
             data: &change.data,
+            topics: &change.topics,
         };
         let effects = Effects {
             source,
@@ -229,6 +231,7 @@ impl Store {
             subscribed_default: false,
             resubscribe: true,
             data: &change.data,
+            topics: &change.topics,
         };
         self.write_contact(project, Target::Id(id), &req, effects)
             .await
@@ -252,6 +255,7 @@ impl Store {
             subscribed_default: false,
             resubscribe: true,
             data: &data,
+            topics: &[],
         };
         let effects = Effects {
             source,

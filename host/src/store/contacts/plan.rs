@@ -1,6 +1,8 @@
 //! What a contact write does, planned in memory by the domain rules before anything is written:
 //! the [`Plan`] of an insert or a change, and the caps it checks.
 
+use std::collections::BTreeMap;
+
 use serde_json::{Map, Value};
 
 use crate::domain::contact::{Contact, ContactChange, ContactUpsert};
@@ -8,6 +10,7 @@ use crate::domain::custom_data::DataPatch;
 use crate::domain::email::EmailAddress;
 use crate::domain::ids::{ContactId, ProjectId};
 use crate::domain::time::now_ms;
+use crate::domain::topic::TopicChoice;
 use crate::store::{CapReached, StoreError, StoreLimits, StoreResult};
 
 /// The caps a contact write checks (see [`StoreLimits`]).
@@ -58,6 +61,17 @@ pub(in crate::store) struct Request<'a> {
     /// [`ContactUpsert::resubscribe`]).
     pub(in crate::store) resubscribe: bool,
     pub(in crate::store) data: &'a DataPatch,
+    /// Topic choices to make, in order (the last choice of a topic counts).
+    pub(in crate::store) topics: &'a [TopicChoice],
+}
+
+/// Applies topic choices to a contact's choices; answers whether any changed.
+fn apply_topics(choices: &mut BTreeMap<String, bool>, topics: &[TopicChoice]) -> bool {
+    let mut changed = false;
+    for c in topics {
+        changed |= choices.insert(c.topic.as_str().to_string(), c.subscribed) != Some(c.subscribed);
+    }
+    changed
 }
 
 /// What to do with the contact that was read.
@@ -80,6 +94,7 @@ pub(crate) fn plan_upsert(
         subscribed_default: upsert.subscribed_default,
         resubscribe: upsert.resubscribe,
         data: &upsert.data,
+        topics: &upsert.topics,
     };
     match current {
         None => plan_insert(project, &upsert.email, &req),
@@ -137,6 +152,8 @@ pub(super) fn plan(
 fn plan_insert(project: &ProjectId, email: &EmailAddress, req: &Request<'_>) -> Plan {
     let mut data = Map::new();
     req.data.apply(&mut data);
+    let mut topics = BTreeMap::new();
+    apply_topics(&mut topics, req.topics);
     let now = now_ms();
     Plan::Insert(Contact {
         id: ContactId::generate(),
@@ -147,6 +164,7 @@ fn plan_insert(project: &ProjectId, email: &EmailAddress, req: &Request<'_>) -> 
         version: 0,
         created_at: now,
         updated_at: now,
+        topics,
     })
 }
 
@@ -154,6 +172,7 @@ fn plan_insert(project: &ProjectId, email: &EmailAddress, req: &Request<'_>) -> 
 pub(super) fn plan_change(current: Contact, req: &Request<'_>) -> Plan {
     let mut after = current.clone();
     let data_changed = req.data.apply(&mut after.data);
+    let topics_changed = apply_topics(&mut after.topics, req.topics);
     after.subscribed = match req.subscribed {
         // Only a caller trusted to (the secret key, the dashboard) subscribes again a contact
         // who opted out, bounced or complained.
@@ -164,7 +183,11 @@ pub(super) fn plan_change(current: Contact, req: &Request<'_>) -> Plan {
     if let Some(email) = req.email {
         after.email = email.clone();
     }
-    if data_changed || after.subscribed != current.subscribed || after.email != current.email {
+    if data_changed
+        || topics_changed
+        || after.subscribed != current.subscribed
+        || after.email != current.email
+    {
         after.version += 1;
         after.updated_at = now_ms().max(current.updated_at);
         Plan::Update {
@@ -185,6 +208,7 @@ pub(crate) fn would_change(current: &Contact, change: &ContactChange) -> bool {
         subscribed_default: false,
         resubscribe: true,
         data: &change.data,
+        topics: &change.topics,
     };
     plan_change(current.clone(), &req).changes()
 }
@@ -198,6 +222,7 @@ pub(crate) fn changed(current: &Contact, change: &ContactChange) -> Contact {
         subscribed_default: false,
         resubscribe: true,
         data: &change.data,
+        topics: &change.topics,
     };
     plan_change(current.clone(), &req).contact().clone()
 }

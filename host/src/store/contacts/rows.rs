@@ -2,7 +2,7 @@
 //! field-type writes, and the planned contact writes [`ContactWrites`] that
 //! [`crate::store::statements::Statements::write_contacts`] makes.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 
 use serde_json::{Map, Value};
 use sqlx::FromRow;
@@ -16,10 +16,10 @@ use crate::domain::ids::{ContactId, ProjectId};
 
 /// The columns of `contacts`, in the order of [`ContactRow`].
 pub(in crate::store) const COLUMNS: &str =
-    "id, project_id, email, subscribed, data, version, created_at, updated_at";
+    "id, project_id, email, subscribed, data, version, created_at, updated_at, topics";
 /// How often a write by address reads again after another writer created the address.
 pub(in crate::store) const MAX_ATTEMPTS: usize = 16;
-/// The most contacts one statement of [`ContactWrites`] writes (8 values a row).
+/// The most contacts one statement of [`ContactWrites`] writes (9 values a row).
 pub(in crate::store) const MAX_CONTACTS_PER_WRITE: usize = 500;
 /// The most addresses one read of contacts by address names.
 pub(super) const READ_CHUNK: usize = 500;
@@ -29,7 +29,7 @@ pub(crate) type ContactReads =
     crate::store::rounds::Rounds<String, Vec<Contact>, Vec<EmailAddress>>;
 
 /// Inserts `n` contacts, each unless its address is taken; answers the ids of those inserted.
-/// Binds, a row: id, project, email, subscribed, data, version, created, updated.
+/// Binds, a row: id, project, email, subscribed, data, version, created, updated, topics.
 pub(in crate::store) fn insert_contacts_sql(n: usize) -> String {
     insert_contacts_from(1, n)
 }
@@ -37,21 +37,24 @@ pub(in crate::store) fn insert_contacts_sql(n: usize) -> String {
 /// [`insert_contacts_sql`] with its placeholders numbered from `first`.
 pub(in crate::store) fn insert_contacts_from(first: usize, n: usize) -> String {
     format!(
-        "INSERT INTO contacts (id, project_id, email, subscribed, data, version, created_at, updated_at) \
+        "INSERT INTO contacts (id, project_id, email, subscribed, data, version, created_at, updated_at, topics) \
          VALUES {} ON CONFLICT (project_id, email) DO NOTHING RETURNING id",
-        crate::store::dialect::value_rows(first, n, 8)
+        crate::store::dialect::value_rows(first, n, NEW_CONTACT_VALUES)
     )
 }
 
+/// The values [`insert_contacts_sql`] binds a row.
+pub(in crate::store) const NEW_CONTACT_VALUES: usize = 9;
+
 /// Writes the new state of `n` contacts. Binds, a row: id, project, email, subscribed, data,
-/// version, updated.
+/// version, updated, topics.
 pub(in crate::store) fn update_contacts_sql(n: usize) -> String {
     format!(
-        "WITH v (id, project_id, email, subscribed, data, version, updated_at) AS (VALUES {}) \
+        "WITH v (id, project_id, email, subscribed, data, version, updated_at, topics) AS (VALUES {}) \
          UPDATE contacts SET email = v.email, subscribed = v.subscribed, data = v.data, \
-         version = v.version, updated_at = v.updated_at \
+         version = v.version, updated_at = v.updated_at, topics = v.topics \
          FROM v WHERE contacts.project_id = v.project_id AND contacts.id = v.id",
-        crate::store::dialect::value_rows(1, n, 7)
+        crate::store::dialect::value_rows(1, n, 8)
     )
 }
 
@@ -114,6 +117,7 @@ pub(crate) struct ContactRow {
     version: i64,
     created_at: i64,
     updated_at: i64,
+    topics: Json<BTreeMap<String, bool>>,
 }
 
 impl From<ContactRow> for Contact {
@@ -127,6 +131,7 @@ impl From<ContactRow> for Contact {
             version: r.version,
             created_at: r.created_at,
             updated_at: r.updated_at,
+            topics: r.topics.0,
         }
     }
 }

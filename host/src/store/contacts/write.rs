@@ -11,6 +11,7 @@ use crate::domain::contact::{Contact, ContactChange, UpsertOutcome};
 use crate::domain::event::{NewEvent, StoredEvent, SubscriptionSource};
 use crate::domain::ids::{ContactId, EventId, ProjectId};
 use crate::domain::time::now_ms;
+use crate::domain::topic::{self, TopicChange};
 use crate::store::idempotency::IdempotentWrite;
 use crate::store::statements::Statements;
 use crate::store::{Conflict, StoreError, StoreResult};
@@ -39,6 +40,7 @@ fn plan_events(
     project: &ProjectId,
     contact: &ContactId,
     subscription: Option<bool>,
+    topics: &[TopicChange],
     effects: &Effects<'_>,
 ) -> (Vec<StoredEvent>, Option<StoredEvent>) {
     let now = now_ms();
@@ -61,6 +63,13 @@ fn plan_events(
             subscribed,
             effects.source,
             effects.reason,
+        )));
+    }
+    for t in topics {
+        all.push(stored(&NewEvent::topic_subscription(
+            &t.topic,
+            t.subscribed,
+            effects.source,
         )));
     }
     (all, tracked)
@@ -142,10 +151,16 @@ where
         Plan::Keep(c) => (c.clone(), false, None),
     };
     let sub_changed = previous.is_some_and(|was| was != contact.subscribed);
+    let topic_changes = if plan.changes() {
+        topic::changes(plan.based_on().map(|c| &c.topics), req.topics)
+    } else {
+        Vec::new()
+    };
     let (events, tracked) = plan_events(
         project,
         &contact.id,
         sub_changed.then_some(contact.subscribed),
+        &topic_changes,
         effects,
     );
     let written = match later {
@@ -262,14 +277,17 @@ where
             subscribed_default: false,
             resubscribe: true,
             data: &c.change.data,
+            topics: &c.change.topics,
         };
         let plan = plan_change(current.clone(), &req);
         let contact = plan.contact().clone();
         let sub_changed = current.subscribed != contact.subscribed;
+        let topic_changes = topic::changes(Some(&current.topics), &c.change.topics);
         let (planned, tracked) = plan_events(
             project,
             &contact.id,
             sub_changed.then_some(contact.subscribed),
+            &topic_changes,
             &c.effects,
         );
         writes.add(&plan);

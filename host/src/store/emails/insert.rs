@@ -93,11 +93,11 @@ pub(crate) const QUEUED_ENTRY: &str = status::QUEUED;
 /// [`insert_emails_with_activity_sql`]) in one statement, which writes nothing when one
 /// contact's address is taken: the emails are inserted only when every contact was, and
 /// otherwise the statement raises [`ADDRESS_TAKEN`] (`herald_require`, migration 0031), inside
-/// a transaction or outside one. Binds the 8 values of each contact, then the 22 of each email,
+/// a transaction or outside one. Binds the 9 values of each contact, then the 22 of each email,
 /// then `contacts` once more. The emails' foreign keys to the contacts are checked at the end of
 /// the statement, after every insert in it.
 pub(crate) fn insert_contacts_with_emails_sql(contacts: usize, emails: usize) -> String {
-    let first_email = 1 + 8 * contacts;
+    let first_email = 1 + crate::store::contacts::rows::NEW_CONTACT_VALUES * contacts;
     let expected = first_email + 22 * emails;
     let insert_contacts = crate::store::contacts::rows::insert_contacts_from(1, contacts);
     let rows = crate::store::dialect::value_rows(first_email, emails, 22);

@@ -8,7 +8,8 @@ use serde_json::Value;
 use super::insert::{EmailContent, EmailInsert, INSERT_CONTENT, NewEmail};
 use super::status;
 use crate::domain::event::{NewEvent, StoredEvent, SubscriptionSource};
-use crate::domain::ids::{EventId, ProjectId};
+use crate::domain::ids::{ContactId, EventId, ProjectId};
+use crate::domain::topic::TopicChange;
 use crate::store::StoreResult;
 use crate::store::contacts::rows::ContactWrites;
 use crate::store::idempotency::IdempotentWrite;
@@ -24,6 +25,9 @@ pub struct PreparedSend {
     pub(crate) field_types: Vec<(String, &'static str)>,
     /// Where a subscription change came from.
     pub(crate) source: SubscriptionSource,
+    /// The changes of the recipients' topic states the send makes (its `topics`), each an
+    /// event.
+    pub(crate) topic_changes: Vec<(ContactId, TopicChange)>,
     /// The request's attachments, stored once for every recipient.
     pub(crate) content: Option<EmailContent>,
     /// One email per recipient.
@@ -207,6 +211,19 @@ where
                     created_at: now,
                 });
             }
+        }
+        for (contact, change) in &w.send.topic_changes {
+            let event =
+                NewEvent::topic_subscription(&change.topic, change.subscribed, w.send.source);
+            events.push(StoredEvent {
+                id: EventId::generate(),
+                project_id: w.project.clone(),
+                contact_id: Some(contact.clone()),
+                contact_email: None,
+                name: event.name.as_str().to_string(),
+                data: event.data,
+                created_at: now,
+            });
         }
     }
     // The contacts are written with the emails (one statement on PostgreSQL) unless events

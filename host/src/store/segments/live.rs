@@ -18,8 +18,9 @@ use crate::store::{on_db, on_db_write};
 
 /// What [`Store::reconcile_contacts_segments`] decides on, read through `$conn` (a transaction's
 /// connection) with `$lock` after the contacts' select: the [`LiveContact`] of each of
-/// `$contacts` that still exists, in id order, with its events of the names `$names` and every
-/// stored membership. Three queries, whatever the number of contacts.
+/// `$contacts` that still exists, in id order, with its events of the names `$names`, every
+/// stored membership and its state for each topic of the project. Four queries, whatever the
+/// number of contacts.
 macro_rules! read_live {
     ($conn:expr, $project:expr, $contacts:expr, $names:expr, $lock:expr) => {{
         let ids: &[ContactId] = $contacts;
@@ -75,14 +76,34 @@ macro_rules! read_live {
                 memberships.entry(contact).or_default().insert(segment);
             }
         }
+        // The project's topics and their defaults (at most 100), for `topic.<id>` conditions.
+        let topics: Vec<(String, String)> = if found.is_empty() {
+            Vec::new()
+        } else {
+            sqlx::query_as("SELECT id, default_subscription FROM topics WHERE project_id = $1")
+                .bind($project.as_str())
+                .fetch_all($conn)
+                .await?
+        };
         rows.into_iter()
             .map(|row| {
                 let events = events.remove(&row.id).unwrap_or_default();
                 let memberships = memberships.remove(&row.id).unwrap_or_default();
+                let contact: crate::domain::contact::Contact = row.into();
+                let topics = topics
+                    .iter()
+                    .map(|(id, default)| {
+                        let default = crate::domain::topic::DefaultSubscription::parse(default)
+                            .unwrap_or(crate::domain::topic::DefaultSubscription::OptOut);
+                        let state = crate::domain::topic::effective(&contact.topics, id, default);
+                        (id.clone(), state)
+                    })
+                    .collect();
                 LiveContact {
-                    contact: row.into(),
+                    contact,
                     events,
                     memberships,
+                    topics,
                 }
             })
             .collect::<Vec<LiveContact>>()

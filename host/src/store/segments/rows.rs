@@ -40,8 +40,7 @@ pub const RECONCILE_WRITE_CHUNK: usize = 50;
 pub const REEVALUATE_KIND: &str = "segments.reevaluate";
 
 /// The columns of `contacts c`, in the order of `ContactRow`.
-pub(super) const CONTACT_COLUMNS: &str =
-    "c.id, c.project_id, c.email, c.subscribed, c.data, c.version, c.created_at, c.updated_at";
+pub(super) const CONTACT_COLUMNS: &str = "c.id, c.project_id, c.email, c.subscribed, c.data, c.version, c.created_at, c.updated_at, c.topics";
 
 pub(super) const COLUMNS: &str = "id, project_id, name, description, type, condition, track_membership, \
      member_count, created_at, updated_at";
@@ -168,6 +167,8 @@ pub struct LiveContact {
     pub events: Vec<(String, u64, i64)>,
     /// Every `segment_members` row of the contact (static and tracked segments).
     pub memberships: std::collections::BTreeSet<String>,
+    /// Its state for each topic of the project (`domain::topic::effective`), by topic id.
+    pub topics: std::collections::BTreeMap<String, bool>,
 }
 
 /// One change live re-evaluation made: the contact entered or left a segment.
@@ -179,7 +180,7 @@ pub struct MembershipChange {
 }
 
 /// The filter's dialect on a backend.
-pub(super) fn dialect(backend: Backend) -> Dialect {
+pub(in crate::store) fn dialect(backend: Backend) -> Dialect {
     match backend {
         Backend::Sqlite => Dialect::Sqlite,
         Backend::Postgres => Dialect::Postgres,
