@@ -41,7 +41,7 @@ export function Layout() {
         )}
         {me && projects.length > 0 && (
           <label className="switcher">
-            Project
+            Current project
             <select value={project?.id ?? ""} onChange={(e) => choose(e.target.value)}>
               {projects.map((p) => (
                 <option key={p.id} value={p.id}>
@@ -69,7 +69,22 @@ export function RequireLogin() {
   const { loading, me, project } = useSession();
   const location = useLocation();
   if (loading) return <p role="status">Loading…</p>;
-  if (!me) return <Navigate to="/login" replace />;
-  if (!project && location.pathname !== "/projects") return <Navigate to="/projects" replace />;
+  // Back to the page asked for once logged in (an invitation link, say).
+  if (!me) return <Navigate to="/login" replace state={{ from: location.pathname + location.search }} />;
+  if (!project && !["/projects", "/invitations/accept"].includes(location.pathname)) {
+    return <Navigate to="/projects" replace />;
+  }
   return <Outlet />;
+}
+
+/** A path the app does not know. */
+export function NotFound() {
+  return (
+    <section>
+      <h1>Page not found</h1>
+      <p>
+        <Link to="/">Go to the start page</Link>
+      </p>
+    </section>
+  );
 }

@@ -2,9 +2,9 @@ import { StrictMode } from "react";
 import { createRoot } from "react-dom/client";
 import { createBrowserRouter, RouterProvider } from "react-router";
 import { SessionProvider } from "./session";
-import { Layout, RequireLogin } from "./Layout";
+import { Layout, NotFound, RequireLogin } from "./Layout";
 import { Login, Signup } from "./pages/Access";
-import { ResetPassword, VerifyEmail } from "./pages/Tokens";
+import { AcceptInvitation, ResetPassword, VerifyEmail } from "./pages/Tokens";
 import { Projects } from "./pages/Projects";
 import { Onboarding } from "./pages/Onboarding";
 import { Contacts } from "./pages/Contacts";
@@ -28,8 +28,10 @@ const router = createBrowserRouter(
             { path: "projects", element: <Projects /> },
             { path: "contacts", element: <Contacts /> },
             { path: "contacts/:id", element: <Contact /> },
+            { path: "invitations/accept", element: <AcceptInvitation /> },
           ],
         },
+        { path: "*", element: <NotFound /> },
       ],
     },
   ],

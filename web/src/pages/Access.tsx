@@ -1,5 +1,5 @@
 import { useState, type FormEvent } from "react";
-import { Link, Navigate, useNavigate, useSearchParams } from "react-router";
+import { Link, Navigate, useLocation, useNavigate, useSearchParams } from "react-router";
 import { api, errorMessage } from "../api/client";
 import { useSession } from "../session";
 import { Alert, Field } from "./parts";
@@ -8,8 +8,9 @@ import { Alert, Field } from "./parts";
 export function Login() {
   const { me, reload } = useSession();
   const navigate = useNavigate();
+  const from = (useLocation().state as { from?: string } | null)?.from ?? "/";
   const [error, setError] = useState<string | null>(null);
-  if (me) return <Navigate to="/" replace />;
+  if (me) return <Navigate to={from} replace />;
 
   async function submit(e: FormEvent<HTMLFormElement>) {
     e.preventDefault();
@@ -19,7 +20,7 @@ export function Login() {
     });
     if (error) return setError(errorMessage(error));
     await reload();
-    navigate("/");
+    navigate(from);
   }
 
   return (

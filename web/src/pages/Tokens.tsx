@@ -98,3 +98,33 @@ export function ResetPassword() {
     </section>
   );
 }
+
+/** `<dashboard_url>/invitations/accept?token=…`: the signed-in user joins the inviting project. */
+export function AcceptInvitation() {
+  const [params] = useSearchParams();
+  const token = params.get("token") ?? "";
+  const { reload, choose } = useSession();
+  const navigate = useNavigate();
+  const [error, setError] = useState<string | null>(token ? null : "This link has no token; open the link from the email again.");
+
+  async function accept() {
+    const { data, error } = await api.POST("/users/@me/invitations/accept", { body: { token } });
+    if (error) return setError(errorMessage(error));
+    choose(data.id);
+    await reload();
+    navigate("/");
+  }
+
+  return (
+    <section className="narrow">
+      <h1>Join a project</h1>
+      <p>You were invited to a project on Herald.</p>
+      <Alert message={error} />
+      {token && (
+        <button type="button" onClick={() => void accept()}>
+          Accept the invitation
+        </button>
+      )}
+    </section>
+  );
+}
