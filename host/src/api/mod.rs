@@ -10,6 +10,8 @@ pub mod campaigns;
 pub mod contact_fields;
 pub mod contact_jobs;
 pub mod contacts;
+pub mod csrf;
+pub mod dashboard;
 pub mod domains;
 pub mod emails;
 pub mod error;

@@ -8,6 +8,7 @@ mod campaign_pause;
 pub mod campaigns;
 mod cli;
 mod contacts;
+mod dashboard;
 mod document;
 pub mod domains;
 mod engagement;
