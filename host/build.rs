@@ -242,6 +242,7 @@ fn build_dashboard(web: &Path, openapi: &Path) {
         println!("cargo:rerun-if-changed={}", web.join(input).display());
     }
     println!("cargo:rerun-if-changed={}", openapi.display());
+    println!("cargo:rerun-if-env-changed=NPM");
     let npm = std::env::var_os("NPM").unwrap_or_else(|| "npm".into());
     match Command::new(&npm).arg("--version").output() {
         Ok(out) if out.status.success() => {}
