@@ -4,7 +4,7 @@ import reactHooks from "eslint-plugin-react-hooks";
 import globals from "globals";
 
 export default tseslint.config(
-  { ignores: ["dist", "node_modules", "src/api/schema.d.ts", "e2e/artifacts"] },
+  { ignores: ["dist", "node_modules", "generated", "e2e/artifacts"] },
   js.configs.recommended,
   ...tseslint.configs.recommended,
   {

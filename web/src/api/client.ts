@@ -1,8 +1,9 @@
-// The API client: types generated from ../openapi/openapi.json (`npm run gen`), calls through
+// The API client: types generated from ../openapi/openapi.json (`npm run gen`, into
+// generated/, outside the sources build.rs watches, since every build writes it), calls through
 // openapi-fetch with the session cookie (HttpOnly, so never readable here) and, on project
 // endpoints, the chosen project in X-Project-Id.
 import createClient, { type Middleware } from "openapi-fetch";
-import type { components, paths } from "./schema";
+import type { components, paths } from "../../generated/api-schema";
 
 export type Schemas = components["schemas"];
 
