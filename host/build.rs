@@ -1,4 +1,5 @@
-//! Builds the built-in plugins (`plugins/`), the test-only plugins and the SDK's examples for
+//! Builds the dashboard (`web/`, with npm, into `web/dist`, which `src/api/dashboard.rs` embeds),
+//! then the built-in plugins (`plugins/`), the test-only plugins and the SDK's examples for
 //! `wasm32-wasip2` and leaves the components in `OUT_DIR`, where `src/plugins/builtin.rs` embeds
 //! them. The guest crates live outside this workspace; they are built by a nested `cargo` with
 //! its own target directory (`target/plugins`) and a clean environment, so nothing of the outer
@@ -173,6 +174,8 @@ fn main() {
         root.join("migrations").display()
     );
 
+    build_dashboard(&root.join("web"), &root.join("openapi/openapi.json"));
+
     for group in &GROUPS {
         cargo(&root, &target_dir, group);
         for package in group.packages {
@@ -216,4 +219,68 @@ fn precompile(out_dir: &Path, packages: &[&str]) {
         engine_config::compatibility(&engine),
     )
     .unwrap_or_else(|e| panic!("cannot write the compatibility hash: {e}"));
+}
+
+/// What the dashboard's build reads: a change to any of them builds it again.
+const WEB_INPUTS: [&str; 7] = [
+    "src",
+    "index.html",
+    "package.json",
+    "package-lock.json",
+    "vite.config.ts",
+    "tsconfig.json",
+    "eslint.config.js",
+];
+
+/// Builds the dashboard into `web/dist`: `npm ci` when `node_modules` is missing or was installed
+/// from another `package-lock.json`, then `npm run build` (the API types generated from
+/// `openapi.json`, the type check, Vite). Fails the build, never embeds an empty or stale app,
+/// when npm is missing or a step fails.
+fn build_dashboard(web: &Path, openapi: &Path) {
+    for input in WEB_INPUTS {
+        println!("cargo:rerun-if-changed={}", web.join(input).display());
+    }
+    println!("cargo:rerun-if-changed={}", openapi.display());
+    println!("cargo:rerun-if-env-changed=NPM");
+    let npm = std::env::var_os("NPM").unwrap_or_else(|| "npm".into());
+    match Command::new(&npm).arg("--version").output() {
+        Ok(out) if out.status.success() => {}
+        _ => panic!(
+            "npm is needed to build the dashboard (web/) that herald embeds, and `{}` cannot be run; \
+             install Node.js 20.19 or later with npm (Debian: `apt-get install nodejs npm`), or name \
+             it in the NPM environment variable",
+            npm.to_string_lossy()
+        ),
+    }
+    let lock = std::fs::read(web.join("package-lock.json"))
+        .unwrap_or_else(|e| panic!("cannot read web/package-lock.json: {e}"));
+    // `npm ci` leaves a copy of the lock file it installed from; a different one installs again.
+    let installed = web.join("node_modules/.herald-installed-lock.json");
+    if std::fs::read(&installed).ok().as_deref() != Some(lock.as_slice()) {
+        npm_step(&npm, web, &["ci", "--no-audit", "--no-fund"]);
+        std::fs::write(&installed, &lock)
+            .unwrap_or_else(|e| panic!("cannot write {}: {e}", installed.display()));
+    }
+    npm_step(&npm, web, &["run", "build"]);
+    if !web.join("dist/index.html").is_file() {
+        panic!(
+            "`npm run build` in web/ left no web/dist/index.html; the dashboard cannot be embedded"
+        );
+    }
+}
+
+fn npm_step(npm: &std::ffi::OsStr, web: &Path, args: &[&str]) {
+    let output = Command::new(npm)
+        .args(args)
+        .current_dir(web)
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run npm {}: {e}", args.join(" ")));
+    if !output.status.success() {
+        panic!(
+            "`npm {}` in web/ failed (the dashboard herald embeds):\n{}\n{}",
+            args.join(" "),
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
 }

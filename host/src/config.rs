@@ -309,7 +309,7 @@ pub struct AccountSettings {
     /// `added-to-project`, `project-suspended`).
     pub templates_dir: Option<PathBuf>,
     /// Where the links in account mail point (the dashboard's base URL); defaults to
-    /// `public_url`. Links are `<dashboard_url>/verify-email?token=…` and
+    /// `<public_url>/app`, the dashboard this binary serves. Links are `<dashboard_url>/verify-email?token=…` and
     /// `<dashboard_url>/reset-password?token=…`.
     pub dashboard_url: Option<String>,
     /// Hours a verification link works.
@@ -661,7 +661,8 @@ impl Settings {
             .filter(|s| !s.is_empty())
         {
             Some(url) => url.trim_end_matches('/').to_string(),
-            None => self.public_url(),
+            // The dashboard the binary serves (`api::dashboard`).
+            None => format!("{}/app", self.public_url()),
         }
     }
 

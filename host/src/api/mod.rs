@@ -11,6 +11,8 @@ pub mod confirm;
 pub mod contact_fields;
 pub mod contact_jobs;
 pub mod contacts;
+pub mod csrf;
+pub mod dashboard;
 pub mod domains;
 pub mod emails;
 pub mod error;

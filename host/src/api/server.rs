@@ -1,5 +1,6 @@
 //! The HTTP server's parts: the routes, the request middleware (request ids, tracing spans, body
-//! limits, NUL characters refused, error bodies, panics, rate-limit headers). [`crate::app`]
+//! limits, NUL characters refused, cross-site cookie requests refused ([`super::csrf`]), error
+//! bodies, panics, rate-limit headers). [`crate::app`]
 //! builds the state and runs the server.
 
 use std::panic::AssertUnwindSafe;
@@ -42,6 +43,7 @@ pub fn routes(state: AppState) -> impl Endpoint<Output = Response> {
     });
     let max_body = state.settings().max_body_bytes;
     let max_upload = state.settings().uploads.max_bytes;
+    let public_url: Arc<str> = state.settings().public_url().into();
     Route::new()
         .nest("/docs", ui)
         .at("/openapi.json", spec)
@@ -51,10 +53,11 @@ pub fn routes(state: AppState) -> impl Endpoint<Output = Response> {
             poem::get(super::uploads::serve_attachment),
         )
         .at("/metrics", poem::get(super::metrics::scrape))
-        .nest("/", service)
+        .nest("/app", poem::get(super::dashboard::serve))
+        .nest("/", service.around(super::dashboard::root))
         .with(Cors::new())
         .data(state)
-        .around(move |ep, req| handle(ep, req, max_body, max_upload))
+        .around(move |ep, req| handle(ep, req, max_body, max_upload, public_url.clone()))
 }
 
 async fn handle<E: Endpoint>(
@@ -62,6 +65,7 @@ async fn handle<E: Endpoint>(
     mut req: Request,
     max_body: usize,
     max_upload: usize,
+    public_url: Arc<str>,
 ) -> poem::Result<Response> {
     let started = Instant::now();
     let request_id = RequestId::generate().into_string();
@@ -93,6 +97,8 @@ async fn handle<E: Endpoint>(
     let outcome = if declared.is_some_and(|n| n > max_body as u64) {
         Ok(Err((payload_too_large(), None)))
     } else if let Some(refused) = req.uri().query().and_then(super::nul::in_query) {
+        Ok(Err((refused, None)))
+    } else if let Some(refused) = super::csrf::refusal(&req, &public_url) {
         Ok(Err((refused, None)))
     } else {
         let body = Body::from_async_read(LimitedBody {
@@ -236,7 +242,7 @@ mod tests {
             "unreachable"
         }));
         let req = Request::builder().uri_str("/contacts").finish();
-        let resp = handle(ep.clone(), req, 1024, 1024)
+        let resp = handle(ep.clone(), req, 1024, 1024, "http://localhost".into())
             .await
             .expect("a response, not a dropped connection");
         assert_eq!(resp.status(), 500);
@@ -258,7 +264,9 @@ mod tests {
 
         // The public endpoints use their own error shape.
         let req = Request::builder().uri_str("/v1/send").finish();
-        let resp = handle(ep, req, 1024, 1024).await.unwrap();
+        let resp = handle(ep, req, 1024, 1024, "http://localhost".into())
+            .await
+            .unwrap();
         let body: serde_json::Value =
             serde_json::from_slice(&resp.into_body().into_vec().await.unwrap()).unwrap();
         assert_eq!(body["code"], 500);

@@ -479,7 +479,7 @@ pub const SETTINGS: &[SettingDoc] = &[
     SettingDoc {
         keys: &["accounts.dashboard_url"],
         flag: None,
-        default: Some("`public_url`"),
+        default: Some("`<public_url>/app`"),
         meaning: "Base of the links in that mail: `<dashboard_url>/verify-email?token=…` and `<dashboard_url>/reset-password?token=…`; your dashboard posts the token to the API.",
     },
     SettingDoc {

@@ -9,6 +9,7 @@ pub mod campaign_pause;
 pub mod campaigns;
 mod cli;
 mod contacts;
+mod dashboard;
 mod document;
 pub mod domains;
 pub mod double_opt_in;

@@ -1,0 +1,90 @@
+//! `/app/`: the dashboard, the single-page app of `web/` that `build.rs` builds into `web/dist`
+//! and that is embedded here, so the binary serves it with no other file and no internet access.
+//! Files with a content hash in their name (`assets/…`) are cached for a year; `index.html` is
+//! revalidated on every load, and answers every other path under `/app/` (the app's own routes).
+//! Every answer carries a Content-Security-Policy that allows scripts, styles and requests from
+//! this origin only (no inline script, no `eval`) and forbids framing. `GET /` sends a browser to
+//! `/app/`.
+
+use std::sync::Arc;
+
+use poem::http::{HeaderValue, Method, StatusCode, header};
+use poem::{Endpoint, IntoResponse, Request, Response, handler};
+use rust_embed::RustEmbed;
+
+/// The built dashboard (`web/dist`).
+#[derive(RustEmbed)]
+#[folder = "../web/dist"]
+struct Assets;
+
+/// The policy of every answer under `/app/`.
+pub const CONTENT_SECURITY_POLICY: &str = "default-src 'self'; script-src 'self'; \
+    style-src 'self'; img-src 'self' data:; font-src 'self'; connect-src 'self'; \
+    object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'";
+
+/// Where the app lives; its pages are links below it.
+pub const PATH: &str = "/app";
+
+/// A file of the app, or `index.html` for a path that names none (a page of the app).
+#[handler]
+pub fn serve(req: &Request) -> Response {
+    let path = req.uri().path().trim_start_matches('/');
+    let (name, file) = match Assets::get(path).filter(|_| !path.is_empty()) {
+        Some(file) => (path, file),
+        // A missing hashed file is an old build's: a 404, not a page that is no script.
+        None if path.starts_with("assets/") => {
+            return secured(Response::builder().status(StatusCode::NOT_FOUND).body(()));
+        }
+        None => match Assets::get("index.html") {
+            Some(file) => ("index.html", file),
+            None => return secured(Response::builder().status(StatusCode::NOT_FOUND).body(())),
+        },
+    };
+    let cache = if name.starts_with("assets/") {
+        "public, max-age=31536000, immutable"
+    } else {
+        "no-cache"
+    };
+    secured(
+        Response::builder()
+            .content_type(file.metadata.mimetype())
+            .header(header::CACHE_CONTROL, cache)
+            .body(file.data.into_owned()),
+    )
+}
+
+fn secured(mut response: Response) -> Response {
+    let headers = response.headers_mut();
+    headers.insert(
+        header::CONTENT_SECURITY_POLICY,
+        HeaderValue::from_static(CONTENT_SECURITY_POLICY),
+    );
+    headers.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
+    headers.insert(
+        header::REFERRER_POLICY,
+        HeaderValue::from_static("same-origin"),
+    );
+    response
+}
+
+/// In front of the API: `GET /` from a browser (one that accepts `text/html`) goes to the
+/// dashboard; every other request, and `/` for other clients (the 404 it always got), goes on.
+pub async fn root<E: Endpoint>(ep: Arc<E>, req: Request) -> poem::Result<Response> {
+    let html = || {
+        req.headers()
+            .get_all(header::ACCEPT)
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .any(|v| v.contains("text/html"))
+    };
+    if req.method() == Method::GET && req.uri().path() == "/" && html() {
+        return Ok(Response::builder()
+            .status(StatusCode::FOUND)
+            .header(header::LOCATION, format!("{PATH}/"))
+            .finish());
+    }
+    ep.call(req).await.map(IntoResponse::into_response)
+}

@@ -1,0 +1,90 @@
+import { useEffect, useRef } from "react";
+import { Link, Navigate, NavLink, Outlet, useLocation, useNavigate } from "react-router";
+import { api } from "./api/client";
+import { useSession } from "./session";
+
+/** The frame of every page: the header (with the project switcher once logged in) and main. */
+export function Layout() {
+  const { me, projects, project, choose, reload } = useSession();
+  const navigate = useNavigate();
+  const location = useLocation();
+  const main = useRef<HTMLElement>(null);
+
+  // A new page moves the focus to its content, as a full page load would for a screen reader.
+  useEffect(() => {
+    main.current?.focus();
+  }, [location.pathname]);
+
+  async function logout() {
+    await api.GET("/auth/logout");
+    await reload();
+    navigate("/login");
+  }
+
+  return (
+    <>
+      <a className="skip" href="#main">
+        Skip to content
+      </a>
+      <header>
+        <Link to="/" className="brand">
+          Herald
+        </Link>
+        {me && (
+          <nav aria-label="Main">
+            <NavLink to="/" end>
+              Get started
+            </NavLink>
+            <NavLink to="/contacts">Contacts</NavLink>
+            <NavLink to="/projects">Projects</NavLink>
+          </nav>
+        )}
+        {me && projects.length > 0 && (
+          <label className="switcher">
+            Current project
+            <select value={project?.id ?? ""} onChange={(e) => choose(e.target.value)}>
+              {projects.map((p) => (
+                <option key={p.id} value={p.id}>
+                  {p.name}
+                </option>
+              ))}
+            </select>
+          </label>
+        )}
+        {me && (
+          <button type="button" onClick={() => void logout()}>
+            Log out
+          </button>
+        )}
+      </header>
+      <main id="main" ref={main} tabIndex={-1}>
+        <Outlet />
+      </main>
+    </>
+  );
+}
+
+/** Pages for logged-in users: others go to the login page; a user without a project creates one. */
+export function RequireLogin() {
+  const { loading, me, project } = useSession();
+  const location = useLocation();
+  if (loading) return <p role="status">Loading…</p>;
+  // Back to the page asked for once logged in (an invitation link, say).
+  if (!me) return <Navigate to="/login" replace state={{ from: location.pathname + location.search }} />;
+  if (!project && !["/projects", "/invitations/accept"].includes(location.pathname)) {
+    return <Navigate to="/projects" replace />;
+  }
+  return <Outlet />;
+}
+
+/** A path the app does not know. */
+export function NotFound() {
+  return (
+    <section>
+      <h1>Page not found</h1>
+      <p>
+        <Link to="/">Go to the start page</Link>
+      </p>
+    </section>
+  );
+}
