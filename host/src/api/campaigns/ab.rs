@@ -184,32 +184,14 @@ pub(super) async fn check_ab_request(
                 .collect(),
         ),
     };
-    let contents: Vec<(String, String)> = req
+    let contents = req
         .variants
         .iter()
         .flatten()
-        .map(|v| (v.subject.clone(), v.body.clone()))
+        .enumerate()
+        .map(|(i, v)| (format!("variants[{i}]."), v.subject.clone(), v.body.clone()))
         .collect();
-    let syntax = state
-        .sending()
-        .cpu()
-        .run(move || {
-            contents
-                .iter()
-                .enumerate()
-                .flat_map(|(i, (subject, body))| {
-                    crate::domain::template::check(Some(subject.as_str()), Some(body.as_str()))
-                        .into_iter()
-                        .map(move |e| (format!("variants[{i}].{}", e.field), e.describe()))
-                })
-                .collect::<Vec<_>>()
-        })
-        .await;
-    errors.extend(
-        syntax
-            .into_iter()
-            .map(|(field, message)| FieldError::new(field, "invalid_template", message)),
-    );
+    errors.extend(super::syntax_errors(state, contents).await);
     (test.filter(|_| errors.is_empty()), errors)
 }
 

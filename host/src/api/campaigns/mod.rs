@@ -83,6 +83,33 @@ async fn answer_move(
     }
 }
 
+/// The template syntax errors of `contents` (each a field prefix, a subject and a body: `""`
+/// for the campaign's own, `variants[1].` for an A/B variant), compiled on the CPU pool, as
+/// field errors (`variants[1].body`, with line and column).
+async fn syntax_errors(
+    state: &AppState,
+    contents: Vec<(String, String, String)>,
+) -> Vec<FieldError> {
+    let errors = state
+        .sending()
+        .cpu()
+        .run(move || {
+            contents
+                .iter()
+                .flat_map(|(prefix, subject, body)| {
+                    crate::domain::template::check(Some(subject.as_str()), Some(body.as_str()))
+                        .into_iter()
+                        .map(move |e| (format!("{prefix}{}", e.field), e.describe()))
+                })
+                .collect::<Vec<_>>()
+        })
+        .await;
+    errors
+        .into_iter()
+        .map(|(field, message)| FieldError::new(field, "invalid_template", message))
+        .collect()
+}
+
 /// Checks a create or replace body whole: fields, template syntax (on the CPU pool), the
 /// segment, and the sender's domain.
 async fn check_request(
@@ -115,28 +142,18 @@ async fn check_request(
             .map(|p| FieldError::new(&p.field, p.code, p.message.clone()))
             .collect(),
     };
-    let (subject, body) = (req.subject.clone(), req.body.clone());
-    // The languages' syntax once their other rules pass.
-    let variants = checked
-        .as_ref()
-        .map(|c| c.locale_variants.clone())
-        .unwrap_or_default();
-    let syntax = state
-        .sending()
-        .cpu()
-        .run(move || {
-            let own = crate::domain::template::check(Some(subject.as_str()), Some(body.as_str()))
-                .into_iter()
-                .map(|e| (e.field.to_string(), e.describe()));
-            own.chain(variants.syntax_errors("localeVariants"))
-                .collect::<Vec<_>>()
-        })
-        .await;
-    errors.extend(
-        syntax
-            .into_iter()
-            .map(|(field, message)| FieldError::new(field, "invalid_template", message)),
-    );
+    // The content's syntax, with its languages' once their other rules pass.
+    let mut contents = vec![(String::new(), req.subject.clone(), req.body.clone())];
+    if let Ok(c) = &checked {
+        contents.extend(c.locale_variants.0.iter().map(|(tag, v)| {
+            (
+                format!("localeVariants.{tag}."),
+                v.subject.clone(),
+                v.body.clone(),
+            )
+        }));
+    }
+    errors.extend(syntax_errors(state, contents).await);
     let (test, ab_errors) = ab::check_ab_request(state, req).await;
     errors.extend(ab_errors);
     if req.variants.is_some() && req.locale_variants.as_ref().is_some_and(|v| !v.is_empty()) {
