@@ -312,6 +312,9 @@ pub struct AccountSettings {
     /// `<public_url>/app`, the dashboard this binary serves. Links are `<dashboard_url>/verify-email?token=…` and
     /// `<dashboard_url>/reset-password?token=…`.
     pub dashboard_url: Option<String>,
+    /// A folder to serve the dashboard from, read on each request, instead of the copy built into
+    /// the binary: for work on `web/`, pointed at the `web/dist` that `npm run build` rewrites.
+    pub dashboard_dir: Option<PathBuf>,
     /// Hours a verification link works.
     pub verify_token_hours: u64,
     /// Minutes a password-reset link works.
@@ -334,6 +337,7 @@ impl Default for AccountSettings {
             mail_from: None,
             templates_dir: None,
             dashboard_url: None,
+            dashboard_dir: None,
             verify_token_hours: 48,
             reset_token_minutes: 60,
             mail_per_address_per_minute: 2,

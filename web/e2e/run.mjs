@@ -4,7 +4,8 @@
 // Every page visited is checked with axe-core: no serious or critical violation. Any Content
 // Security Policy violation or page error fails the run.
 import { chromium } from "playwright-core";
-import { AxeBuilder } from "@axe-core/playwright";
+import { accessible, check, fitsWidth, problems } from "./lib.mjs";
+import { areas } from "./areas/index.mjs";
 
 const base = process.env.HERALD_URL;
 if (!base) throw new Error("HERALD_URL is not set; run through .ci/browser-tests");
@@ -12,32 +13,6 @@ const executablePath = process.env.CHROMIUM ?? "/usr/bin/chromium";
 const run = Date.now().toString(36);
 const user = { email: `owner-${run}@example.com`, password: "a long enough password" };
 const contact = `ada-${run}@example.com`;
-
-function check(ok, message) {
-  if (!ok) throw new Error(message);
-}
-
-const problems = [];
-async function accessible(page, name) {
-  const result = await new AxeBuilder({ page }).analyze();
-  const bad = result.violations.filter((v) => v.impact === "serious" || v.impact === "critical");
-  for (const v of bad) {
-    problems.push(`${name}: ${v.id} (${v.impact}): ${v.help}: ${v.nodes.map((n) => n.target.join(" ")).join(", ")}`);
-  }
-  console.log(`  axe ${name}: ${bad.length} serious/critical of ${result.violations.length} violations`);
-}
-
-async function fitsWidth(page, name) {
-  const { scroll, width, wide } = await page.evaluate(() => ({
-    scroll: document.documentElement.scrollWidth,
-    width: window.innerWidth,
-    wide: [...document.querySelectorAll("main *")]
-      .filter((e) => e.getBoundingClientRect().right > window.innerWidth)
-      .map((e) => e.tagName.toLowerCase())
-      .slice(0, 5),
-  }));
-  check(scroll <= width, `${name} scrolls sideways at ${width} px (content ${scroll} px wide: ${wide.join(", ")})`);
-}
 
 async function firstSession(browser, width) {
   const context = await browser.newContext({ viewport: { width, height: 900 } });
@@ -152,7 +127,21 @@ async function firstSession(browser, width) {
   check(crossSite.status === 403, `a cross-site call with the cookie answered ${crossSite.status}`);
 
   check(errors.length === 0, errors.join("\n"));
-  await context.close();
+  return { context, page, secret, errors };
+}
+
+/** The API with the project's secret key: `call("POST", "/contacts", {...})` answers the JSON body. */
+function caller(secret) {
+  return async (method, path, body) => {
+    const r = await fetch(`${base}${path}`, {
+      method,
+      headers: { Authorization: `Bearer ${secret}`, ...(body ? { "Content-Type": "application/json" } : {}) },
+      body: body ? JSON.stringify(body) : undefined,
+    });
+    const text = await r.text();
+    check(r.ok, `${method} ${path}: ${r.status} ${text.slice(0, 300)}`);
+    return text ? JSON.parse(text) : null;
+  };
 }
 
 const started = Date.now();
@@ -160,7 +149,17 @@ const browser = await chromium.launch({ executablePath, headless: true });
 try {
   for (const width of [1280, 390]) {
     console.log(`first session at ${width} px`);
-    await firstSession(browser, width);
+    const session = await firstSession(browser, width);
+    if (width === 1280) {
+      // Each area of the dashboard, in the same logged-in page (web/e2e/areas/).
+      const t = { ...session, base, run, call: caller(session.secret) };
+      for (const [name, area] of areas) {
+        console.log(`area: ${name}`);
+        await area(t);
+        check(session.errors.length === 0, session.errors.join("\n"));
+      }
+    }
+    await session.context.close();
   }
 } finally {
   await browser.close();

@@ -4,12 +4,15 @@
 //! revalidated on every load, and answers every other path under `/app/` (the app's own routes).
 //! Every answer carries a Content-Security-Policy that allows scripts, styles and requests from
 //! this origin only (no inline script, no `eval`) and forbids framing. `GET /` sends a browser to
-//! `/app/`.
+//! `/app/`. With `accounts.dashboard_dir` set, the files are read from that folder on each
+//! request instead (a `web/dist` that `npm run build` rewrites while the dashboard is worked on).
 
+use std::borrow::Cow;
+use std::path::{Component, Path, PathBuf};
 use std::sync::Arc;
 
 use poem::http::{HeaderValue, Method, StatusCode, header};
-use poem::{Endpoint, IntoResponse, Request, Response, handler};
+use poem::{Endpoint, IntoResponse, Request, Response};
 use rust_embed::RustEmbed;
 
 /// The built dashboard (`web/dist`).
@@ -25,18 +28,38 @@ pub const CONTENT_SECURITY_POLICY: &str = "default-src 'self'; script-src 'self'
 /// Where the app lives; its pages are links below it.
 pub const PATH: &str = "/app";
 
+/// The endpoint of `/app/`: the embedded files, or those of `dir` when one is given.
+pub fn app(dir: Option<PathBuf>) -> impl Endpoint<Output = Response> {
+    poem::endpoint::make_sync(move |req| serve(&req, dir.as_deref()))
+}
+
+/// A file of the app (its bytes and type), from the folder when one is given, else embedded.
+fn file(dir: Option<&Path>, name: &str) -> Option<(Cow<'static, [u8]>, String)> {
+    let Some(dir) = dir else {
+        return Assets::get(name).map(|f| (f.data, f.metadata.mimetype().to_string()));
+    };
+    // Plain names only: no `..`, no root, so nothing outside the folder is read.
+    let relative = Path::new(name);
+    if !relative.components().all(|c| matches!(c, Component::Normal(_))) {
+        return None;
+    }
+    let path = dir.join(relative);
+    let data = std::fs::read(&path).ok()?;
+    let mime = mime_guess::from_path(&path).first_or_octet_stream();
+    Some((Cow::Owned(data), mime.to_string()))
+}
+
 /// A file of the app, or `index.html` for a path that names none (a page of the app).
-#[handler]
-pub fn serve(req: &Request) -> Response {
+fn serve(req: &Request, dir: Option<&Path>) -> Response {
     let path = req.uri().path().trim_start_matches('/');
-    let (name, file) = match Assets::get(path).filter(|_| !path.is_empty()) {
-        Some(file) => (path, file),
+    let (name, (data, mime)) = match file(dir, path).filter(|_| !path.is_empty()) {
+        Some(found) => (path, found),
         // A missing hashed file is an old build's: a 404, not a page that is no script.
         None if path.starts_with("assets/") => {
             return secured(Response::builder().status(StatusCode::NOT_FOUND).body(()));
         }
-        None => match Assets::get("index.html") {
-            Some(file) => ("index.html", file),
+        None => match file(dir, "index.html") {
+            Some(found) => ("index.html", found),
             None => return secured(Response::builder().status(StatusCode::NOT_FOUND).body(())),
         },
     };
@@ -47,9 +70,9 @@ pub fn serve(req: &Request) -> Response {
     };
     secured(
         Response::builder()
-            .content_type(file.metadata.mimetype())
+            .content_type(mime)
             .header(header::CACHE_CONTROL, cache)
-            .body(file.data.into_owned()),
+            .body(data.into_owned()),
     )
 }
 

@@ -44,6 +44,7 @@ pub fn routes(state: AppState) -> impl Endpoint<Output = Response> {
     let max_body = state.settings().max_body_bytes;
     let max_upload = state.settings().uploads.max_bytes;
     let public_url: Arc<str> = state.settings().public_url().into();
+    let dashboard_dir = state.settings().accounts.dashboard_dir.clone();
     Route::new()
         .nest("/docs", ui)
         .at("/openapi.json", spec)
@@ -53,7 +54,7 @@ pub fn routes(state: AppState) -> impl Endpoint<Output = Response> {
             poem::get(super::uploads::serve_attachment),
         )
         .at("/metrics", poem::get(super::metrics::scrape))
-        .nest("/app", poem::get(super::dashboard::serve))
+        .nest("/app", poem::get(super::dashboard::app(dashboard_dir)))
         .nest("/", service.around(super::dashboard::root))
         .with(Cors::new())
         .data(state)

@@ -1,0 +1,28 @@
+// Shared by the browser tests: checks, the accessibility scan and the width check.
+import { AxeBuilder } from "@axe-core/playwright";
+
+export function check(ok, message) {
+  if (!ok) throw new Error(message);
+}
+
+export const problems = [];
+export async function accessible(page, name) {
+  const result = await new AxeBuilder({ page }).analyze();
+  const bad = result.violations.filter((v) => v.impact === "serious" || v.impact === "critical");
+  for (const v of bad) {
+    problems.push(`${name}: ${v.id} (${v.impact}): ${v.help}: ${v.nodes.map((n) => n.target.join(" ")).join(", ")}`);
+  }
+  console.log(`  axe ${name}: ${bad.length} serious/critical of ${result.violations.length} violations`);
+}
+
+export async function fitsWidth(page, name) {
+  const { scroll, width, wide } = await page.evaluate(() => ({
+    scroll: document.documentElement.scrollWidth,
+    width: window.innerWidth,
+    wide: [...document.querySelectorAll("main *")]
+      .filter((e) => e.getBoundingClientRect().right > window.innerWidth)
+      .map((e) => e.tagName.toLowerCase())
+      .slice(0, 5),
+  }));
+  check(scroll <= width, `${name} scrolls sideways at ${width} px (content ${scroll} px wide: ${wide.join(", ")})`);
+}
