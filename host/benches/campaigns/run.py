@@ -4,14 +4,23 @@
 For each database: `herald init` makes a project, N subscribed contacts are written by SQL into
 the fresh database, then `herald serve` (the `smtp` transport into Postfix's `smtp-sink` on
 loopback, 16 job workers, an SMTP pool of 16, no per-project throttle, unverified senders allowed
-so the mail goes unsigned) sends one `ALL` campaign to them. The script measures:
+so the mail goes unsigned) sends two campaigns to them, one after the other:
+
+- plain: one `ALL` campaign to the N contacts;
+- A/B + topic: an `ALL` campaign about a topic (`OPT_IN`; a tenth of the contacts opted out of it,
+  a third opted in explicitly, the rest on the default), with an A/B test of two variants
+  (`testFraction` 0.2, `testDuration` 1 s, winner by opens): the test group first, then the
+  winner to the rest. Its recipients are the 90 % subscribed to the topic.
+
+For each campaign the script measures:
 
 1. Snapshot: from the `send` answer to the last recipient in the ledger (`snapshot_done` and
-   `recipient_count` = N, polled in the database every 50 ms), while the batches render and
-   deliver at the same time. Beside it, the ceiling of the same run: one `INSERT … SELECT` of the
-   N contact ids into a scratch table, timed in the database's own client.
+   `recipient_count` as expected, polled in the database every 50 ms), while the batches render
+   and deliver at the same time. Beside it, the ceiling of the same run: one `INSERT … SELECT` of
+   the N contact ids into a scratch table, timed in the database's own client.
 2. Delivery: from the `send` answer to `SENT`, emails per second end to end; rows counted after
-   (ledger rows, emails `sent`), and smtp-sink's own count of messages when it logs one.
+   (ledger rows, emails `sent`). The A/B + topic campaign's rate is given beside the plain one's
+   (the aim: within 10 %).
 3. Memory: the server's peak RSS (VmHWM) at the end.
 
 With SNAPSHOT_ONLY=M (PostgreSQL only), it loads M contacts, measures the snapshot alone as in 1,
@@ -59,7 +68,11 @@ def call(method, path, key, body=None):
     return json.loads(text) if text else None
 
 
+TOPIC = "top_" + "b" * 32
+
+
 def load(db, project, n):
+    """N subscribed contacts; a topic, with a tenth of them opted out and a third opted in."""
     pg = db.url.startswith("postgres")
     hexid = "lpad(to_hex(g), 32, '0')" if pg else "printf('%032x', g)"
     obj = "jsonb_build_object" if pg else "json_object"
@@ -70,9 +83,20 @@ def load(db, project, n):
     )
     now = int(time.time() * 1000)
     db.run(
-        f"INSERT INTO contacts (id, project_id, email, subscribed, data, version, created_at, updated_at) "
+        f"INSERT INTO topics (id, project_id, name, default_subscription, visibility, created_at, updated_at) "
+        f"VALUES ('{TOPIC}', '{project}', 'News', 'OPT_IN', 'PUBLIC', {now}, {now})"
+    )
+    choice = (
+        f"CASE WHEN g % 10 = 0 THEN {obj}('{TOPIC}', FALSE) "
+        f"WHEN g % 3 = 0 THEN {obj}('{TOPIC}', TRUE) ELSE {obj}() END"
+    )
+    if not pg:
+        # SQLite's json_object takes 0/1 for booleans; json('false') keeps the JSON type.
+        choice = choice.replace("FALSE)", "json('false'))").replace("TRUE)", "json('true'))")
+    db.run(
+        f"INSERT INTO contacts (id, project_id, email, subscribed, data, version, created_at, updated_at, topics) "
         f"SELECT 'cnt_' || {hexid}, '{project}', 'c' || g || '@example.com', TRUE, "
-        f"{obj}('firstName', 'Reader ' || g), 0, {now}, {now} FROM {series}"
+        f"{obj}('firstName', 'Reader ' || g), 0, {now}, {now}, {choice} FROM {series}"
     )
     if pg:
         db.run("ANALYZE contacts")
@@ -86,6 +110,43 @@ def ceiling(db, project):
     took = time.perf_counter() - began
     db.run("DROP TABLE bench_scratch")
     return took
+
+
+def campaign(db, key, body, n, floor, snapshot_only):
+    """Creates and sends one campaign to n recipients; answers its emails/s end to end."""
+    cmp = call("POST", "/campaigns", key, body)["data"]["id"]
+    started = time.perf_counter()
+    call("POST", f"/campaigns/{cmp}/send", key)
+    snapshot = None
+    deadline = time.time() + 3600
+    while True:
+        if snapshot is None:
+            done = db.run(f"SELECT COUNT(*) FROM campaigns WHERE id = '{cmp}' AND snapshot_done AND recipient_count = {n}")
+            if done == "1":
+                snapshot = time.perf_counter() - started
+                print(f"- {body['name']}: snapshot of {n:,} recipients: {snapshot:.1f} s ({n / snapshot:,.0f} rows/s) "
+                      f"while batches render; ceiling in the same run, one INSERT … SELECT of the ids: "
+                      f"{floor:.2f} s")
+                if snapshot_only:
+                    call("POST", f"/campaigns/{cmp}/cancel", key)
+                    break
+        if snapshot is not None and call("GET", f"/campaigns/{cmp}", key)["status"] == "SENT":
+            break
+        if time.time() > deadline:
+            sys.exit("the campaign did not finish within an hour")
+        time.sleep(0.05)
+    total = time.perf_counter() - started
+    ledger = db.run(f"SELECT COUNT(*) FROM campaign_recipients WHERE campaign_id = '{cmp}'")
+    sent = db.run(f"SELECT COUNT(*) FROM emails WHERE campaign_id = '{cmp}' AND status = 'sent'")
+    if snapshot_only:
+        print(f"- rows: {ledger} ledger rows; {sent} emails sent before the cancel")
+        return 0.0
+    rate = int(sent) / total
+    print(f"- {body['name']}: send to SENT: {total:.1f} s, {rate:,.0f} emails/s end to end into smtp-sink; "
+          f"rows: {ledger} ledger rows, {sent} emails sent")
+    if int(sent) != n:
+        sys.exit(f"{body['name']}: {sent} emails sent, expected {n}")
+    return rate
 
 
 def bench(name, url, n, snapshot_only):
@@ -122,38 +183,19 @@ def bench(name, url, n, snapshot_only):
                 break
             except OSError:
                 time.sleep(0.1)
-        cmp = call("POST", "/campaigns", key, {
-            "name": "bench", "subject": "News for {{firstName}}",
-            "body": "<p>Hello {{firstName}},</p><p>Read <a href=\"https://example.com/news\">the news</a>.</p>",
-            "from": "news@acme.test", "audienceType": "ALL"})["data"]["id"]
-        started = time.perf_counter()
-        call("POST", f"/campaigns/{cmp}/send", key)
-        snapshot = None
-        deadline = time.time() + 3600
-        while True:
-            if snapshot is None:
-                done = db.run(f"SELECT COUNT(*) FROM campaigns WHERE id = '{cmp}' AND snapshot_done AND recipient_count = {n}")
-                if done == "1":
-                    snapshot = time.perf_counter() - started
-                    print(f"- snapshot of {n:,} recipients: {snapshot:.1f} s ({n / snapshot:,.0f} rows/s) "
-                          f"while batches render; ceiling in the same run, one INSERT … SELECT of the ids: "
-                          f"{floor:.2f} s")
-                    if snapshot_only:
-                        call("POST", f"/campaigns/{cmp}/cancel", key)
-                        break
-            if snapshot is not None and call("GET", f"/campaigns/{cmp}", key)["status"] == "SENT":
-                break
-            if time.time() > deadline:
-                sys.exit("the campaign did not finish within an hour")
-            time.sleep(0.05)
-        total = time.perf_counter() - started
-        ledger = db.run(f"SELECT COUNT(*) FROM campaign_recipients WHERE campaign_id = '{cmp}'")
-        sent = db.run(f"SELECT COUNT(*) FROM emails WHERE campaign_id = '{cmp}' AND status = 'sent'")
+        body = "<p>Hello {{firstName}},</p><p>Read <a href=\"https://example.com/news\">the news</a>.</p>"
+        plain = {"name": "plain", "subject": "News for {{firstName}}", "body": body,
+                 "from": "news@acme.test", "audienceType": "ALL"}
+        rates = {}
+        rates["plain"] = campaign(db, key, plain, n, floor, snapshot_only)
         if not snapshot_only:
-            print(f"- send to SENT: {total:.1f} s, {int(sent) / total:,.0f} emails/s end to end into smtp-sink; "
-                  f"rows: {ledger} ledger rows, {sent} emails sent")
-        else:
-            print(f"- rows: {ledger} ledger rows; {sent} emails sent before the cancel")
+            ab = dict(plain, name="A/B + topic", topicId=TOPIC, variants=[
+                {"subject": "News for {{firstName}}", "body": body},
+                {"subject": "{{firstName}}, the news", "body": body.replace("Read", "See")},
+            ], testFraction=0.2, winnerMetric="OPEN_RATE", testDuration=1)
+            rates["ab"] = campaign(db, key, ab, n - n // 10, floor, False)
+            print(f"- A/B + topic vs plain, emails/s: {rates['ab']:,.0f} vs {rates['plain']:,.0f} "
+                  f"({(rates['ab'] / rates['plain'] - 1) * 100:+.1f} %)")
         with open(f"/proc/{server.pid}/status") as f:
             hwm = next(l for l in f if l.startswith("VmHWM")).split()[1]
         print(f"- peak RSS: {int(hwm) / 1024:.0f} MiB")

@@ -483,6 +483,12 @@ pub const SETTINGS: &[SettingDoc] = &[
         meaning: "Base of the links in that mail: `<dashboard_url>/verify-email?token=…` and `<dashboard_url>/reset-password?token=…`; your dashboard posts the token to the API.",
     },
     SettingDoc {
+        keys: &["accounts.dashboard_dir"],
+        flag: None,
+        default: Some("built in"),
+        meaning: "A folder to serve the dashboard (`/app/`) from, read on each request, instead of the copy built into the binary: for work on `web/`, pointed at the `web/dist` that `npm run build` rewrites (docs/dashboard.md). Only plain relative paths are read from it.",
+    },
+    SettingDoc {
         keys: &["accounts.templates_dir"],
         flag: None,
         default: Some("built in"),

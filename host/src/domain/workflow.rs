@@ -213,6 +213,14 @@ pub fn step_template_id(step_type: StepType, config: &Value) -> Option<&str> {
         .flatten()
 }
 
+/// The topic a `SEND_EMAIL` step's mail is about (`config.topicId`), when it names one: it
+/// takes the place of the template's own topic.
+pub fn step_topic_id(step_type: StepType, config: &Value) -> Option<&str> {
+    (step_type == StepType::SendEmail)
+        .then(|| config.get("topicId").and_then(Value::as_str))
+        .flatten()
+}
+
 /// A step of a graph, as the checks see it.
 #[derive(Clone, Debug)]
 pub struct GraphStep<'a> {

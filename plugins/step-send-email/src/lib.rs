@@ -4,12 +4,14 @@ use herald_sdk::config::FieldError;
 use herald_sdk::step::{Effect, Input, Output, Step};
 use serde::Deserialize;
 
-/// `SEND_EMAIL { templateId, to?: "contact" | <email> }`.
+/// `SEND_EMAIL { templateId, to?: "contact" | <email>, topicId? }`. The host reads `topicId`
+/// itself (the mail is about that topic, in place of the template's), as it reads `templateId`.
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 struct Config {
     template_id: String,
     to: Option<String>,
+    topic_id: Option<String>,
 }
 
 fn plausible_email(s: &str) -> bool {
@@ -42,6 +44,14 @@ impl Step for SendEmail {
             errors.push(FieldError::new(
                 "to",
                 "must be \"contact\" or an email address",
+            ));
+        }
+        if let Some(topic) = &config.topic_id
+            && !topic.starts_with("top_")
+        {
+            errors.push(FieldError::new(
+                "topicId",
+                "must be a topic id (`top_…`) or left out",
             ));
         }
         errors

@@ -83,6 +83,43 @@ async fn the_dashboard_is_served_with_its_cache_headers_and_policy() {
     assert_eq!(r.status(), 404);
 }
 
+#[tokio::test]
+async fn with_dashboard_dir_the_app_is_read_from_that_folder_on_each_request() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("assets")).unwrap();
+    std::fs::write(dir.path().join("index.html"), "<p>first build</p>").unwrap();
+    std::fs::write(dir.path().join("assets/app-1.js"), "console.log(1)").unwrap();
+    std::fs::write(dir.path().join("secret.txt"), "beside").unwrap();
+    let folder = dir.path().to_path_buf();
+    let app = TestApp::spawn_with(move |s| s.accounts.dashboard_dir = Some(folder)).await;
+
+    let r = fetch(&app, "/app/contacts", "text/html").await;
+    assert_eq!(r.status(), 200);
+    assert_eq!(header(&r, CACHE_CONTROL), "no-cache");
+    assert!(!header(&r, CONTENT_SECURITY_POLICY).is_empty());
+    assert_eq!(r.text().await.unwrap(), "<p>first build</p>");
+    let r = fetch(&app, "/app/assets/app-1.js", "*/*").await;
+    assert_eq!(r.status(), 200);
+    assert!(header(&r, CONTENT_TYPE).contains("javascript"));
+    assert_eq!(r.text().await.unwrap(), "console.log(1)");
+    assert_eq!(
+        fetch(&app, "/app/assets/app-2.js", "*/*").await.status(),
+        404
+    );
+
+    // A new build is served at once, without a restart.
+    std::fs::write(dir.path().join("index.html"), "<p>second build</p>").unwrap();
+    let r = fetch(&app, "/app/", "text/html").await;
+    assert_eq!(r.text().await.unwrap(), "<p>second build</p>");
+
+    // Nothing outside the folder: an escaped `..` is no file of the app (the index answers).
+    let r = fetch(&app, "/app/assets/%2e%2e/%2e%2e/etc/passwd", "*/*").await;
+    assert_ne!(r.status(), 200, "{:?}", r.text().await);
+    let r = fetch(&app, "/app/..%2f..%2fetc%2fpasswd", "text/html").await;
+    let text = r.text().await.unwrap();
+    assert!(!text.contains("root:"), "{text}");
+}
+
 async fn create_project(app: &TestApp, jar: &reqwest::Client, headers: &[(&str, &str)]) -> Reply {
     app.call_with(
         jar,

@@ -1,7 +1,8 @@
 //! Mail about a topic through HTTP, delivered through the `smtp` transport into a loopback SMTP
 //! sink: a campaign about a topic mails only its subscribers (the audience preview's counts equal
 //! to what is sent) and its one-click unsubscribe leaves that topic only; a template about a
-//! topic, sent by `/v1/send` and by a workflow's `SEND_EMAIL` step, likewise.
+//! topic, sent by `/v1/send` and by a workflow's `SEND_EMAIL` step, likewise; a step naming its own
+//! topic in place of its template's.
 
 use std::time::{Duration, Instant};
 
@@ -307,6 +308,48 @@ async fn a_template_about_a_topic_is_sent_only_to_the_topics_subscribers() {
     assert_eq!(r.status, 204, "{}", r.body);
 }
 
+/// A workflow of one `SEND_EMAIL` step (`config`) started for Ann (on the topic's default, in)
+/// and Bob (who left the topic): only Ann's mail is delivered; answers it.
+async fn send_to_ann_and_bob(
+    app: &TestApp,
+    p: &TestProject,
+    sink: &SmtpServer,
+    news: &str,
+    config: Value,
+) -> Vec<(String, String)> {
+    let (wf, _) = workflow(
+        app,
+        p,
+        "joined",
+        vec![Step("SEND_EMAIL", config), Step("EXIT", json!({}))],
+        &[(0, 1, None)],
+        json!({}),
+    )
+    .await;
+    contact_with(
+        app,
+        p,
+        "bob@example.com",
+        json!([{ "id": news, "subscribed": false }]),
+    )
+    .await;
+    for email in ["ann@example.com", "bob@example.com"] {
+        let r = app
+            .post(
+                "/v1/track",
+                &p.secret_key,
+                json!({ "email": email, "event": "joined" }),
+            )
+            .await;
+        assert_eq!(r.status, 200, "{}", r.body);
+    }
+    settled(app, p, &wf, 2, &["EXITED"]).await;
+    let mails = delivered(sink, 1).await;
+    let to: Vec<&str> = mails.iter().map(|(to, _)| to.as_str()).collect();
+    assert_eq!(to, ["ann@example.com"]);
+    mails
+}
+
 #[tokio::test]
 async fn a_workflow_send_of_a_topics_template_reaches_only_the_topics_subscribers() {
     let sink = SmtpServer::start().await;
@@ -323,39 +366,84 @@ async fn a_workflow_send_of_a_topics_template_reaches_only_the_topics_subscriber
         .await;
     assert_eq!(r.status, 201, "{}", r.body);
     let tpl = r.body["id"].as_str().unwrap().to_string();
-    let (wf, _) = workflow(
-        &app,
-        &p,
-        "signed-up",
-        vec![
-            Step("SEND_EMAIL", json!({ "templateId": tpl })),
-            Step("EXIT", json!({})),
-        ],
-        &[(0, 1, None)],
-        json!({}),
-    )
-    .await;
-    // Ann keeps the default (in); Bob left the topic.
-    contact_with(
-        &app,
-        &p,
-        "bob@example.com",
-        json!([{ "id": news, "subscribed": false }]),
-    )
-    .await;
-    for email in ["ann@example.com", "bob@example.com"] {
-        let r = app
-            .post(
-                "/v1/track",
-                &p.secret_key,
-                json!({ "email": email, "event": "signed-up" }),
-            )
-            .await;
-        assert_eq!(r.status, 200, "{}", r.body);
-    }
-    settled(&app, &p, &wf, 2, &["EXITED"]).await;
-    let mails = delivered(&sink, 1).await;
-    let to: Vec<&str> = mails.iter().map(|(to, _)| to.as_str()).collect();
-    assert_eq!(to, ["ann@example.com"]);
+    let mails = send_to_ann_and_bob(&app, &p, &sink, &news, json!({ "templateId": tpl })).await;
     assert!(list_unsubscribe(&mails[0].1).contains("/unsubscribe/"));
+}
+
+#[tokio::test]
+async fn a_workflow_step_names_its_own_topic_in_place_of_its_templates() {
+    let sink = SmtpServer::start().await;
+    let app = TestApp::spawn_with(|s| through(s, sink.addr.port())).await;
+    let p = app.project().await;
+    let news = topic(&app, &p, "News", "OPT_IN").await;
+    // A template about no topic: the step's topic makes its mail about News.
+    let r = app
+        .post(
+            "/templates",
+            &p.secret_key,
+            json!({ "name": "Welcome", "subject": "Welcome", "type": "TRANSACTIONAL",
+                    "body": "<p>Hi</p><a href=\"{{unsubscribeUrl}}\">Leave</a>",
+                    "from": "news@acme.test" }),
+        )
+        .await;
+    assert_eq!(r.status, 201, "{}", r.body);
+    let tpl = r.body["id"].as_str().unwrap().to_string();
+
+    // Refused: a `topicId` that is no topic id (the step's validation), and, when enabling, a
+    // topic the project does not have.
+    let r = app
+        .post(
+            "/workflows",
+            &p.secret_key,
+            json!({ "name": "draft", "triggerConfig": { "eventName": "signed-up" } }),
+        )
+        .await;
+    assert_eq!(r.status, 201, "{}", r.body);
+    let draft = r.body["id"].as_str().unwrap().to_string();
+    let r = app
+        .post(
+            &format!("/workflows/{draft}/steps"),
+            &p.secret_key,
+            json!({ "type": "SEND_EMAIL", "config": { "templateId": tpl, "topicId": "news" } }),
+        )
+        .await;
+    r.assert_error(422, "VALIDATION_ERROR");
+    assert_eq!(r.error_fields(), ["config.topicId"]);
+    let r = app
+        .post(
+            &format!("/workflows/{draft}/steps"),
+            &p.secret_key,
+            json!({ "type": "SEND_EMAIL",
+                    "config": { "templateId": tpl, "topicId": "top_00000000000000000000000000000000" } }),
+        )
+        .await;
+    assert_eq!(r.status, 201, "{}", r.body);
+    let r = app
+        .patch(
+            &format!("/workflows/{draft}"),
+            &p.secret_key,
+            json!({ "enabled": true }),
+        )
+        .await;
+    r.assert_error(422, "VALIDATION_ERROR");
+    assert!(
+        r.error_fields()
+            .iter()
+            .any(|f| f == "steps[0].config.topicId"),
+        "{}",
+        r.body
+    );
+
+    let step = json!({ "templateId": tpl, "topicId": news });
+    let mails = send_to_ann_and_bob(&app, &p, &sink, &news, step).await;
+    // Its one-click unsubscribe leaves News only.
+    one_click(&app, &list_unsubscribe(&mails[0].1)).await;
+    let ann = contact_id(&app, &p, "ann%40").await;
+    assert!(!state_of(&states(&app, &p, &ann).await, &news));
+    assert_eq!(
+        app.get(&format!("/contacts/{ann}"), &p.secret_key)
+            .await
+            .body["subscribed"],
+        true
+    );
 }

@@ -75,7 +75,8 @@ impl From<Workflow> for WorkflowBody {
 #[derive(Enum, Clone, Copy, Debug, PartialEq, Eq)]
 #[oai(rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum StepKind {
-    /// Sends a template (`config: { templateId, to? }`).
+    /// Sends a template (`config: { templateId, to?, topicId? }`; `topicId` makes the mail about
+    /// that topic, in place of the template's).
     SendEmail,
     /// Waits (`config: { amount, unit: minutes|hours|days }`).
     Delay,

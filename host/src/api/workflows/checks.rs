@@ -8,9 +8,10 @@ use serde_json::Value;
 use super::TriggerConfig;
 use crate::api::error::{ApiError, FieldError};
 use crate::api::state::AppState;
-use crate::domain::ids::{ProjectId, TemplateId};
+use crate::domain::ids::{ProjectId, TemplateId, TopicId};
 use crate::domain::workflow::{
     MAX_STEPS, StepType, Violation, check_graph, check_trigger_event, step_template_id,
+    step_topic_id,
 };
 use crate::services::sending_domains::SenderError;
 use crate::store::StoreError;
@@ -111,7 +112,8 @@ fn config_field(prefix: &str, field: &str) -> String {
 
 /// The problems of one step's config (fields prefixed by `prefix`): what its step plugin's
 /// `validate` reports and, with `deep` (enabling, or changing an enabled workflow), that a
-/// `SEND_EMAIL` step's template is one of the project's with a sender it may use. A `PLUGIN`
+/// `SEND_EMAIL` step's template is one of the project's with a sender it may use, and its
+/// `topicId`, when it names one, a topic of the project. A `PLUGIN`
 /// step whose plugin is not loaded is reported at `config.plugin` by the validation itself.
 pub(super) async fn step_problems(
     state: &AppState,
@@ -140,7 +142,34 @@ pub(super) async fn step_problems(
             message,
         ));
     }
+    if deep
+        && problems.is_empty()
+        && let Some(topic) = step_topic_id(step_type, config)
+        && !topic_exists(state, project, topic).await?
+    {
+        problems.push(FieldError::new(
+            format!("{prefix}config.topicId"),
+            "not_found",
+            format!("`{topic}` is not a topic of this project; GET /topics lists them"),
+        ));
+    }
     Ok(problems)
+}
+
+/// Whether `topic` names a topic of the project.
+async fn topic_exists(
+    state: &AppState,
+    project: &ProjectId,
+    topic: &str,
+) -> Result<bool, ApiError> {
+    let Some(id) = TopicId::parse(topic) else {
+        return Ok(false);
+    };
+    match state.store().topic(project, &id).await {
+        Ok(_) => Ok(true),
+        Err(StoreError::NotFound) => Ok(false),
+        Err(e) => Err(e.into()),
+    }
 }
 
 /// Why the template a `SEND_EMAIL` step names cannot be sent by it, if it cannot: not a

@@ -16,7 +16,7 @@ use crate::domain::contact::{Contact, ContactChange};
 use crate::domain::custom_data::DataPatch;
 use crate::domain::email::EmailAddress;
 use crate::domain::event::SubscriptionSource;
-use crate::domain::ids::{ProjectId, TemplateId};
+use crate::domain::ids::{ProjectId, TemplateId, TopicId};
 use crate::domain::project::Project;
 use crate::domain::send::Mailbox;
 use crate::domain::template::CompiledTemplate;
@@ -70,6 +70,15 @@ impl SendReads {
 }
 
 /// A template ready to send: its fields, its from address, who may send as it and its content.
+/// What a send-email effect asks: the template, the recipient (`None`: the contact) and the
+/// step's own topic.
+#[derive(Clone, Copy)]
+struct SendAsk<'a> {
+    template_id: &'a str,
+    to: Option<&'a str>,
+    topic_id: Option<&'a str>,
+}
+
 struct PreparedTemplate {
     template: TemplateFields,
     /// The template's topic, if it names one.
@@ -216,10 +225,18 @@ impl WorkflowEngine {
                         stored.response
                     } else {
                         match effect {
-                            Effect::SendEmail { template_id, to } if writes_alone => {
-                                let (project, plan) = self
-                                    .send_plan(reads, contact, template_id, to.as_deref(), context)
-                                    .await?;
+                            Effect::SendEmail {
+                                template_id,
+                                to,
+                                topic_id,
+                            } if writes_alone => {
+                                let ask = SendAsk {
+                                    template_id,
+                                    to: to.as_deref(),
+                                    topic_id: topic_id.as_deref(),
+                                };
+                                let (project, plan) =
+                                    self.send_plan(reads, contact, ask, context).await?;
                                 // Held in the render budget until the round commits.
                                 let ((send, queued), room) = self
                                     .sending
@@ -242,9 +259,17 @@ impl WorkflowEngine {
                                 });
                                 response
                             }
-                            Effect::SendEmail { template_id, to } => {
-                                self.send(reads, contact, &key, template_id, to.as_deref(), context)
-                                    .await?
+                            Effect::SendEmail {
+                                template_id,
+                                to,
+                                topic_id,
+                            } => {
+                                let ask = SendAsk {
+                                    template_id,
+                                    to: to.as_deref(),
+                                    topic_id: topic_id.as_deref(),
+                                };
+                                self.send(reads, contact, &key, ask, context).await?
                             }
                             Effect::UpdateContact { data, subscribed } if writes_alone => {
                                 let (out, write) =
@@ -272,10 +297,14 @@ impl WorkflowEngine {
         &self,
         reads: &mut SendReads,
         contact: &Contact,
-        template_id: &str,
-        to: Option<&str>,
+        ask: SendAsk<'_>,
         context: &Map<String, Value>,
     ) -> Result<(Project, SendPlan), EffectError> {
+        let SendAsk {
+            template_id,
+            to,
+            topic_id,
+        } = ask;
         let recipient = match to
             .map(str::trim)
             .filter(|t| !t.is_empty() && *t != "contact")
@@ -303,6 +332,11 @@ impl WorkflowEngine {
             }
         };
         let template = &prepared.template;
+        // The step's own topic, in place of the template's.
+        let topic = match topic_id {
+            Some(id) => Some(self.step_topic(project, id).await?),
+            None => prepared.topic.clone(),
+        };
         let plan = SendPlan {
             recipients: vec![Mailbox {
                 name: None,
@@ -317,15 +351,14 @@ impl WorkflowEngine {
             content: prepared.content.clone(),
             localized: prepared.localized.clone(),
             template_id: Some(template_id.to_string()),
-            marketing: prepared.topic.is_some()
-                || template.template_type == TemplateType::Marketing,
+            marketing: topic.is_some() || template.template_type == TemplateType::Marketing,
             subscribed: None,
             data: DataPatch {
                 transient: context.clone(),
                 ..DataPatch::default()
             },
             topics: Vec::new(),
-            topic: prepared.topic.clone(),
+            topic,
             headers: Vec::new(),
             attachments: Vec::new(),
         };
@@ -339,13 +372,10 @@ impl WorkflowEngine {
         reads: &mut SendReads,
         contact: &Contact,
         key: &str,
-        template_id: &str,
-        to: Option<&str>,
+        ask: SendAsk<'_>,
         context: &Map<String, Value>,
     ) -> Result<Value, EffectError> {
-        let (project_record, plan) = self
-            .send_plan(reads, contact, template_id, to, context)
-            .await?;
+        let (project_record, plan) = self.send_plan(reads, contact, ask, context).await?;
         let idempotency = Idempotency {
             key,
             endpoint: EFFECT_ENDPOINT,
@@ -362,6 +392,23 @@ impl WorkflowEngine {
                 self.recorded(&project_record.id, key).await
             }
             Err(e) => Err(send_error(e)),
+        }
+    }
+
+    /// The topic a `SEND_EMAIL` step names; one deleted since fails the step.
+    async fn step_topic(&self, project: &ProjectId, id: &str) -> Result<Topic, EffectError> {
+        let gone = || {
+            EffectError::Fail(format!(
+                "the step's topic {id} does not exist in this project"
+            ))
+        };
+        let Some(topic) = TopicId::parse(id) else {
+            return Err(gone());
+        };
+        match self.store.topic(project, &topic).await {
+            Ok(t) => Ok(t),
+            Err(StoreError::NotFound) => Err(gone()),
+            Err(e) => Err(e.into()),
         }
     }
 

@@ -116,6 +116,10 @@ pub enum Effect {
         template_id: String,
         /// The recipient; `None` is the contact.
         to: Option<String>,
+        /// The topic the mail is about, in place of its template's: a `SEND_EMAIL` step's
+        /// `config.topicId`, which the host reads itself (the plugin world has no such field).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        topic_id: Option<String>,
     },
     /// Update the contact.
     UpdateContact {
@@ -230,6 +234,7 @@ pub(crate) fn from_wit(result: wit::StepResult) -> Result<StepResult, String> {
                     Effect::SendEmail {
                         template_id: s.template_id,
                         to: s.to,
+                        topic_id: None,
                     }
                 }
                 wit::Effect::UpdateContact(u) => Effect::UpdateContact {

@@ -34,7 +34,8 @@ async fn send_email_asks_the_host_to_send() {
         result.effects,
         vec![Effect::SendEmail {
             template_id: "tpl_welcome".into(),
-            to: None
+            to: None,
+            topic_id: None
         }]
     );
 
@@ -45,7 +46,8 @@ async fn send_email_asks_the_host_to_send() {
         result.effects,
         vec![Effect::SendEmail {
             template_id: "tpl_alert".into(),
-            to: Some("ops@example.org".into())
+            to: Some("ops@example.org".into()),
+            topic_id: None
         }]
     );
     let contact = json!({ "templateId": "t", "to": "contact" });
@@ -57,8 +59,18 @@ async fn send_email_asks_the_host_to_send() {
         result.effects,
         vec![Effect::SendEmail {
             template_id: "t".into(),
-            to: None
+            to: None,
+            topic_id: None
         }]
+    );
+
+    // `topicId` is checked for its form; the host reads it from the config itself.
+    let topic = json!({ "templateId": "t", "topicId": "top_1" });
+    assert!(errors(&plugins, "SEND_EMAIL", topic).await.is_empty());
+    let topic = json!({ "templateId": "t", "topicId": "news" });
+    assert_eq!(
+        fields(&errors(&plugins, "SEND_EMAIL", topic).await),
+        ["topicId"]
     );
 
     let missing = errors(&plugins, "SEND_EMAIL", json!({})).await;

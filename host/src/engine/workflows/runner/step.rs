@@ -9,11 +9,13 @@ use super::{Member, Planned, Ran, StepRunner};
 use crate::domain::contact::Contact;
 use crate::domain::ids::{ContactId, ProjectId};
 use crate::domain::time::now_ms;
-use crate::domain::workflow::{StepType, execution_status as es, step_run_status as rs};
+use crate::domain::workflow::{
+    StepType, execution_status as es, step_run_status as rs, step_topic_id,
+};
 use crate::engine::workflows::effects::{EffectError, SendReads, write_count};
 use crate::jobs::{JobError, jittered};
 use crate::plugins::PluginError;
-use crate::plugins::types::{self as step, Outcome, StepInput};
+use crate::plugins::types::{self as step, Effect, Outcome, StepInput};
 use crate::services::sending::KnownContact;
 use crate::store::contacts::changed;
 use crate::store::executions::{
@@ -160,7 +162,7 @@ impl StepRunner {
         let started = now_ms();
         let result = self.engine.plugins.run_step(&step_type, &input).await;
         drop(permit);
-        let result = match result {
+        let mut result = match result {
             Ok(r) => r,
             Err(_) if ahead => return Ok(Ran::Back),
             Err(err) => {
@@ -171,6 +173,16 @@ impl StepRunner {
                 return self.retry_or_fail(member, &run, message).await;
             }
         };
+        // A `SEND_EMAIL` step's own topic, which the host reads from its config.
+        if let Some(topic) =
+            StepType::parse(&step_type).and_then(|t| step_topic_id(t, &input.config))
+        {
+            for effect in &mut result.effects {
+                if let Effect::SendEmail { topic_id, .. } = effect {
+                    *topic_id = Some(topic.to_string());
+                }
+            }
+        }
         let write_count = write_count(&result.effects);
         if ahead && write_count > 1 {
             // Several writes are made one by one, each in a transaction of its own under this
