@@ -9,6 +9,8 @@ import { ConfirmDialog, TextField } from "./controls";
 
 type Action = "reset" | "delete";
 
+const count = (n: number, what: string) => `${n} ${what}${n === 1 ? "" : "s"}`;
+
 export function Danger({ project }: { project: Schemas["ProjectBody"] }) {
   const { reload } = useSession();
   const navigate = useNavigate();
@@ -32,10 +34,16 @@ export function Danger({ project }: { project: Schemas["ProjectBody"] }) {
       if (error) return setError(errorMessage(error));
       setError(null);
       const d = data.deleted;
-      setDone(
-        `The project was reset: ${d.contacts} contacts, ${d.events} events, ${d.emails} emails, ${d.templates} templates, ` +
-          `${d.segments} segments, ${d.campaigns} campaigns and ${d.workflows} workflows deleted.`,
-      );
+      const counts = [
+        count(d.contacts, "contact"),
+        count(d.events, "event"),
+        count(d.emails, "email"),
+        count(d.templates, "template"),
+        count(d.segments, "segment"),
+        count(d.campaigns, "campaign"),
+        count(d.workflows, "workflow"),
+      ];
+      setDone(`The project was reset: ${counts.join(", ")} deleted.`);
     } else if (action === "delete") {
       const { error } = await api.DELETE("/users/@me/projects/{id}", path);
       if (error) return setError(errorMessage(error));
