@@ -2,7 +2,7 @@
 // field, key rotation through the dialog (the old secret key refused at once, the new one
 // working), the sending health, and reset and deletion behind a typed confirmation on a project
 // made for it.
-import { accessible, check, fitsWidth } from "../lib.mjs";
+import { accessible, caller, check, fitsWidth } from "../lib.mjs";
 
 /** GET /contacts with `key`: the HTTP status. */
 async function statusWith(base, key) {
@@ -86,16 +86,7 @@ export default async function settings(t) {
   await accessible(page, "settings (keys rotated)");
   // The areas after this one call the API with the new key.
   t.secret = fresh;
-  t.call = async (method, path, body) => {
-    const r = await fetch(`${base}${path}`, {
-      method,
-      headers: { Authorization: `Bearer ${fresh}`, ...(body ? { "Content-Type": "application/json" } : {}) },
-      body: body ? JSON.stringify(body) : undefined,
-    });
-    const text = await r.text();
-    check(r.ok, `${method} ${path}: ${r.status} ${text.slice(0, 300)}`);
-    return text ? JSON.parse(text) : null;
-  };
+  t.call = caller(base, fresh);
 
   await page.setViewportSize({ width: 390, height: 900 });
   await fitsWidth(page, "settings");
