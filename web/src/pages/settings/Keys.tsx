@@ -27,16 +27,16 @@ export function Keys({ project }: { project: Schemas["ProjectBody"] }) {
       <h2 id="settings-keys">API keys</h2>
       <p>
         The public key may only record events from your pages (<code>POST /v1/track</code>); the secret key may do
-        everything, so keep it on your server. Herald keeps only their beginnings to show here.
+        everything, so keep it on your server. Herald shows only their beginnings here.
       </p>
       <dl className="facts">
         <dt>Public key</dt>
         <dd>
-          <code>{project.publicKeyHint}…</code>
+          <code>{project.publicKeyHint}</code>
         </dd>
         <dt>Secret key</dt>
         <dd>
-          <code>{project.secretKeyHint}…</code>
+          <code>{project.secretKeyHint}</code>
         </dd>
       </dl>
       {rotated && (

@@ -22,7 +22,7 @@ describe("placeErrors", () => {
   it("puts each error on its field, the general message pointing at them", () => {
     const placed = placeErrors(body([{ field: "name", message: "too long" }]), names);
     expect(placed.fields).toEqual({ name: "too long" });
-    expect(placed.general).toBe("the request is invalid: see the marked fields.");
+    expect(placed.general).toBe("Please correct the marked fields.");
   });
 
   it("puts an error on an object on its first field, and a deeper one on its parent", () => {

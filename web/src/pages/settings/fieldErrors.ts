@@ -35,7 +35,7 @@ export function placeErrors(error: unknown, names: string[]): PlacedErrors {
   const placed = Object.keys(fields).length > 0;
   let general: string | null = detail.message;
   if (rest.length > 0) general = `${detail.message} (${rest.join("; ")})`;
-  else if (placed) general = `${detail.message}: see the marked fields.`;
+  else if (placed) general = "Please correct the marked fields.";
   if (general && detail.suggestion) general = `${general} ${detail.suggestion}`;
   return { fields, general };
 }
