@@ -4,7 +4,7 @@
 // Every page visited is checked with axe-core: no serious or critical violation. Any Content
 // Security Policy violation or page error fails the run.
 import { chromium } from "playwright-core";
-import { accessible, check, fitsWidth, problems } from "./lib.mjs";
+import { accessible, caller, check, fitsWidth, problems } from "./lib.mjs";
 import { areas } from "./areas/index.mjs";
 
 const base = process.env.HERALD_URL;
@@ -130,20 +130,6 @@ async function firstSession(browser, width) {
   return { context, page, secret, errors };
 }
 
-/** The API with the project's secret key: `call("POST", "/contacts", {...})` answers the JSON body. */
-function caller(secret) {
-  return async (method, path, body) => {
-    const r = await fetch(`${base}${path}`, {
-      method,
-      headers: { Authorization: `Bearer ${secret}`, ...(body ? { "Content-Type": "application/json" } : {}) },
-      body: body ? JSON.stringify(body) : undefined,
-    });
-    const text = await r.text();
-    check(r.ok, `${method} ${path}: ${r.status} ${text.slice(0, 300)}`);
-    return text ? JSON.parse(text) : null;
-  };
-}
-
 const started = Date.now();
 const browser = await chromium.launch({ executablePath, headless: true });
 try {
@@ -152,7 +138,7 @@ try {
     const session = await firstSession(browser, width);
     if (width === 1280) {
       // Each area of the dashboard, in the same logged-in page (web/e2e/areas/).
-      const t = { ...session, base, run, call: caller(session.secret) };
+      const t = { ...session, base, run, call: caller(base, session.secret) };
       for (const [name, area] of areas) {
         console.log(`area: ${name}`);
         await area(t);

@@ -37,6 +37,8 @@ export function Layout() {
             </NavLink>
             <NavLink to="/contacts">Contacts</NavLink>
             <NavLink to="/projects">Projects</NavLink>
+            <NavLink to="/members">Members</NavLink>
+            <NavLink to="/settings">Settings</NavLink>
           </nav>
         )}
         {me && projects.length > 0 && (

@@ -29,6 +29,8 @@ const router = createBrowserRouter(
             { path: "contacts", element: <Contacts /> },
             { path: "contacts/:id", element: <Contact /> },
             { path: "invitations/accept", element: <AcceptInvitation /> },
+            { path: "settings", lazy: () => import("./pages/settings/Settings").then((m) => ({ Component: m.Settings })) },
+            { path: "members", lazy: () => import("./pages/members/Members").then((m) => ({ Component: m.Members })) },
           ],
         },
         { path: "*", element: <NotFound /> },

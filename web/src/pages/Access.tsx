@@ -1,6 +1,6 @@
-import { useState, type FormEvent } from "react";
+import { useEffect, useState, type FormEvent } from "react";
 import { Link, Navigate, useLocation, useNavigate, useSearchParams } from "react-router";
-import { api, errorMessage } from "../api/client";
+import { api, errorMessage, type Schemas } from "../api/client";
 import { useSession } from "../session";
 import { Alert, Field } from "./parts";
 
@@ -32,6 +32,7 @@ export function Login() {
         <Alert message={error} />
         <button type="submit">Log in</button>
       </form>
+      <OAuthButtons />
       <p>
         New to Herald? <Link to="/signup">Create an account</Link>
       </p>
@@ -86,5 +87,32 @@ export function Signup() {
         Already have an account? <Link to="/login">Log in</Link>
       </p>
     </section>
+  );
+}
+
+/** "Continue with <provider>" for each sign-in provider the deployment configures; nothing without one. */
+function OAuthButtons() {
+  const [providers, setProviders] = useState<Schemas["OAuthProviderBody"][]>([]);
+  useEffect(() => {
+    let live = true;
+    void api.GET("/auth/oauth-config").then(({ data }) => {
+      if (live && data) setProviders(data.providers);
+    });
+    return () => {
+      live = false;
+    };
+  }, []);
+  if (providers.length === 0) return null;
+  return (
+    <ul className="oauth" aria-label="Other ways to log in">
+      {providers.map((p) => (
+        <li key={p.id}>
+          {/* A full page load: the server starts the provider's flow. */}
+          <a className="button" href={p.url || `/auth/oauth/${encodeURIComponent(p.id)}`}>
+            Continue with {p.name}
+          </a>
+        </li>
+      ))}
+    </ul>
   );
 }
