@@ -2,4 +2,8 @@
 // `export default async function (t)` with t = { page, context, base, run, secret, call, errors }.
 // Checks and the accessibility scan come from ../lib.mjs. One line per area here.
 export const areas = [
+  ["domains", (await import("./domains.mjs")).default],
+  ["suppressions", (await import("./suppressions.mjs")).default],
+  ["topics", (await import("./topics.mjs")).default],
+  ["billing", (await import("./billing.mjs")).default],
 ];
