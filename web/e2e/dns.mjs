@@ -110,8 +110,16 @@ export function answer(zone, query) {
   return Buffer.concat([header, query.subarray(12, q.end), ...answers, ...authority, ...opt]);
 }
 
-/** Starts the server at `address` ("127.0.0.1:port"); answers the zone's editor. */
-export async function startDns(address) {
+const servers = new Map();
+
+/** Starts the server at `address` ("127.0.0.1:port"), once per run (areas share it); answers the
+ * zone's editor. It keeps answering until the run ends. */
+export function startDns(address) {
+  if (!servers.has(address)) servers.set(address, serve(address));
+  return servers.get(address);
+}
+
+async function serve(address) {
   const [host, port] = address.split(/:(?=\d+$)/);
   const zone = new Map();
   const socket = dgram.createSocket("udp4");
@@ -139,6 +147,5 @@ export async function startDns(address) {
       if (type === "CNAME") return this.cname(name, value);
       return this.txt(name, value);
     },
-    close: () => socket.close(),
   };
 }
