@@ -16,8 +16,8 @@ export default async function ({ page, run, call }) {
   await page.getByRole("row", { name: new RegExp(`${a} Added by hand`) }).waitFor();
 
   await page.getByLabel("Filter the addresses on this page").fill("asked-");
-  await page.getByRole("cell", { name: a }).waitFor({ state: "detached" });
-  await page.getByRole("cell", { name: b }).waitFor();
+  await page.getByRole("cell", { name: a, exact: true }).waitFor({ state: "detached" });
+  await page.getByRole("cell", { name: b, exact: true }).waitFor();
   await page.getByLabel("Filter the addresses on this page").fill("");
 
   // 60 more through the API: two pages of 50.
@@ -29,12 +29,12 @@ export default async function ({ page, run, call }) {
   await page.getByText("62 addresses in all.").waitFor();
   const pager = page.getByRole("navigation", { name: "Pages of suppressed addresses" });
   await pager.getByRole("button", { name: "Next page" }).click();
-  await page.getByRole("cell", { name: a }).waitFor();
+  await page.getByRole("cell", { name: a, exact: true }).waitFor();
   const rows = await page.getByRole("button", { name: /^Remove / }).count();
   check(rows === 12, `the second page shows ${rows} addresses, not 12`);
   await page.getByRole("button", { name: `Remove ${a}` }).click();
   await page.getByRole("status").filter({ hasText: `${a} removed` }).waitFor();
-  await page.getByRole("cell", { name: a }).waitFor({ state: "detached" });
+  await page.getByRole("cell", { name: a, exact: true }).waitFor({ state: "detached" });
   await pager.getByRole("button", { name: "Previous page" }).click();
   await page.getByText("61 addresses in all.").waitFor();
   await accessible(page, "suppressions");
