@@ -98,7 +98,7 @@ export function Suppressions() {
             <p>{needle ? "No address on this page matches." : "No suppressed address."}</p>
           ) : (
             <div className="scroll">
-              <table>
+              <table className="suppressed">
                 <caption className="visually-hidden">Suppressed addresses</caption>
                 <thead>
                   <tr>
