@@ -36,6 +36,10 @@ export function Layout() {
               Get started
             </NavLink>
             <NavLink to="/contacts">Contacts</NavLink>
+            <NavLink to="/domains">Domains</NavLink>
+            <NavLink to="/suppressions">Suppressions</NavLink>
+            <NavLink to="/topics">Topics</NavLink>
+            <NavLink to="/billing">Billing</NavLink>
             <NavLink to="/projects">Projects</NavLink>
             <NavLink to="/members">Members</NavLink>
             <NavLink to="/settings">Settings</NavLink>

@@ -4,4 +4,8 @@
 export const areas = [
   ["members", (await import("./members.mjs")).default],
   ["settings", (await import("./settings.mjs")).default],
+  ["domains", (await import("./domains.mjs")).default],
+  ["suppressions", (await import("./suppressions.mjs")).default],
+  ["topics", (await import("./topics.mjs")).default],
+  ["billing", (await import("./billing.mjs")).default],
 ];

@@ -1,0 +1,145 @@
+import { useCallback, useEffect, useState, type FormEvent } from "react";
+import { api, errorMessage, type Schemas } from "../../api/client";
+import { useSession } from "../../session";
+import { Alert } from "../parts";
+import { parseAddresses, reasonWords } from "./words";
+
+const PAGE = 50;
+
+/** The addresses no email of the project goes to: paged, filtered, added by hand and removed. */
+export function Suppressions() {
+  const { project } = useSession();
+  const [page, setPage] = useState<Schemas["SuppressionPage"] | null>(null);
+  const [total, setTotal] = useState<number | null>(null);
+  const [cursor, setCursor] = useState<string | null>(null);
+  // The cursors of the pages before this one, for "Previous page".
+  const [trail, setTrail] = useState<(string | null)[]>([]);
+  const [filter, setFilter] = useState("");
+  const [error, setError] = useState<string | null>(null);
+  const [done, setDone] = useState<string | null>(null);
+  const [version, setVersion] = useState(0);
+
+  const refresh = useCallback(() => setVersion((v) => v + 1), []);
+
+  useEffect(() => {
+    if (!project) return;
+    let live = true;
+    void api.GET("/suppressions", { params: { query: { limit: PAGE, cursor: cursor ?? undefined } } }).then(({ data, error }) => {
+      if (!live) return;
+      setPage(data ?? null);
+      if (data && !cursor) setTotal(data.total);
+      setError(error ? errorMessage(error) : null);
+    });
+    return () => {
+      live = false;
+    };
+  }, [project, cursor, version]);
+
+  async function add(e: FormEvent<HTMLFormElement>) {
+    e.preventDefault();
+    const form = e.currentTarget;
+    const emails = parseAddresses(String(new FormData(form).get("emails")));
+    if (emails.length === 0) return setError("Enter at least one address.");
+    const { data, error } = await api.POST("/suppressions", { body: { emails } });
+    if (error) return setError(errorMessage(error));
+    setError(null);
+    form.reset();
+    setDone(`${data.added} added${data.alreadyListed ? `, ${data.alreadyListed} listed already` : ""}.`);
+    setTrail([]);
+    setCursor(null);
+    refresh();
+  }
+
+  async function remove(email: string) {
+    const { error } = await api.DELETE("/suppressions/{email}", { params: { path: { email } } });
+    if (error) return setError(errorMessage(error));
+    setError(null);
+    setDone(`${email} removed: the project's email may go to it again.`);
+    refresh();
+  }
+
+  function go(next: string | null, back: boolean) {
+    setTrail(back ? trail.slice(0, -1) : [...trail, cursor]);
+    setCursor(next);
+  }
+
+  const needle = filter.trim().toLowerCase();
+  const shown = (page?.data ?? []).filter((s) => !needle || s.email.includes(needle));
+
+  return (
+    <section>
+      <h1>Suppressions</h1>
+      <p>
+        No email of this project goes to these addresses: hard bounces and spam complaints are added by themselves; you can
+        add others by hand.
+      </p>
+      <h2>Add addresses</h2>
+      <form onSubmit={(e) => void add(e)}>
+        <div className="field">
+          <label htmlFor="suppress-emails">Addresses to suppress</label>
+          <textarea id="suppress-emails" name="emails" rows={3} aria-describedby="suppress-emails-hint" />
+          <small id="suppress-emails-hint" className="hint">
+            One or more addresses, separated by commas, spaces or new lines (up to 1,000).
+          </small>
+        </div>
+        <button type="submit">Suppress</button>
+      </form>
+      <Alert message={error} />
+      <p role="status">{done}</p>
+      <h2>Suppressed addresses</h2>
+      {page && (
+        <>
+          <p>{total === null ? "" : `${total.toLocaleString()} ${total === 1 ? "address" : "addresses"} in all.`}</p>
+          <div className="field narrow">
+            <label htmlFor="suppress-filter">Filter the addresses on this page</label>
+            <input id="suppress-filter" type="search" value={filter} onChange={(e) => setFilter(e.target.value)} />
+          </div>
+          {shown.length === 0 ? (
+            <p>{needle ? "No address on this page matches." : "No suppressed address."}</p>
+          ) : (
+            <div className="scroll">
+              <table className="suppressed">
+                <caption className="visually-hidden">Suppressed addresses</caption>
+                <thead>
+                  <tr>
+                    <th scope="col">Address</th>
+                    <th scope="col">Why</th>
+                    <th scope="col">Since</th>
+                    <th scope="col">
+                      <span className="visually-hidden">Actions</span>
+                    </th>
+                  </tr>
+                </thead>
+                <tbody>
+                  {shown.map((s) => (
+                    <tr key={s.email}>
+                      <td>{s.email}</td>
+                      <td>
+                        {reasonWords(s.reason)}
+                        {s.detail && <small className="hint"> ({s.detail})</small>}
+                      </td>
+                      <td>{new Date(s.createdAt).toLocaleDateString()}</td>
+                      <td>
+                        <button type="button" className="secondary small" aria-label={`Remove ${s.email}`} onClick={() => void remove(s.email)}>
+                          Remove
+                        </button>
+                      </td>
+                    </tr>
+                  ))}
+                </tbody>
+              </table>
+            </div>
+          )}
+          <nav aria-label="Pages of suppressed addresses" className="pager">
+            <button type="button" disabled={trail.length === 0} onClick={() => go(trail[trail.length - 1] ?? null, true)}>
+              Previous page
+            </button>
+            <button type="button" disabled={!page.hasMore} onClick={() => go(page.cursor ?? null, false)}>
+              Next page
+            </button>
+          </nav>
+        </>
+      )}
+    </section>
+  );
+}
