@@ -36,6 +36,8 @@ export function Layout() {
               Get started
             </NavLink>
             <NavLink to="/contacts">Contacts</NavLink>
+            <NavLink to="/events">Events</NavLink>
+            <NavLink to="/analytics">Analytics</NavLink>
             <NavLink to="/projects">Projects</NavLink>
           </nav>
         )}

@@ -7,8 +7,6 @@ import { Login, Signup } from "./pages/Access";
 import { AcceptInvitation, ResetPassword, VerifyEmail } from "./pages/Tokens";
 import { Projects } from "./pages/Projects";
 import { Onboarding } from "./pages/Onboarding";
-import { Contacts } from "./pages/Contacts";
-import { Contact } from "./pages/Contact";
 import "./style.css";
 
 // The app's pages, under /app/ (herald answers index.html for each of them).
@@ -26,8 +24,12 @@ const router = createBrowserRouter(
           children: [
             { index: true, element: <Onboarding /> },
             { path: "projects", element: <Projects /> },
-            { path: "contacts", element: <Contacts /> },
-            { path: "contacts/:id", element: <Contact /> },
+            { path: "contacts", lazy: () => import("./pages/contacts/Contacts").then((m) => ({ Component: m.Contacts })) },
+            { path: "contacts/:id", lazy: () => import("./pages/contacts/Contact").then((m) => ({ Component: m.Contact })) },
+            { path: "events", lazy: () => import("./pages/events/Events").then((m) => ({ Component: m.Events })) },
+            { path: "events/names/:name", lazy: () => import("./pages/events/EventName").then((m) => ({ Component: m.EventName })) },
+            { path: "events/activity", lazy: () => import("./pages/events/Activity").then((m) => ({ Component: m.Activity })) },
+            { path: "analytics", lazy: () => import("./pages/analytics/Analytics").then((m) => ({ Component: m.Analytics })) },
             { path: "invitations/accept", element: <AcceptInvitation /> },
           ],
         },
