@@ -19,8 +19,9 @@ export interface Range {
 /** The range of a period ending at `now`, as the API's `from` and `to` (RFC 3339, UTC). */
 export function rangeOf(period: Period, now: Date): Range {
   const p = PERIODS.find((x) => x.id === period) ?? { hours: 30 * 24, interval: "day" as const };
-  // Whole minutes, so that repeated loads of the same period ask for the same range.
-  const to = new Date(Math.floor(now.getTime() / 60_000) * 60_000);
+  // The end of the current minute (the end is exclusive): what happened just now counts, and
+  // loads within a minute ask for the same range.
+  const to = new Date((Math.floor(now.getTime() / 60_000) + 1) * 60_000);
   const from = new Date(to.getTime() - p.hours * 3_600_000);
   return { from: from.toISOString(), to: to.toISOString(), interval: p.interval };
 }

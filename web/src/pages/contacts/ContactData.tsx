@@ -1,4 +1,4 @@
-import { useState, type FormEvent } from "react";
+import { useEffect, useRef, useState, type FormEvent } from "react";
 import { api, errorMessage, type Schemas } from "../../api/client";
 import { Alert } from "../parts";
 import { DataEditor } from "./DataEditor";
@@ -16,6 +16,17 @@ export function ContactData({ contact, onSaved }: { contact: Detail; onSaved: (c
   const [saving, setSaving] = useState(false);
   const [said, setSaid] = useState("");
   const data = Object.entries(contact.data ?? {}).sort(([a], [b]) => a.localeCompare(b));
+  const editing = rows !== null;
+  const form = useRef<HTMLFormElement>(null);
+  const edit = useRef<HTMLButtonElement>(null);
+  const opened = useRef(false);
+
+  // The focus goes into the editor when it opens, and back to "Edit data" when it closes.
+  useEffect(() => {
+    if (editing) form.current?.querySelector<HTMLElement>("input, select, button")?.focus();
+    else if (opened.current) edit.current?.focus();
+    opened.current = editing;
+  }, [editing]);
 
   async function save(e: FormEvent) {
     e.preventDefault();
@@ -79,12 +90,12 @@ export function ContactData({ contact, onSaved }: { contact: Detail; onSaved: (c
               </table>
             </div>
           )}
-          <button type="button" onClick={() => setRows(rowsOf(contact.data))}>
+          <button type="button" ref={edit} onClick={() => setRows(rowsOf(contact.data))}>
             Edit data
           </button>
         </>
       ) : (
-        <form onSubmit={(e) => void save(e)}>
+        <form ref={form} onSubmit={(e) => void save(e)}>
           <DataEditor rows={rows} onChange={setRows} errors={errors} />
           <Alert message={error} />
           <div className="actions">

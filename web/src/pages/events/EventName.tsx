@@ -4,6 +4,7 @@ import { api, errorMessage, type Schemas } from "../../api/client";
 import { useSession } from "../../session";
 import { Alert } from "../parts";
 import { Confirm } from "../Confirm";
+import { EventsNav } from "./Events";
 
 type Usage = Schemas["EventUsage"];
 type Ref = Schemas["UsageRefBody"];
@@ -66,12 +67,10 @@ export function EventName() {
   const used = usage ? usage.segments.length + usage.campaigns.length + usage.workflows.length : 0;
   return (
     <section>
-      <p>
-        <Link to="/events">Back to events</Link>
-      </p>
       <h1>
         Event <code>{name}</code>
       </h1>
+      <EventsNav />
       <Alert message={error} />
       <p role="status">{said}</p>
       {usage && (

@@ -46,7 +46,7 @@ export function Events() {
       <EventsNav />
       <Alert message={error} />
       {stats && (
-        <dl className="figures" aria-label="Event figures">
+        <dl className="figures">
           <div>
             <dt>Events in all</dt>
             <dd>{stats.total.toLocaleString()}</dd>
