@@ -41,7 +41,7 @@ export function TimeseriesChart({ points }: { points: Point[] }) {
         <Tooltip />
         <Legend />
         {SERIES.map((s) => (
-          <Line key={s.key} type="monotone" dataKey={s.key} name={s.label} stroke={s.color} dot={false} isAnimationActive={false} />
+          <Line key={s.key} type="linear" dataKey={s.key} name={s.label} stroke={s.color} dot={false} isAnimationActive={false} />
         ))}
       </LineChart>
     </ResponsiveContainer>
