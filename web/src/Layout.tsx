@@ -40,6 +40,8 @@ export function Layout() {
             <NavLink to="/suppressions">Suppressions</NavLink>
             <NavLink to="/topics">Topics</NavLink>
             <NavLink to="/billing">Billing</NavLink>
+            <NavLink to="/events">Events</NavLink>
+            <NavLink to="/analytics">Analytics</NavLink>
             <NavLink to="/projects">Projects</NavLink>
             <NavLink to="/members">Members</NavLink>
             <NavLink to="/settings">Settings</NavLink>

@@ -7,8 +7,6 @@ import { Login, Signup } from "./pages/Access";
 import { AcceptInvitation, ResetPassword, VerifyEmail } from "./pages/Tokens";
 import { Projects } from "./pages/Projects";
 import { Onboarding } from "./pages/Onboarding";
-import { Contacts } from "./pages/Contacts";
-import { Contact } from "./pages/Contact";
 import "./style.css";
 
 // The app's pages, under /app/ (herald answers index.html for each of them).
@@ -26,13 +24,17 @@ const router = createBrowserRouter(
           children: [
             { index: true, element: <Onboarding /> },
             { path: "projects", element: <Projects /> },
-            { path: "contacts", element: <Contacts /> },
-            { path: "contacts/:id", element: <Contact /> },
             { path: "domains", lazy: () => import("./pages/domains/Domains").then((m) => ({ Component: m.Domains })) },
             { path: "domains/:id", lazy: () => import("./pages/domains/Domain").then((m) => ({ Component: m.DomainPage })) },
             { path: "suppressions", lazy: () => import("./pages/suppressions/Suppressions").then((m) => ({ Component: m.Suppressions })) },
             { path: "topics", lazy: () => import("./pages/topics/Topics").then((m) => ({ Component: m.Topics })) },
             { path: "billing", lazy: () => import("./pages/billing/Billing").then((m) => ({ Component: m.Billing })) },
+            { path: "contacts", lazy: () => import("./pages/contacts/Contacts").then((m) => ({ Component: m.Contacts })) },
+            { path: "contacts/:id", lazy: () => import("./pages/contacts/Contact").then((m) => ({ Component: m.Contact })) },
+            { path: "events", lazy: () => import("./pages/events/Events").then((m) => ({ Component: m.Events })) },
+            { path: "events/names/:name", lazy: () => import("./pages/events/EventName").then((m) => ({ Component: m.EventName })) },
+            { path: "events/activity", lazy: () => import("./pages/events/Activity").then((m) => ({ Component: m.Activity })) },
+            { path: "analytics", lazy: () => import("./pages/analytics/Analytics").then((m) => ({ Component: m.Analytics })) },
             { path: "invitations/accept", element: <AcceptInvitation /> },
             { path: "settings", lazy: () => import("./pages/settings/Settings").then((m) => ({ Component: m.Settings })) },
             { path: "members", lazy: () => import("./pages/members/Members").then((m) => ({ Component: m.Members })) },

@@ -8,4 +8,6 @@ export const areas = [
   ["suppressions", (await import("./suppressions.mjs")).default],
   ["topics", (await import("./topics.mjs")).default],
   ["billing", (await import("./billing.mjs")).default],
+  ["contacts", (await import("./contacts.mjs")).default],
+  ["events", (await import("./events.mjs")).default],
 ];

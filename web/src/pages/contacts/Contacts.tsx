@@ -1,0 +1,163 @@
+import { useEffect, useState, type FormEvent } from "react";
+import { Link, useLocation, useSearchParams } from "react-router";
+import { api, errorMessage, type Schemas } from "../../api/client";
+import { useSession } from "../../session";
+import { Alert } from "../parts";
+import { BulkActions } from "./Bulk";
+import { ImportContacts } from "./Import";
+import { NewContact } from "./NewContact";
+
+const PAGE = 50;
+type Panel = "add" | "import" | null;
+
+/** The contacts, newest first, searched by address and paged with the API's cursors; contacts
+ * are added one by one or from a CSV file, and selected for bulk actions. */
+export function Contacts() {
+  const { project } = useSession();
+  const location = useLocation();
+  const [params, setParams] = useSearchParams();
+  const search = params.get("search") ?? "";
+  const cursor = params.get("cursor");
+  const [page, setPage] = useState<Schemas["ContactPage"] | null>(null);
+  const [total, setTotal] = useState<number | null>(null);
+  const [error, setError] = useState<string | null>(null);
+  // The cursors of the pages before this one, for "Previous page".
+  const [trail, setTrail] = useState<(string | null)[]>([]);
+  const [selected, setSelected] = useState<string[]>([]);
+  const [panel, setPanel] = useState<Panel>(null);
+  const [version, setVersion] = useState(0);
+  const said = (location.state as { said?: string } | null)?.said ?? "";
+
+  useEffect(() => {
+    if (!project) return;
+    let live = true;
+    void api
+      .GET("/contacts", {
+        params: { query: { limit: PAGE, search: search || undefined, cursor: cursor ?? undefined } },
+      })
+      .then(({ data, error }) => {
+        if (!live) return;
+        setPage(data ?? null);
+        // The total is counted on the first page only.
+        if (data && !cursor) setTotal(data.total);
+        setError(error ? errorMessage(error) : null);
+      });
+    return () => {
+      live = false;
+    };
+  }, [project, search, cursor, version]);
+
+  function reload() {
+    setSelected([]);
+    setVersion((v) => v + 1);
+  }
+
+  function find(e: FormEvent<HTMLFormElement>) {
+    e.preventDefault();
+    const value = String(new FormData(e.currentTarget).get("search")).trim();
+    setTrail([]);
+    setSelected([]);
+    setParams(value ? { search: value } : {});
+  }
+
+  function go(next: string | null, back: boolean) {
+    const q: Record<string, string> = {};
+    if (search) q.search = search;
+    if (next) q.cursor = next;
+    setTrail(back ? trail.slice(0, -1) : [...trail, cursor]);
+    setSelected([]);
+    setParams(q);
+  }
+
+  const shown = page?.data ?? [];
+  const all = shown.length > 0 && shown.every((c) => selected.includes(c.id));
+  const toggle = (id: string, on: boolean) =>
+    setSelected(on ? [...selected.filter((s) => s !== id), id] : selected.filter((s) => s !== id));
+
+  return (
+    <section>
+      <h1>Contacts</h1>
+      <p role="status">{said}</p>
+      <div className="actions">
+        {(["add", "import"] as const).map((p) => (
+          <button
+            key={p}
+            type="button"
+            className="secondary"
+            aria-expanded={panel === p}
+            onClick={() => setPanel(panel === p ? null : p)}
+          >
+            {p === "add" ? "Add a contact" : "Import from CSV"}
+          </button>
+        ))}
+      </div>
+      {panel === "add" && <NewContact onCreated={reload} />}
+      {panel === "import" && <ImportContacts onDone={reload} />}
+      <form role="search" onSubmit={find} className="inline">
+        <label htmlFor="contact-search">Search contacts by email</label>
+        <input id="contact-search" name="search" type="search" defaultValue={search} key={search} />
+        <button type="submit">Search</button>
+      </form>
+      <Alert message={error} />
+      {page && (
+        <>
+          <p role="status">
+            {total === null ? "" : `${total.toLocaleString()} ${total === 1 ? "contact" : "contacts"}${search ? ` matching “${search}”` : ""}.`}
+          </p>
+          {shown.length > 0 && (
+            <>
+              <BulkActions selected={selected} onDone={reload} />
+              <div className="scroll">
+                <table className="contacts">
+                  <caption className="visually-hidden">Contacts</caption>
+                  <thead>
+                    <tr>
+                      <th scope="col" className="pick">
+                        <input
+                          type="checkbox"
+                          aria-label="Select all contacts on this page"
+                          checked={all}
+                          onChange={(e) => setSelected(e.target.checked ? shown.map((c) => c.id) : [])}
+                        />
+                      </th>
+                      <th scope="col">Email</th>
+                      <th scope="col">Subscribed</th>
+                      <th scope="col">Added</th>
+                    </tr>
+                  </thead>
+                  <tbody>
+                    {shown.map((c) => (
+                      <tr key={c.id}>
+                        <td className="pick">
+                          <input
+                            type="checkbox"
+                            aria-label={`Select ${c.email}`}
+                            checked={selected.includes(c.id)}
+                            onChange={(e) => toggle(c.id, e.target.checked)}
+                          />
+                        </td>
+                        <td>
+                          <Link to={`/contacts/${c.id}`}>{c.email}</Link>
+                        </td>
+                        <td>{c.subscribed ? "Yes" : "No"}</td>
+                        <td>{new Date(c.createdAt).toLocaleDateString()}</td>
+                      </tr>
+                    ))}
+                  </tbody>
+                </table>
+              </div>
+            </>
+          )}
+          <nav aria-label="Pages of contacts" className="pager">
+            <button type="button" disabled={trail.length === 0} onClick={() => go(trail[trail.length - 1] ?? null, true)}>
+              Previous page
+            </button>
+            <button type="button" disabled={!page.hasMore} onClick={() => go(page.cursor ?? null, false)}>
+              Next page
+            </button>
+          </nav>
+        </>
+      )}
+    </section>
+  );
+}
