@@ -28,6 +28,16 @@ const router = createBrowserRouter(
             { path: "projects", element: <Projects /> },
             { path: "contacts", element: <Contacts /> },
             { path: "contacts/:id", element: <Contact /> },
+            { path: "workflows", lazy: () => import("./pages/workflows/Workflows").then((m) => ({ Component: m.Workflows })) },
+            { path: "workflows/:id", lazy: () => import("./pages/workflows/Workflow").then((m) => ({ Component: m.Workflow })) },
+            {
+              path: "workflows/:id/executions",
+              lazy: () => import("./pages/workflows/Executions").then((m) => ({ Component: m.Executions })),
+            },
+            {
+              path: "workflows/:id/executions/:executionId",
+              lazy: () => import("./pages/workflows/Execution").then((m) => ({ Component: m.Execution })),
+            },
             { path: "invitations/accept", element: <AcceptInvitation /> },
           ],
         },
