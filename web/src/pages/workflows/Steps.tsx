@@ -24,6 +24,8 @@ export function Steps({ flow, lists, frozen, problems, onEdit, onAdd, onConnect,
   const { steps, transitions } = flow;
   const [after, setAfter] = useState("");
   const [type, setType] = useState<StepType>("SEND_EMAIL");
+  // Bumped after each added step, so that the form starts empty again.
+  const [round, setRound] = useState(0);
   const label = (id: string) => labelOf(steps, id);
   const openings = steps.flatMap((s) => freeWays(s, transitions).map((w) => ({ step: s, way: w })));
 
@@ -124,14 +126,17 @@ export function Steps({ flow, lists, frozen, problems, onEdit, onAdd, onConnect,
           </select>
         </div>
         <StepForm
-          key={type}
+          key={`${type}:${round}`}
           type={type}
           lists={lists}
           submit="Add step"
           disabled={frozen}
           onSubmit={async (name, config) => {
             const refused = await onAdd(type, name, config, parseAfter(after));
-            if (!refused) setAfter("");
+            if (!refused) {
+              setAfter("");
+              setRound(round + 1);
+            }
             return refused;
           }}
         />
