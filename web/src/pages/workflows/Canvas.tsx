@@ -77,16 +77,18 @@ export function Canvas({ steps, transitions, problems, frozen, selected, onSelec
   function nodesChange(changes: NodeChange<StepNodeType>[]) {
     const m = { ...measured };
     const p = { ...moved };
+    let next = selected;
     for (const c of changes) {
       if (c.type === "dimensions" && c.dimensions) m[c.id] = c.dimensions;
       if (c.type === "position" && c.position) p[c.id] = c.position;
       if (c.type === "select") {
-        if (c.selected) onSelect(c.id);
-        else if (c.id === selected) onSelect(null);
+        if (c.selected) next = c.id;
+        else if (c.id === next) next = null;
       }
     }
-    setMeasured(m);
-    setMoved(p);
+    if (changes.some((c) => c.type === "dimensions")) setMeasured(m);
+    if (changes.some((c) => c.type === "position")) setMoved(p);
+    if (next !== selected) onSelect(next);
   }
 
   function edgesChange(changes: EdgeChange[]) {
