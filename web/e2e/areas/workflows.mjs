@@ -16,7 +16,7 @@ export default async function workflows(t) {
   await call("POST", "/contacts", { email, data: { plan: "pro" } });
 
   // The list, and a new workflow.
-  await page.getByRole("link", { name: "Workflows" }).click();
+  await page.getByRole("link", { name: "Workflows", exact: true }).click();
   await page.getByRole("heading", { name: "Workflows", exact: true }).waitFor();
   await page.getByText("0 workflows.").waitFor();
   await accessible(page, "workflows (none)");
@@ -135,8 +135,8 @@ export default async function workflows(t) {
   await page.getByRole("status").filter({ hasText: "Cancelled 0 executions." }).waitFor();
 
   // The list shows the counts.
-  await page.getByRole("link", { name: "Workflows" }).click();
-  await page.getByRole("row", { name: /Welcome pro users Enabled signed_up 4 1 \(0\)/ }).waitFor();
+  await page.getByRole("link", { name: "Workflows", exact: true }).click();
+  await page.getByRole("row", { name: /Welcome pro users Enabled signed_up 4 1 in all, 0 active/ }).waitFor();
   await accessible(page, "workflows");
   await page.setViewportSize({ width: 390, height: 900 });
   await fitsWidth(page, "workflows");

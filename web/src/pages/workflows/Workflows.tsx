@@ -66,7 +66,7 @@ export function Workflows() {
                     <th scope="col">Status</th>
                     <th scope="col">Trigger event</th>
                     <th scope="col">Steps</th>
-                    <th scope="col">Executions (active)</th>
+                    <th scope="col">Executions</th>
                   </tr>
                 </thead>
                 <tbody>
@@ -138,8 +138,8 @@ function Row({ workflow: w }: { workflow: Schemas["WorkflowBody"] }) {
       <td>{counts?.steps ?? "…"}</td>
       <td>
         {counts ? (
-          <Link to={`/workflows/${w.id}/executions`} aria-label={`Executions of ${w.name}: ${counts.executions}, ${counts.active} active`}>
-            {counts.executions} ({counts.active})
+          <Link to={`/workflows/${w.id}/executions`}>
+            {counts.executions} in all, {counts.active} active
           </Link>
         ) : (
           "…"
