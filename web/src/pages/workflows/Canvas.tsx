@@ -1,10 +1,12 @@
-import { useMemo, useState } from "react";
+import { useEffect, useMemo, useState } from "react";
 import {
   Background,
   Controls,
   Handle,
   Position,
   ReactFlow,
+  useReactFlow,
+  useStore,
   type Connection,
   type Edge,
   type EdgeChange,
@@ -19,6 +21,8 @@ type Props = {
   steps: Step[];
   transitions: Transition[];
   problems: Record<string, string[]>;
+  /** Template names by id, for the summaries of send steps. */
+  templates: Record<string, string>;
   frozen: boolean;
   selected: string | null;
   onSelect: (id: string | null) => void;
@@ -60,17 +64,27 @@ function StepNode({ data }: NodeProps<StepNodeType>) {
 
 const nodeTypes = { step: StepNode };
 
+/** Keeps every step in view when steps are added or removed and when the canvas narrows or widens. */
+function FitView({ count }: { count: number }) {
+  const { fitView } = useReactFlow();
+  const width = useStore((s) => s.width);
+  useEffect(() => {
+    void fitView({ maxZoom: 1, padding: 0.1 });
+  }, [fitView, count, width]);
+  return null;
+}
+
 /**
  * The workflow drawn with React Flow: drag from a way out to a step to connect, select a step
  * to edit it, Delete or Backspace removes the selected step or transition. Positions are the
  * automatic layout unless dragged (the API keeps none, so dragged positions last until the page
  * is left).
  */
-export function Canvas({ steps, transitions, problems, frozen, selected, onSelect, onConnect, onDeleteStep, onDeleteTransition }: Props) {
+export function Canvas({ steps, transitions, problems, templates, frozen, selected, onSelect, onConnect, onDeleteStep, onDeleteTransition }: Props) {
   const [moved, setMoved] = useState<Record<string, Point>>({});
   const [measured, setMeasured] = useState<Record<string, { width: number; height: number }>>({});
   const [selectedEdge, setSelectedEdge] = useState<string | null>(null);
-  const model = useMemo(() => toCanvas(steps, transitions, problems, moved), [steps, transitions, problems, moved]);
+  const model = useMemo(() => toCanvas(steps, transitions, problems, moved, templates), [steps, transitions, problems, moved, templates]);
   const nodes: StepNodeType[] = model.nodes.map((n) => ({ ...n, measured: measured[n.id], selected: n.id === selected }));
   const edges: Edge[] = model.edges.map((e) => ({ ...e, selected: e.id === selectedEdge, className: e.label ? `wf-edge-${e.label}` : undefined }));
 
@@ -125,6 +139,7 @@ export function Canvas({ steps, transitions, problems, frozen, selected, onSelec
         proOptions={{ hideAttribution: true }}
         aria-label="Workflow canvas"
       >
+        <FitView count={steps.length} />
         <Background />
         <Controls showInteractive={false} />
       </ReactFlow>

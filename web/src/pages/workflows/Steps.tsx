@@ -1,6 +1,6 @@
 import { useState, type FormEvent } from "react";
 import type { Schemas } from "../../api/client";
-import { freeWays, labelOf, STEP_TYPES, stepLabel, TYPE_NAMES, wayName, waysOut, type FieldError, type Step, type StepType, type Way } from "./graph";
+import { freeWays, labelOf, STEP_TYPES, stepLabel, summary, TYPE_NAMES, wayName, waysOut, type FieldError, type Step, type StepType, type Way } from "./graph";
 import { Control, StepForm, type Lists } from "./StepForm";
 
 type Props = {
@@ -8,6 +8,7 @@ type Props = {
   lists: Lists;
   frozen: boolean;
   problems: Record<string, string[]>;
+  templates: Record<string, string>;
   onEdit: (stepId: string) => void;
   onAdd: (type: StepType, name: string | null, config: Record<string, unknown>, after: { from: string; way: Way } | null) => Promise<FieldError[] | null>;
   onConnect: (from: string, way: Way, to: string) => Promise<FieldError[] | null>;
@@ -20,7 +21,7 @@ const afterValue = (from: string, way: Way) => `${from}:${way ?? ""}`;
 const parseAfter = (v: string) => (v ? { from: v.slice(0, v.indexOf(":")), way: v.slice(v.indexOf(":") + 1) || null } : null);
 
 /** Everything the canvas does, without it: the steps and their ways out, adding, connecting and deleting. */
-export function Steps({ flow, lists, frozen, problems, onEdit, onAdd, onConnect, onDeleteStep, onDeleteTransition }: Props) {
+export function Steps({ flow, lists, frozen, problems, templates, onEdit, onAdd, onConnect, onDeleteStep, onDeleteTransition }: Props) {
   const { steps, transitions } = flow;
   const [after, setAfter] = useState("");
   const [type, setType] = useState<StepType>("SEND_EMAIL");
@@ -52,6 +53,7 @@ export function Steps({ flow, lists, frozen, problems, onEdit, onAdd, onConnect,
                   <h3>
                     {name} <span className="hint">({TYPE_NAMES[s.type]})</span>
                   </h3>
+                  <p>{summary(s, templates)}</p>
                   {(problems[s.id] ?? []).length > 0 && (
                     <ul className="error">
                       {(problems[s.id] ?? []).map((m, j) => (

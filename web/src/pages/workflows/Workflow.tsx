@@ -64,6 +64,8 @@ export function Workflow() {
     return null;
   }
 
+  const templateNames = useMemo(() => Object.fromEntries(lists.templates.map((t) => [t.id, t.name])), [lists.templates]);
+
   if (!flow) {
     return (
       <section>
@@ -190,6 +192,7 @@ export function Workflow() {
             steps={flow.steps}
             transitions={flow.transitions}
             problems={sorted.byStep}
+            templates={templateNames}
             frozen={frozen}
             selected={selected}
             onSelect={setSelected}
@@ -231,6 +234,7 @@ export function Workflow() {
         lists={lists}
         frozen={frozen}
         problems={sorted.byStep}
+        templates={templateNames}
         onEdit={setSelected}
         onAdd={addStep}
         onConnect={connect}

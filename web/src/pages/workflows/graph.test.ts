@@ -100,6 +100,12 @@ describe("toCanvas", () => {
     ]);
     expect(edges[0]!.ariaLabel).toBe("From 1. Pro? (yes) to 2. Send email");
   });
+
+  it("summarises each step's settings, with the template's name when it is known", () => {
+    const named = toCanvas(steps, transitions, {}, {}, { tpl_1: "Welcome" }).nodes.map((n) => n.data.summary);
+    expect(named).toEqual(["checks a filter", "template Welcome", "reason: not pro", "1 days"]);
+    expect(toCanvas(steps, transitions).nodes[1]!.data.summary).toBe("template tpl_1");
+  });
 });
 
 describe("canConnect", () => {

@@ -76,12 +76,12 @@ export function labelOf(steps: Step[], id: string): string {
 }
 
 /** A short summary of a step's config, for its node. */
-export function summary(step: Step): string {
+export function summary(step: Step, templates: Record<string, string> = {}): string {
   const c = (step.config ?? {}) as Record<string, unknown>;
   const s = (v: unknown) => (v === undefined || v === null ? "" : String(v));
   switch (step.type) {
     case "SEND_EMAIL":
-      return c.templateId ? `template ${s(c.templateId)}${c.to && c.to !== "contact" ? ` to ${s(c.to)}` : ""}` : "no template yet";
+      return c.templateId ? `template ${templates[s(c.templateId)] ?? s(c.templateId)}${c.to && c.to !== "contact" ? ` to ${s(c.to)}` : ""}` : "no template yet";
     case "DELAY":
       return c.amount !== undefined ? `${s(c.amount)} ${s(c.unit)}` : "no delay set";
     case "WAIT_FOR_EVENT":
@@ -194,13 +194,14 @@ export function toCanvas(
   transitions: Transition[],
   problems: Record<string, string[]> = {},
   moved: Record<string, Point> = {},
+  templates: Record<string, string> = {},
 ): { nodes: StepNode[]; edges: StepEdge[] } {
   const placed = layout(steps, transitions);
   const labels = new Map(steps.map((s, i) => [s.id, stepLabel(s, i)]));
   const entries = new Set(entrySteps(steps, transitions).map((s) => s.id));
   const nodes = steps.map((s, i): StepNode => {
     const label = stepLabel(s, i);
-    const info = summary(s);
+    const info = summary(s, templates);
     const trouble = problems[s.id] ?? [];
     return {
       id: s.id,
