@@ -69,7 +69,20 @@ export default async function workflows(t) {
   await page.getByRole("button", { name: "Fit View" }).click();
   await page.getByTitle("Way out “no” of 1. Condition").dragTo(page.getByTitle("Way in to 3. Exit"));
   await page.getByRole("status").filter({ hasText: "Connected 1. Condition (no) to 3. Exit." }).waitFor();
-  await page.getByRole("group", { name: /^From 1\. Condition \(no\) to 3\. Exit/ }).waitFor();
+  const edge = page.getByRole("group", { name: /^From 1\. Condition \(no\) to 3\. Exit/ });
+  // The keyboard removes it (focus, Enter selects, Delete), and the "Connect steps" form puts it back.
+  await edge.focus();
+  await page.keyboard.press("Enter");
+  await page.keyboard.press("Delete");
+  await page.getByRole("status").filter({ hasText: "Deleted the transition from 1. Condition to 3. Exit." }).waitFor();
+  check((await edge.count()) === 0, "the deleted transition is still drawn");
+  const connect = page.getByRole("region", { name: "Connect steps" });
+  await connect.getByLabel("From step").selectOption({ label: "1. Condition" });
+  await connect.getByLabel("Way out").selectOption("no");
+  await connect.getByLabel("To step").selectOption({ label: "3. Exit" });
+  await connect.getByRole("button", { name: "Connect" }).click();
+  await page.getByRole("status").filter({ hasText: "Connected 1. Condition (no) to 3. Exit." }).waitFor();
+  await edge.waitFor();
 
   // A step's panel from the keyboard: focus its node, Enter selects it.
   await page.getByRole("group", { name: /^Step 1\. Condition/ }).focus();

@@ -1,4 +1,4 @@
-import { useEffect, useMemo, useState } from "react";
+import { useEffect, useMemo, useRef, useState } from "react";
 import {
   Background,
   Controls,
@@ -84,6 +84,7 @@ export function Canvas({ steps, transitions, problems, templates, frozen, select
   const [moved, setMoved] = useState<Record<string, Point>>({});
   const [measured, setMeasured] = useState<Record<string, { width: number; height: number }>>({});
   const [selectedEdge, setSelectedEdge] = useState<string | null>(null);
+  const box = useRef<HTMLDivElement>(null);
   const model = useMemo(() => toCanvas(steps, transitions, problems, moved, templates), [steps, transitions, problems, moved, templates]);
   const nodes: StepNodeType[] = model.nodes.map((n) => ({ ...n, measured: measured[n.id], selected: n.id === selected }));
   const edges: Edge[] = model.edges.map((e) => ({ ...e, selected: e.id === selectedEdge, className: e.label ? `wf-edge-${e.label}` : undefined }));
@@ -115,7 +116,7 @@ export function Canvas({ steps, transitions, problems, templates, frozen, select
     !frozen && !!c.source && !!c.target && canConnect(steps, transitions, c.source, wayOfHandle(c.sourceHandle), c.target);
 
   return (
-    <div className="wf-canvas">
+    <div className="wf-canvas" ref={box}>
       <ReactFlow<StepNodeType, Edge>
         nodes={nodes}
         edges={edges}
@@ -132,6 +133,8 @@ export function Canvas({ steps, transitions, problems, templates, frozen, select
           else cut.forEach((e) => onDeleteTransition(e.id));
         }}
         deleteKeyCode={frozen ? null : ["Delete", "Backspace"]}
+        // The key deletes only while the focus is on the canvas, not from a button elsewhere.
+        onBeforeDelete={async () => !!box.current?.contains(document.activeElement)}
         nodesConnectable={!frozen}
         fitView
         fitViewOptions={{ maxZoom: 1 }}

@@ -52,7 +52,7 @@ export function Executions() {
     };
     tick();
     // Active executions move on by themselves: look again every few seconds.
-    const timer = window.setInterval(tick, 3000);
+    const timer = window.setInterval(tick, 2000);
     return () => {
       live = false;
       window.clearInterval(timer);

@@ -58,9 +58,9 @@ export function Workflow() {
       setStatus("");
       return fieldErrors(error);
     }
+    await load();
     setError(null);
     setStatus(done);
-    await load();
     return null;
   }
 
@@ -93,10 +93,10 @@ export function Workflow() {
       setStatus("");
       return;
     }
+    await load();
     setProblems([]);
     setError(null);
     setStatus(enabling ? "The workflow is enabled: each trigger event starts an execution." : "The workflow is disabled.");
-    await load();
   }
 
   const connect = (from: string, way: Way, to: string) =>
@@ -134,9 +134,9 @@ export function Workflow() {
       }
       done += ` It follows ${label(after.from)}${after.way ? ` (${after.way})` : ""}.`;
     }
+    await load();
     setError(null);
     setStatus(done);
-    await load();
     return null;
   };
 
@@ -167,6 +167,7 @@ export function Workflow() {
       {problems.length > 0 && (
         <div className="card">
           <h2>Problems to fix before enabling</h2>
+          <p className="hint">As found at the last try to enable; “Enable workflow” checks again.</p>
           <ul className="list">
             {sorted.general.map((p, i) => (
               <li key={`g${i}`}>{p.message}</li>
