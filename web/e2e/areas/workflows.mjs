@@ -103,14 +103,12 @@ export default async function workflows(t) {
   // One scan of the workflow page with everything on it: canvas, problems, panel, forms.
   await accessible(page, "workflow");
 
-  if (process.env.WF_SHOT) await page.screenshot({ path: "/tmp/wf-1280.png", fullPage: true });
   await page.getByRole("button", { name: "Enable workflow" }).click();
   await page.getByRole("status").filter({ hasText: "The workflow is enabled" }).waitFor();
   await page.getByRole("button", { name: "Disable workflow" }).waitFor();
   check(await page.getByRole("button", { name: "Delete step 1. Condition" }).isDisabled(), "an enabled workflow's steps can be deleted");
 
   await page.setViewportSize({ width: 390, height: 900 });
-  if (process.env.WF_SHOT) await page.screenshot({ path: "/tmp/wf-390.png", fullPage: true });
   await fitsWidth(page, "workflow");
   await page.setViewportSize({ width: 1280, height: 900 });
 
@@ -133,7 +131,6 @@ export default async function workflows(t) {
   check((await page.getByRole("heading", { name: /3\. Exit/ }).count()) === 0, "the exit ran for a pro contact");
   await page.getByText("Output of 2. Send email").click();
   await page.getByText(/"emailId"/).waitFor();
-  if (process.env.WF_SHOT) await page.screenshot({ path: "/tmp/wf-exec.png", fullPage: true });
   await accessible(page, "execution");
   await page.setViewportSize({ width: 390, height: 900 });
   await fitsWidth(page, "execution");

@@ -1,6 +1,6 @@
 import { useState, type FormEvent } from "react";
 import type { Schemas } from "../../api/client";
-import { freeWays, labelOf, STEP_TYPES, stepLabel, summary, TYPE_NAMES, wayName, waysOut, type FieldError, type Step, type StepType, type Way } from "./graph";
+import { freeWays, labelOf, STEP_TYPES, stepLabel, summary, TYPE_NAMES, wayName, waysOut, withLabels, type FieldError, type Step, type StepType, type Way } from "./graph";
 import { Control, StepForm, type Lists } from "./StepForm";
 
 type Props = {
@@ -57,7 +57,7 @@ export function Steps({ flow, lists, frozen, problems, templates, onEdit, onAdd,
                   {(problems[s.id] ?? []).length > 0 && (
                     <ul className="error">
                       {(problems[s.id] ?? []).map((m, j) => (
-                        <li key={j}>{m}</li>
+                        <li key={j}>{withLabels(m, steps, transitions)}</li>
                       ))}
                     </ul>
                   )}

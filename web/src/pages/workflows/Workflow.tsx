@@ -4,7 +4,7 @@ import { api, errorMessage, type Schemas } from "../../api/client";
 import { useSession } from "../../session";
 import { Alert, Field } from "../parts";
 import { Canvas } from "./Canvas";
-import { configErrors, fieldErrors, labelOf, sortProblems, stepLabel, TYPE_NAMES, type FieldError, type Way } from "./graph";
+import { configErrors, fieldErrors, labelOf, sortProblems, stepLabel, TYPE_NAMES, withLabels, type FieldError, type Way } from "./graph";
 import { StepForm, type Lists } from "./StepForm";
 import { Steps } from "./Steps";
 
@@ -170,12 +170,12 @@ export function Workflow() {
           <p className="hint">As found at the last try to enable; “Enable workflow” checks again.</p>
           <ul className="list">
             {sorted.general.map((p, i) => (
-              <li key={`g${i}`}>{p.message}</li>
+              <li key={`g${i}`}>{withLabels(p.message, flow.steps, flow.transitions)}</li>
             ))}
             {Object.entries(sorted.byStep).flatMap(([stepId, ms]) =>
               ms.map((m, i) => (
                 <li key={`${stepId}${i}`}>
-                  Step {label(stepId)}: {m}
+                  Step {label(stepId)}: {withLabels(m, flow.steps, flow.transitions)}
                 </li>
               )),
             )}

@@ -10,6 +10,7 @@ import {
   toCanvas,
   waysOut,
   wayOfHandle,
+  withLabels,
   type Step,
   type StepType,
   type Transition,
@@ -121,6 +122,15 @@ describe("canConnect", () => {
 });
 
 describe("errors from the API", () => {
+  it("name steps and transitions by their labels", () => {
+    expect(withLabels("2 steps have no incoming transition (s, e)", steps, transitions)).toBe("2 steps have no incoming transition (s, e)");
+    const real = [step("stp_01ab", "DELAY"), step("stp_02cd", "EXIT")];
+    const t = [link("trn_09ff", "stp_01ab", "stp_02cd")];
+    expect(withLabels("steps (stp_01ab, stp_02cd); via trn_09ff; stp_99 unknown", real, t)).toBe(
+      "steps (“1. Delay”, “2. Exit”); via the transition from 1. Delay to 2. Exit; stp_99 unknown",
+    );
+  });
+
   const body = {
     error: {
       errors: [

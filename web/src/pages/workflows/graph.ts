@@ -317,3 +317,13 @@ export function sortProblems(
   }
   return { byStep, general };
 }
+
+/** A message of the API with the step and transition ids it names replaced by their labels. */
+export function withLabels(message: string, steps: Step[], transitions: Transition[]): string {
+  return message
+    .replace(/\btrn_[0-9a-z]+/g, (id) => {
+      const t = transitions.find((x) => x.id === id);
+      return t ? `the transition from ${labelOf(steps, t.fromStepId)} to ${labelOf(steps, t.toStepId)}` : id;
+    })
+    .replace(/\bstp_[0-9a-z]+/g, (id) => (steps.some((s) => s.id === id) ? `“${labelOf(steps, id)}”` : id));
+}
