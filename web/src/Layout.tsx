@@ -42,6 +42,7 @@ export function Layout() {
             <NavLink to="/billing">Billing</NavLink>
             <NavLink to="/events">Events</NavLink>
             <NavLink to="/analytics">Analytics</NavLink>
+            <NavLink to="/workflows">Workflows</NavLink>
             <NavLink to="/projects">Projects</NavLink>
             <NavLink to="/members">Members</NavLink>
             <NavLink to="/settings">Settings</NavLink>

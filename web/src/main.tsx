@@ -35,6 +35,16 @@ const router = createBrowserRouter(
             { path: "events/names/:name", lazy: () => import("./pages/events/EventName").then((m) => ({ Component: m.EventName })) },
             { path: "events/activity", lazy: () => import("./pages/events/Activity").then((m) => ({ Component: m.Activity })) },
             { path: "analytics", lazy: () => import("./pages/analytics/Analytics").then((m) => ({ Component: m.Analytics })) },
+            { path: "workflows", lazy: () => import("./pages/workflows/Workflows").then((m) => ({ Component: m.Workflows })) },
+            { path: "workflows/:id", lazy: () => import("./pages/workflows/Workflow").then((m) => ({ Component: m.Workflow })) },
+            {
+              path: "workflows/:id/executions",
+              lazy: () => import("./pages/workflows/Executions").then((m) => ({ Component: m.Executions })),
+            },
+            {
+              path: "workflows/:id/executions/:executionId",
+              lazy: () => import("./pages/workflows/Execution").then((m) => ({ Component: m.Execution })),
+            },
             { path: "invitations/accept", element: <AcceptInvitation /> },
             { path: "settings", lazy: () => import("./pages/settings/Settings").then((m) => ({ Component: m.Settings })) },
             { path: "members", lazy: () => import("./pages/members/Members").then((m) => ({ Component: m.Members })) },

@@ -10,4 +10,5 @@ export const areas = [
   ["billing", (await import("./billing.mjs")).default],
   ["contacts", (await import("./contacts.mjs")).default],
   ["events", (await import("./events.mjs")).default],
+  ["workflows", (await import("./workflows.mjs")).default],
 ];
