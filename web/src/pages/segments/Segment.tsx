@@ -40,25 +40,21 @@ export function Segment() {
     };
   }, [project, id]);
 
-  async function refresh() {
+  /** Counts the members now ("refresh") or, for a tracked segment, stores them too ("compute"). */
+  async function count(action: "refresh" | "compute") {
     setBusy(true);
-    const { data, error } = await api.POST("/segments/{id}/refresh", { params: { path: { id } } });
+    const path = { params: { path: { id } } };
+    const { data, error } =
+      action === "refresh"
+        ? await api.POST("/segments/{id}/refresh", path).then((r) => ({ ...r, data: r.data && `Counted: ${members(r.data.memberCount)} now.` }))
+        : await api.POST("/segments/{id}/compute", path).then((r) => ({
+            ...r,
+            data: r.data && `Computed: ${members(r.data.added)} entered, ${members(r.data.removed)} left, ${members(r.data.total)} now.`,
+          }));
     setBusy(false);
     setError(error ? errorMessage(error) : null);
     if (data) {
-      setDone(`Counted: ${count(data.memberCount)} now.`);
-      setVersion((v) => v + 1);
-      await load();
-    }
-  }
-
-  async function compute() {
-    setBusy(true);
-    const { data, error } = await api.POST("/segments/{id}/compute", { params: { path: { id } } });
-    setBusy(false);
-    setError(error ? errorMessage(error) : null);
-    if (data) {
-      setDone(`Computed: ${count(data.added)} entered, ${count(data.removed)} left, ${count(data.total)} now.`);
+      setDone(data);
       setVersion((v) => v + 1);
       await load();
     }
@@ -110,7 +106,7 @@ export function Segment() {
             )}
             <dt>Member count</dt>
             <dd>
-              {count(segment.memberCount)}
+              {members(segment.memberCount)}
               {segment.type === "DYNAMIC" && " (at the last compute or refresh)"}
             </dd>
           </dl>
@@ -118,11 +114,11 @@ export function Segment() {
             <Link to={`/segments/${id}/edit`} className="seg-button">
               Edit segment
             </Link>
-            <button type="button" disabled={busy} onClick={() => void refresh()}>
+            <button type="button" disabled={busy} onClick={() => void count("refresh")}>
               Refresh count
             </button>
             {segment.type === "DYNAMIC" && segment.trackMembership && (
-              <button type="button" disabled={busy} onClick={() => void compute()}>
+              <button type="button" disabled={busy} onClick={() => void count("compute")}>
                 Compute members
               </button>
             )}
@@ -159,6 +155,6 @@ export function Segment() {
 }
 
 /** "1 member", "1,204 members". */
-export function count(n: number): string {
+function members(n: number): string {
   return `${n.toLocaleString()} ${n === 1 ? "member" : "members"}`;
 }
