@@ -171,6 +171,8 @@ suite("the filter builder's state", () => {
     const plan = row(root, 1).id;
     root = setField(root, plan, field("email"), fields);
     expect(row(root, 1)).toMatchObject({ operator: "equals", value: "pro" });
+    root = setValue(root, plan, " ");
+    expect(toApi(root, fields).problems).toEqual([{ id: plan, message: "Enter a value." }]);
     root = setField(root, plan, field("event.signed_up"), fields);
     expect(row(root, 1)).toMatchObject({ operator: "triggered", value: "" });
     root = setOperator(root, plan, "notTriggeredWithin", fields);

@@ -289,8 +289,8 @@ export function apiValue(c: DraftCondition, kind: Kind): { value?: string | numb
     case "date":
       return /^\d{4}-\d{2}-\d{2}/.test(text) ? { value: text } : { problem: "Choose a date." };
     default:
-      // Text may be empty (`equals ""`) except where it must match something.
-      return text === "" && c.operator !== "equals" && c.operator !== "notEquals" ? { problem: "Enter a value." } : { value: c.value };
+      // Sent as typed (spaces count), but never empty: an empty value is a condition left unfilled.
+      return text === "" ? { problem: "Enter a value." } : { value: c.value };
   }
 }
 

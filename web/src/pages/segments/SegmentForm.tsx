@@ -68,6 +68,10 @@ export function SegmentForm() {
       : await api.POST("/segments", {
           body: { name, description: description.trim() || null, type, condition, trackMembership: type === "DYNAMIC" ? track : undefined },
         });
+    if (result.data && type === "DYNAMIC") {
+      // The stored count follows the new conditions (a refresh only counts: no event).
+      await api.POST("/segments/{id}/refresh", { params: { path: { id: result.data.id } } });
+    }
     setSaving(false);
     if (result.data) {
       navigate(`/segments/${result.data.id}`);
