@@ -3,7 +3,7 @@
 // model.ts; this file draws it.
 import { useEffect, useId, useMemo, useRef, useState } from "react";
 import { Alert } from "../pages/parts";
-import { useFieldChoices } from "./fields";
+import { useFieldChoices, useFieldValues } from "./fields";
 import {
   addItem,
   choiceFor,
@@ -208,6 +208,7 @@ function ConditionRow({ ctx, c, group }: { ctx: Ctx; c: DraftCondition; group: D
   const listed = ctx.fields.some((f) => f.field === c.field);
   const id = (what: string) => controlId(ctx, c.id, what);
   const setText = (text: string) => ctx.change(setValue(ctx.root, c.id, text));
+  const suggestions = useFieldValues(vk === "text" && c.field.startsWith("data.") ? c.field : null);
 
   return (
     <fieldset className="filter-condition">
@@ -255,11 +256,19 @@ function ConditionRow({ ctx, c, group }: { ctx: Ctx; c: DraftCondition; group: D
             id={id("value")}
             type={vk === "text" ? "text" : vk}
             step={vk === "number" ? "any" : undefined}
+            list={suggestions.length > 0 ? id("values") : undefined}
             value={c.value}
             onChange={(e) => setText(e.target.value)}
             aria-invalid={messages.length > 0 || undefined}
             aria-describedby={described}
           />
+        )}
+        {suggestions.length > 0 && (
+          <datalist id={id("values")}>
+            {suggestions.map((v) => (
+              <option key={v} value={v} />
+            ))}
+          </datalist>
         )}
         {vk === "duration" && (
           <>

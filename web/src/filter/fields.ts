@@ -37,3 +37,38 @@ export function useFieldChoices(exclude?: string): { fields: FieldChoice[] | nul
 
   return { fields, error };
 }
+
+// Known values by field, read once per page load (a suggestion list, not a rule).
+const known = new Map<string, Promise<string[]>>();
+
+/** The most common values of a custom field, as text, to suggest in its value input (none for
+ * `null`). */
+export function useFieldValues(field: string | null): string[] {
+  const { project } = useSession();
+  const [values, setValues] = useState<{ field: string; list: string[] } | null>(null);
+
+  useEffect(() => {
+    if (!field || !project) return;
+    const key = `${project.id} ${field}`;
+    if (!known.has(key)) {
+      known.set(
+        key,
+        api
+          .GET("/contacts/fields/{field}/values", { params: { path: { field }, query: { limit: 50 } } })
+          .then(({ data }) =>
+            (data?.values ?? [])
+              .map((v) => v.value)
+              .filter((v): v is string | number => typeof v === "string" || typeof v === "number")
+              .map(String),
+          ),
+      );
+    }
+    let live = true;
+    void known.get(key)!.then((list) => live && setValues({ field, list }));
+    return () => {
+      live = false;
+    };
+  }, [field, project]);
+
+  return field && values?.field === field ? values.list : [];
+}
