@@ -43,6 +43,7 @@ export function Layout() {
             <NavLink to="/events">Events</NavLink>
             <NavLink to="/analytics">Analytics</NavLink>
             <NavLink to="/workflows">Workflows</NavLink>
+            <NavLink to="/segments">Segments</NavLink>
             <NavLink to="/projects">Projects</NavLink>
             <NavLink to="/members">Members</NavLink>
             <NavLink to="/settings">Settings</NavLink>

@@ -11,4 +11,5 @@ export const areas = [
   ["contacts", (await import("./contacts.mjs")).default],
   ["events", (await import("./events.mjs")).default],
   ["workflows", (await import("./workflows.mjs")).default],
+  ["segments", (await import("./segments.mjs")).default],
 ];
