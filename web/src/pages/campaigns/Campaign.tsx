@@ -1,4 +1,4 @@
-import { useCallback, useEffect, useRef, useState, type FormEvent } from "react";
+import { lazy, Suspense, useCallback, useEffect, useRef, useState, type FormEvent } from "react";
 import { Link, useNavigate, useParams } from "react-router";
 import { api, errorMessage, type Schemas } from "../../api/client";
 import { useSession } from "../../session";
@@ -7,8 +7,10 @@ import type { Preview } from "./Audience";
 import { Composer } from "./Composer";
 import { Confirm } from "./Confirm";
 import { audienceKey, editable, emptyDraft, fromCampaign, statusLabel, toRequest, type Campaign as CampaignBody, type Draft } from "./draft";
-import { Results } from "./Results";
 import { ScheduleAndSend, TestSend } from "./Schedule";
+
+// The results bring the charts library: loaded only for a campaign that has started.
+const Results = lazy(() => import("./Results").then((m) => ({ default: m.Results })));
 
 /** How often a campaign is read again while it sends (and while it waits for its time). */
 const POLL_MS: Partial<Record<CampaignBody["status"], number>> = { SENDING: 2000, SCHEDULED: 15000 };
@@ -243,7 +245,11 @@ function Campaign({ id }: { id?: string }) {
       ) : (
         campaign && <Summary campaign={campaign} segments={lists.segments} topics={lists.topics} />
       )}
-      {campaign?.startedAt && <Results campaign={campaign} refresh={refresh} />}
+      {campaign?.startedAt && (
+        <Suspense fallback={<p role="status">Loading the results…</p>}>
+          <Results campaign={campaign} refresh={refresh} />
+        </Suspense>
+      )}
       {ask === "cancel" && (
         <Confirm
           title="Cancel this campaign?"
