@@ -140,7 +140,11 @@ function Campaign({ id }: { id?: string }) {
       setPreview({ loading: false, data: null, error: null, note: "Choose a segment to count who will receive it." });
     } else {
       // The draft is saved as the audience changes, so the count is of what would be sent.
-      void persist(next);
+      void persist(next).then((ok) => {
+        if (!ok) {
+          setPreview((p) => ({ ...p, note: "The count is of the saved draft: correct what is said above and save to count again." }));
+        }
+      });
     }
   }
 
