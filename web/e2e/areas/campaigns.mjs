@@ -47,17 +47,20 @@ export default async function (t) {
   const everyone = (await call("POST", `/campaigns/${id}/audience`)).recipients;
   check(everyone >= 4, `only ${everyone} of all contacts would receive it`);
   await page.getByText(`${everyone} contacts will receive it.`).waitFor();
+  // Back to the segment (still chosen), then without one and with it again.
   await page.getByRole("radio", { name: "The contacts of a segment" }).check();
+  await page.getByText("2 contacts will receive it.").waitFor();
+  await page.getByLabel("Segment", { exact: true }).selectOption("");
   await page.getByText("Choose a segment to count who will receive it.").waitFor();
   await page.getByLabel("Segment", { exact: true }).selectOption(segment.id);
   await page.getByText("2 contacts will receive it.").waitFor();
   check((await call("GET", `/campaigns/${id}`)).segmentId === segment.id, "the audience change was not saved");
 
-  // Schedule at 09:00 two days ahead in Kolkata (UTC+05:30, no summer time): 03:30 UTC.
+  // Schedule at 09:30 two days ahead in Tokyo (UTC+9, no summer time): 00:30 UTC.
   const day = new Date(Date.now() + 2 * 86_400_000).toISOString().slice(0, 10);
-  await page.getByLabel("Date and time").fill(`${day}T09:00`);
-  await page.getByLabel("Time zone").selectOption("Asia/Kolkata");
-  const utc = `${day}T03:30:00.000Z`;
+  await page.getByLabel("Date and time", { exact: true }).fill(`${day}T09:30`);
+  await page.getByLabel("Time zone", { exact: true }).selectOption("Asia/Tokyo");
+  const utc = `${day}T00:30:00.000Z`;
   const shown = await page.evaluate(
     (at) => new Intl.DateTimeFormat(undefined, { timeZone: "UTC", dateStyle: "medium", timeStyle: "short" }).format(new Date(at)),
     utc,

@@ -68,11 +68,12 @@ function Campaign({ id }: { id?: string }) {
     };
   }, [project, id]);
 
-  // The live count, again whenever the saved audience changes.
-  const counted = campaign && editable(campaign.status) ? `${campaign.id} ${audienceKey(fromCampaign(campaign))}` : null;
+  // The live count, again after each save (`saves`).
+  const [saves, setSaves] = useState(0);
+  const counted = campaign && editable(campaign.status) ? campaign.id : null;
   useEffect(() => {
     if (!counted) return;
-    const cid = counted.split(" ")[0] ?? "";
+    const cid = counted;
     let live = true;
     // eslint-disable-next-line react-hooks/set-state-in-effect -- the count is read from the server
     setPreview((p) => ({ ...p, loading: true, note: undefined }));
@@ -82,7 +83,7 @@ function Campaign({ id }: { id?: string }) {
     return () => {
       live = false;
     };
-  }, [counted]);
+  }, [counted, saves]);
 
   // Read again while sending (and while scheduled, to see it start).
   const poll = campaign ? POLL_MS[campaign.status] : undefined;
@@ -118,6 +119,7 @@ function Campaign({ id }: { id?: string }) {
       }
       setError(null);
       setCampaign(data);
+      setSaves((n) => n + 1);
       if (current.current === d) setDirty(false);
       setSaved(`Saved at ${new Date().toLocaleTimeString()}.`);
       return true;

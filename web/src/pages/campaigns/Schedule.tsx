@@ -48,8 +48,12 @@ export function TestSend({ campaign, save }: Omit<SendingProps, "onChanged">) {
 
 /** Schedule the campaign (in a time zone, or at each contact's own time) or send it now. */
 export function ScheduleAndSend({ campaign, save, onChanged }: SendingProps) {
-  const zones = useMemo(() => timeZones(), []);
   const [zone, setZone] = useState(browserTimeZone);
+  // The browser's own zone is offered even under a name its list leaves out ("Etc/UTC").
+  const zones = useMemo(() => {
+    const all = timeZones();
+    return all.includes(zone) ? all : [zone, ...all];
+  }, [zone]);
   const [local, setLocal] = useState(() => {
     if (campaign.localScheduledFor) return new Date(campaign.localScheduledFor).toISOString().slice(0, 16);
     return campaign.scheduledAt ? utcToZoned(new Date(campaign.scheduledAt), browserTimeZone()) : "";
