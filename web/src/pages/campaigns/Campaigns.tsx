@@ -89,7 +89,8 @@ export function Campaigns() {
             {total === null ? "" : `${total.toLocaleString()} ${total === 1 ? "campaign" : "campaigns"}.`}
           </p>
           {page.data.length > 0 && (
-            <div className="table-scroll">
+            // Scrolls sideways on a narrow screen: focusable, so the keyboard scrolls it too.
+            <div className="table-scroll" tabIndex={0} role="region" aria-label="Campaigns table">
               <table className="campaigns">
                 <caption className="visually-hidden">Campaigns, newest first</caption>
                 <thead>

@@ -3,8 +3,8 @@ import { CartesianGrid, Legend, Line, LineChart, ResponsiveContainer, Tooltip, X
 import { api, errorMessage, type Schemas } from "../../api/client";
 import { Alert } from "../parts";
 import { percent, type Campaign } from "./draft";
+import { chartRange } from "./time";
 
-const HOUR = 3_600_000;
 const SERIES = [
   { key: "sent", label: "Sent", color: "#0550ae" },
   { key: "delivered", label: "Delivered", color: "#1a7f37" },
@@ -14,20 +14,6 @@ const SERIES = [
   { key: "complained", label: "Complained", color: "#57606a" },
 ] as const;
 
-/** The range of the chart: from the hour sending started to the hour after it ended (or now). */
-export function chartRange(c: Campaign, now: Date): { from: string; to: string; interval: "hour" | "day" } | null {
-  if (!c.startedAt) return null;
-  const start = Math.floor(new Date(c.startedAt).getTime() / HOUR) * HOUR;
-  const end = Math.max(start + HOUR, Math.ceil((c.finishedAt ? new Date(c.finishedAt).getTime() : now.getTime()) / HOUR) * HOUR + HOUR);
-  // Opens and clicks go on after sending: a finished campaign's chart runs on to now, up to
-  // 31 days of hours, then in days (up to a year).
-  const until = Math.max(end, Math.ceil(now.getTime() / HOUR) * HOUR);
-  if (until - start <= 48 * HOUR) return { from: new Date(start).toISOString(), to: new Date(until).toISOString(), interval: "hour" };
-  const day = 24 * HOUR;
-  const from = Math.max(Math.floor(start / day) * day, Math.ceil(until / day) * day - 365 * day);
-  return { from: new Date(from).toISOString(), to: new Date(Math.ceil(until / day) * day).toISOString(), interval: "day" };
-}
-
 /** A campaign's figures, its emails over time and, for an A/B test, each variant's figures. */
 export function Results({ campaign, refresh }: { campaign: Campaign; refresh: number }) {
   const [stats, setStats] = useState<Schemas["CampaignStats"] | null>(null);
@@ -36,7 +22,7 @@ export function Results({ campaign, refresh }: { campaign: Campaign; refresh: nu
 
   useEffect(() => {
     let live = true;
-    const range = chartRange(campaign, new Date());
+    const range = chartRange(campaign.startedAt ?? null, new Date());
     void Promise.all([
       api.GET("/campaigns/{id}/stats", { params: { path: { id: campaign.id } } }),
       range ? api.GET("/analytics/timeseries", { params: { query: { ...range, timezone: "UTC" } } }) : null,
@@ -162,7 +148,7 @@ function Chart({ series }: { series: Schemas["Timeseries"] }) {
         <ResponsiveContainer width="100%" height={260}>
           <LineChart data={series.data} accessibilityLayer={false}>
             <CartesianGrid strokeDasharray="3 3" />
-            <XAxis dataKey="label" tick={{ fontSize: 12 }} />
+            <XAxis dataKey="label" tick={{ fontSize: 12 }} tickFormatter={(l: string) => l.replace("T", " ")} />
             <YAxis allowDecimals={false} tick={{ fontSize: 12 }} width={40} />
             <Tooltip />
             <Legend />

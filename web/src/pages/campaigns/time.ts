@@ -80,3 +80,21 @@ export function formatIn(at: Date | string, zone: string): string {
     timeStyle: "short",
   }).format(date)} ${zone === "UTC" ? "UTC" : `(${zone})`}`;
 }
+
+const HOUR = 3_600_000;
+
+/**
+ * The range of the chart: from the hour sending started to now (opens and clicks go on after
+ * sending), in hours up to two days, then in days (at most a year, the newest).
+ */
+export function chartRange(startedAt: string | null, now: Date): { from: string; to: string; interval: "hour" | "day" } | null {
+  if (!startedAt) return null;
+  const start = Math.floor(new Date(startedAt).getTime() / HOUR) * HOUR;
+  const until = Math.max(start + HOUR, Math.ceil(now.getTime() / HOUR) * HOUR);
+  if (until - start <= 48 * HOUR) return { from: iso(start), to: iso(until), interval: "hour" };
+  const day = 24 * HOUR;
+  const to = Math.ceil(until / day) * day;
+  return { from: iso(Math.max(Math.floor(start / day) * day, to - 366 * day)), to: iso(to), interval: "day" };
+}
+
+const iso = (ms: number) => new Date(ms).toISOString();
