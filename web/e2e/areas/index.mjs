@@ -12,4 +12,5 @@ export const areas = [
   ["events", (await import("./events.mjs")).default],
   ["workflows", (await import("./workflows.mjs")).default],
   ["segments", (await import("./segments.mjs")).default],
+  ["campaigns", (await import("./campaigns.mjs")).default],
 ];

@@ -1,0 +1,317 @@
+import { lazy, Suspense, useCallback, useEffect, useRef, useState, type FormEvent } from "react";
+import { Link, useNavigate, useParams } from "react-router";
+import { api, errorMessage, type Schemas } from "../../api/client";
+import { useSession } from "../../session";
+import { Alert } from "../parts";
+import type { Preview } from "./Audience";
+import { Composer } from "./Composer";
+import { Confirm } from "./Confirm";
+import { audienceKey, editable, emptyDraft, fromCampaign, statusLabel, toRequest, type Campaign as CampaignBody, type Draft } from "./draft";
+import { ScheduleAndSend, TestSend } from "./Schedule";
+
+// The results bring the charts library: loaded only for a campaign that has started.
+const Results = lazy(() => import("./Results").then((m) => ({ default: m.Results })));
+
+/** How often a campaign is read again while it sends (and while it waits for its time). */
+const POLL_MS: Partial<Record<CampaignBody["status"], number>> = { SENDING: 2000, SCHEDULED: 15000 };
+
+/** The page of a new campaign (no id) or of one: a fresh one for each campaign. */
+export function CampaignPage() {
+  const { id } = useParams();
+  return <Campaign key={id ?? "new"} id={id} />;
+}
+
+/** A new campaign (no id) or one campaign: its form while it can change, its actions and results. */
+function Campaign({ id }: { id?: string }) {
+  const { project } = useSession();
+  const navigate = useNavigate();
+  const [campaign, setCampaign] = useState<CampaignBody | null>(null);
+  const [draft, setDraft] = useState<Draft>(emptyDraft);
+  const current = useRef(draft);
+  const [dirty, setDirty] = useState(false);
+  const [lists, setLists] = useState<{
+    templates: Schemas["TemplateBody"][];
+    segments: Schemas["SegmentBody"][];
+    topics: Schemas["TopicBody"][];
+  }>({ templates: [], segments: [], topics: [] });
+  const [preview, setPreview] = useState<Preview>({ loading: false, data: null, error: null });
+  const [error, setError] = useState<string | null>(null);
+  const [saved, setSaved] = useState<string | null>(null);
+  const [ask, setAsk] = useState<"cancel" | "delete" | null>(null);
+  const [refresh, setRefresh] = useState(0);
+
+  // The campaign, and what the form chooses from.
+  useEffect(() => {
+    if (!project) return;
+    let live = true;
+    void Promise.all([
+      api.GET("/templates", { params: { query: { limit: 100 } } }),
+      api.GET("/segments"),
+      api.GET("/topics"),
+    ]).then(([t, s, tp]) => {
+      if (live) setLists({ templates: t.data?.data ?? [], segments: s.data ?? [], topics: tp.data ?? [] });
+    });
+    if (id) {
+      void api.GET("/campaigns/{id}", { params: { path: { id } } }).then(({ data, error }) => {
+        if (!live) return;
+        setCampaign(data ?? null);
+        if (data) {
+          current.current = fromCampaign(data);
+          setDraft(current.current);
+          setDirty(false);
+        }
+        setError(error ? errorMessage(error) : null);
+      });
+    }
+    return () => {
+      live = false;
+    };
+  }, [project, id]);
+
+  // The live count, again after each save (`saves`).
+  const [saves, setSaves] = useState(0);
+  const counted = campaign && editable(campaign.status) ? campaign.id : null;
+  useEffect(() => {
+    if (!counted) return;
+    const cid = counted;
+    let live = true;
+    // eslint-disable-next-line react-hooks/set-state-in-effect -- the count is read from the server
+    setPreview((p) => ({ ...p, loading: true, note: undefined }));
+    void api.POST("/campaigns/{id}/audience", { params: { path: { id: cid } } }).then(({ data, error }) => {
+      if (live) setPreview({ loading: false, data: data ?? null, error: error ? errorMessage(error) : null });
+    });
+    return () => {
+      live = false;
+    };
+  }, [counted, saves]);
+
+  // Read again while sending (and while scheduled, to see it start).
+  const poll = campaign ? POLL_MS[campaign.status] : undefined;
+  useEffect(() => {
+    if (!poll || !campaign) return;
+    const timer = setInterval(() => {
+      void api.GET("/campaigns/{id}", { params: { path: { id: campaign.id } } }).then(({ data }) => {
+        if (data) setCampaign(data);
+        setRefresh((n) => n + 1);
+      });
+    }, poll);
+    return () => clearInterval(timer);
+  }, [poll, campaign]);
+
+  /** Saves the form (creating the draft the first time); false when the API refused it. */
+  const persist = useCallback(
+    async (d: Draft): Promise<boolean> => {
+      setSaved(null);
+      if (!campaign) {
+        const { data, error } = await api.POST("/campaigns", { body: toRequest(d) });
+        if (error) {
+          setError(errorMessage(error));
+          return false;
+        }
+        setError(null);
+        navigate(`/campaigns/${data.data.id}`, { replace: true });
+        return true;
+      }
+      const { data, error } = await api.PUT("/campaigns/{id}", { params: { path: { id: campaign.id } }, body: toRequest(d) });
+      if (error) {
+        setError(errorMessage(error));
+        return false;
+      }
+      setError(null);
+      setCampaign(data);
+      setSaves((n) => n + 1);
+      if (current.current === d) setDirty(false);
+      setSaved(`Saved at ${new Date().toLocaleTimeString()}.`);
+      return true;
+    },
+    [campaign, navigate],
+  );
+
+  const save = useCallback(async () => (dirty ? persist(current.current) : true), [dirty, persist]);
+
+  function change(patch: Partial<Draft>) {
+    const next = { ...current.current, ...patch };
+    const audienceChanged = audienceKey(next) !== audienceKey(current.current);
+    current.current = next;
+    setDraft(next);
+    setDirty(true);
+    if (!audienceChanged) return;
+    if (!campaign) {
+      setPreview({ loading: false, data: null, error: null, note: "Save the draft to count who will receive it." });
+    } else if (next.audienceType === "SEGMENT" && !next.segmentId) {
+      setPreview({ loading: false, data: null, error: null, note: "Choose a segment to count who will receive it." });
+    } else {
+      // The draft is saved as the audience changes, so the count is of what would be sent.
+      void persist(next).then((ok) => {
+        if (!ok) {
+          setPreview((p) => ({ ...p, note: "The count is of the saved draft: correct what is said above and save to count again." }));
+        }
+      });
+    }
+  }
+
+  async function act(action: "pause" | "resume" | "cancel") {
+    setAsk(null);
+    if (!campaign) return;
+    const path = `/campaigns/{id}/${action}` as const;
+    const { data, error } = await api.POST(path, { params: { path: { id: campaign.id } } });
+    if (error) setError(errorMessage(error));
+    else {
+      setError(null);
+      setCampaign(data);
+    }
+  }
+
+  async function duplicate() {
+    if (!campaign) return;
+    const { data, error } = await api.POST("/campaigns/{id}/duplicate", { params: { path: { id: campaign.id } } });
+    if (error) setError(errorMessage(error));
+    else navigate(`/campaigns/${data.id}`);
+  }
+
+  async function remove() {
+    setAsk(null);
+    if (!campaign) return;
+    const { error } = await api.DELETE("/campaigns/{id}", { params: { path: { id: campaign.id } } });
+    if (error) setError(errorMessage(error));
+    else navigate("/campaigns");
+  }
+
+  function submit(e: FormEvent) {
+    e.preventDefault();
+    void persist(current.current);
+  }
+
+  if (id && !campaign) {
+    return (
+      <section>
+        <h1>Campaign</h1>
+        <Alert message={error} />
+        {!error && <p role="status">Loading…</p>}
+      </section>
+    );
+  }
+
+  const status = campaign?.status ?? "DRAFT";
+  const canEdit = editable(status);
+  const shownPreview: Preview = campaign ? preview : { ...preview, note: "Save the draft to count who will receive it." };
+  return (
+    <section>
+      <p>
+        <Link to="/campaigns">All campaigns</Link>
+      </p>
+      <h1>{campaign ? campaign.name : "New campaign"}</h1>
+      {campaign && (
+        <>
+          <p role="status" className="campaign-status">
+            Status: <strong>{statusLabel[status]}</strong>
+            {status === "SENDING" && ` (${campaign.recipientCount.toLocaleString()} recipients so far)`}
+            {status === "FAILED" && campaign.failureReason && `: ${campaign.failureReason}`}
+          </p>
+          <div className="actions" role="group" aria-label="Campaign actions">
+            {(status === "SENDING" || status === "SCHEDULED") && (
+              <button type="button" onClick={() => void act("pause")}>
+                Pause
+              </button>
+            )}
+            {status === "PAUSED" && (
+              <button type="button" onClick={() => void act("resume")}>
+                Resume
+              </button>
+            )}
+            {(status === "SENDING" || status === "SCHEDULED" || status === "PAUSED") && (
+              <button type="button" className="secondary" onClick={() => setAsk("cancel")}>
+                Cancel the campaign
+              </button>
+            )}
+            <button type="button" className="secondary" onClick={() => void duplicate()}>
+              Duplicate
+            </button>
+            {status !== "SENDING" && status !== "PAUSED" && (
+              <button type="button" className="danger" onClick={() => setAsk("delete")}>
+                Delete
+              </button>
+            )}
+          </div>
+        </>
+      )}
+      <Alert message={error} />
+      {canEdit ? (
+        <>
+          <form onSubmit={submit} aria-label="Campaign">
+            <Composer draft={draft} onChange={change} {...lists} preview={shownPreview} />
+            <div className="actions">
+              <button type="submit">{campaign ? "Save changes" : "Save draft"}</button>
+              {campaign && <span className="hint">{dirty ? "Unsaved changes." : (saved ?? "All changes saved.")}</span>}
+            </div>
+          </form>
+          {campaign && <TestSend campaign={campaign} save={save} />}
+          {campaign && <ScheduleAndSend key={campaign.scheduledAt ?? ""} campaign={campaign} save={save} onChanged={setCampaign} />}
+        </>
+      ) : (
+        campaign && <Summary campaign={campaign} segments={lists.segments} topics={lists.topics} />
+      )}
+      {campaign?.startedAt && (
+        <Suspense fallback={<p role="status">Loading the results…</p>}>
+          <Results campaign={campaign} refresh={refresh} />
+        </Suspense>
+      )}
+      {ask === "cancel" && (
+        <Confirm
+          title="Cancel this campaign?"
+          confirm="Cancel the campaign"
+          cancel="Keep it"
+          onConfirm={() => void act("cancel")}
+          onCancel={() => setAsk(null)}
+        >
+          <p>
+            {status === "SCHEDULED"
+              ? "It will not be sent at its time."
+              : "Emails not yet sent never will be; those already sent stay sent."}{" "}
+            A cancelled campaign cannot be restarted (duplicate it to send it again).
+          </p>
+        </Confirm>
+      )}
+      {ask === "delete" && campaign && (
+        <Confirm title={`Delete “${campaign.name}”?`} confirm="Delete it" cancel="Keep it" onConfirm={() => void remove()} onCancel={() => setAsk(null)}>
+          <p>The campaign goes for good; the emails it sent stay in the activity feed.</p>
+        </Confirm>
+      )}
+    </section>
+  );
+}
+
+/** What a campaign that can no longer change sends, and to whom. */
+function Summary({ campaign: c, segments, topics }: { campaign: CampaignBody; segments: Schemas["SegmentBody"][]; topics: Schemas["TopicBody"][] }) {
+  const audience =
+    c.audienceType === "ALL"
+      ? "All contacts"
+      : c.audienceType === "SEGMENT"
+        ? `The segment ${segments.find((s) => s.id === c.segmentId)?.name ?? c.segmentId ?? ""}`
+        : "The contacts matching a filter";
+  const topic = c.topicId ? (topics.find((t) => t.id === c.topicId)?.name ?? c.topicId) : "None";
+  return (
+    <dl className="facts card">
+      <dt>Subject</dt>
+      <dd>{c.subject}</dd>
+      <dt>From</dt>
+      <dd>{c.fromName ? `${c.fromName} <${c.from}>` : c.from}</dd>
+      <dt>Audience</dt>
+      <dd>{audience}</dd>
+      <dt>Topic</dt>
+      <dd>{topic}</dd>
+      {c.startedAt && (
+        <>
+          <dt>Started</dt>
+          <dd>{new Date(c.startedAt).toLocaleString()}</dd>
+        </>
+      )}
+      {c.finishedAt && (
+        <>
+          <dt>Finished</dt>
+          <dd>{new Date(c.finishedAt).toLocaleString()}</dd>
+        </>
+      )}
+    </dl>
+  );
+}
