@@ -141,7 +141,15 @@ try {
       const t = { ...session, base, run, call: caller(base, session.secret) };
       for (const [name, area] of areas) {
         console.log(`area: ${name}`);
-        await area(t);
+        try {
+          await area(t);
+        } catch (e) {
+          // The page as the failure left it, for whoever reads the log.
+          const shot = `${process.env.E2E_FAILURE_DIR ?? "/tmp"}/herald-e2e-${name}.png`;
+          await t.page.screenshot({ path: shot, fullPage: true }).catch(() => {});
+          console.error(`area ${name} failed; the page is in ${shot}`);
+          throw e;
+        }
         check(session.errors.length === 0, session.errors.join("\n"));
       }
     }

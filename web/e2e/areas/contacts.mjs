@@ -5,7 +5,7 @@ import { accessible, check, fitsWidth } from "../lib.mjs";
 
 export default async function ({ page, run, call }) {
   const started = Date.now();
-  const topic = `Product news ${run}`;
+  const topic = `Contact page news ${run}`;
   await call("POST", "/topics", { name: topic, defaultSubscription: "OPT_OUT" });
   const added = `lin-${run}@example.com`;
   const bulk = [`max.${run}.bulk@example.com`, `zoe.${run}.bulk@example.com`];

@@ -51,7 +51,7 @@ export function Confirm({ label, question, confirmLabel, onConfirm, disabled }: 
     <div
       role="group"
       aria-labelledby={id}
-      className="confirm"
+      className="ask-first"
       onKeyDown={(e) => {
         if (e.key === "Escape") close();
       }}

@@ -84,7 +84,7 @@ export function Analytics() {
           table={
             <details>
               <summary>Emails per {series.interval} as a table</summary>
-              <div className="scroll">
+              <div className="scroll" tabIndex={0} role="region" aria-label="Emails over time table">
                 <table>
                   <caption className="visually-hidden">Emails per {series.interval}</caption>
                   <thead>
@@ -138,7 +138,7 @@ export function Analytics() {
             />
           }
           table={
-            <div className="scroll">
+            <div className="scroll" tabIndex={0} role="region" aria-label="Top campaigns table">
               <table>
                 <caption className="visually-hidden">Top campaigns</caption>
                 <thead>
@@ -177,7 +177,7 @@ export function Analytics() {
           summary={`${events.data.length} ${events.data.length === 1 ? "name" : "names"}, most tracked first.`}
           chart={<Bars data={events.data.map((e) => ({ name: e.name, value: e.count }))} label="Events" color="#8250df" />}
           table={
-            <div className="scroll">
+            <div className="scroll" tabIndex={0} role="region" aria-label="Top events table">
               <table>
                 <caption className="visually-hidden">Top events</caption>
                 <thead>

@@ -148,7 +148,7 @@ export function Billing() {
           {invoices.length === 0 ? (
             <p>No invoice{usage?.billingEnabled ? " yet" : ": billing is off"}.</p>
           ) : (
-            <div className="scroll">
+            <div className="scroll" tabIndex={0} role="region" aria-label="Invoices table">
               <table>
                 <caption className="visually-hidden">Invoices</caption>
                 <thead>

@@ -64,7 +64,7 @@ function Figures({ stats: s }: { stats: Schemas["CampaignStats"] }) {
     ["Waiting to be sent", s.queued, ""],
   ];
   return (
-    <div className="table-scroll">
+    <div className="table-scroll" tabIndex={0} role="region" aria-label="Results table">
       <table className="figures">
         <caption>Figures (rates are of the emails sent; opened includes clicked)</caption>
         <thead>
@@ -98,7 +98,7 @@ function Variants({ stats, campaign }: { stats: Schemas["CampaignStats"]; campai
         ? `The winner is chosen ${new Date(ab.decideAt).toLocaleString()}.`
         : "The test has not started.";
   return (
-    <div className="table-scroll">
+    <div className="table-scroll" tabIndex={0} role="region" aria-label="Variants table">
       <table>
         <caption>A/B test: each variant's test group. {state}</caption>
         <thead>
@@ -163,7 +163,7 @@ function Chart({ series }: { series: Schemas["Timeseries"] }) {
         {rows.length === 0 ? (
           <p>No email reached any of these steps in this range yet.</p>
         ) : (
-          <div className="table-scroll">
+          <div className="table-scroll" tabIndex={0} role="region" aria-label="Results over time table">
             <table>
               <caption>Emails per {unit} (UTC), the {unit}s with any</caption>
               <thead>

@@ -66,7 +66,7 @@ export function ContactData({ contact, onSaved }: { contact: Detail; onSaved: (c
           {data.length === 0 ? (
             <p>No custom data.</p>
           ) : (
-            <div className="scroll">
+            <div className="scroll" tabIndex={0} role="region" aria-label="Custom data table">
               <table>
                 <caption className="visually-hidden">Custom data</caption>
                 <thead>

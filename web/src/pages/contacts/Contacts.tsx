@@ -107,7 +107,7 @@ export function Contacts() {
           {shown.length > 0 && (
             <>
               <BulkActions selected={selected} onDone={reload} />
-              <div className="scroll">
+              <div className="scroll" tabIndex={0} role="region" aria-label="Contacts table">
                 <table className="contacts">
                   <caption className="visually-hidden">Contacts</caption>
                   <thead>

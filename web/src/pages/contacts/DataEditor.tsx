@@ -18,7 +18,7 @@ export function DataEditor({ rows, onChange, errors }: Props) {
   return (
     <div className="data-editor">
       {rows.length > 0 && (
-        <div className="scroll">
+        <div className="scroll" tabIndex={0} role="region" aria-label="Custom data editor">
           <table>
             <caption className="visually-hidden">Custom data fields</caption>
             <thead>

@@ -63,7 +63,7 @@ export function JobProgress({ title, job, error }: { title: string; job: Schemas
       </p>
       <Alert message={error} />
       {result && result.errors.length > 0 && (
-        <div className="scroll">
+        <div className="scroll" tabIndex={0} role="region" aria-label="Rows that failed">
           <table>
             <caption>Rows that failed</caption>
             <thead>

@@ -92,7 +92,7 @@ export function DomainPage() {
             Add these records at your DNS provider, then choose “Verify now”. Required records are needed to send;
             recommended ones improve delivery.
           </p>
-          <div className="scroll">
+          <div className="scroll" tabIndex={0} role="region" aria-label="DNS records table">
             <table className="records">
               <caption className="visually-hidden">DNS records of {domain.domain}</caption>
               <thead>

@@ -50,7 +50,7 @@ export function Domains() {
       <Alert message={error} />
       {domains && domains.length === 0 && <p>No domain yet.</p>}
       {domains && domains.length > 0 && (
-        <div className="scroll">
+        <div className="scroll" tabIndex={0} role="region" aria-label="Domains table">
           <table>
             <caption className="visually-hidden">Sending domains</caption>
             <thead>

@@ -34,7 +34,7 @@ export function SendingHealth() {
               ? "Sending is suspended: no email of this project goes out until an operator lifts the suspension."
               : "Sending is on."}
           </p>
-          <div className="scroll">
+          <div className="scroll" tabIndex={0} role="region" aria-label="Suspensions table">
             <table>
               <caption>Over the last {health.windowDays} days ({health.sent.toLocaleString()} emails sent)</caption>
               <thead>

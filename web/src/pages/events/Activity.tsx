@@ -124,7 +124,7 @@ export function Activity() {
       <Alert message={error} />
       {total === 0 && entries.length === 0 && <p>No activity yet: it appears here as mail is sent and received.</p>}
       {entries.length > 0 && (
-        <div className="scroll">
+        <div className="scroll" tabIndex={0} role="region" aria-label="Activity table">
           <table className="activity">
             <caption className="visually-hidden">Activity, newest first</caption>
             <thead>

@@ -76,7 +76,7 @@ export function Events() {
         </p>
       )}
       {names && names.length > 0 && (
-        <div className="scroll">
+        <div className="scroll" tabIndex={0} role="region" aria-label="Event names table">
           <table>
             <caption>Event names, most used first</caption>
             <thead>

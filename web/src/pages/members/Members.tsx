@@ -108,7 +108,7 @@ export function Members() {
       <p role="status">{said}</p>
       <Alert message={error} />
       {team && (
-        <div className="table-wrap">
+        <div className="table-wrap" tabIndex={0} role="region" aria-label="Members table">
           <table className="members">
             <caption className="visually-hidden">Members of {project.name}</caption>
             <thead>
@@ -163,7 +163,7 @@ export function Members() {
       {team && team.invitations.length > 0 && (
         <>
           <h2>Pending invitations</h2>
-          <div className="table-wrap">
+          <div className="table-wrap" tabIndex={0} role="region" aria-label="Pending invitations table">
             <table>
               <caption className="visually-hidden">Invitations not yet accepted</caption>
               <thead>

@@ -97,7 +97,7 @@ export function Suppressions() {
           {shown.length === 0 ? (
             <p>{needle ? "No address on this page matches." : "No suppressed address."}</p>
           ) : (
-            <div className="scroll">
+            <div className="scroll" tabIndex={0} role="region" aria-label="Suppressions table">
               <table className="suppressed">
                 <caption className="visually-hidden">Suppressed addresses</caption>
                 <thead>

@@ -117,7 +117,7 @@ export function Executions() {
             {cursors.length === 1 && `${page.total} ${page.total === 1 ? "execution" : "executions"}${status ? ` ${statusName(status).toLowerCase()}` : ""}.`}
           </p>
           {page.data.length > 0 && (
-            <div className="scroll">
+            <div className="scroll" tabIndex={0} role="region" aria-label="Executions table">
               <table>
                 <caption className="visually-hidden">Executions</caption>
                 <thead>

@@ -57,7 +57,7 @@ export function Workflows() {
             {cursors.length === 1 && `${page.total} ${page.total === 1 ? "workflow" : "workflows"}.`}
           </p>
           {page.data.length > 0 && (
-            <div className="scroll">
+            <div className="scroll" tabIndex={0} role="region" aria-label="Workflows table">
               <table className="workflows">
                 <caption className="visually-hidden">Workflows</caption>
                 <thead>
