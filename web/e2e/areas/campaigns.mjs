@@ -11,6 +11,7 @@ export default async function (t) {
   await call("POST", "/contacts", { email: emails[2], subscribed: false });
   const segment = await call("POST", "/segments", { name: `Readers ${run}`, type: "STATIC" });
   await call("POST", `/segments/${segment.id}/members`, { emails });
+  await call("POST", "/contacts", { email: `cohort-${run}@example.com`, data: { cohort: run } });
 
   await page.getByRole("link", { name: "Campaigns", exact: true }).click();
   await page.getByRole("heading", { name: "Campaigns" }).waitFor();
@@ -58,6 +59,19 @@ export default async function (t) {
   await page.getByLabel("Segment", { exact: true }).selectOption(segment.id);
   await page.getByText("2 contacts will receive it.").waitFor();
   check((await call("GET", `/campaigns/${id}`)).segmentId === segment.id, "the audience change was not saved");
+
+  // A filter built visually: counted once every condition is filled in, saved as it is.
+  await page.getByRole("radio", { name: "The contacts matching a filter" }).check();
+  const first = page.getByRole("group", { name: "Condition 1" });
+  await first.getByLabel("Field").selectOption({ label: "cohort" });
+  await page.getByText("Fill in every condition of the filter to count who will receive it.").waitFor();
+  await first.getByLabel("Value").fill(run);
+  await page.getByText("1 contact will receive it.").waitFor();
+  const filtered = await call("GET", `/campaigns/${id}`);
+  check(filtered.audienceType === "FILTERED" && JSON.stringify(filtered.audienceFilter).includes(run), "the filter was not saved");
+  await accessible(page, "campaign (filter)");
+  await page.getByRole("radio", { name: "The contacts of a segment" }).check();
+  await page.getByText("2 contacts will receive it.").waitFor();
 
   // Schedule at 09:30 two days ahead in Tokyo (UTC+9, no summer time): 00:30 UTC.
   const day = new Date(Date.now() + 2 * 86_400_000).toISOString().slice(0, 10);

@@ -1,5 +1,7 @@
 import type { ReactNode } from "react";
 import type { Schemas } from "../../api/client";
+import { FilterBuilder } from "../../filter/FilterBuilder";
+import type { ApiFilter } from "../../filter/model";
 import { exclusionWords, type AudienceType, type Draft } from "./draft";
 
 export type Preview = { loading: boolean; data: Schemas["AudiencePreview"] | null; error: string | null; note?: string };
@@ -45,12 +47,12 @@ const OPTIONS: Option[] = [
   {
     type: "FILTERED",
     label: "The contacts matching a filter",
-    // Until the filter builder is wired in: the filter a campaign was given through the API, read only.
-    detail: ({ draft }) => (
-      <>
-        <p className="hint">This campaign's filter was set through the API:</p>
-        <code className="block">{JSON.stringify(draft.audienceFilter, null, 2)}</code>
-      </>
+    // The same visual builder as segments'; the count follows once every condition is complete.
+    detail: ({ draft, onChange }) => (
+      <FilterBuilder
+        value={(draft.audienceFilter as ApiFilter | null) ?? null}
+        onChange={(filter, complete) => onChange({ audienceFilter: filter, filterComplete: complete })}
+      />
     ),
   },
 ];
@@ -58,8 +60,7 @@ const OPTIONS: Option[] = [
 /** The audience section of the campaign form: who, the topic, and the live count. */
 export function Audience(props: AudienceProps) {
   const { draft, topics, onChange, preview } = props;
-  // A filter is offered only to a campaign that already has one (the builder comes later).
-  const options = OPTIONS.filter((o) => o.type !== "FILTERED" || draft.audienceType === "FILTERED");
+  const options = OPTIONS;
   return (
     <fieldset>
       <legend>Audience</legend>

@@ -28,6 +28,8 @@ function Campaign({ id }: { id?: string }) {
   const [campaign, setCampaign] = useState<CampaignBody | null>(null);
   const [draft, setDraft] = useState<Draft>(emptyDraft);
   const current = useRef(draft);
+  // A save of the audience waiting for typing in the filter to pause.
+  const pending = useRef<ReturnType<typeof setTimeout> | null>(null);
   const [dirty, setDirty] = useState(false);
   const [lists, setLists] = useState<{
     templates: Schemas["TemplateBody"][];
@@ -140,13 +142,20 @@ function Campaign({ id }: { id?: string }) {
       setPreview({ loading: false, data: null, error: null, note: "Save the draft to count who will receive it." });
     } else if (next.audienceType === "SEGMENT" && !next.segmentId) {
       setPreview({ loading: false, data: null, error: null, note: "Choose a segment to count who will receive it." });
+    } else if (next.audienceType === "FILTERED" && !next.filterComplete) {
+      setPreview({ loading: false, data: null, error: null, note: "Fill in every condition of the filter to count who will receive it." });
     } else {
-      // The draft is saved as the audience changes, so the count is of what would be sent.
-      void persist(next).then((ok) => {
-        if (!ok) {
-          setPreview((p) => ({ ...p, note: "The count is of the saved draft: correct what is said above and save to count again." }));
-        }
-      });
+      // The draft is saved as the audience changes (a filter once typing pauses), so the count is
+      // of what would be sent.
+      if (pending.current) clearTimeout(pending.current);
+      const wait = next.audienceType === "FILTERED" ? 600 : 0;
+      pending.current = setTimeout(() => {
+        void persist(current.current).then((ok) => {
+          if (!ok) {
+            setPreview((p) => ({ ...p, note: "The count is of the saved draft: correct what is said above and save to count again." }));
+          }
+        });
+      }, wait);
     }
   }
 

@@ -23,6 +23,8 @@ export interface Draft {
   segmentId: string;
   /** The filter of a `FILTERED` audience, kept as it came (the filter builder edits it). */
   audienceFilter: unknown;
+  /** Whether every condition of that filter is filled in (only then is it saved and counted). */
+  filterComplete: boolean;
   /** An A/B test: on with 2 to 4 variants. */
   abTest: boolean;
   variants: Variant[];
@@ -47,6 +49,7 @@ export const emptyDraft: Draft = {
   audienceType: "ALL",
   segmentId: "",
   audienceFilter: null,
+  filterComplete: true,
   abTest: false,
   variants: [],
   testPercent: "20",
@@ -75,6 +78,7 @@ export function fromCampaign(c: Campaign): Draft {
     audienceType: c.audienceType,
     segmentId: c.segmentId ?? "",
     audienceFilter: c.audienceFilter ?? null,
+    filterComplete: true,
     abTest: !!ab,
     variants: (ab?.variants ?? []).map((v) => ({ subject: v.subject, body: v.body, fromName: v.fromName ?? "" })),
     testPercent: ab ? String(Math.round(ab.testFraction * 1000) / 10) : emptyDraft.testPercent,
