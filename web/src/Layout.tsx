@@ -36,6 +36,7 @@ export function Layout() {
               Get started
             </NavLink>
             <NavLink to="/contacts">Contacts</NavLink>
+            <NavLink to="/templates">Templates</NavLink>
             <NavLink to="/projects">Projects</NavLink>
           </nav>
         )}

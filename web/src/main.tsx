@@ -28,6 +28,8 @@ const router = createBrowserRouter(
             { path: "projects", element: <Projects /> },
             { path: "contacts", element: <Contacts /> },
             { path: "contacts/:id", element: <Contact /> },
+            { path: "templates", lazy: () => import("./pages/templates/Templates").then((m) => ({ Component: m.Templates })) },
+            { path: "templates/:id", lazy: () => import("./pages/templates/Template").then((m) => ({ Component: m.Template })) },
             { path: "invitations/accept", element: <AcceptInvitation /> },
           ],
         },

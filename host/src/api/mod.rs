@@ -36,6 +36,7 @@ pub mod send;
 pub mod server;
 pub mod state;
 pub mod suppressions;
+pub mod template_preview;
 pub mod templates;
 pub mod timestamp;
 pub mod topics;
@@ -126,6 +127,7 @@ pub type Apis = (
         links::LinksApi,
         activity::ActivityApi,
         templates::TemplatesApi,
+        template_preview::TemplatePreviewApi,
         segments::SegmentsApi,
         executions::ExecutionsApi,
         workflows::WorkflowsApi,

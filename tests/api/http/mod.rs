@@ -35,6 +35,7 @@ mod smtp_server;
 mod smtp_submission;
 pub mod suppressions;
 pub mod templates;
+mod template_preview;
 mod topic_sends;
 pub mod topics;
 mod transport_mailgun;

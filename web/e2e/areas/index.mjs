@@ -2,4 +2,5 @@
 // `export default async function (t)` with t = { page, context, base, run, secret, call, errors }.
 // Checks and the accessibility scan come from ../lib.mjs. One line per area here.
 export const areas = [
+  ["templates", (await import("./templates.mjs")).default],
 ];
