@@ -40,7 +40,10 @@ fn file(dir: Option<&Path>, name: &str) -> Option<(Cow<'static, [u8]>, String)> 
     };
     // Plain names only: no `..`, no root, so nothing outside the folder is read.
     let relative = Path::new(name);
-    if !relative.components().all(|c| matches!(c, Component::Normal(_))) {
+    if !relative
+        .components()
+        .all(|c| matches!(c, Component::Normal(_)))
+    {
         return None;
     }
     let path = dir.join(relative);

@@ -127,7 +127,6 @@ pub type Apis = (
         links::LinksApi,
         activity::ActivityApi,
         templates::TemplatesApi,
-        template_preview::TemplatePreviewApi,
         segments::SegmentsApi,
         executions::ExecutionsApi,
         workflows::WorkflowsApi,
@@ -135,7 +134,11 @@ pub type Apis = (
         analytics::AnalyticsApi,
         uploads::UploadsApi,
     ),
-    (confirm::ConfirmApi, view::ViewApi),
+    (
+        confirm::ConfirmApi,
+        view::ViewApi,
+        template_preview::TemplatePreviewApi,
+    ),
 );
 
 /// The OpenAPI service that serves every endpoint and generates the spec.

@@ -130,9 +130,7 @@ impl TemplatePreviewApi {
                 None
             }
             (Some(c), None) => Some(Target::Id(c.clone())),
-            (None, Some(e)) => invalid
-                .check_email(e)
-                .map(Target::Address),
+            (None, Some(e)) => invalid.check_email(e).map(Target::Address),
         };
         if let Some(tag) = req.locale.as_deref().filter(|t| !locale::well_formed(t)) {
             invalid.0.push(FieldError::new(
@@ -161,9 +159,13 @@ impl TemplatePreviewApi {
             .fields;
         let (contact, known) = contact_of(&state, project, target).await?;
         let topic = match &template.topic {
-            Some(t) => Some(state.store().topic(project, t).await.map_err(|e| {
-                ApiError::from_store(e, "topic")
-            })?),
+            Some(t) => Some(
+                state
+                    .store()
+                    .topic(project, t)
+                    .await
+                    .map_err(|e| ApiError::from_store(e, "topic"))?,
+            ),
             None => None,
         };
 
@@ -194,10 +196,8 @@ impl TemplatePreviewApi {
             .map_err(|e| syntax_error(&prefix, &e))?;
 
         let links = state.links();
-        let urls = links.contact_urls_about(
-            contact.id.as_str(),
-            topic.as_ref().map(|t| t.id.as_str()),
-        );
+        let urls =
+            links.contact_urls_about(contact.id.as_str(), topic.as_ref().map(|t| t.id.as_str()));
         let mut vars = variables(&contact, &transient, &urls);
         if let Value::Object(vars) = &mut vars {
             let view = links.view_url(EmailId::generate().as_str());
@@ -212,7 +212,10 @@ impl TemplatePreviewApi {
             None
         } else if !contact.subscribed {
             Some(UNSUBSCRIBED_REASON)
-        } else if topic.as_ref().is_some_and(|t| !t.subscribed(&contact.topics)) {
+        } else if topic
+            .as_ref()
+            .is_some_and(|t| !t.subscribed(&contact.topics))
+        {
             Some(NOT_IN_TOPIC_REASON)
         } else {
             None
@@ -281,7 +284,10 @@ async fn contact_of(
                 topics: Vec::new(),
             };
             let known = current.is_some();
-            Ok((plan_upsert(project, &upsert, current).contact().clone(), known))
+            Ok((
+                plan_upsert(project, &upsert, current).contact().clone(),
+                known,
+            ))
         }
     }
 }

@@ -306,7 +306,12 @@ impl Invalid {
 
     /// Checks a subject and a body (either may be absent): their rules, then their syntax (on
     /// the CPU pool: compiling is the expensive part of a template request).
-    pub(super) async fn content(&mut self, cpu: &CpuPool, subject: Option<&str>, body: Option<&str>) {
+    pub(super) async fn content(
+        &mut self,
+        cpu: &CpuPool,
+        subject: Option<&str>,
+        body: Option<&str>,
+    ) {
         let subject = subject.filter(|s| self.check("subject", check_subject(s)).is_some());
         let body = body.filter(|b| {
             let present = if b.is_empty() {

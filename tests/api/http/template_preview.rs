@@ -17,15 +17,23 @@ async fn create(app: &TestApp, p: &TestProject, body: Value) -> String {
 
 async fn contact(app: &TestApp, p: &TestProject, email: &str, data: Value) -> String {
     let r = app
-        .post("/contacts", &p.secret_key, json!({ "email": email, "data": data }))
+        .post(
+            "/contacts",
+            &p.secret_key,
+            json!({ "email": email, "data": data }),
+        )
         .await;
     assert!(r.status.is_success(), "{}", r.body);
     r.body["id"].as_str().unwrap().to_string()
 }
 
 async fn preview(app: &TestApp, p: &TestProject, template: &str, body: Value) -> Reply {
-    app.post(&format!("/templates/{template}/preview"), &p.secret_key, body)
-        .await
+    app.post(
+        &format!("/templates/{template}/preview"),
+        &p.secret_key,
+        body,
+    )
+    .await
 }
 
 /// A template in English with a French variant, using data and the built-in links.
@@ -54,9 +62,24 @@ async fn a_contact_gets_its_data_its_links_and_the_variant_of_its_locale() {
     let app = TestApp::spawn().await;
     let p = app.project().await;
     let tpl = create(&app, &p, localized("TRANSACTIONAL")).await;
-    let ada = contact(&app, &p, "ada@example.com", json!({ "firstName": "Ada", "plan": "pro" })).await;
-    let marie = contact(&app, &p, "marie@example.com", json!({ "firstName": "Marie", "locale": "fr-CA" })).await;
-    let before = app.get(&format!("/contacts/{ada}"), &p.secret_key).await.body;
+    let ada = contact(
+        &app,
+        &p,
+        "ada@example.com",
+        json!({ "firstName": "Ada", "plan": "pro" }),
+    )
+    .await;
+    let marie = contact(
+        &app,
+        &p,
+        "marie@example.com",
+        json!({ "firstName": "Marie", "locale": "fr-CA" }),
+    )
+    .await;
+    let before = app
+        .get(&format!("/contacts/{ada}"), &p.secret_key)
+        .await
+        .body;
 
     let r = preview(&app, &p, &tpl, json!({ "contactId": ada })).await;
     assert_eq!(r.status, 200, "{}", r.body);
@@ -69,7 +92,11 @@ async fn a_contact_gets_its_data_its_links_and_the_variant_of_its_locale() {
     // The links are as written: no click tracking, no open pixel.
     assert!(html.contains("href=\"https://example.com/x\""), "{html}");
     assert!(!html.contains("/t/"), "{html}");
-    assert!(r.body["text"].as_str().unwrap().contains("Hello Ada"), "{}", r.body);
+    assert!(
+        r.body["text"].as_str().unwrap().contains("Hello Ada"),
+        "{}",
+        r.body
+    );
     assert_eq!(r.body["locale"], Value::Null);
     assert_eq!(r.body["contactId"], ada.as_str());
     assert_eq!(r.body["email"], "ada@example.com");
@@ -93,17 +120,42 @@ async fn a_contact_gets_its_data_its_links_and_the_variant_of_its_locale() {
     assert_eq!(r.body["contactId"], marie.as_str());
 
     // `locale` stands in for the contact's, as a send's one-off data.locale does.
-    let r = preview(&app, &p, &tpl, json!({ "contactId": marie, "locale": "de" })).await;
-    assert_eq!((r.body["subject"].as_str(), &r.body["locale"]), (Some("Welcome Marie"), &Value::Null));
-    let r = preview(&app, &p, &tpl, json!({ "contactId": ada, "locale": "fr-FR" })).await;
-    assert_eq!((r.body["subject"].as_str(), r.body["locale"].as_str()), (Some("Bienvenue Ada"), Some("fr")));
+    let r = preview(
+        &app,
+        &p,
+        &tpl,
+        json!({ "contactId": marie, "locale": "de" }),
+    )
+    .await;
+    assert_eq!(
+        (r.body["subject"].as_str(), &r.body["locale"]),
+        (Some("Welcome Marie"), &Value::Null)
+    );
+    let r = preview(
+        &app,
+        &p,
+        &tpl,
+        json!({ "contactId": ada, "locale": "fr-FR" }),
+    )
+    .await;
+    assert_eq!(
+        (r.body["subject"].as_str(), r.body["locale"].as_str()),
+        (Some("Bienvenue Ada"), Some("fr"))
+    );
 
     // Nothing was written: the contact is as it was, and no email exists.
-    let after = app.get(&format!("/contacts/{ada}"), &p.secret_key).await.body;
+    let after = app
+        .get(&format!("/contacts/{ada}"), &p.secret_key)
+        .await
+        .body;
     assert_eq!(before, after);
     let activity = app.get("/activity", &p.secret_key).await;
     assert_eq!(activity.status, 200, "{}", activity.body);
-    assert!(!activity.body.to_string().contains("eml_"), "{}", activity.body);
+    assert!(
+        !activity.body.to_string().contains("eml_"),
+        "{}",
+        activity.body
+    );
 }
 
 #[tokio::test]
@@ -111,7 +163,13 @@ async fn an_unsaved_draft_is_previewed_and_checked_as_on_save() {
     let app = TestApp::spawn().await;
     let p = app.project().await;
     let tpl = create(&app, &p, localized("TRANSACTIONAL")).await;
-    let ada = contact(&app, &p, "ada@example.com", json!({ "firstName": "Ada", "locale": "pt-BR" })).await;
+    let ada = contact(
+        &app,
+        &p,
+        "ada@example.com",
+        json!({ "firstName": "Ada", "locale": "pt-BR" }),
+    )
+    .await;
 
     let draft = json!({
         "contactId": ada,
@@ -121,12 +179,28 @@ async fn an_unsaved_draft_is_previewed_and_checked_as_on_save() {
     });
     let r = preview(&app, &p, &tpl, draft).await;
     assert_eq!(r.status, 200, "{}", r.body);
-    assert_eq!((r.body["subject"].as_str(), r.body["locale"].as_str()), (Some("Ola Ada"), Some("pt-BR")));
-    let r = preview(&app, &p, &tpl, json!({ "contactId": ada, "subject": "Draft {{firstName}}", "variants": {} })).await;
+    assert_eq!(
+        (r.body["subject"].as_str(), r.body["locale"].as_str()),
+        (Some("Ola Ada"), Some("pt-BR"))
+    );
+    let r = preview(
+        &app,
+        &p,
+        &tpl,
+        json!({ "contactId": ada, "subject": "Draft {{firstName}}", "variants": {} }),
+    )
+    .await;
     assert_eq!(r.body["subject"], "Draft Ada", "{}", r.body);
-    assert!(r.body["html"].as_str().unwrap().contains("Hello Ada"), "{}", r.body);
+    assert!(
+        r.body["html"].as_str().unwrap().contains("Hello Ada"),
+        "{}",
+        r.body
+    );
     // The saved template is unchanged.
-    let saved = app.get(&format!("/templates/{tpl}"), &p.secret_key).await.body;
+    let saved = app
+        .get(&format!("/templates/{tpl}"), &p.secret_key)
+        .await
+        .body;
     assert_eq!(saved["subject"], localized("TRANSACTIONAL")["subject"]);
 
     // Broken drafts: every field with its path, as a save answers them.
@@ -158,15 +232,36 @@ async fn an_unsaved_draft_is_previewed_and_checked_as_on_save() {
         json!({ "contactId": ada, "variants": { "fr": { "subject": "Salut", "body": "<p>{{/each}}</p>" } } }),
     )
     .await;
-    assert_eq!(field_codes(&r), pairs(&[("variants.fr.body", "invalid_template")]), "{}", r.body);
-    assert!(r.body["error"]["errors"][0]["message"].as_str().unwrap().starts_with("line 1"), "{}", r.body);
+    assert_eq!(
+        field_codes(&r),
+        pairs(&[("variants.fr.body", "invalid_template")]),
+        "{}",
+        r.body
+    );
+    assert!(
+        r.body["error"]["errors"][0]["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("line 1"),
+        "{}",
+        r.body
+    );
 
     // Who to preview for, and the language tag.
     for (body, expected) in [
         (json!({}), ("contactId", "required")),
-        (json!({ "contactId": ada, "email": "a@example.com" }), ("email", "invalid")),
-        (json!({ "email": "not an address" }), ("email", "invalid_email")),
-        (json!({ "contactId": ada, "locale": "not a tag" }), ("locale", "invalid_locale")),
+        (
+            json!({ "contactId": ada, "email": "a@example.com" }),
+            ("email", "invalid"),
+        ),
+        (
+            json!({ "email": "not an address" }),
+            ("email", "invalid_email"),
+        ),
+        (
+            json!({ "contactId": ada, "locale": "not a tag" }),
+            ("locale", "invalid_locale"),
+        ),
     ] {
         let r = preview(&app, &p, &tpl, body.clone()).await;
         assert_eq!(r.status, 422, "{body}: {}", r.body);
@@ -183,7 +278,13 @@ async fn an_address_that_is_no_contact_is_previewed_as_a_send_would_create_it() 
     let ada = contact(&app, &p, "ada@example.com", json!({ "firstName": "Ada" })).await;
     let total = contacts_total(&app, &p).await;
 
-    let r = preview(&app, &p, &transactional, json!({ "email": "new@example.com" })).await;
+    let r = preview(
+        &app,
+        &p,
+        &transactional,
+        json!({ "email": "new@example.com" }),
+    )
+    .await;
     assert_eq!(r.status, 200, "{}", r.body);
     assert_eq!(r.body["contactId"], Value::Null);
     assert_eq!(r.body["email"], "new@example.com");
@@ -191,18 +292,40 @@ async fn an_address_that_is_no_contact_is_previewed_as_a_send_would_create_it() 
     assert_eq!(r.body["notSentReason"], Value::Null);
     // A send creates it unsubscribed: marketing mail to it would not be delivered.
     let r = preview(&app, &p, &marketing, json!({ "email": "new@example.com" })).await;
-    assert!(r.body["notSentReason"].as_str().unwrap().contains("unsubscribed"), "{}", r.body);
-    assert_eq!(contacts_total(&app, &p).await, total, "the preview created a contact");
+    assert!(
+        r.body["notSentReason"]
+            .as_str()
+            .unwrap()
+            .contains("unsubscribed"),
+        "{}",
+        r.body
+    );
+    assert_eq!(
+        contacts_total(&app, &p).await,
+        total,
+        "the preview created a contact"
+    );
 
     // Marketing mail to a subscribed contact is delivered; to one who left, not.
     let r = preview(&app, &p, &marketing, json!({ "contactId": ada })).await;
     assert_eq!(r.body["notSentReason"], Value::Null, "{}", r.body);
     let r = app
-        .patch(&format!("/contacts/{ada}"), &p.secret_key, json!({ "subscribed": false }))
+        .patch(
+            &format!("/contacts/{ada}"),
+            &p.secret_key,
+            json!({ "subscribed": false }),
+        )
         .await;
     assert_eq!(r.status, 200, "{}", r.body);
     let r = preview(&app, &p, &marketing, json!({ "contactId": ada })).await;
-    assert!(r.body["notSentReason"].as_str().unwrap().contains("unsubscribed"), "{}", r.body);
+    assert!(
+        r.body["notSentReason"]
+            .as_str()
+            .unwrap()
+            .contains("unsubscribed"),
+        "{}",
+        r.body
+    );
 }
 
 #[tokio::test]
@@ -211,7 +334,13 @@ async fn another_projects_template_or_contact_is_not_found() {
     let (p, other) = (app.project().await, app.project().await);
     let tpl = create(&app, &p, localized("TRANSACTIONAL")).await;
     let theirs_tpl = create(&app, &other, localized("TRANSACTIONAL")).await;
-    let theirs = contact(&app, &other, "eve@example.com", json!({ "firstName": "Eve" })).await;
+    let theirs = contact(
+        &app,
+        &other,
+        "eve@example.com",
+        json!({ "firstName": "Eve" }),
+    )
+    .await;
     let mine = contact(&app, &p, "ada@example.com", json!({})).await;
 
     let r = preview(&app, &p, &tpl, json!({ "contactId": theirs })).await;
@@ -223,14 +352,27 @@ async fn another_projects_template_or_contact_is_not_found() {
         let r = preview(&app, &p, id, json!({ "contactId": mine })).await;
         assert_eq!(r.status, 404, "{id}: {}", r.body);
     }
-    let r = preview(&app, &p, &tpl, json!({ "contactId": "cnt_0123456789abcdef0123456789abcdef" })).await;
+    let r = preview(
+        &app,
+        &p,
+        &tpl,
+        json!({ "contactId": "cnt_0123456789abcdef0123456789abcdef" }),
+    )
+    .await;
     assert_eq!(r.status, 404, "{}", r.body);
     // Eve's address in this project is no contact here: her data is not read.
     let r = preview(&app, &p, &tpl, json!({ "email": "eve@example.com" })).await;
-    assert_eq!((r.body["subject"].as_str(), &r.body["contactId"]), (Some("Welcome friend"), &Value::Null));
+    assert_eq!(
+        (r.body["subject"].as_str(), &r.body["contactId"]),
+        (Some("Welcome friend"), &Value::Null)
+    );
     // The public key cannot preview.
     let r = app
-        .post(&format!("/templates/{tpl}/preview"), &p.public_key, json!({ "contactId": mine }))
+        .post(
+            &format!("/templates/{tpl}/preview"),
+            &p.public_key,
+            json!({ "contactId": mine }),
+        )
         .await;
     assert_eq!(r.status, 401, "{}", r.body);
 }

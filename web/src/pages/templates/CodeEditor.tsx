@@ -1,12 +1,13 @@
 // A CodeMirror editor for a template's HTML body, with the variables completed inside `{{`.
-// Its styles go through CSSOM (constructed style sheets), which the strict CSP allows.
+// It lives in a shadow root, where its styles go through CSSOM (constructed style sheets), which
+// the strict CSP allows; the page's own styles do not reach it, so its theme sets its look.
 import { useEffect, useRef } from "react";
 import { basicSetup } from "codemirror";
 import { html } from "@codemirror/lang-html";
-import type { CompletionContext, CompletionResult } from "@codemirror/autocomplete";
+import type { Completion, CompletionContext, CompletionResult } from "@codemirror/autocomplete";
 import { Compartment, EditorState } from "@codemirror/state";
 import { EditorView } from "@codemirror/view";
-import { BUILT_IN_VARIABLES, variableAt } from "./logic";
+import { BUILT_IN_VARIABLES, closingBraces, variableAt } from "./logic";
 
 interface Props {
   /** The accessible name of the editor ("Body"). */
@@ -23,7 +24,8 @@ interface Props {
 const theme = EditorView.theme({
   "&": { border: "1px solid #8c959f", borderRadius: "6px", minHeight: "14rem", backgroundColor: "#fff" },
   "&.cm-focused": { outline: "3px solid #bf8700", outlineOffset: "2px" },
-  ".cm-scroller": { fontFamily: "ui-monospace, monospace", minHeight: "14rem" },
+  ".cm-scroller": { fontFamily: "ui-monospace, monospace", minHeight: "14rem", lineHeight: "1.5" },
+  ".cm-tooltip-autocomplete": { fontFamily: "system-ui, sans-serif" },
   ".cm-gutters": { backgroundColor: "#f6f8fa", color: "#57606a" },
 });
 
@@ -54,14 +56,28 @@ export function CodeEditor({ label, value, onChange, variables, describedBy, inv
       const line = ctx.state.doc.lineAt(ctx.pos);
       const at = variableAt(line.text.slice(0, ctx.pos - line.from));
       if (!at) return null;
+      const braces = closingBraces(line.text.slice(0, at.from));
+      // The name, and the braces that close it unless they are there already.
+      const apply = (view: EditorView, c: Completion, from: number, to: number) => {
+        const after = view.state.sliceDoc(to, to + braces).match(/^}*/)?.[0].length ?? 0;
+        const insert = c.label + "}".repeat(Math.max(0, braces - after));
+        view.dispatch({
+          changes: { from, to, insert },
+          selection: { anchor: from + insert.length + after },
+        });
+      };
       const options = [
-        ...names.current.map((n) => ({ label: n, type: "variable", detail: "contact data" })),
-        ...BUILT_IN_VARIABLES.map((v) => ({ label: v.name, type: "constant", detail: v.detail })),
+        ...names.current.map((n) => ({ label: n, type: "variable", detail: "contact data", apply })),
+        ...BUILT_IN_VARIABLES.map((v) => ({ label: v.name, type: "constant", detail: v.detail, apply })),
       ];
       return { from: line.from + at.from, options, validFor: /^[\w.]*$/ };
     };
+    // In a shadow root, CodeMirror's styles are constructed style sheets (CSSOM); in the
+    // document it would add a <style> element, which the CSP refuses.
+    const root = host.current!.shadowRoot ?? host.current!.attachShadow({ mode: "open" });
     const editor = new EditorView({
-      parent: host.current!,
+      parent: root,
+      root,
       state: EditorState.create({
         doc: value,
         extensions: [

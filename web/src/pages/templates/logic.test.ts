@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { changes, dataVariables, fieldErrors, tagProblem, variableAt, type Draft } from "./logic";
+import { changes, closingBraces, dataVariables, fieldErrors, tagProblem, variableAt, type Draft } from "./logic";
 
 describe("dataVariables", () => {
   it("keeps the custom fields, without the prefix and escapes, by name", () => {
@@ -26,6 +26,14 @@ describe("variableAt", () => {
     expect(variableAt("Hello fir")).toBeNull();
     expect(variableAt("{{firstName}} and")).toBeNull();
     expect(variableAt("{ single")).toBeNull();
+  });
+});
+
+describe("closingBraces", () => {
+  it("closes a raw variable with three braces, others with two", () => {
+    expect(closingBraces("<a href=\"{{{")).toBe(3);
+    expect(closingBraces("Hi {{")).toBe(2);
+    expect(closingBraces("{{{a}}} and {{#if ")).toBe(2);
   });
 });
 

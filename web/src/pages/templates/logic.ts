@@ -35,6 +35,11 @@ export function variableAt(before: string): { from: number; typed: string } | nu
   return { from: before.length - typed.length, typed };
 }
 
+/** How many `}` close the variable opened at the end of `before`: 3 after `{{{`, else 2. */
+export function closingBraces(before: string): number {
+  return /\{\{\{[^{}]*$/.test(before) ? 3 : 2;
+}
+
 /** The field errors of an API error body, by field path (`subject`, `variants.fr.body`). */
 export function fieldErrors(error: unknown): Record<string, string> {
   const body = error as Partial<Schemas["ErrorBody"]> | undefined;
