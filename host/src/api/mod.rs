@@ -95,7 +95,8 @@ pub enum ApiTags {
 }
 
 /// Every API of the service, in groups (a tuple of APIs is itself an API; poem-openapi takes
-/// tuples of up to 16). Each API is a unit struct, so `service()` builds this with `default()`:
+/// tuples of up to 16). Each API is a unit struct, so `service()` builds this with `default()`
+/// (which the standard library gives tuples of at most 12: a full group starts a new one):
 /// a new API is added here only.
 pub type Apis = (
     (

@@ -1,6 +1,6 @@
 // Templates: create one, write its body in the code editor with variable completion, see it
 // rendered by the server for a contact, add a French version and see it for a contact in
-// fr-CA, a syntax error shown on its field, save, duplicate and delete.
+// fr-CA, a syntax error shown on its field, save, test send, duplicate and delete.
 import { accessible, check, fitsWidth } from "../lib.mjs";
 
 export default async function templates({ page, run, call }) {
@@ -72,6 +72,11 @@ export default async function templates({ page, run, call }) {
   check(saved.body === "Dear {{firstName}}, your plan is {{plan}}.", `saved body: ${saved.body}`);
   check(saved.variants.fr?.subject === "Bonjour {{firstName}}", `saved variants: ${JSON.stringify(saved.variants)}`);
   await page.getByText("No campaign or workflow sends this template.").waitFor();
+
+  // A test send goes through /v1/send: this project has no sender yet, which it says.
+  await page.getByLabel("Send the saved template to").fill(ada);
+  await page.getByRole("button", { name: "Send test" }).click();
+  await page.getByRole("alert").filter({ hasText: "from" }).waitFor();
 
   await page.setViewportSize({ width: 390, height: 900 });
   await fitsWidth(page, "template editor");
