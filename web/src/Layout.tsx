@@ -45,6 +45,7 @@ export function Layout() {
             <NavLink to="/workflows">Workflows</NavLink>
             <NavLink to="/segments">Segments</NavLink>
             <NavLink to="/campaigns">Campaigns</NavLink>
+            <NavLink to="/templates">Templates</NavLink>
             <NavLink to="/projects">Projects</NavLink>
             <NavLink to="/members">Members</NavLink>
             <NavLink to="/settings">Settings</NavLink>

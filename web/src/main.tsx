@@ -52,6 +52,8 @@ const router = createBrowserRouter(
             { path: "campaigns", lazy: () => import("./pages/campaigns/Campaigns").then((m) => ({ Component: m.Campaigns })) },
             { path: "campaigns/new", lazy: () => import("./pages/campaigns/Campaign").then((m) => ({ Component: m.CampaignPage })) },
             { path: "campaigns/:id", lazy: () => import("./pages/campaigns/Campaign").then((m) => ({ Component: m.CampaignPage })) },
+            { path: "templates", lazy: () => import("./pages/templates/Templates").then((m) => ({ Component: m.Templates })) },
+            { path: "templates/:id", lazy: () => import("./pages/templates/Template").then((m) => ({ Component: m.Template })) },
             { path: "invitations/accept", element: <AcceptInvitation /> },
             { path: "settings", lazy: () => import("./pages/settings/Settings").then((m) => ({ Component: m.Settings })) },
             { path: "members", lazy: () => import("./pages/members/Members").then((m) => ({ Component: m.Members })) },

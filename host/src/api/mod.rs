@@ -36,6 +36,7 @@ pub mod send;
 pub mod server;
 pub mod state;
 pub mod suppressions;
+pub mod template_preview;
 pub mod templates;
 pub mod timestamp;
 pub mod topics;
@@ -94,7 +95,8 @@ pub enum ApiTags {
 }
 
 /// Every API of the service, in groups (a tuple of APIs is itself an API; poem-openapi takes
-/// tuples of up to 16). Each API is a unit struct, so `service()` builds this with `default()`:
+/// tuples of up to 16). Each API is a unit struct, so `service()` builds this with `default()`
+/// (which the standard library gives tuples of at most 12: a full group starts a new one):
 /// a new API is added here only.
 pub type Apis = (
     (
@@ -133,7 +135,11 @@ pub type Apis = (
         analytics::AnalyticsApi,
         uploads::UploadsApi,
     ),
-    (confirm::ConfirmApi, view::ViewApi),
+    (
+        confirm::ConfirmApi,
+        view::ViewApi,
+        template_preview::TemplatePreviewApi,
+    ),
 );
 
 /// The OpenAPI service that serves every endpoint and generates the spec.

@@ -272,13 +272,13 @@ pub enum DeletedTemplate {
     Deleted,
 }
 
-fn template_id(id: &str) -> Result<TemplateId, ApiError> {
+pub(super) fn template_id(id: &str) -> Result<TemplateId, ApiError> {
     TemplateId::parse(id).ok_or_else(|| ApiError::not_found("template"))
 }
 
 /// The invalid fields of a request, gathered so that one answer names them all.
 #[derive(Default)]
-struct Invalid(Vec<FieldError>);
+pub(super) struct Invalid(pub(super) Vec<FieldError>);
 
 impl Invalid {
     /// Keeps the value of a passed rule, or records the broken one against `field`.
@@ -306,7 +306,12 @@ impl Invalid {
 
     /// Checks a subject and a body (either may be absent): their rules, then their syntax (on
     /// the CPU pool: compiling is the expensive part of a template request).
-    async fn content(&mut self, cpu: &CpuPool, subject: Option<&str>, body: Option<&str>) {
+    pub(super) async fn content(
+        &mut self,
+        cpu: &CpuPool,
+        subject: Option<&str>,
+        body: Option<&str>,
+    ) {
         let subject = subject.filter(|s| self.check("subject", check_subject(s)).is_some());
         let body = body.filter(|b| {
             let present = if b.is_empty() {
@@ -328,7 +333,7 @@ impl Invalid {
 
     /// Checks variants by language: their rules, then each one's syntax (on the CPU pool), each
     /// problem against its path (`variants.fr.body`).
-    async fn variants(&mut self, cpu: &CpuPool, variants: &LocaleVariants) {
+    pub(super) async fn variants(&mut self, cpu: &CpuPool, variants: &LocaleVariants) {
         let problems = variants.violations("variants");
         let broken = !problems.is_empty();
         for (field, (code, message)) in problems {
@@ -345,7 +350,7 @@ impl Invalid {
         }
     }
 
-    fn done(self) -> Result<(), ApiError> {
+    pub(super) fn done(self) -> Result<(), ApiError> {
         if self.0.is_empty() {
             Ok(())
         } else {

@@ -34,6 +34,7 @@ pub mod send;
 mod smtp_server;
 mod smtp_submission;
 pub mod suppressions;
+mod template_preview;
 pub mod templates;
 mod topic_sends;
 pub mod topics;

@@ -13,4 +13,5 @@ export const areas = [
   ["workflows", (await import("./workflows.mjs")).default],
   ["segments", (await import("./segments.mjs")).default],
   ["campaigns", (await import("./campaigns.mjs")).default],
+  ["templates", (await import("./templates.mjs")).default],
 ];
