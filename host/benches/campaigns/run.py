@@ -10,9 +10,10 @@ so the mail goes unsigned) sends two campaigns to them, one after the other:
 - A/B + topic: an `ALL` campaign about a topic (`OPT_IN`; a tenth of the contacts opted out of it,
   a third opted in explicitly, the rest on the default), with an A/B test of two variants
   (`testFraction` 0.2, `testDuration` 1 s, winner by opens): the test group first, then the
-  winner to the rest. Its recipients are the 90 % subscribed to the topic.
-
-For each campaign the script measures:
+  winner to the rest. Its recipients are the 90 % subscribed to the topic;
+- the plain campaign once more (the first run also warms the server up; the A/B + topic
+campaign is compared with the faster of the two plain runs). For each campaign the script
+measures:
 
 1. Snapshot: from the `send` answer to the last recipient in the ledger (`snapshot_done` and
    `recipient_count` as expected, polled in the database every 50 ms), while the batches render
@@ -27,6 +28,7 @@ With SNAPSHOT_ONLY=M (PostgreSQL only), it loads M contacts, measures the snapsh
 then cancels the campaign (the aim there is the snapshot of 1,000,000 under 60 s).
 
 Usage: host/benches/campaigns/run.py [N, default 100000]
+       BACKENDS=sqlite host/benches/campaigns/run.py   (or postgres; both by default)
        SNAPSHOT_ONLY=1000000 host/benches/campaigns/run.py
 Needs a release build (cargo build --release; CARGO_TARGET_DIR is honoured; HERALD_BIN runs
 another binary), smtp-sink (apt-get install postfix), psql, and PostgreSQL on 127.0.0.1:5432.
@@ -194,8 +196,12 @@ def bench(name, url, n, snapshot_only):
                 {"subject": "{{firstName}}, the news", "body": body.replace("Read", "See")},
             ], testFraction=0.2, winnerMetric="OPEN_RATE", testDuration=1)
             rates["ab"] = campaign(db, key, ab, n - n // 10, floor, False)
-            print(f"- A/B + topic vs plain, emails/s: {rates['ab']:,.0f} vs {rates['plain']:,.0f} "
-                  f"({(rates['ab'] / rates['plain'] - 1) * 100:+.1f} %)")
+            # The plain campaign again, warm as the A/B one was: the comparison is with the
+            # faster of the two plain runs.
+            rates["plain again"] = campaign(db, key, dict(plain, name="plain again"), n, floor, False)
+            best = max(rates["plain"], rates["plain again"])
+            print(f"- A/B + topic vs the faster plain run, emails/s: {rates['ab']:,.0f} vs {best:,.0f} "
+                  f"({(rates['ab'] / best - 1) * 100:+.1f} %)")
         with open(f"/proc/{server.pid}/status") as f:
             hwm = next(l for l in f if l.startswith("VmHWM")).split()[1]
         print(f"- peak RSS: {int(hwm) / 1024:.0f} MiB")
@@ -224,8 +230,11 @@ def main():
         if SNAPSHOT_ONLY:
             with_pg(lambda url: bench("PostgreSQL (snapshot only)", url, SNAPSHOT_ONLY, True))
             return
-        bench("SQLite", None, N, False)
-        with_pg(lambda url: bench("PostgreSQL", url, N, False))
+        backends = os.environ.get("BACKENDS", "sqlite,postgres").split(",")
+        if "sqlite" in backends:
+            bench("SQLite", None, N, False)
+        if "postgres" in backends:
+            with_pg(lambda url: bench("PostgreSQL", url, N, False))
     finally:
         sink.terminate()
 
