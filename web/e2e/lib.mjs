@@ -42,3 +42,11 @@ export function caller(base, secret) {
     return text ? JSON.parse(text) : null;
   };
 }
+
+/** Waits (up to 10 s) until nothing matches `locator`: a list may refresh just after its message. */
+export async function gone(locator, message) {
+  for (let waited = 0; (await locator.count()) > 0; waited += 100) {
+    check(waited < 10_000, message);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}

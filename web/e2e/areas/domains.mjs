@@ -1,7 +1,7 @@
 // Domains: add one, copy its records (Clipboard API), publish them in a DNS server on loopback
 // (../dns.mjs at HERALD_TEST_DNS, herald's nameserver through .ci/with-server), "Verify now" until
 // it is verified; delete another; the sending health beside them.
-import { accessible, check, fitsWidth } from "../lib.mjs";
+import { accessible, check, fitsWidth, gone } from "../lib.mjs";
 import { startDns } from "../dns.mjs";
 
 export default async function ({ page, context, base, run, call }) {
@@ -77,7 +77,7 @@ export default async function ({ page, context, base, run, call }) {
   await page.getByRole("button", { name: `Yes, delete ${other}` }).click();
   await page.getByRole("heading", { name: "Domains", level: 1 }).waitFor();
   await page.getByRole("link", { name }).waitFor();
-  check((await page.getByRole("link", { name: other }).count()) === 0, `${other} is still listed after its deletion`);
+  await gone(page.getByRole("link", { name: other }), `${other} is still listed after its deletion`);
   await accessible(page, "domains");
   await page.setViewportSize({ width: 390, height: 900 });
   await fitsWidth(page, "domains");

@@ -5,7 +5,7 @@
 // the login page's sign-in provider buttons.
 import { readdir, readFile } from "node:fs/promises";
 import { join } from "node:path";
-import { accessible, check, fitsWidth } from "../lib.mjs";
+import { accessible, check, fitsWidth, gone } from "../lib.mjs";
 
 /** Undoes quoted-printable (soft line breaks, =XX) and base64 bodies, so links are whole. */
 function decoded(mail) {
@@ -111,7 +111,7 @@ export default async function members(t) {
   await page.reload();
   const hireRow = page.getByRole("row", { name: new RegExp(`^${hire}`) });
   await hireRow.waitFor();
-  check((await page.getByRole("heading", { name: "Pending invitations" }).count()) === 0, "the accepted invitation is still pending");
+  await gone(page.getByRole("heading", { name: "Pending invitations" }), "the accepted invitation is still pending");
   const role = page.getByRole("combobox", { name: `Role of ${hire}` });
   check((await role.inputValue()) === "ADMIN", `the hire's role is ${await role.inputValue()}`);
   await role.selectOption({ label: "Member" });
@@ -142,7 +142,7 @@ export default async function members(t) {
   await accessible(page, "remove a member dialog");
   await dialog.getByRole("button", { name: "Remove from the project" }).click();
   await page.getByText(`${newcomer} was removed from the project.`).waitFor();
-  check((await page.getByRole("row", { name: new RegExp(`^${newcomer}`) }).count()) === 0, "the removed member is still listed");
+  await gone(page.getByRole("row", { name: new RegExp(`^${newcomer}`) }), "the removed member is still listed");
 
   await page.setViewportSize({ width: 390, height: 900 });
   await fitsWidth(page, "members");

@@ -1,7 +1,7 @@
 // Segments: a dynamic segment built in the visual filter builder with a nested group
 // (plan = "pro" AND (country = "FR" OR visits > 3)), its exact members, refresh, edit (the
 // builder reads the saved filter back), and a static segment's members added and removed.
-import { accessible, check, fitsWidth } from "../lib.mjs";
+import { accessible, check, fitsWidth, gone } from "../lib.mjs";
 
 export default async function ({ page, run, call }) {
   const started = Date.now();
@@ -126,7 +126,7 @@ export default async function ({ page, run, call }) {
   await page.getByRole("button", { name: "Yes, delete segment" }).click();
   await page.getByRole("heading", { name: "Segments", level: 1 }).waitFor();
   await page.getByRole("link", { name }).waitFor();
-  check((await page.getByRole("link", { name: vip }).count()) === 0, "the deleted segment is still listed");
+  await gone(page.getByRole("link", { name: vip }), "the deleted segment is still listed");
   await accessible(page, "segments");
   await page.setViewportSize({ width: 390, height: 900 });
   await fitsWidth(page, "segments");
