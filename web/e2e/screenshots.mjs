@@ -257,6 +257,15 @@ try {
   await call("POST", "/suppressions", { emails: ["no.more.mail@example.net"], reason: "COMPLAINT" });
   await call("POST", "/suppressions", { emails: ["asked.to.leave@example.com", "press@example.org"] });
 
+  const sender = await page.evaluate(
+    ([id, body]) =>
+      fetch(`/users/@me/projects/${id}`, { method: "PATCH", headers: { "Content-Type": "application/json" }, body: JSON.stringify(body) }).then(
+        (r) => r.status,
+      ),
+    [projectId, { defaultFrom: { email: `hello@${domain}`, name: "Northwind Coffee" } }],
+  );
+  check(sender < 300, `the default sender was refused: ${sender}`);
+
   // A second member (through the invitation mail) and one invitation pending.
   const invite = (email, role) =>
     page.evaluate(
