@@ -83,10 +83,7 @@ impl ContactHistoryApi {
                 EmailId::parse(id).is_some()
             })
             .await?;
-        let page = state
-            .store()
-            .contact_emails(project, &contact, &page)
-            .await?;
+        let page = state.store().contact_emails(&contact, &page).await?;
         Ok(Json(ContactEmailPage {
             data: page.items.into_iter().map(Into::into).collect(),
             cursor: page.next_cursor,

@@ -209,36 +209,33 @@ impl Store {
         Ok((record, history))
     }
 
-    /// A page of the emails to a contact of the project, newest first, with their count on the
-    /// first page. One range of the `emails_contact` index: a page reads its rows only, the
-    /// count the contact's entries of the index.
+    /// A page of the emails to a contact, newest first, with their count on the first page. The
+    /// caller has checked that the contact is the project's (its id is unique, so its emails
+    /// are the project's). One range of the `emails_contact` index: a page reads its rows only,
+    /// the count the contact's entries of the index. The project is not in the condition: with
+    /// it, SQLite may walk the project's emails in `emails_project` (id order too) instead.
     #[tracing::instrument(level = "debug", skip(self))]
     pub async fn contact_emails(
         &self,
-        project: &ProjectId,
         contact: &ContactId,
         page: &PageRequest,
     ) -> StoreResult<Page<EmailRecord>> {
-        let mut sql =
-            format!("SELECT {EMAIL_COLUMNS} FROM emails WHERE contact_id = $1 AND project_id = $2");
+        let mut sql = format!("SELECT {EMAIL_COLUMNS} FROM emails WHERE contact_id = $1");
         if page.after.is_some() {
-            sql.push_str(" AND id < $3");
+            sql.push_str(" AND id < $2");
         }
         sql.push_str(&format!(" ORDER BY id DESC LIMIT {}", page.limit + 1));
         let (rows, total): (Vec<EmailRecord>, i64) = on_db!(self.db(), pool => {
-            let mut q = sqlx::query_as(&sql).bind(contact.as_str()).bind(project.as_str());
+            let mut q = sqlx::query_as(&sql).bind(contact.as_str());
             if let Some(after) = &page.after {
                 q = q.bind(after);
             }
             let rows = q.fetch_all(pool).await?;
             let total = if page.is_first() {
-                sqlx::query_scalar(
-                    "SELECT COUNT(*) FROM emails WHERE contact_id = $1 AND project_id = $2",
-                )
-                .bind(contact.as_str())
-                .bind(project.as_str())
-                .fetch_one(pool)
-                .await?
+                sqlx::query_scalar("SELECT COUNT(*) FROM emails WHERE contact_id = $1")
+                    .bind(contact.as_str())
+                    .fetch_one(pool)
+                    .await?
             } else {
                 0
             };
