@@ -3,6 +3,7 @@
 import { useEffect, useId, useRef, useState, type ReactNode } from "react";
 import { Link } from "react-router";
 import { api, errorMessage, type Schemas } from "../../api/client";
+import { Pager, useCursorPages } from "../paging";
 import { Alert } from "../parts";
 import { statusName, when } from "../workflows/Executions";
 
@@ -11,14 +12,13 @@ const PAGE = 20;
 type Page<T> = { data: T[]; cursor?: string | null; hasMore: boolean; total: number };
 type Answer<T> = { data?: Page<T>; error?: unknown };
 
-/** A list of the contact's, a page at a time: the cursors of the pages seen before this one
- * make "Previous page"; the total comes with the first page. */
+/** A list of the contact's, a page at a time (the total comes with the first page). */
 function usePages<T>(contactId: string, fetchPage: (id: string, cursor: string | null) => Promise<Answer<T>>) {
-  const [cursors, setCursors] = useState<(string | null)[]>([null]);
+  const pages = useCursorPages();
   const [page, setPage] = useState<Page<T> | null>(null);
   const [total, setTotal] = useState<number | null>(null);
   const [error, setError] = useState<string | null>(null);
-  const cursor = cursors[cursors.length - 1] ?? null;
+  const cursor = pages.cursor;
 
   useEffect(() => {
     let live = true;
@@ -37,8 +37,8 @@ function usePages<T>(contactId: string, fetchPage: (id: string, cursor: string |
     page,
     total,
     error,
-    previous: cursors.length > 1 ? () => setCursors(cursors.slice(0, -1)) : null,
-    next: page?.hasMore ? () => setCursors([...cursors, page.cursor ?? null]) : null,
+    previous: pages.previous,
+    next: page ? pages.after(page) : null,
   };
 }
 
@@ -70,23 +70,8 @@ function HistoryList<T extends { id: string }>(props: {
           ))}
         </ol>
       )}
-      <Pages label={`Pages of ${noun[1]}`} previous={previous} next={next} />
+      {(previous || next) && <Pager label={`Pages of ${noun[1]}`} previous={previous} next={next} />}
     </section>
-  );
-}
-
-/** "Previous page" and "Next page" under a list, each off where there is no such page. */
-function Pages({ label, previous, next }: { label: string; previous: (() => void) | null; next: (() => void) | null }) {
-  if (!previous && !next) return null;
-  return (
-    <nav aria-label={label} className="pager">
-      <button type="button" disabled={!previous} onClick={() => previous?.()}>
-        Previous page
-      </button>
-      <button type="button" disabled={!next} onClick={() => next?.()}>
-        Next page
-      </button>
-    </nav>
   );
 }
 
