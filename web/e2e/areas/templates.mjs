@@ -37,6 +37,11 @@ export default async function templates({ page, run, call }) {
   // CodeMirror ignores keys for its first 75 ms on a new completion list (interactionDelay).
   await page.waitForTimeout(150);
   await page.keyboard.press("Enter");
+  // The completion is applied before typing on (a busy machine may take a moment).
+  await page.waitForFunction(
+    (el) => el.textContent === "Dear {{firstName}}",
+    await body.elementHandle(),
+  );
   await page.keyboard.type(", your plan is {{plan}}.");
   check((await body.textContent()) === "Dear {{firstName}}, your plan is {{plan}}.", `body is ${await body.textContent()}`);
 
