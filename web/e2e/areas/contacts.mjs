@@ -1,6 +1,7 @@
 // Contacts: add one with data, import a CSV with a bad row (progress to the end, the row error
 // listed), unsubscribe two selected contacts in bulk, edit a contact's typed data (a 422 shown
-// on its field) and topics, read its events, delete a contact; axe and 390 px on each page.
+// on its field) and topics, read its emails (one's history) and events, delete a contact; axe
+// and 390 px on each page.
 import { accessible, check, fitsWidth } from "../lib.mjs";
 
 export default async function ({ page, run, call }) {
@@ -9,6 +10,8 @@ export default async function ({ page, run, call }) {
   await call("POST", "/topics", { name: topic, defaultSubscription: "OPT_OUT" });
   const added = `lin-${run}@example.com`;
   const bulk = [`max.${run}.bulk@example.com`, `zoe.${run}.bulk@example.com`];
+  const subject = `Your contact page ${run}`;
+  await call("POST", "/v1/send", { to: `ada-${run}@example.com`, from: "news@example.com", subject, body: "<p>Hello</p>" });
 
   await page.getByRole("navigation", { name: "Main" }).getByRole("link", { name: "Contacts" }).click();
   await page.getByRole("heading", { name: "Contacts", level: 1 }).waitFor();
@@ -99,6 +102,18 @@ export default async function ({ page, run, call }) {
   await page.getByRole("status").filter({ hasText: "Topics saved." }).waitFor();
   const chosen = (await call("GET", `/contacts/${id}`)).topics.find((t) => t.name === topic);
   check(chosen?.subscribed === true, "the topic was not saved");
+
+  // Its emails: the one sent above, with its history on demand.
+  const emails = page.getByRole("region", { name: "Emails" });
+  const sent = emails.getByRole("listitem").filter({ hasText: subject });
+  await sent.waitFor();
+  check(/Transactional, 0 opens, 0 clicks/.test(await sent.textContent()), `the email's line: ${await sent.textContent()}`);
+  const history = emails.getByRole("button", { name: new RegExp(`^Show history of “${subject}”`) });
+  await history.click();
+  await emails.getByRole("listitem").filter({ hasText: /^Queued, / }).waitFor();
+  check((await emails.getByRole("button", { name: /^Hide history/ }).getAttribute("aria-expanded")) === "true", "the history button is not expanded");
+  await page.getByRole("region", { name: "Workflow executions" }).getByText("No workflow has run for this contact yet.").waitFor();
+  await accessible(page, "contact (emails, a history shown)");
 
   // Its events timeline.
   await page.getByRole("listitem").filter({ hasText: "signed_up" }).first().waitFor();

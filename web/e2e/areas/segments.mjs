@@ -1,6 +1,7 @@
 // Segments: a dynamic segment built in the visual filter builder with a nested group
-// (plan = "pro" AND (country = "FR" OR visits > 3)), its exact members, refresh, edit (the
-// builder reads the saved filter back), and a static segment's members added and removed.
+// (plan = "pro" AND (country = "FR" OR visits > 3)), counted live before it is saved, its exact
+// members, refresh, edit (the builder reads the saved filter back, the count follows), and a
+// static segment's members added and removed.
 import { accessible, check, fitsWidth, gone } from "../lib.mjs";
 
 export default async function ({ page, run, call }) {
@@ -54,6 +55,10 @@ export default async function ({ page, run, call }) {
     await page.getByRole("button", { name: "Add condition", exact: true }).evaluate((e) => e === document.activeElement),
     "the focus is lost after removing a condition",
   );
+  // The unsaved filter is counted live, with the contacts it selects.
+  await page.getByRole("status").filter({ hasText: "2 contacts match now." }).waitFor();
+  const matching = (await page.getByRole("list", { name: "Contacts that match" }).getByRole("link").allTextContents()).sort();
+  check(JSON.stringify(matching) === JSON.stringify([email("a"), email("b")]), `the live count lists ${matching.join(", ")}`);
   await accessible(page, "new segment (builder)");
   await page.setViewportSize({ width: 390, height: 900 });
   await fitsWidth(page, "new segment (builder)");
@@ -79,6 +84,7 @@ export default async function ({ page, run, call }) {
   check((await condition(3).getByLabel("Value").inputValue()) === "3", "the saved filter was not read back");
   check((await page.getByRole("group", { name: "Group 1", exact: true }).getByLabel("Group 1: match").inputValue()) === "OR", "group logic lost");
   await condition(3).getByLabel("Value").fill("6");
+  await page.getByRole("status").filter({ hasText: "1 contact matches now." }).waitFor();
   await accessible(page, "edit segment");
   await page.getByRole("button", { name: "Save segment" }).click();
   await page.getByRole("heading", { name }).waitFor();

@@ -1,4 +1,5 @@
-// Suppressions: add addresses by hand, filter the page, page through 60 more, remove one.
+// Suppressions: add addresses by hand, search them (on the server, any case, paged), page
+// through 60 more, remove one.
 import { accessible, check, fitsWidth } from "../lib.mjs";
 
 export default async function ({ page, run, call }) {
@@ -15,10 +16,16 @@ export default async function ({ page, run, call }) {
   await page.getByText("2 addresses in all.").waitFor();
   await page.getByRole("row", { name: new RegExp(`${a} Added by hand`) }).waitFor();
 
-  await page.getByLabel("Filter the addresses on this page").fill("asked-");
+  const search = async (text) => {
+    await page.getByLabel("Search suppressed addresses").fill(text);
+    await page.getByLabel("Search suppressed addresses").press("Enter");
+  };
+  await search("ASKED-");
+  await page.getByText("1 address containing “ASKED-”.").waitFor();
   await page.getByRole("cell", { name: a, exact: true }).waitFor({ state: "detached" });
   await page.getByRole("cell", { name: b, exact: true }).waitFor();
-  await page.getByLabel("Filter the addresses on this page").fill("");
+  await search("");
+  await page.getByText("2 addresses in all.").waitFor();
 
   // 60 more through the API: two pages of 50.
   const many = Array.from({ length: 60 }, (_, i) => `bulk-${i}-${run}@example.com`);
@@ -28,6 +35,19 @@ export default async function ({ page, run, call }) {
   await page.getByRole("status").filter({ hasText: "0 added, 1 listed already." }).waitFor();
   await page.getByText("62 addresses in all.").waitFor();
   const pager = page.getByRole("navigation", { name: "Pages of suppressed addresses" });
+  // A search pages too: 60 addresses contain "bulk-", 50 on the first page and 10 on the next.
+  await search("bulk-");
+  await page.getByText("60 addresses containing “bulk-”.").waitFor();
+  await pager.getByRole("button", { name: "Next page" }).click();
+  const rowsShown = () => page.getByRole("button", { name: /^Remove / }).count();
+  for (let waited = 0; (await rowsShown()) !== 10; waited += 100) {
+    check(waited < 10_000, `the search's second page shows ${await rowsShown()} addresses, not 10`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  check((await page.getByRole("button", { name: new RegExp(`^Remove (${a}|${b})`) }).count()) === 0, "the search's page shows an address without bulk-");
+  check(await pager.getByRole("button", { name: "Next page" }).isDisabled(), "the search's last page offers a next one");
+  await search("");
+  await page.getByText("62 addresses in all.").waitFor();
   await pager.getByRole("button", { name: "Next page" }).click();
   await page.getByRole("cell", { name: a, exact: true }).waitFor();
   const rows = await page.getByRole("button", { name: /^Remove / }).count();

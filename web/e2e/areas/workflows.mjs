@@ -1,6 +1,7 @@
 // Workflows: draw a workflow of four steps with a condition (on the canvas and with the forms),
-// see a 422 on its field and the graph problems enabling lists, enable it, trigger it with
-// /v1/track and read the execution's timeline; filter and cancel executions.
+// see a 422 on its field and the graph problems enabling lists, enable it, drag a step (it keeps
+// its place after a reload), trigger it with /v1/track and read the execution's timeline (and
+// find it on the contact's page); filter and cancel executions.
 import { accessible, check, fitsWidth, gone } from "../lib.mjs";
 
 export default async function workflows(t) {
@@ -108,6 +109,28 @@ export default async function workflows(t) {
   await page.getByRole("button", { name: "Disable workflow" }).waitFor();
   check(await page.getByRole("button", { name: "Delete step 1. Condition" }).isDisabled(), "an enabled workflow's steps can be deleted");
 
+  // A step dragged with the mouse (allowed while enabled) is stored where it was put and drawn
+  // there after a reload. Each step got a place when it was added.
+  const flowId = new URL(page.url()).pathname.split("/").pop();
+  const stored = async () => (await call("GET", `/workflows/${flowId}`)).steps.map((s) => s.position);
+  check((await stored()).every((p) => p && Number.isFinite(p.x) && Number.isFinite(p.y)), "a new step was given no position");
+  const exit = page.getByRole("group", { name: /^Step 3\. Exit/ });
+  const drawnAt = () => exit.evaluate((e) => e.style.transform);
+  const before = await drawnAt();
+  const box = await exit.boundingBox();
+  await page.mouse.move(box.x + 24, box.y + box.height / 2);
+  await page.mouse.down();
+  for (let i = 1; i <= 8; i++) await page.mouse.move(box.x + 24 + i * 12, box.y + box.height / 2 + i * 8);
+  await page.mouse.up();
+  await page.getByRole("status").filter({ hasText: "Placed step 3. Exit." }).waitFor();
+  const after = await drawnAt();
+  check(after !== before, `the dragged step did not move (${before})`);
+  const placed = (await stored())[2];
+  check(after === `translate(${placed.x}px, ${placed.y}px)`, `the step is drawn at ${after}, stored at ${JSON.stringify(placed)}`);
+  await page.reload();
+  await exit.waitFor();
+  check((await drawnAt()) === after, `after a reload the step is drawn at ${await drawnAt()}, not ${after}`);
+
   await page.setViewportSize({ width: 390, height: 900 });
   await fitsWidth(page, "workflow");
   await page.setViewportSize({ width: 1280, height: 900 });
@@ -135,6 +158,21 @@ export default async function workflows(t) {
   await page.setViewportSize({ width: 390, height: 900 });
   await fitsWidth(page, "execution");
   await page.setViewportSize({ width: 1280, height: 900 });
+
+  // The contact's page lists the execution, by the workflow's name, and the email it sent.
+  const executionUrl = page.url();
+  await page.getByRole("link", { name: /^cnt_/ }).click();
+  await page.getByRole("heading", { name: email }).waitFor();
+  const runs = page.getByRole("region", { name: "Workflow executions" });
+  await runs.getByRole("listitem").filter({ hasText: /^Welcome pro users \w+, started / }).waitFor();
+  await page.getByRole("region", { name: "Emails" }).getByRole("listitem").filter({ hasText: /^Welcome / }).waitFor();
+  await accessible(page, "contact (an execution and its email)");
+  await page.setViewportSize({ width: 390, height: 900 });
+  await fitsWidth(page, "contact (executions)");
+  await page.setViewportSize({ width: 1280, height: 900 });
+  await runs.getByRole("link", { name: /^Execution exe_/ }).click();
+  await page.getByRole("heading", { name: /^Execution exe_/ }).waitFor();
+  check(page.url() === executionUrl, `the contact's execution link opens ${page.url()}, not ${executionUrl}`);
 
   // Filtered by status; cancel all (none active).
   await page.getByRole("link", { name: "Back to the executions" }).click();

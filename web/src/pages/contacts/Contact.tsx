@@ -7,10 +7,12 @@ import { Confirm } from "../Confirm";
 import { ContactData } from "./ContactData";
 import { ContactTopics } from "./ContactTopics";
 import { ContactEvents } from "./ContactEvents";
+import { ContactEmails, ContactExecutions } from "./ContactHistory";
 
 type Detail = Schemas["ContactDetail"];
 
-/** A contact: its address and subscription, custom data (typed editor), topics and events. */
+/** A contact: its address and subscription, custom data (typed editor), topics, emails,
+ * workflow executions and events. */
 export function Contact() {
   const { id = "" } = useParams();
   const { project } = useSession();
@@ -86,6 +88,8 @@ export function Contact() {
           <p role="status">{said}</p>
           <ContactData contact={contact} onSaved={setContact} />
           <ContactTopics contact={contact} onSaved={setContact} />
+          <ContactEmails key={`emails-${contact.id}`} contactId={contact.id} />
+          <ContactExecutions key={`executions-${contact.id}`} contactId={contact.id} />
           <ContactEvents contactId={contact.id} />
         </>
       )}

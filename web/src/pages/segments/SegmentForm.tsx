@@ -3,6 +3,7 @@ import { Link, useNavigate, useParams } from "react-router";
 import { api, errorMessage, type Schemas } from "../../api/client";
 import { FilterBuilder, type ApiFilter, type PathError } from "../../filter/FilterBuilder";
 import { splitErrors } from "../../filter/model";
+import { FilterPreview } from "../../filter/Preview";
 import { useSession } from "../../session";
 import { Alert, Field } from "../parts";
 
@@ -131,10 +132,9 @@ export function SegmentForm() {
             <fieldset className="seg-filter">
               <legend>Conditions</legend>
               <FilterBuilder value={filter} onChange={changed} errors={filterErrors} exclude={id} />
+              <FilterPreview filter={filter} complete={complete} onErrors={setFilterErrors} />
             </fieldset>
-            <p className="hint">
-              The members are counted and listed on the segment’s page once it is saved; they follow the conditions live.
-            </p>
+            <p className="hint">Once the segment is saved, its members follow the conditions live, on the segment’s page.</p>
           </>
         )}
         <Alert message={error} />

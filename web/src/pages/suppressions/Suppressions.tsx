@@ -7,14 +7,15 @@ import { parseAddresses, reasonWords } from "./words";
 
 const PAGE = 50;
 
-/** The addresses no email of the project goes to: paged, filtered, added by hand and removed. */
+/** The addresses no email of the project goes to: paged, searched, added by hand and removed. */
 export function Suppressions() {
   const { project } = useSession();
   const [page, setPage] = useState<Schemas["SuppressionPage"] | null>(null);
   const [total, setTotal] = useState<number | null>(null);
   const pages = useCursorPages();
   const cursor = pages.cursor;
-  const [filter, setFilter] = useState("");
+  // The search the list shows (the API's `search`: addresses containing it).
+  const [search, setSearch] = useState("");
   const [error, setError] = useState<string | null>(null);
   const [done, setDone] = useState<string | null>(null);
   const [version, setVersion] = useState(0);
@@ -24,7 +25,8 @@ export function Suppressions() {
   useEffect(() => {
     if (!project) return;
     let live = true;
-    void api.GET("/suppressions", { params: { query: { limit: PAGE, cursor: cursor ?? undefined } } }).then(({ data, error }) => {
+    const query = { limit: PAGE, cursor: cursor ?? undefined, search: search || undefined };
+    void api.GET("/suppressions", { params: { query } }).then(({ data, error }) => {
       if (!live) return;
       setPage(data ?? null);
       if (data && !cursor) setTotal(data.total);
@@ -33,7 +35,7 @@ export function Suppressions() {
     return () => {
       live = false;
     };
-  }, [project, cursor, version]);
+  }, [project, cursor, search, version]);
 
   async function add(e: FormEvent<HTMLFormElement>) {
     e.preventDefault();
@@ -57,8 +59,15 @@ export function Suppressions() {
     refresh();
   }
 
-  const needle = filter.trim().toLowerCase();
-  const shown = (page?.data ?? []).filter((s) => !needle || s.email.includes(needle));
+  function find(e: FormEvent<HTMLFormElement>) {
+    e.preventDefault();
+    setSearch(String(new FormData(e.currentTarget).get("search")).trim());
+    setTotal(null);
+    pages.reset();
+    refresh();
+  }
+
+  const shown = page?.data ?? [];
 
   return (
     <section>
@@ -83,13 +92,18 @@ export function Suppressions() {
       <h2>Suppressed addresses</h2>
       {page && (
         <>
-          <p>{total === null ? "" : `${total.toLocaleString()} ${total === 1 ? "address" : "addresses"} in all.`}</p>
-          <div className="field narrow">
-            <label htmlFor="suppress-filter">Filter the addresses on this page</label>
-            <input id="suppress-filter" type="search" value={filter} onChange={(e) => setFilter(e.target.value)} />
-          </div>
+          <form role="search" className="inline" onSubmit={find}>
+            <label htmlFor="suppress-search">Search suppressed addresses</label>
+            <input id="suppress-search" name="search" type="search" defaultValue={search} />
+            <button type="submit">Search</button>
+          </form>
+          <p>
+            {total === null
+              ? ""
+              : `${total.toLocaleString()} ${total === 1 ? "address" : "addresses"}${search ? ` containing “${search}”` : " in all"}.`}
+          </p>
           {shown.length === 0 ? (
-            <p>{needle ? "No address on this page matches." : "No suppressed address."}</p>
+            <p>{search ? "No suppressed address contains it." : "No suppressed address."}</p>
           ) : (
             <div className="scroll" tabIndex={0} role="region" aria-label="Suppressions table">
               <table className="suppressed">

@@ -29,7 +29,12 @@ type Props = {
   onConnect: (from: string, way: Way, to: string) => void;
   onDeleteStep: (id: string) => void;
   onDeleteTransition: (id: string) => void;
+  /** A step was put somewhere (a drag ended, or arrow keys paused): store its position. */
+  onMoveStep: (id: string, position: Point) => void;
 };
+
+/** How long arrow-key moves pause before the step's new place is stored. */
+const SETTLE_MS = 400;
 
 type StepNodeType = Node<StepData, "step">;
 
@@ -76,15 +81,17 @@ function FitView({ count }: { count: number }) {
 
 /**
  * The workflow drawn with React Flow: drag from a way out to a step to connect, select a step
- * to edit it, Delete or Backspace removes the selected step or transition. Positions are the
- * automatic layout unless dragged (the API keeps none, so dragged positions last until the page
- * is left).
+ * to edit it, Delete or Backspace removes the selected step or transition. Steps are drawn where
+ * they were put (the automatic layout for those never placed); a step dragged, or moved with
+ * the arrow keys, is stored where it ends.
  */
-export function Canvas({ steps, transitions, problems, templates, frozen, selected, onSelect, onConnect, onDeleteStep, onDeleteTransition }: Props) {
+export function Canvas({ steps, transitions, problems, templates, frozen, selected, onSelect, onConnect, onDeleteStep, onDeleteTransition, onMoveStep }: Props) {
   const [moved, setMoved] = useState<Record<string, Point>>({});
   const [measured, setMeasured] = useState<Record<string, { width: number; height: number }>>({});
   const [selectedEdge, setSelectedEdge] = useState<string | null>(null);
   const box = useRef<HTMLDivElement>(null);
+  // A pending store of a step's position, by step: each key press moves a step a little.
+  const settling = useRef(new Map<string, number>());
   const model = useMemo(() => toCanvas(steps, transitions, problems, moved, templates), [steps, transitions, problems, moved, templates]);
   const nodes: StepNodeType[] = model.nodes.map((n) => ({ ...n, measured: measured[n.id], selected: n.id === selected }));
   const edges: Edge[] = model.edges.map((e) => ({ ...e, selected: e.id === selectedEdge, className: e.label ? `wf-edge-${e.label}` : undefined }));
@@ -95,7 +102,13 @@ export function Canvas({ steps, transitions, problems, templates, frozen, select
     let next = selected;
     for (const c of changes) {
       if (c.type === "dimensions" && c.dimensions) m[c.id] = c.dimensions;
-      if (c.type === "position" && c.position) p[c.id] = c.position;
+      if (c.type === "position" && c.position) {
+        // `dragging: false` is the end of a drag or an arrow key's move: the step stays (and is
+        // stored) at whole coordinates.
+        const at = c.dragging === false ? { x: Math.round(c.position.x), y: Math.round(c.position.y) } : c.position;
+        p[c.id] = at;
+        if (c.dragging === false) settle(c.id, at);
+      }
       if (c.type === "select") {
         if (c.selected) next = c.id;
         else if (c.id === next) next = null;
@@ -104,6 +117,17 @@ export function Canvas({ steps, transitions, problems, templates, frozen, select
     if (changes.some((c) => c.type === "dimensions")) setMeasured(m);
     if (changes.some((c) => c.type === "position")) setMoved(p);
     if (next !== selected) onSelect(next);
+  }
+
+  function settle(id: string, position: Point) {
+    window.clearTimeout(settling.current.get(id));
+    settling.current.set(
+      id,
+      window.setTimeout(() => {
+        settling.current.delete(id);
+        onMoveStep(id, position);
+      }, SETTLE_MS),
+    );
   }
 
   function edgesChange(changes: EdgeChange[]) {

@@ -4,7 +4,7 @@ import { api, errorMessage, type Schemas } from "../../api/client";
 import { useSession } from "../../session";
 import { Alert, Field } from "../parts";
 import { Canvas } from "./Canvas";
-import { configErrors, fieldErrors, labelOf, sortProblems, stepLabel, TYPE_NAMES, withLabels, type FieldError, type Way } from "./graph";
+import { configErrors, fieldErrors, labelOf, placeNew, sortProblems, stepLabel, TYPE_NAMES, withLabels, type FieldError, type Point, type Way } from "./graph";
 import { StepForm, type Lists } from "./StepForm";
 import { Steps } from "./Steps";
 
@@ -119,7 +119,8 @@ export function Workflow() {
   };
 
   const addStep = async (type: Schemas["StepKind"], name: string | null, config: Record<string, unknown>, after: { from: string; way: Way } | null) => {
-    const { data, error } = await api.POST("/workflows/{id}/steps", { params: { path }, body: { type, name, config } });
+    const position = placeNew(flow.steps, flow.transitions, after);
+    const { data, error } = await api.POST("/workflows/{id}/steps", { params: { path }, body: { type, name, config, position } });
     if (error || !data) {
       setError(errorMessage(error));
       return fieldErrors(error);
@@ -138,6 +139,18 @@ export function Workflow() {
     setError(null);
     setStatus(done);
     return null;
+  };
+
+  // Only the position changes (allowed while the workflow is enabled). The step keeps the rest
+  // as it was here, so that an open form of it is not started afresh.
+  const moveStep = async (stepId: string, position: Point) => {
+    const { data, error } = await api.PATCH("/workflows/{id}/steps/{stepId}", { params: { path: { id, stepId } }, body: { position } });
+    if (error || !data) {
+      setError(`The step’s new place was not saved: ${errorMessage(error)}`);
+      return;
+    }
+    setFlow((f) => (f ? { ...f, steps: f.steps.map((s) => (s.id === stepId ? { ...s, position: data.position } : s)) } : f));
+    setStatus(`Placed step ${label(stepId)}.`);
   };
 
   return (
@@ -187,7 +200,7 @@ export function Workflow() {
         <section aria-labelledby="canvas-title" className="wf-main">
           <h2 id="canvas-title">Canvas</h2>
           <p className="hint">
-            Drag from a step’s way out (bottom) to another step to connect them; select a step to edit it; Delete removes the selected step or transition. Tab moves between steps.
+            Drag from a step’s way out (bottom) to another step to connect them; drag a step to move it (its place is kept); select a step to edit it; Delete removes the selected step or transition. Tab moves between steps.
           </p>
           <Canvas
             steps={flow.steps}
@@ -200,6 +213,7 @@ export function Workflow() {
             onConnect={(f, w, t) => void connect(f, w, t)}
             onDeleteStep={(s) => void deleteStep(s)}
             onDeleteTransition={(t) => void deleteTransition(t)}
+            onMoveStep={(s, p) => void moveStep(s, p)}
           />
         </section>
         {step && (

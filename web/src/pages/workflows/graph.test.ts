@@ -1,28 +1,34 @@
 import { describe, expect, it } from "vitest";
 import {
   canConnect,
+  COLUMN,
   configErrors,
   errorsAt,
   fieldErrors,
   freeWays,
   layout,
+  placeNew,
+  positions,
+  ROW,
   sortProblems,
   toCanvas,
   waysOut,
   wayOfHandle,
   withLabels,
+  type Point,
   type Step,
   type StepType,
   type Transition,
 } from "./graph";
 
 const at = "2026-01-01T00:00:00Z";
-const step = (id: string, type: StepType, config: unknown = {}, name?: string): Step => ({
+const step = (id: string, type: StepType, config: unknown = {}, name?: string, position: Point | null = null): Step => ({
   id,
   workflowId: "wfl_1",
   type,
   name: name ?? null,
   config,
+  position,
   createdAt: at,
   updatedAt: at,
 });
@@ -80,6 +86,55 @@ describe("layout", () => {
   it("survives a loop (which the API refuses) and unconnected steps", () => {
     const p = layout([step("a", "DELAY"), step("b", "DELAY"), step("x", "EXIT")], [link("1", "a", "b"), link("2", "b", "a")]);
     expect(Object.keys(p).sort()).toEqual(["a", "b", "x"]);
+  });
+});
+
+describe("positions", () => {
+  it("are the layout's when no step has one", () => {
+    expect(positions(steps, transitions)).toEqual(layout(steps, transitions));
+  });
+
+  it("are the stored ones; a step without one moves with the step it follows", () => {
+    const placed = layout(steps, transitions);
+    const moved = steps.map((s) => (s.id === "s" ? { ...s, position: { x: 1000, y: 2000 } } : s));
+    const p = positions(moved, transitions);
+    expect(p.s).toEqual({ x: 1000, y: 2000 });
+    // The delay follows the send email: moved by as much.
+    expect(p.d).toEqual({ x: placed.d!.x + 1000 - placed.s!.x, y: placed.d!.y + 2000 - placed.s!.y });
+    // The others stay in the layout.
+    expect(p.c).toEqual(placed.c);
+    expect(p.e).toEqual(placed.e);
+  });
+});
+
+describe("placeNew", () => {
+  const placedAt = (id: string, type: StepType, position: Point) => step(id, type, {}, undefined, position);
+
+  it("puts the first step at the origin", () => {
+    expect(placeNew([], [], null)).toEqual({ x: 0, y: 0 });
+  });
+
+  it("puts a step under the one it follows, yes to the left and no to the right", () => {
+    const c = [placedAt("c", "CONDITION", { x: 100, y: 50 })];
+    expect(placeNew(c, [], { from: "c", way: "yes" })).toEqual({ x: 100 - COLUMN / 2, y: 50 + ROW });
+    expect(placeNew(c, [], { from: "c", way: "no" })).toEqual({ x: 100 + COLUMN / 2, y: 50 + ROW });
+    const d = [placedAt("d", "DELAY", { x: 10, y: 20 })];
+    expect(placeNew(d, [], { from: "d", way: null })).toEqual({ x: 10, y: 20 + ROW });
+  });
+
+  it("puts an unconnected step right of every step, at the top", () => {
+    const two = [placedAt("a", "DELAY", { x: 0, y: 40 }), placedAt("b", "DELAY", { x: 300, y: 400 })];
+    expect(placeNew(two, [], null)).toEqual({ x: 300 + COLUMN, y: 40 });
+  });
+
+  it("moves right past a step already in the place", () => {
+    const busy = [placedAt("a", "DELAY", { x: 0, y: 0 }), placedAt("b", "EXIT", { x: 10, y: ROW })];
+    expect(placeNew(busy, [], { from: "a", way: null })).toEqual({ x: COLUMN, y: ROW });
+  });
+
+  it("follows the layout for steps without a position", () => {
+    const p = layout(steps, transitions);
+    expect(placeNew(steps, transitions, { from: "d", way: null })).toEqual({ x: p.d!.x, y: p.d!.y + ROW });
   });
 });
 

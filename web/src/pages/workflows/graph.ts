@@ -1,6 +1,7 @@
 // The workflow canvas's state, as pure functions: the API's steps and transitions turned into
-// React Flow nodes and edges with a top-to-bottom layout, the ways out each step offers, and
-// the API's 422 field paths sorted onto steps, transitions and form fields.
+// React Flow nodes and edges at their stored positions (a top-to-bottom layout for steps with
+// none), a new step's place, the ways out each step offers, and the API's 422 field paths
+// sorted onto steps, transitions and form fields.
 import type { Schemas } from "../../api/client";
 
 export type Step = Schemas["StepBody"];
@@ -112,9 +113,9 @@ export const COLUMN = 260;
 export const ROW = 150;
 
 /**
- * A top-to-bottom layout (the API keeps no positions): each step's row is the longest path to
- * it from an entry step; within a row steps keep the order of their parents' columns (a
- * condition's `yes` before its `no`), then creation order; rows are centred on x = 0.
+ * A top-to-bottom layout (for the steps with no stored position): each step's row is the
+ * longest path to it from an entry step; within a row steps keep the order of their parents'
+ * columns (a condition's `yes` before its `no`), then creation order; rows are centred on x = 0.
  */
 export function layout(steps: Step[], transitions: Transition[]): Record<string, Point> {
   const ids = new Set(steps.map((s) => s.id));
@@ -158,6 +159,60 @@ export function layout(steps: Step[], transitions: Transition[]): Record<string,
   return positions;
 }
 
+/** The step `id` follows in the layout: the source of its first transition from a row above. */
+function layoutParent(id: string, transitions: Transition[], placed: Record<string, Point>): string | undefined {
+  const y = placed[id]?.y ?? 0;
+  return transitions.find((t) => t.toStepId === id && placed[t.fromStepId] !== undefined && placed[t.fromStepId]!.y < y)?.fromStepId;
+}
+
+/**
+ * Where each step is drawn: its stored position; a step without one takes its place in the
+ * automatic layout, moved by as much as the step it follows there was moved from its own (so a
+ * step with no position under a dragged one stays under it).
+ */
+export function positions(steps: Step[], transitions: Transition[]): Record<string, Point> {
+  const placed = layout(steps, transitions);
+  const out: Record<string, Point> = {};
+  // Row by row, so that a step's parent is placed before it.
+  const byRow = [...steps].sort((a, b) => (placed[a.id]?.y ?? 0) - (placed[b.id]?.y ?? 0));
+  for (const s of byRow) {
+    const auto = placed[s.id] ?? { x: 0, y: 0 };
+    if (s.position) {
+      out[s.id] = { x: s.position.x, y: s.position.y };
+      continue;
+    }
+    const parent = layoutParent(s.id, transitions, placed);
+    const from = parent ? out[parent] : undefined;
+    const home = parent ? placed[parent] : undefined;
+    out[s.id] = from && home ? { x: auto.x + from.x - home.x, y: auto.y + from.y - home.y } : auto;
+  }
+  return out;
+}
+
+/**
+ * The place of a new step: under the step it follows (a way of several to its side: `yes`
+ * left, `no` right), else right of every step at the top; moved right past any step already
+ * there.
+ */
+export function placeNew(steps: Step[], transitions: Transition[], after: { from: string; way: Way } | null): Point {
+  const at = positions(steps, transitions);
+  const all = Object.values(at);
+  if (all.length === 0) return { x: 0, y: 0 };
+  const source = after ? steps.find((s) => s.id === after.from) : undefined;
+  let spot: Point;
+  if (source && after && at[source.id]) {
+    const ways = waysOut(source.type);
+    const i = ways.indexOf(after.way);
+    const side = ways.length > 1 && i >= 0 ? (i - (ways.length - 1) / 2) * COLUMN : 0;
+    spot = { x: at[source.id]!.x + side, y: at[source.id]!.y + ROW };
+  } else {
+    spot = { x: Math.max(...all.map((p) => p.x)) + COLUMN, y: Math.min(...all.map((p) => p.y)) };
+  }
+  const taken = (p: Point) => all.some((q) => Math.abs(q.x - p.x) < COLUMN / 2 && Math.abs(q.y - p.y) < ROW / 2);
+  while (taken(spot)) spot = { x: spot.x + COLUMN, y: spot.y };
+  return spot;
+}
+
 /** The data a step's node shows. */
 export type StepData = {
   label: string;
@@ -186,8 +241,8 @@ export type StepEdge = {
 };
 
 /**
- * The canvas of a workflow: a node per step (at `moved` positions where the user dragged them,
- * else laid out), an edge per transition from the handle of its branch.
+ * The canvas of a workflow: a node per step (at `moved` positions where the user just dragged
+ * them, else where `positions` puts them), an edge per transition from the handle of its branch.
  */
 export function toCanvas(
   steps: Step[],
@@ -196,7 +251,7 @@ export function toCanvas(
   moved: Record<string, Point> = {},
   templates: Record<string, string> = {},
 ): { nodes: StepNode[]; edges: StepEdge[] } {
-  const placed = layout(steps, transitions);
+  const placed = positions(steps, transitions);
   const labels = new Map(steps.map((s, i) => [s.id, stepLabel(s, i)]));
   const entries = new Set(entrySteps(steps, transitions).map((s) => s.id));
   const nodes = steps.map((s, i): StepNode => {
