@@ -1,4 +1,7 @@
-// Shared by the browser tests: checks, the accessibility scan and the width check.
+// Shared by the browser tests: checks, the accessibility scan, the width check, the API and the
+// mail the server wrote.
+import { readdir, readFile } from "node:fs/promises";
+import { join } from "node:path";
 import { AxeBuilder } from "@axe-core/playwright";
 
 export function check(ok, message) {
@@ -49,4 +52,32 @@ export async function gone(locator, message) {
     check(waited < 10_000, message);
     await new Promise((r) => setTimeout(r, 100));
   }
+}
+
+/** Undoes quoted-printable (soft line breaks, =XX) and base64 bodies, so links are whole. */
+export function decoded(mail) {
+  const qp = mail.replace(/=\r?\n/g, "").replace(/=([0-9A-F]{2})/g, (_, h) => String.fromCharCode(parseInt(h, 16)));
+  const b64 = [...mail.matchAll(/Content-Transfer-Encoding: base64\r?\n(?:[^\r\n]+\r?\n)*?\r?\n([A-Za-z0-9+/=\r\n]+)/gi)]
+    .map((m) => Buffer.from(m[1].replace(/\s/g, ""), "base64").toString("utf8"))
+    .join("\n");
+  return `${qp}\n${b64}`;
+}
+
+/** The path and query of the newest link `pattern` matches in mail to `to` (waits up to 10 s). */
+export async function mailedLink(to, pattern) {
+  const dir = process.env.HERALD_SERVER_DATA_DIR;
+  check(dir, "HERALD_SERVER_DATA_DIR is not set; run through .ci/with-server");
+  const outbox = join(dir, "outbox");
+  const deadline = Date.now() + 10_000;
+  while (Date.now() < deadline) {
+    const names = (await readdir(outbox).catch(() => [])).filter((n) => n.endsWith(".eml")).sort();
+    for (const name of names.reverse()) {
+      const mail = decoded(await readFile(join(outbox, name), "utf8"));
+      if (!new RegExp(`^To: .*${to.replace(/[.+]/g, "\\$&")}`, "mi").test(mail)) continue;
+      const link = mail.match(pattern)?.[0];
+      if (link) return link;
+    }
+    await new Promise((r) => setTimeout(r, 200));
+  }
+  throw new Error(`no mail to ${to} with a link like ${pattern}`);
 }

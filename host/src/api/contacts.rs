@@ -14,13 +14,14 @@ use super::extract::{JsonBody, SecretKeyAuth};
 use super::formats::EmailText;
 use super::state::AppState;
 use super::timestamp::Timestamp;
-use super::topics::{ContactTopic, TopicSetting, contact_topics, parse_choices};
+use super::topics::{ContactTopic, TopicSetting, choices_from, contact_topics};
 use crate::domain::contact::{Contact, ContactChange, ContactUpsert};
 use crate::domain::custom_data::DataPatch;
 use crate::domain::email::EmailAddress;
 use crate::domain::event::SubscriptionSource;
 use crate::domain::ids::ContactId;
 use crate::domain::pagination::PageRequest;
+use crate::domain::topic::Topic;
 use crate::store::{Conflict, StoreError};
 
 /// A contact.
@@ -264,9 +265,17 @@ async fn live_segments(state: &AppState, contact: &Contact) {
 /// A contact with its state for every topic of its project.
 async fn detail(state: &AppState, contact: Contact) -> Result<Json<ContactDetail>, ApiError> {
     let topics = state.store().list_topics(&contact.project_id).await?;
-    let topics = contact_topics(&topics, &contact.topics);
+    detail_with(state, contact, &topics).await
+}
+
+/// [`detail`] with the project's topics read already.
+async fn detail_with(
+    state: &AppState,
+    contact: Contact,
+    topics: &[Topic],
+) -> Result<Json<ContactDetail>, ApiError> {
     Ok(Json(ContactDetail {
-        topics,
+        topics: contact_topics(topics, &contact.topics),
         contact: contact_body(state, contact).await?,
     }))
 }
@@ -330,6 +339,8 @@ impl ContactsApi {
         let opt_in = super::confirm::opt_in_applies(&auth.0);
         let asked = body.subscribed;
         let project = auth.0.project_id();
+        // Read once: to check the choices sent and to answer every topic's state.
+        let topics = state.store().list_topics(project).await?;
         let upsert = ContactUpsert {
             email: parse_email("email", body.email.as_str())?,
             subscribed: if opt_in && asked == Some(true) {
@@ -340,7 +351,7 @@ impl ContactsApi {
             subscribed_default: !opt_in,
             resubscribe: true,
             data: parse_data(body.data)?,
-            topics: parse_choices(&state, project, "topics", body.topics.as_deref()).await?,
+            topics: choices_from(&topics, "topics", body.topics.as_deref())?,
         };
         let write = crate::store::group_commit::GroupedUpsert {
             project: auth.0.project_id().clone(),
@@ -366,7 +377,6 @@ impl ContactsApi {
             is_new: outcome.created,
             is_update: outcome.updated,
         };
-        let topics = state.store().list_topics(project).await?;
         let body = ContactWithMeta {
             topics: contact_topics(&topics, &outcome.contact.topics),
             contact: contact_body(&state, outcome.contact).await?,
@@ -469,13 +479,8 @@ impl ContactsApi {
         // unsubscribed contact pending instead.
         let opt_in = super::confirm::opt_in_applies(&auth.0);
         let asked = body.subscribed;
-        let topics = parse_choices(
-            &state,
-            auth.0.project_id(),
-            "topics",
-            body.topics.as_deref(),
-        )
-        .await?;
+        let project_topics = state.store().list_topics(auth.0.project_id()).await?;
+        let topics = choices_from(&project_topics, "topics", body.topics.as_deref())?;
         let change = ContactChange {
             email: body
                 .email
@@ -509,7 +514,7 @@ impl ContactsApi {
         } else if asked == Some(false) {
             super::confirm::cancel_confirmation(&state, &auth.0, &outcome.contact.id).await;
         }
-        detail(&state, outcome.contact).await
+        detail_with(&state, outcome.contact, &project_topics).await
     }
 
     /// Delete a contact

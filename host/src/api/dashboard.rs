@@ -2,8 +2,8 @@
 //! and that is embedded here, so the binary serves it with no other file and no internet access.
 //! Files with a content hash in their name (`assets/…`) are cached for a year; `index.html` is
 //! revalidated on every load, and answers every other path under `/app/` (the app's own routes).
-//! Every answer carries a Content-Security-Policy that allows scripts, styles and requests from
-//! this origin only (no inline script, no `eval`) and forbids framing. `GET /` sends a browser to
+//! Every answer carries a Content-Security-Policy that allows scripts and requests from this
+//! origin only (no inline script, no `eval`) and forbids framing. `GET /` sends a browser to
 //! `/app/`. With `accounts.dashboard_dir` set, the files are read from that folder on each
 //! request instead (a `web/dist` that `npm run build` rewrites while the dashboard is worked on).
 
@@ -20,10 +20,14 @@ use rust_embed::RustEmbed;
 #[folder = "../web/dist"]
 struct Assets;
 
-/// The policy of every answer under `/app/`.
+/// The policy of every answer under `/app/`. Styles may be inline and images may come from any
+/// `https:` site for one reason: the template preview shows an email as a mail client would, in
+/// a sandboxed frame (`srcdoc`) that takes this policy, and emails are styled inline and show
+/// images from their senders' sites. Scripts stay this origin's files only.
 pub const CONTENT_SECURITY_POLICY: &str = "default-src 'self'; script-src 'self'; \
-    style-src 'self'; img-src 'self' data:; font-src 'self'; connect-src 'self'; \
-    object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'";
+    style-src 'self' 'unsafe-inline'; img-src 'self' data: https:; font-src 'self'; \
+    connect-src 'self'; object-src 'none'; base-uri 'none'; form-action 'self'; \
+    frame-ancestors 'none'";
 
 /// Where the app lives; its pages are links below it.
 pub const PATH: &str = "/app";

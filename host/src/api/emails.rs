@@ -10,6 +10,7 @@ use super::extract::SecretKeyAuth;
 use super::state::AppState;
 use super::timestamp::Timestamp;
 use crate::domain::ids::EmailId;
+use crate::store::emails::EmailRecord;
 
 /// One entry of an email's history.
 #[derive(Object)]
@@ -29,10 +30,10 @@ pub struct EmailHistoryBody {
     pub created_at: Timestamp,
 }
 
-/// An email: one message to one recipient.
+/// An email without its history (as a contact's emails list it).
 #[derive(Object)]
 #[oai(rename_all = "camelCase")]
-pub struct EmailBody {
+pub struct EmailSummaryBody {
     /// Its id (`eml_…`).
     pub id: String,
     /// The furthest state reached: `queued`, `sent`, `delivered`, `opened`, `clicked`, or
@@ -89,6 +90,40 @@ pub struct EmailBody {
     /// audience, the winner; null otherwise.
     #[oai(nullable)]
     pub variant: Option<i32>,
+}
+
+impl From<EmailRecord> for EmailSummaryBody {
+    fn from(e: EmailRecord) -> EmailSummaryBody {
+        EmailSummaryBody {
+            id: e.id,
+            status: e.status,
+            kind: e.kind,
+            from: e.from_address,
+            to: e.to_address,
+            subject: e.subject,
+            contact_id: e.contact_id,
+            template_id: e.template_id,
+            message_id: e.message_id,
+            provider_id: e.provider_id,
+            transport: e.transport,
+            error: e.error,
+            attempts: e.attempts,
+            created_at: Timestamp(e.created_at),
+            sent_at: e.sent_at.map(Timestamp),
+            opens: e.open_count,
+            clicks: e.click_count,
+            campaign_id: e.campaign_id,
+            variant: e.campaign_variant,
+        }
+    }
+}
+
+/// An email: one message to one recipient.
+#[derive(Object)]
+#[oai(rename_all = "camelCase")]
+pub struct EmailBody {
+    #[oai(flatten)]
+    pub email: EmailSummaryBody,
     /// Everything that happened to it, oldest first.
     pub history: Vec<EmailHistoryBody>,
 }
@@ -117,25 +152,7 @@ impl EmailsApi {
             .await
             .map_err(|e| ApiError::from_store(e, "email"))?;
         Ok(Json(EmailBody {
-            id: e.id,
-            status: e.status,
-            kind: e.kind,
-            from: e.from_address,
-            to: e.to_address,
-            subject: e.subject,
-            contact_id: e.contact_id,
-            template_id: e.template_id,
-            message_id: e.message_id,
-            provider_id: e.provider_id,
-            transport: e.transport,
-            error: e.error,
-            attempts: e.attempts,
-            created_at: Timestamp(e.created_at),
-            sent_at: e.sent_at.map(Timestamp),
-            opens: e.open_count,
-            clicks: e.click_count,
-            campaign_id: e.campaign_id,
-            variant: e.campaign_variant,
+            email: e.into(),
             history: history
                 .into_iter()
                 .map(|h| EmailHistoryBody {

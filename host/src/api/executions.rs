@@ -17,7 +17,7 @@ use super::timestamp::Timestamp;
 use super::workflows::workflow_id;
 use crate::domain::email::EmailAddress;
 use crate::domain::ids::{ContactId, ExecutionId, ProjectId};
-use crate::domain::pagination::PageRequest;
+use crate::domain::pagination::{Page, PageRequest};
 use crate::domain::workflow::{MAX_CONFIG_BYTES, execution_status};
 use crate::engine::workflows::StartError;
 use crate::store::StoreError;
@@ -229,6 +229,17 @@ pub struct ExecutionPage {
     pub total: i64,
 }
 
+impl From<Page<ExecutionRecord>> for ExecutionPage {
+    fn from(page: Page<ExecutionRecord>) -> ExecutionPage {
+        ExecutionPage {
+            data: page.items.into_iter().map(Into::into).collect(),
+            cursor: page.next_cursor,
+            has_more: page.has_more,
+            total: page.total,
+        }
+    }
+}
+
 /// A manual start.
 #[derive(Object, Deserialize)]
 #[oai(rename_all = "camelCase")]
@@ -430,12 +441,7 @@ impl ExecutionsApi {
             .store()
             .list_executions(project, &workflow, &statuses, &page)
             .await?;
-        Ok(Json(ExecutionPage {
-            data: page.items.into_iter().map(Into::into).collect(),
-            cursor: page.next_cursor,
-            has_more: page.has_more,
-            total: page.total,
-        }))
+        Ok(Json(page.into()))
     }
 
     /// Get an execution

@@ -9,6 +9,7 @@ pub mod billing;
 pub mod campaigns;
 pub mod confirm;
 pub mod contact_fields;
+pub mod contact_history;
 pub mod contact_jobs;
 pub mod contacts;
 pub mod csrf;
@@ -31,6 +32,7 @@ pub mod oauth;
 pub mod pages;
 pub mod preferences;
 pub mod project_admin;
+pub mod segment_preview;
 pub mod segments;
 pub mod send;
 pub mod server;
@@ -139,6 +141,8 @@ pub type Apis = (
         confirm::ConfirmApi,
         view::ViewApi,
         template_preview::TemplatePreviewApi,
+        contact_history::ContactHistoryApi,
+        segment_preview::SegmentPreviewApi,
     ),
 );
 

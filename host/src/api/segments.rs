@@ -228,7 +228,7 @@ fn segment_id(id: &str) -> Result<SegmentId, ApiError> {
     SegmentId::parse(id).ok_or_else(|| ApiError::not_found("segment"))
 }
 
-fn field_errors(violations: Vec<Violation>) -> Vec<FieldError> {
+pub(super) fn field_errors(violations: Vec<Violation>) -> Vec<FieldError> {
     violations
         .into_iter()
         .map(|v| FieldError::new(v.field, v.code, v.message))

@@ -187,7 +187,8 @@ pub struct SuppressionsApi;
 impl SuppressionsApi {
     /// List suppressed addresses
     ///
-    /// The project's suppression list, cursor-paginated, newest first: the addresses no email
+    /// The project's suppression list, cursor-paginated, newest first, optionally only the
+    /// addresses containing `search`: the addresses no email
     /// of the project is sent to (`/v1/send`, campaigns, workflows and test sends alike; such an
     /// email is recorded `suppressed` with the reason and never handed to the transport).
     #[oai(
@@ -202,15 +203,18 @@ impl SuppressionsApi {
         /// Page size, 1 to 100.
         #[oai(validator(minimum(value = "1"), maximum(value = "100")))]
         limit: Query<Option<u32>>,
-        /// The `cursor` of the previous page.
+        /// The `cursor` of the previous page (of the same `search`).
         cursor: Query<Option<String>>,
+        /// Only addresses containing this text (case-insensitive); `total` then counts those.
+        search: Query<Option<String>>,
     ) -> Result<Json<SuppressionPage>, ApiError> {
         let page = PageRequest::new(limit.0, cursor.0.as_deref(), |key| {
             parse_list_key(key).is_some()
         })?;
+        let search = search.0.filter(|s| !s.trim().is_empty());
         let page = state
             .store()
-            .list_suppressions(auth.0.project_id(), &page)
+            .list_suppressions(auth.0.project_id(), &page, search.as_deref())
             .await?;
         Ok(Json(SuppressionPage {
             data: page

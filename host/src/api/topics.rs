@@ -399,10 +399,22 @@ pub async fn parse_choices(
     field: &str,
     settings: Option<&[TopicSetting]>,
 ) -> Result<Vec<crate::domain::topic::TopicChoice>, ApiError> {
+    if settings.is_none_or(|s| s.is_empty()) {
+        return Ok(Vec::new());
+    }
+    let topics = state.store().list_topics(project).await?;
+    choices_from(&topics, field, settings)
+}
+
+/// [`parse_choices`] against the project's topics read already.
+pub fn choices_from(
+    topics: &[Topic],
+    field: &str,
+    settings: Option<&[TopicSetting]>,
+) -> Result<Vec<crate::domain::topic::TopicChoice>, ApiError> {
     let Some(settings) = settings.filter(|s| !s.is_empty()) else {
         return Ok(Vec::new());
     };
-    let topics = state.store().list_topics(project).await?;
     let mut errors = Vec::new();
     let mut choices = Vec::with_capacity(settings.len());
     for (i, s) in settings.iter().enumerate() {

@@ -206,6 +206,31 @@ pub fn check_config(config: &Value) -> Result<(), Violation> {
     Ok(())
 }
 
+/// The largest distance from the origin, on either axis, of a step on the canvas.
+pub const MAX_POSITION: f64 = 1_000_000.0;
+
+/// Where a step is drawn on the dashboard's canvas. Only the dashboard reads it: executions
+/// do not.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct StepPosition {
+    pub x: f64,
+    pub y: f64,
+}
+
+/// A step's `position`: each coordinate within ±[`MAX_POSITION`].
+pub fn check_position(x: f64, y: f64) -> Result<StepPosition, Violation> {
+    for (axis, v) in [("x", x), ("y", y)] {
+        if !v.is_finite() || v.abs() > MAX_POSITION {
+            return Err(Violation::new(
+                format!("position.{axis}"),
+                "out_of_range",
+                format!("`position.{axis}` is {v}; use -{MAX_POSITION} to {MAX_POSITION}"),
+            ));
+        }
+    }
+    Ok(StepPosition { x, y })
+}
+
 /// The template a `SEND_EMAIL` step sends (`config.templateId`), when it names one.
 pub fn step_template_id(step_type: StepType, config: &Value) -> Option<&str> {
     (step_type == StepType::SendEmail)

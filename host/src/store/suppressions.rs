@@ -5,7 +5,7 @@
 //! API, by hard bounces and complaints and by the soft-bounce rule
 //! (`services::delivery_events`, written by `store::delivery_events`).
 
-use super::dialect::{placeholders, value_rows};
+use super::dialect::{like_escape, placeholders, value_rows};
 use super::{Store, StoreResult, on_db};
 use crate::domain::ids::ProjectId;
 use crate::domain::pagination::{Page, PageRequest};
@@ -76,35 +76,53 @@ pub(super) fn insert_sql(n: usize) -> String {
 }
 
 impl Store {
-    /// A page of `project`'s list, newest first (then by address, descending).
+    /// A page of `project`'s list, newest first (then by address, descending), of the
+    /// addresses containing `search` (case-insensitive) when given. The search walks the
+    /// project's entries in the `suppressions_by_time` index, which holds the address, until
+    /// the page is full: linear in the project's list, which bounces and complaints grow by one
+    /// entry each.
     #[tracing::instrument(level = "debug", skip(self))]
     pub async fn list_suppressions(
         &self,
         project: &ProjectId,
         page: &PageRequest,
+        search: Option<&str>,
     ) -> StoreResult<Page<Suppression>> {
         let after = page.after.as_deref().and_then(parse_list_key);
-        let mut sql = "SELECT email, reason, detail, email_id, created_at FROM suppressions \
-                       WHERE project_id = $1"
-            .to_string();
+        // Addresses are stored lower-case.
+        let pattern = search.map(|s| format!("%{}%", like_escape(&s.to_lowercase())));
+        let mut filter = String::from("project_id = $1");
+        if pattern.is_some() {
+            filter.push_str(" AND email LIKE $2 ESCAPE '\\'");
+        }
+        let next = if pattern.is_some() { 3 } else { 2 };
+        let mut sql = format!(
+            "SELECT email, reason, detail, email_id, created_at FROM suppressions WHERE {filter}"
+        );
         if after.is_some() {
-            sql.push_str(" AND (created_at < $2 OR (created_at = $2 AND email < $3))");
+            sql.push_str(&format!(
+                " AND (created_at < ${next} OR (created_at = ${next} AND email < ${}))",
+                next + 1
+            ));
         }
         sql.push_str(&format!(
             " ORDER BY created_at DESC, email DESC LIMIT {}",
             page.limit + 1
         ));
+        let count_sql = format!("SELECT COUNT(*) FROM suppressions WHERE {filter}");
         let (rows, total): (Vec<Suppression>, i64) = on_db!(self.db(), pool => {
             let mut q = sqlx::query_as(&sql).bind(project.as_str());
+            let mut c = sqlx::query_scalar(&count_sql).bind(project.as_str());
+            if let Some(pattern) = &pattern {
+                q = q.bind(pattern);
+                c = c.bind(pattern);
+            }
             if let Some((at, email)) = after {
                 q = q.bind(at).bind(email);
             }
             let rows = q.fetch_all(pool).await?;
             let total = if page.is_first() {
-                sqlx::query_scalar("SELECT COUNT(*) FROM suppressions WHERE project_id = $1")
-                    .bind(project.as_str())
-                    .fetch_one(pool)
-                    .await?
+                c.fetch_one(pool).await?
             } else {
                 0
             };

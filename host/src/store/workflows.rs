@@ -19,13 +19,14 @@ use crate::domain::ids::{ProjectId, StepId, TransitionId, WorkflowId};
 use crate::domain::pagination::{Page, PageRequest};
 use crate::domain::time::now_ms;
 use crate::domain::workflow::{
-    GraphStep, GraphTransition, MAX_STEPS, StepType, Violation, check_new_transition,
+    GraphStep, GraphTransition, MAX_STEPS, StepPosition, StepType, Violation, check_new_transition,
     execution_status, splice,
 };
 
 const WORKFLOW_COLUMNS: &str = "id, project_id, name, description, trigger_type, trigger_event, \
      enabled, allow_reentry, created_at, updated_at";
-const STEP_COLUMNS: &str = "id, workflow_id, type, name, config, created_at, updated_at";
+const STEP_COLUMNS: &str =
+    "id, workflow_id, type, name, config, position_x, position_y, created_at, updated_at";
 const TRANSITION_COLUMNS: &str = "id, workflow_id, from_step_id, to_step_id, branch, created_at";
 
 /// A stored workflow (without its graph).
@@ -58,6 +59,8 @@ pub struct Step {
     pub name: Option<String>,
     /// The step plugin's configuration (a JSON object).
     pub config: Value,
+    /// Where the dashboard draws it.
+    pub position: Option<StepPosition>,
     /// Created, unix ms.
     pub created_at: i64,
     /// Last changed, unix ms.
@@ -156,13 +159,15 @@ pub struct NewStep {
     pub step_type: StepType,
     pub name: Option<String>,
     pub config: Value,
+    pub position: Option<StepPosition>,
 }
 
-/// A change of a step; `None` keeps a field, `Some(None)` clears the name.
+/// A change of a step; `None` keeps a field, `Some(None)` clears the name or the position.
 #[derive(Clone, Debug, Default)]
 pub struct StepPatch {
     pub name: Option<Option<String>>,
     pub config: Option<Value>,
+    pub position: Option<Option<StepPosition>>,
 }
 
 /// Why a change of a workflow was refused.
@@ -237,6 +242,8 @@ struct StepRow {
     step_type: String,
     name: Option<String>,
     config: Json<Value>,
+    position_x: Option<f64>,
+    position_y: Option<f64>,
     created_at: i64,
     updated_at: i64,
 }
@@ -253,6 +260,10 @@ impl TryFrom<StepRow> for Step {
             step_type,
             name: r.name,
             config: r.config.0,
+            position: match (r.position_x, r.position_y) {
+                (Some(x), Some(y)) => Some(StepPosition { x, y }),
+                _ => None,
+            },
             created_at: r.created_at,
             updated_at: r.updated_at,
         })
@@ -548,8 +559,8 @@ impl Store {
         let id = StepId::generate();
         let insert = format!(
             "INSERT INTO workflow_steps (id, workflow_id, project_id, type, name, config, \
-             created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $7) \
-             RETURNING {STEP_COLUMNS}"
+             position_x, position_y, created_at, updated_at) \
+             VALUES ($1, $2, $3, $4, $5, $6, $8, $9, $7, $7) RETURNING {STEP_COLUMNS}"
         );
         let now = now_ms();
         let row: StepRow = on_db_write!(self.db(), pool => {
@@ -575,6 +586,8 @@ impl Store {
                 .bind(new.name.as_deref())
                 .bind(Json(&new.config))
                 .bind(now)
+                .bind(new.position.map(|p| p.x))
+                .bind(new.position.map(|p| p.y))
                 .fetch_one(&mut *tx)
                 .await?;
             sqlx::query(TOUCH).bind(workflow.as_str()).bind(now).execute(&mut *tx).await?;
@@ -607,7 +620,7 @@ impl Store {
         row.ok_or(StoreError::NotFound)?.try_into()
     }
 
-    /// Changes a step's name or config. A config change of an enabled workflow needs
+    /// Changes a step's name, config or position. A config change of an enabled workflow needs
     /// `checked_enabled`: the caller ran the enable-time checks on the new config. When it did
     /// not and the workflow is (or meanwhile became) enabled: [`WorkflowError::Changed`].
     #[tracing::instrument(level = "debug", skip(self, patch))]
@@ -622,7 +635,9 @@ impl Store {
         let sql = Sql::new(self);
         let update = format!(
             "UPDATE workflow_steps SET name = CASE WHEN $4 THEN $5 ELSE name END, \
-             config = CASE WHEN $6 THEN $7 ELSE config END, updated_at = $8 \
+             config = CASE WHEN $6 THEN $7 ELSE config END, updated_at = $8, \
+             position_x = CASE WHEN $9 THEN $10 ELSE position_x END, \
+             position_y = CASE WHEN $9 THEN $11 ELSE position_y END \
              WHERE project_id = $1 AND workflow_id = $2 AND id = $3 RETURNING {STEP_COLUMNS}"
         );
         let now = now_ms();
@@ -638,6 +653,9 @@ impl Store {
                 .bind(patch.config.is_some())
                 .bind(patch.config.as_ref().map(Json))
                 .bind(now)
+                .bind(patch.position.is_some())
+                .bind(patch.position.flatten().map(|p| p.x))
+                .bind(patch.position.flatten().map(|p| p.y))
                 .fetch_optional(&mut *tx)
                 .await?;
             let Some(row) = row else {

@@ -49,6 +49,7 @@ async fn the_dashboard_is_served_with_its_cache_headers_and_policy() {
         "script-src 'self';",
         "frame-ancestors 'none'",
         "object-src 'none'",
+        "connect-src 'self'",
     ] {
         assert!(policy.contains(directive), "{directive} missing: {policy}");
     }

@@ -10,6 +10,7 @@ pub mod campaigns;
 mod cli;
 mod contacts;
 mod dashboard;
+mod dashboard_reads;
 mod document;
 pub mod domains;
 pub mod double_opt_in;

@@ -15,18 +15,6 @@ async fn create(app: &TestApp, p: &TestProject, body: Value) -> String {
     r.body["id"].as_str().unwrap().to_string()
 }
 
-async fn contact(app: &TestApp, p: &TestProject, email: &str, data: Value) -> String {
-    let r = app
-        .post(
-            "/contacts",
-            &p.secret_key,
-            json!({ "email": email, "data": data }),
-        )
-        .await;
-    assert!(r.status.is_success(), "{}", r.body);
-    r.body["id"].as_str().unwrap().to_string()
-}
-
 async fn preview(app: &TestApp, p: &TestProject, template: &str, body: Value) -> Reply {
     app.post(
         &format!("/templates/{template}/preview"),
@@ -62,20 +50,20 @@ async fn a_contact_gets_its_data_its_links_and_the_variant_of_its_locale() {
     let app = TestApp::spawn().await;
     let p = app.project().await;
     let tpl = create(&app, &p, localized("TRANSACTIONAL")).await;
-    let ada = contact(
-        &app,
-        &p,
-        "ada@example.com",
-        json!({ "firstName": "Ada", "plan": "pro" }),
-    )
-    .await;
-    let marie = contact(
-        &app,
-        &p,
-        "marie@example.com",
-        json!({ "firstName": "Marie", "locale": "fr-CA" }),
-    )
-    .await;
+    let ada = p
+        .contact(
+            &app,
+            "ada@example.com",
+            json!({ "firstName": "Ada", "plan": "pro" }),
+        )
+        .await;
+    let marie = p
+        .contact(
+            &app,
+            "marie@example.com",
+            json!({ "firstName": "Marie", "locale": "fr-CA" }),
+        )
+        .await;
     let before = app
         .get(&format!("/contacts/{ada}"), &p.secret_key)
         .await
@@ -163,13 +151,13 @@ async fn an_unsaved_draft_is_previewed_and_checked_as_on_save() {
     let app = TestApp::spawn().await;
     let p = app.project().await;
     let tpl = create(&app, &p, localized("TRANSACTIONAL")).await;
-    let ada = contact(
-        &app,
-        &p,
-        "ada@example.com",
-        json!({ "firstName": "Ada", "locale": "pt-BR" }),
-    )
-    .await;
+    let ada = p
+        .contact(
+            &app,
+            "ada@example.com",
+            json!({ "firstName": "Ada", "locale": "pt-BR" }),
+        )
+        .await;
 
     let draft = json!({
         "contactId": ada,
@@ -275,7 +263,9 @@ async fn an_address_that_is_no_contact_is_previewed_as_a_send_would_create_it() 
     let p = app.project().await;
     let marketing = create(&app, &p, localized("MARKETING")).await;
     let transactional = create(&app, &p, localized("TRANSACTIONAL")).await;
-    let ada = contact(&app, &p, "ada@example.com", json!({ "firstName": "Ada" })).await;
+    let ada = p
+        .contact(&app, "ada@example.com", json!({ "firstName": "Ada" }))
+        .await;
     let total = contacts_total(&app, &p).await;
 
     let r = preview(
@@ -334,14 +324,10 @@ async fn another_projects_template_or_contact_is_not_found() {
     let (p, other) = (app.project().await, app.project().await);
     let tpl = create(&app, &p, localized("TRANSACTIONAL")).await;
     let theirs_tpl = create(&app, &other, localized("TRANSACTIONAL")).await;
-    let theirs = contact(
-        &app,
-        &other,
-        "eve@example.com",
-        json!({ "firstName": "Eve" }),
-    )
-    .await;
-    let mine = contact(&app, &p, "ada@example.com", json!({})).await;
+    let theirs = other
+        .contact(&app, "eve@example.com", json!({ "firstName": "Eve" }))
+        .await;
+    let mine = p.contact(&app, "ada@example.com", json!({})).await;
 
     let r = preview(&app, &p, &tpl, json!({ "contactId": theirs })).await;
     assert_eq!(r.status, 404, "{}", r.body);

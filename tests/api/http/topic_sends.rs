@@ -350,22 +350,29 @@ async fn send_to_ann_and_bob(
     mails
 }
 
+/// A transactional template from `news@acme.test` about `topic` (null: none), with an
+/// unsubscribe link; answers its id.
+async fn welcome(app: &TestApp, p: &TestProject, topic: Value) -> String {
+    let r = app
+        .post(
+            "/templates",
+            &p.secret_key,
+            json!({ "name": "Welcome", "subject": "Welcome", "type": "TRANSACTIONAL",
+                    "body": "<p>Hi</p><a href=\"{{unsubscribeUrl}}\">Leave</a>",
+                    "from": "news@acme.test", "topicId": topic }),
+        )
+        .await;
+    assert_eq!(r.status, 201, "{}", r.body);
+    r.body["id"].as_str().unwrap().to_string()
+}
+
 #[tokio::test]
 async fn a_workflow_send_of_a_topics_template_reaches_only_the_topics_subscribers() {
     let sink = SmtpServer::start().await;
     let app = TestApp::spawn_with(|s| through(s, sink.addr.port())).await;
     let p = app.project().await;
     let news = topic(&app, &p, "News", "OPT_IN").await;
-    let r = app
-        .post(
-            "/templates",
-            &p.secret_key,
-            json!({ "name": "Welcome", "subject": "Welcome", "type": "TRANSACTIONAL",
-                    "body": "<p>Hi</p>", "from": "news@acme.test", "topicId": news }),
-        )
-        .await;
-    assert_eq!(r.status, 201, "{}", r.body);
-    let tpl = r.body["id"].as_str().unwrap().to_string();
+    let tpl = welcome(&app, &p, json!(news)).await;
     let mails = send_to_ann_and_bob(&app, &p, &sink, &news, json!({ "templateId": tpl })).await;
     assert!(list_unsubscribe(&mails[0].1).contains("/unsubscribe/"));
 }
@@ -377,17 +384,7 @@ async fn a_workflow_step_names_its_own_topic_in_place_of_its_templates() {
     let p = app.project().await;
     let news = topic(&app, &p, "News", "OPT_IN").await;
     // A template about no topic: the step's topic makes its mail about News.
-    let r = app
-        .post(
-            "/templates",
-            &p.secret_key,
-            json!({ "name": "Welcome", "subject": "Welcome", "type": "TRANSACTIONAL",
-                    "body": "<p>Hi</p><a href=\"{{unsubscribeUrl}}\">Leave</a>",
-                    "from": "news@acme.test" }),
-        )
-        .await;
-    assert_eq!(r.status, 201, "{}", r.body);
-    let tpl = r.body["id"].as_str().unwrap().to_string();
+    let tpl = welcome(&app, &p, Value::Null).await;
 
     // Refused: a `topicId` that is no topic id (the step's validation), and, when enabling, a
     // topic the project does not have.

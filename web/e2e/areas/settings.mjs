@@ -21,7 +21,7 @@ export default async function settings(t) {
   await page.getByRole("heading", { name: "Project settings" }).waitFor();
   await page.getByRole("heading", { name: "Sending health" }).waitFor();
   await page.getByText("Sending is on.").waitFor();
-  await page.getByRole("row", { name: /Bounced/ }).waitFor();
+  await page.getByRole("row", { name: /Hard bounces/ }).waitFor();
   await accessible(page, "settings");
 
   // Renamed: the switcher says the new name.

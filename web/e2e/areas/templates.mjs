@@ -1,6 +1,7 @@
 // Templates: create one, write its body in the code editor with variable completion, see it
 // rendered by the server for a contact, add a French version and see it for a contact in
-// fr-CA, a syntax error shown on its field, save, test send, duplicate and delete.
+// fr-CA, a syntax error shown on its field, save, test send, duplicate and delete; an email's
+// inline styles kept in the preview.
 import { accessible, check, fitsWidth } from "../lib.mjs";
 
 export default async function templates({ page, run, call }) {
@@ -36,6 +37,11 @@ export default async function templates({ page, run, call }) {
   // CodeMirror ignores keys for its first 75 ms on a new completion list (interactionDelay).
   await page.waitForTimeout(150);
   await page.keyboard.press("Enter");
+  // The completion is applied before typing on (a busy machine may take a moment).
+  await page.waitForFunction(
+    (el) => el.textContent === "Dear {{firstName}}",
+    await body.elementHandle(),
+  );
   await page.keyboard.type(", your plan is {{plan}}.");
   check((await body.textContent()) === "Dear {{firstName}}, your plan is {{plan}}.", `body is ${await body.textContent()}`);
 
@@ -104,4 +110,20 @@ export default async function templates({ page, run, call }) {
   await page.getByRole("button", { name: "Yes, delete it" }).click();
   await page.getByText(`“Greeting ${run} (copy)” was deleted.`).waitFor();
   await page.getByText(templates(1)).waitFor();
+
+  // The preview shows an email as a mail client would, with its inline styles.
+  const styled = await call("POST", "/templates", {
+    name: `Styled ${run}`,
+    type: "TRANSACTIONAL",
+    subject: "Styled",
+    body: '<p style="color: rgb(200, 0, 0)">In red</p>',
+  });
+  await page.goto(`${page.url().replace(/\/$/, "")}/${styled.id}`);
+  await page.getByRole("heading", { name: `Styled ${run}` }).waitFor();
+  await page.getByLabel("Preview for (contact's email)").fill(ada);
+  const red = page.getByTitle("Email preview").contentFrame().getByText("In red");
+  await red.waitFor();
+  const color = await red.evaluate((e) => getComputedStyle(e).color);
+  check(color === "rgb(200, 0, 0)", `the preview lost the email's inline style: ${color}`);
+  await call("DELETE", `/templates/${styled.id}`);
 }

@@ -20,8 +20,15 @@ describe("errorMessage", () => {
     );
   });
 
+  it("says /v1/send's message and its fields", () => {
+    const body = { code: 422, error: "VALIDATION_ERROR", message: "the send request has 1 problem(s)", time: 0, requestId: "r",
+      errors: [{ field: "from", code: "required", message: "`from` is required" }] };
+    expect(errorMessage(body)).toBe("the send request has 1 problem(s) (from: `from` is required)");
+  });
+
   it("falls back to plain words without an error body", () => {
     expect(errorMessage(undefined)).toBe("Something went wrong; try again.");
     expect(errorMessage("Bad Gateway")).toBe("Something went wrong; try again.");
+    expect(errorMessage(null)).toBe("Something went wrong; try again.");
   });
 });

@@ -26,11 +26,20 @@ const projectHeader: Middleware = {
 export const api = createClient<paths>({ baseUrl: "", credentials: "include" });
 api.use(projectHeader);
 
-/** The message of an API error body, with the field errors, in plain words. */
+/**
+ * The message of an API error body, with the field errors, in plain words. It reads both
+ * shapes: the usual one (`{ success, error: { message, errors, suggestion }, timestamp }`) and
+ * the one of `/v1/send` and `/v1/verify` (`{ code, error, message, errors }`, `PublicErrorBody`).
+ */
 export function errorMessage(error: unknown): string {
-  const body = error as Partial<Schemas["ErrorBody"]> | undefined;
-  const detail = body?.error;
-  if (!detail) return "Something went wrong; try again.";
+  const body = (typeof error === "object" ? error : undefined) as
+    | Partial<Schemas["ErrorBody"]>
+    | Partial<Schemas["PublicErrorBody"]>
+    | null
+    | undefined;
+  const detail: { message?: string; errors?: Schemas["FieldError"][]; suggestion?: string } | undefined =
+    body && typeof body.error === "object" ? body.error : body && "message" in body ? body : undefined;
+  if (!detail?.message) return "Something went wrong; try again.";
   const fields = (detail.errors ?? [])
     .map((f) => `${f.field}: ${f.message}`)
     .join("; ");

@@ -1,4 +1,6 @@
-import { useEffect, useId, useRef, useState } from "react";
+import { useEffect, useId, useRef, useState, type ReactNode } from "react";
+
+// Two ways to ask before acting: in place (Confirm) or in a modal dialog (ConfirmDialog).
 
 interface ConfirmProps {
   /** The button that asks, e.g. "Delete contact". */
@@ -64,5 +66,72 @@ export function Confirm({ label, question, confirmLabel, onConfirm, disabled }: 
         Cancel
       </button>
     </div>
+  );
+}
+
+/**
+ * A modal question (the browser's own <dialog>: the focus stays inside and Escape cancels),
+ * shown while `open` (by default, while mounted), before something that cannot be undone or
+ * that starts at once. `confirmDisabled` keeps the confirming button off, e.g. until the user has
+ * typed what the dialog asks for; `danger` makes it red.
+ */
+export function ConfirmDialog({
+  open = true,
+  title,
+  children,
+  confirmLabel,
+  cancelLabel = "Cancel",
+  confirmDisabled,
+  danger,
+  onConfirm,
+  onCancel,
+}: {
+  open?: boolean;
+  title: string;
+  children: ReactNode;
+  confirmLabel: string;
+  cancelLabel?: string;
+  confirmDisabled?: boolean;
+  danger?: boolean;
+  onConfirm: () => void;
+  onCancel: () => void;
+}) {
+  const ref = useRef<HTMLDialogElement>(null);
+  const id = useId();
+  useEffect(() => {
+    const dialog = ref.current;
+    if (!dialog) return;
+    if (open && !dialog.open) dialog.showModal();
+    if (!open && dialog.open) dialog.close();
+  }, [open]);
+  useEffect(() => {
+    const dialog = ref.current;
+    return () => dialog?.close();
+  }, []);
+  return (
+    <dialog
+      ref={ref}
+      aria-labelledby={`${id}-title`}
+      aria-describedby={`${id}-text`}
+      className="confirm"
+      onCancel={(e) => {
+        e.preventDefault();
+        onCancel();
+      }}
+      onClose={() => {
+        if (open) onCancel();
+      }}
+    >
+      <h2 id={`${id}-title`}>{title}</h2>
+      <div id={`${id}-text`}>{children}</div>
+      <div className="actions">
+        <button type="button" className={danger ? "danger" : undefined} disabled={confirmDisabled} onClick={onConfirm}>
+          {confirmLabel}
+        </button>
+        <button type="button" className="secondary" onClick={onCancel}>
+          {cancelLabel}
+        </button>
+      </div>
+    </dialog>
   );
 }

@@ -8,7 +8,7 @@ type SetupState = Schemas["SetupStateBody"];
 /** The onboarding steps in the order a new project takes them, as setup-state reports them. */
 export const STEPS: { key: Exclude<keyof SetupState, "complete">; label: string; how: string }[] = [
   { key: "domainAdded", label: "Add a sending domain", how: "POST /domains with your domain's name." },
-  { key: "domainVerified", label: "Publish its DNS records and verify it", how: "Publish the records GET /domains/:id lists, then POST /domains/:id/verify." },
+  { key: "domainVerified", label: "Publish its DNS records and verify it", how: "Publish the records GET /domains/:id lists, then GET /domains/:id/verify." },
   { key: "contactAdded", label: "Add a contact", how: "POST /contacts, or import a CSV file." },
   { key: "templateCreated", label: "Create a template", how: "POST /templates." },
   { key: "emailSent", label: "Send a first email", how: "POST /v1/send with your secret key." },

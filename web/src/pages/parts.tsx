@@ -1,4 +1,4 @@
-import { useId, type InputHTMLAttributes } from "react";
+import { useId, type InputHTMLAttributes, type ReactNode } from "react";
 
 type FieldProps = InputHTMLAttributes<HTMLInputElement> & { label: string; hint?: string };
 
@@ -25,4 +25,49 @@ export function Alert({ message }: { message: string | null }) {
       {message}
     </p>
   ) : null;
+}
+
+/**
+ * A chart with its caption (a title, and a summary in words if any) and its text alternative:
+ * the drawing is hidden from screen readers, the table after it says the same; with `details`,
+ * the table is folded under that summary.
+ */
+export function ChartWithTable({
+  title,
+  summary,
+  chart,
+  table,
+  details,
+}: {
+  title: ReactNode;
+  summary?: string;
+  chart: ReactNode;
+  table: ReactNode;
+  details?: string;
+}) {
+  return (
+    <figure className="chart">
+      <figcaption>
+        {summary ? (
+          <>
+            <strong>{title}</strong>
+            <span className="hint"> {summary}</span>
+          </>
+        ) : (
+          title
+        )}
+      </figcaption>
+      <div className="chart-drawing" aria-hidden="true">
+        {chart}
+      </div>
+      {details ? (
+        <details>
+          <summary>{details}</summary>
+          {table}
+        </details>
+      ) : (
+        table
+      )}
+    </figure>
+  );
 }

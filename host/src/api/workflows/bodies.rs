@@ -7,7 +7,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use crate::api::timestamp::Timestamp;
-use crate::domain::workflow::StepType;
+use crate::domain::workflow::{StepPosition, StepType};
 use crate::store::workflows::{Step, Transition, Workflow, WorkflowGraph};
 
 /// What starts a workflow.
@@ -109,6 +109,22 @@ impl From<StepType> for StepKind {
     }
 }
 
+/// Where a step is drawn on the canvas: the dashboard's coordinates, not read by executions.
+#[derive(Object, Deserialize, Clone, Copy, Debug)]
+#[oai(rename_all = "camelCase")]
+pub struct PositionBody {
+    /// Across, -1,000,000 to 1,000,000.
+    pub x: f64,
+    /// Down, -1,000,000 to 1,000,000.
+    pub y: f64,
+}
+
+impl From<StepPosition> for PositionBody {
+    fn from(p: StepPosition) -> PositionBody {
+        PositionBody { x: p.x, y: p.y }
+    }
+}
+
 /// A step of a workflow.
 #[derive(Object)]
 #[oai(rename_all = "camelCase")]
@@ -125,6 +141,9 @@ pub struct StepBody {
     pub name: Option<String>,
     /// Its configuration, as its step plugin reads it.
     pub config: Value,
+    /// Where it is drawn on the canvas; null until placed.
+    #[oai(nullable)]
+    pub position: Option<PositionBody>,
     /// When it was created.
     pub created_at: Timestamp,
     /// When it last changed.
@@ -139,6 +158,7 @@ impl From<Step> for StepBody {
             step_type: s.step_type.into(),
             name: s.name,
             config: s.config,
+            position: s.position.map(Into::into),
             created_at: Timestamp::from_ms(s.created_at),
             updated_at: Timestamp::from_ms(s.updated_at),
         }

@@ -27,7 +27,7 @@ use super::state::AppState;
 use crate::domain::ids::{StepId, TransitionId, WorkflowId};
 use crate::domain::pagination::PageRequest;
 use crate::domain::workflow::{
-    CONTACT_FIELDS, check_config, check_description, check_name, check_step_type,
+    CONTACT_FIELDS, check_config, check_description, check_name, check_position, check_step_type,
     check_trigger_event, check_trigger_type, event_data_fields,
 };
 use crate::store::workflows::{NewStep, NewWorkflow, StepPatch, WorkflowError, WorkflowPatch};
@@ -375,6 +375,9 @@ impl WorkflowsApi {
             .config
             .unwrap_or_else(|| Value::Object(Default::default()));
         problems.check(check_config(&config));
+        let position = req
+            .position
+            .and_then(|p| problems.check(check_position(p.x, p.y)));
         problems.done()?;
         let Some(step_type) = step_type else {
             return Err(ApiError::internal("a checked field has no value"));
@@ -392,6 +395,7 @@ impl WorkflowsApi {
             step_type,
             name: name.flatten(),
             config,
+            position,
         };
         let step = state
             .store()
@@ -403,9 +407,10 @@ impl WorkflowsApi {
 
     /// Update a step
     ///
-    /// Changes its `name` (null removes it) or `config` (checked by its plugin). Allowed while
-    /// the workflow is enabled; the config is then also checked as enabling checks it, and
-    /// executions use it from their next run of the step.
+    /// Changes its `name` (null removes it), `config` (checked by its plugin) or `position` on
+    /// the canvas (null removes it). Allowed while the workflow is enabled; the config is then
+    /// also checked as enabling checks it, and executions use it from their next run of the
+    /// step.
     #[oai(
         path = "/workflows/:id/steps/:stepId",
         method = "patch",
@@ -436,6 +441,11 @@ impl WorkflowsApi {
         if let Some(c) = &config {
             problems.check(check_config(c));
         }
+        let position = match req.position {
+            MaybeUndefined::Undefined => None,
+            MaybeUndefined::Null => Some(None),
+            MaybeUndefined::Value(p) => problems.check(check_position(p.x, p.y)).map(Some),
+        };
         problems.done()?;
         let workflow = state
             .store()
@@ -459,7 +469,11 @@ impl WorkflowsApi {
             .await?;
             config_refused(problems)?;
         }
-        let patch = StepPatch { name, config };
+        let patch = StepPatch {
+            name,
+            config,
+            position,
+        };
         let updated = state
             .store()
             .update_step(project, &id, &step, &patch, workflow.enabled)

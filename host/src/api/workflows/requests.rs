@@ -7,6 +7,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::TriggerConfig;
+use super::bodies::PositionBody;
 
 /// `POST /workflows` body.
 #[derive(Object, Deserialize)]
@@ -76,6 +77,9 @@ pub struct CreateStep {
     /// step plugin.
     #[oai(nullable)]
     pub config: Option<Value>,
+    /// Where it is drawn on the canvas.
+    #[oai(nullable)]
+    pub position: Option<PositionBody>,
 }
 
 /// `PATCH /workflows/:id/steps/:stepId` body: only the fields sent change.
@@ -91,6 +95,11 @@ pub struct UpdateStep {
     /// as enabling checks it).
     #[serde(default)]
     pub config: MaybeUndefined<Value>,
+    /// Where it is drawn on the canvas, or null for nowhere. Allowed while the workflow is
+    /// enabled.
+    #[serde(default)]
+    #[oai(nullable)]
+    pub position: MaybeUndefined<PositionBody>,
 }
 
 /// `POST /workflows/:id/transitions` body.

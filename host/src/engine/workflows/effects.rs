@@ -397,17 +397,23 @@ impl WorkflowEngine {
 
     /// The topic a `SEND_EMAIL` step names; one deleted since fails the step.
     async fn step_topic(&self, project: &ProjectId, id: &str) -> Result<Topic, EffectError> {
-        let gone = || {
-            EffectError::Fail(format!(
-                "the step's topic {id} does not exist in this project"
-            ))
-        };
+        let gone = || format!("the step's topic {id} does not exist in this project");
         let Some(topic) = TopicId::parse(id) else {
-            return Err(gone());
+            return Err(EffectError::Fail(gone()));
         };
-        match self.store.topic(project, &topic).await {
+        self.topic_or_fail(project, &topic, gone).await
+    }
+
+    /// A topic of the project; one that no longer exists fails the step with `gone()`.
+    async fn topic_or_fail(
+        &self,
+        project: &ProjectId,
+        id: &TopicId,
+        gone: impl FnOnce() -> String,
+    ) -> Result<Topic, EffectError> {
+        match self.store.topic(project, id).await {
             Ok(t) => Ok(t),
-            Err(StoreError::NotFound) => Err(gone()),
+            Err(StoreError::NotFound) => Err(EffectError::Fail(gone())),
             Err(e) => Err(e.into()),
         }
     }
@@ -455,15 +461,12 @@ impl WorkflowEngine {
                 EffectError::Fail(format!("template {template_id}, `{tag}`: {}", e.describe()))
             })?;
         let topic = match &template.topic {
-            Some(id) => match self.store.topic(project, id).await {
-                Ok(t) => Some(t),
-                Err(StoreError::NotFound) => {
-                    return Err(EffectError::Fail(format!(
-                        "template {template_id}: its topic {id} no longer exists"
-                    )));
-                }
-                Err(e) => return Err(e.into()),
-            },
+            Some(id) => Some(
+                self.topic_or_fail(project, id, || {
+                    format!("template {template_id}: its topic {id} no longer exists")
+                })
+                .await?,
+            ),
             None => None,
         };
         Ok(PreparedTemplate {

@@ -19,6 +19,7 @@ use super::idempotency::IdempotentWrite;
 use super::{Store, StoreError, StoreResult};
 use super::{on_db, on_db_write};
 use crate::domain::ids::{ContactId, EmailId, ProjectId};
+use crate::domain::pagination::{Page, PageRequest};
 use crate::domain::time::now_ms;
 
 pub mod status;
@@ -75,6 +76,14 @@ pub struct EmailRecord {
     /// group's, or the winner for the rest of the audience).
     pub campaign_variant: Option<i32>,
 }
+
+/// The columns of an [`EmailRecord`], from `emails`.
+const EMAIL_COLUMNS: &str = "id, contact_id, template_id, kind, from_address, to_address, subject, \
+     status, message_id, provider_id, transport, error, attempts, created_at, sent_at, open_count, \
+     click_count, campaign_id, (SELECT COALESCE(r.variant, c.ab_winner) FROM campaign_recipients r \
+     JOIN campaigns c ON c.id = r.campaign_id AND c.ab_test IS NOT NULL \
+     WHERE r.campaign_id = emails.campaign_id AND r.contact_id = emails.contact_id \
+     AND r.email_id = emails.id) AS campaign_variant";
 
 /// One entry of an email's history.
 #[derive(Clone, Debug, FromRow)]
@@ -179,15 +188,9 @@ impl Store {
         id: &EmailId,
     ) -> StoreResult<(EmailRecord, Vec<HistoryEntry>)> {
         let (record, history) = on_db!(self.db(), pool => {
-            let record: Option<EmailRecord> = sqlx::query_as(
-                "SELECT id, contact_id, template_id, kind, from_address, to_address, subject, status, \
-                 message_id, provider_id, transport, error, attempts, created_at, sent_at, open_count, click_count, \
-                 campaign_id, (SELECT COALESCE(r.variant, c.ab_winner) FROM campaign_recipients r \
-                 JOIN campaigns c ON c.id = r.campaign_id AND c.ab_test IS NOT NULL \
-                 WHERE r.campaign_id = emails.campaign_id AND r.contact_id = emails.contact_id \
-                 AND r.email_id = emails.id) AS campaign_variant \
-                 FROM emails WHERE project_id = $1 AND id = $2",
-            )
+            let record: Option<EmailRecord> = sqlx::query_as(&format!(
+                "SELECT {EMAIL_COLUMNS} FROM emails WHERE project_id = $1 AND id = $2"
+            ))
             .bind(project.as_str())
             .bind(id.as_str())
             .fetch_optional(pool)
@@ -204,6 +207,44 @@ impl Store {
         let record = record.ok_or(StoreError::NotFound)?;
         let history = with_queued_entry(&record, history);
         Ok((record, history))
+    }
+
+    /// A page of the emails to a contact of the project, newest first, with their count on the
+    /// first page. One range of the `emails_contact` index: a page reads its rows only, the
+    /// count the contact's entries of the index.
+    #[tracing::instrument(level = "debug", skip(self))]
+    pub async fn contact_emails(
+        &self,
+        project: &ProjectId,
+        contact: &ContactId,
+        page: &PageRequest,
+    ) -> StoreResult<Page<EmailRecord>> {
+        let mut sql =
+            format!("SELECT {EMAIL_COLUMNS} FROM emails WHERE contact_id = $1 AND project_id = $2");
+        if page.after.is_some() {
+            sql.push_str(" AND id < $3");
+        }
+        sql.push_str(&format!(" ORDER BY id DESC LIMIT {}", page.limit + 1));
+        let (rows, total): (Vec<EmailRecord>, i64) = on_db!(self.db(), pool => {
+            let mut q = sqlx::query_as(&sql).bind(contact.as_str()).bind(project.as_str());
+            if let Some(after) = &page.after {
+                q = q.bind(after);
+            }
+            let rows = q.fetch_all(pool).await?;
+            let total = if page.is_first() {
+                sqlx::query_scalar(
+                    "SELECT COUNT(*) FROM emails WHERE contact_id = $1 AND project_id = $2",
+                )
+                .bind(contact.as_str())
+                .bind(project.as_str())
+                .fetch_one(pool)
+                .await?
+            } else {
+                0
+            };
+            (rows, total)
+        });
+        Ok(Page::from_rows(rows, page, total, |e| e.id.as_str()))
     }
 
     /// Which of `ids` name emails of `project` (an inbound message's `In-Reply-To` and

@@ -243,6 +243,45 @@ impl Store {
         Ok(Page::from_rows(rows, page, total, |e| e.id.as_str()))
     }
 
+    /// A page of a contact's executions of every workflow of the project, newest first, with
+    /// their count on the first page (the `workflow_executions_by_contact` index).
+    #[tracing::instrument(level = "debug", skip(self))]
+    pub async fn contact_executions(
+        &self,
+        project: &ProjectId,
+        contact: &ContactId,
+        page: &PageRequest,
+    ) -> StoreResult<Page<ExecutionRecord>> {
+        let mut sql = format!(
+            "SELECT {EXECUTION_COLUMNS} FROM workflow_executions \
+             WHERE project_id = $1 AND contact_id = $2"
+        );
+        if page.after.is_some() {
+            sql.push_str(" AND id < $3");
+        }
+        sql.push_str(&format!(" ORDER BY id DESC LIMIT {}", page.limit + 1));
+        let (rows, total): (Vec<ExecutionRecord>, i64) = on_db!(self.db(), pool => {
+            let mut q = sqlx::query_as(&sql).bind(project.as_str()).bind(contact.as_str());
+            if let Some(after) = &page.after {
+                q = q.bind(after);
+            }
+            let rows = q.fetch_all(pool).await?;
+            let total = if page.is_first() {
+                sqlx::query_scalar(
+                    "SELECT COUNT(*) FROM workflow_executions WHERE project_id = $1 AND contact_id = $2",
+                )
+                .bind(project.as_str())
+                .bind(contact.as_str())
+                .fetch_one(pool)
+                .await?
+            } else {
+                0
+            };
+            (rows, total)
+        });
+        Ok(Page::from_rows(rows, page, total, |e| e.id.as_str()))
+    }
+
     /// Every `PLUGIN` step of every workflow (for `herald plugins check`).
     #[tracing::instrument(level = "debug", skip(self))]
     pub async fn plugin_steps(&self) -> StoreResult<Vec<PluginStep>> {

@@ -289,6 +289,32 @@ impl Store {
         Ok((rows.into_iter().map(Into::into).collect(), total))
     }
 
+    /// The newest `size` contacts of the project that `condition` (a valid contacts filter)
+    /// selects now and how many it selects in all: what a dynamic segment with that condition
+    /// would list, counted as [`Store::segment_contacts`] counts one, with nothing stored.
+    #[tracing::instrument(level = "debug", skip(self, condition))]
+    pub async fn filter_preview(
+        &self,
+        project: &ProjectId,
+        condition: &serde_json::Value,
+        size: u32,
+    ) -> StoreResult<(Vec<Contact>, i64)> {
+        let now = now_ms();
+        let unsaved = Segment {
+            id: SegmentId::generate(),
+            project_id: project.clone(),
+            name: String::new(),
+            description: None,
+            segment_type: SegmentType::Dynamic,
+            condition: Some(condition.clone()),
+            track_membership: false,
+            member_count: 0,
+            created_at: now,
+            updated_at: now,
+        };
+        self.segment_contacts(&unsaved, 1, size, 0).await
+    }
+
     /// Adds contacts (of the project) to a static segment; answers how many were not members
     /// yet. Updates the cached count in the same transaction.
     #[tracing::instrument(level = "debug", skip(self, contacts))]

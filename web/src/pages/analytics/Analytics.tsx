@@ -2,8 +2,8 @@ import { useEffect, useState } from "react";
 import { Link, useSearchParams } from "react-router";
 import { api, errorMessage, type Schemas } from "../../api/client";
 import { useSession } from "../../session";
-import { Alert } from "../parts";
-import { Bars, Figure, SERIES, TimeseriesChart } from "./charts";
+import { Alert, ChartWithTable } from "../parts";
+import { Bars, SERIES, SeriesTable, TimeseriesChart } from "./charts";
 import { isPeriod, percent, PERIODS, rangeOf, type Period } from "./period";
 
 type Metric = Schemas["CampaignMetric"];
@@ -77,39 +77,20 @@ export function Analytics() {
 
       <h2>Emails over time</h2>
       {series && (
-        <Figure
+        <ChartWithTable
           title={`Emails, ${periodName}, per ${series.interval} (${series.timezone})`}
           summary={totals.map((t) => `${t.label}: ${t.total.toLocaleString()}`).join(", ") + "."}
           chart={<TimeseriesChart points={points} />}
+          details={`Emails per ${series.interval} as a table`}
           table={
-            <details>
-              <summary>Emails per {series.interval} as a table</summary>
-              <div className="scroll" tabIndex={0} role="region" aria-label="Emails over time table">
-                <table>
-                  <caption className="visually-hidden">Emails per {series.interval}</caption>
-                  <thead>
-                    <tr>
-                      <th scope="col">{series.interval === "hour" ? "Hour" : "Day"}</th>
-                      {SERIES.map((s) => (
-                        <th scope="col" key={s.key}>
-                          {s.label}
-                        </th>
-                      ))}
-                    </tr>
-                  </thead>
-                  <tbody>
-                    {points.map((p) => (
-                      <tr key={p.time}>
-                        <th scope="row">{p.label}</th>
-                        {SERIES.map((s) => (
-                          <td key={s.key}>{p[s.key].toLocaleString()}</td>
-                        ))}
-                      </tr>
-                    ))}
-                  </tbody>
-                </table>
-              </div>
-            </details>
+            <SeriesTable
+              region="Emails over time table"
+              caption={`Emails per ${series.interval}`}
+              hideCaption
+              interval={series.interval}
+              points={points}
+              series={SERIES}
+            />
           }
         />
       )}
@@ -127,7 +108,7 @@ export function Analytics() {
       </div>
       {campaigns && campaigns.data.length === 0 && <p>No campaign started sending in this period.</p>}
       {campaigns && campaigns.data.length > 0 && (
-        <Figure
+        <ChartWithTable
           title={`Campaigns by ${m.label.toLowerCase()}`}
           summary={`${campaigns.data.length} ${campaigns.data.length === 1 ? "campaign" : "campaigns"}, best first.`}
           chart={
@@ -172,7 +153,7 @@ export function Analytics() {
       <h2>Top events</h2>
       {events && events.data.length === 0 && <p>No events were tracked in this period.</p>}
       {events && events.data.length > 0 && (
-        <Figure
+        <ChartWithTable
           title="Most tracked events"
           summary={`${events.data.length} ${events.data.length === 1 ? "name" : "names"}, most tracked first.`}
           chart={<Bars data={events.data.map((e) => ({ name: e.name, value: e.count }))} label="Events" color="#8250df" />}

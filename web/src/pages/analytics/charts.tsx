@@ -1,12 +1,12 @@
-// The analytics charts (recharts). The drawing is hidden from screen readers; every chart is
-// followed by its figures as a table, its text alternative.
-import type { ReactNode } from "react";
+// The analytics charts (recharts), and a time series as a table. The drawing is hidden from
+// screen readers; every chart is followed by its figures as a table, its text alternative
+// (ChartWithTable in ../parts).
 import { Bar, BarChart, CartesianGrid, Legend, Line, LineChart, ResponsiveContainer, Tooltip, XAxis, YAxis } from "recharts";
 import type { Schemas } from "../../api/client";
 
 type Point = Schemas["TimeseriesPoint"];
 
-export const SERIES: { key: keyof Omit<Point, "time" | "label">; label: string; color: string }[] = [
+export const SERIES: Series[] = [
   { key: "sent", label: "Sent", color: "#0550ae" },
   { key: "delivered", label: "Delivered", color: "#1a7f37" },
   { key: "opened", label: "Opened", color: "#8250df" },
@@ -15,19 +15,53 @@ export const SERIES: { key: keyof Omit<Point, "time" | "label">; label: string; 
   { key: "complained", label: "Complaints", color: "#a40e26" },
 ];
 
-/** A chart with its title and its text alternative. */
-export function Figure({ title, summary, chart, table }: { title: string; summary: string; chart: ReactNode; table: ReactNode }) {
+export type Series = { key: keyof Omit<Point, "time" | "label">; label: string; color: string };
+
+/** A time series as a table, a row per point and a column per series: the text alternative of
+ * its chart, scrolling sideways in a named region. */
+export function SeriesTable({
+  region,
+  caption,
+  hideCaption,
+  interval,
+  points,
+  series,
+  label = (p) => p.label,
+}: {
+  region: string;
+  caption: string;
+  hideCaption?: boolean;
+  interval: string;
+  points: Point[];
+  series: readonly Series[];
+  label?: (p: Point) => string;
+}) {
   return (
-    <figure className="chart">
-      <figcaption>
-        <strong>{title}</strong>
-        <span className="hint"> {summary}</span>
-      </figcaption>
-      <div className="chart-drawing" aria-hidden="true">
-        {chart}
-      </div>
-      {table}
-    </figure>
+    <div className="scroll" tabIndex={0} role="region" aria-label={region}>
+      <table>
+        <caption className={hideCaption ? "visually-hidden" : undefined}>{caption}</caption>
+        <thead>
+          <tr>
+            <th scope="col">{interval === "hour" ? "Hour" : "Day"}</th>
+            {series.map((s) => (
+              <th scope="col" key={s.key}>
+                {s.label}
+              </th>
+            ))}
+          </tr>
+        </thead>
+        <tbody>
+          {points.map((p) => (
+            <tr key={p.time}>
+              <th scope="row">{label(p)}</th>
+              {series.map((s) => (
+                <td key={s.key}>{p[s.key].toLocaleString()}</td>
+              ))}
+            </tr>
+          ))}
+        </tbody>
+      </table>
+    </div>
   );
 }
 

@@ -5,7 +5,7 @@ import { useSession } from "../../session";
 import { Alert } from "../parts";
 import type { Preview } from "./Audience";
 import { Composer } from "./Composer";
-import { Confirm } from "./Confirm";
+import { ConfirmDialog } from "../Confirm";
 import { audienceKey, editable, emptyDraft, fromCampaign, statusLabel, toRequest, type Campaign as CampaignBody, type Draft } from "./draft";
 import { ScheduleAndSend, TestSend } from "./Schedule";
 
@@ -266,10 +266,10 @@ function Campaign({ id }: { id?: string }) {
         </Suspense>
       )}
       {ask === "cancel" && (
-        <Confirm
+        <ConfirmDialog
           title="Cancel this campaign?"
-          confirm="Cancel the campaign"
-          cancel="Keep it"
+          confirmLabel="Cancel the campaign"
+          cancelLabel="Keep it"
           onConfirm={() => void act("cancel")}
           onCancel={() => setAsk(null)}
         >
@@ -279,12 +279,12 @@ function Campaign({ id }: { id?: string }) {
               : "Emails not yet sent never will be; those already sent stay sent."}{" "}
             A cancelled campaign cannot be restarted (duplicate it to send it again).
           </p>
-        </Confirm>
+        </ConfirmDialog>
       )}
       {ask === "delete" && campaign && (
-        <Confirm title={`Delete “${campaign.name}”?`} confirm="Delete it" cancel="Keep it" onConfirm={() => void remove()} onCancel={() => setAsk(null)}>
+        <ConfirmDialog title={`Delete “${campaign.name}”?`} confirmLabel="Delete it" cancelLabel="Keep it" onConfirm={() => void remove()} onCancel={() => setAsk(null)}>
           <p>The campaign goes for good; the emails it sent stay in the activity feed.</p>
-        </Confirm>
+        </ConfirmDialog>
       )}
     </section>
   );

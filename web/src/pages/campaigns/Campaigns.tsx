@@ -2,6 +2,7 @@ import { useEffect, useState } from "react";
 import { Link, useSearchParams } from "react-router";
 import { api, errorMessage, type Schemas } from "../../api/client";
 import { useSession } from "../../session";
+import { Pager, useCursorPages } from "../paging";
 import { Alert } from "../parts";
 import { percent, statusLabel, type Campaign } from "./draft";
 
@@ -22,11 +23,11 @@ export function Campaigns() {
   const { project } = useSession();
   const [params, setParams] = useSearchParams();
   const status = (params.get("status") as Campaign["status"] | null) ?? undefined;
-  const cursor = params.get("cursor");
+  const pages = useCursorPages({ inUrl: true });
+  const cursor = pages.cursor;
   const [page, setPage] = useState<Schemas["CampaignPage"] | null>(null);
   const [total, setTotal] = useState<number | null>(null);
   const [stats, setStats] = useState<Map<string, Schemas["CampaignStats"]>>(new Map());
-  const [trail, setTrail] = useState<(string | null)[]>([]);
   const [error, setError] = useState<string | null>(null);
 
   useEffect(() => {
@@ -48,14 +49,6 @@ export function Campaigns() {
     };
   }, [project, status, cursor]);
 
-  function go(next: string | null, back: boolean) {
-    const q: Record<string, string> = {};
-    if (status) q.status = status;
-    if (next) q.cursor = next;
-    setTrail(back ? trail.slice(0, -1) : [...trail, cursor]);
-    setParams(q);
-  }
-
   return (
     <section>
       <div className="title-row">
@@ -70,7 +63,7 @@ export function Campaigns() {
           id="campaign-status"
           value={status ?? ""}
           onChange={(e) => {
-            setTrail([]);
+            pages.reset();
             setParams(e.target.value ? { status: e.target.value } : {});
           }}
         >
@@ -125,14 +118,7 @@ export function Campaigns() {
               </table>
             </div>
           )}
-          <nav aria-label="Pages of campaigns" className="pager">
-            <button type="button" disabled={trail.length === 0} onClick={() => go(trail[trail.length - 1] ?? null, true)}>
-              Previous page
-            </button>
-            <button type="button" disabled={!page.hasMore} onClick={() => go(page.cursor ?? null, false)}>
-              Next page
-            </button>
-          </nav>
+          <Pager label="Pages of campaigns" previous={pages.previous} next={pages.after(page)} />
         </>
       )}
     </section>

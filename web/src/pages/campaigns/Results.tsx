@@ -1,7 +1,8 @@
 import { useEffect, useState } from "react";
 import { CartesianGrid, Legend, Line, LineChart, ResponsiveContainer, Tooltip, XAxis, YAxis } from "recharts";
 import { api, errorMessage, type Schemas } from "../../api/client";
-import { Alert } from "../parts";
+import { SeriesTable } from "../analytics/charts";
+import { Alert, ChartWithTable } from "../parts";
 import { percent, type Campaign } from "./draft";
 import { chartRange } from "./time";
 
@@ -139,12 +140,9 @@ function Chart({ series }: { series: Schemas["Timeseries"] }) {
   const unit = series.interval === "hour" ? "hour" : "day";
   const rows = series.data.filter((p) => SERIES.some((s) => p[s.key] > 0));
   return (
-    <figure className="chart">
-      <figcaption>
-        Emails of the whole project per {unit} (UTC) since this campaign started: the API's time series counts every
-        email of the project, this campaign's and any other sent meanwhile.
-      </figcaption>
-      <div className="chart-box" aria-hidden="true">
+    <ChartWithTable
+      title={`Emails of the whole project per ${unit} (UTC) since this campaign started: the API's time series counts every email of the project, this campaign's and any other sent meanwhile.`}
+      chart={
         <ResponsiveContainer width="100%" height={260}>
           <LineChart data={series.data} accessibilityLayer={false}>
             <CartesianGrid strokeDasharray="3 3" />
@@ -157,39 +155,22 @@ function Chart({ series }: { series: Schemas["Timeseries"] }) {
             ))}
           </LineChart>
         </ResponsiveContainer>
-      </div>
-      <details>
-        <summary>The chart as a table</summary>
-        {rows.length === 0 ? (
+      }
+      details="The chart as a table"
+      table={
+        rows.length === 0 ? (
           <p>No email reached any of these steps in this range yet.</p>
         ) : (
-          <div className="table-scroll" tabIndex={0} role="region" aria-label="Results over time table">
-            <table>
-              <caption>Emails per {unit} (UTC), the {unit}s with any</caption>
-              <thead>
-                <tr>
-                  <th scope="col">{unit === "hour" ? "Hour" : "Day"}</th>
-                  {SERIES.map((s) => (
-                    <th key={s.key} scope="col">
-                      {s.label}
-                    </th>
-                  ))}
-                </tr>
-              </thead>
-              <tbody>
-                {rows.map((p) => (
-                  <tr key={p.time}>
-                    <th scope="row">{p.label.replace("T", " ")}</th>
-                    {SERIES.map((s) => (
-                      <td key={s.key}>{p[s.key].toLocaleString()}</td>
-                    ))}
-                  </tr>
-                ))}
-              </tbody>
-            </table>
-          </div>
-        )}
-      </details>
-    </figure>
+          <SeriesTable
+            region="Results over time table"
+            caption={`Emails per ${unit} (UTC), the ${unit}s with any`}
+            interval={unit}
+            points={rows}
+            series={SERIES}
+            label={(p) => p.label.replace("T", " ")}
+          />
+        )
+      }
+    />
   );
 }

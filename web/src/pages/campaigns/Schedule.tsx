@@ -1,7 +1,7 @@
 import { useMemo, useState, type FormEvent } from "react";
 import { api, errorMessage } from "../../api/client";
 import { Alert, Field } from "../parts";
-import { Confirm } from "./Confirm";
+import { ConfirmDialog } from "../Confirm";
 import type { Campaign } from "./draft";
 import { browserTimeZone, formatIn, timeZones, utcToZoned, wallAsUtc, zonedToUtc } from "./time";
 
@@ -146,10 +146,10 @@ export function ScheduleAndSend({ campaign, save, onChanged }: SendingProps) {
       </form>
       <Alert message={error} />
       {confirm !== null && (
-        <Confirm
+        <ConfirmDialog
           title={`Send “${campaign.name}” now?`}
-          confirm={confirm === 0 ? "Send it anyway" : `Send to ${confirm.toLocaleString()} ${confirm === 1 ? "contact" : "contacts"}`}
-          cancel="Not now"
+          confirmLabel={confirm === 0 ? "Send it anyway" : `Send to ${confirm.toLocaleString()} ${confirm === 1 ? "contact" : "contacts"}`}
+          cancelLabel="Not now"
           onConfirm={() => void sendNow()}
           onCancel={() => setConfirm(null)}
         >
@@ -157,7 +157,7 @@ export function ScheduleAndSend({ campaign, save, onChanged }: SendingProps) {
             {confirm.toLocaleString()} {confirm === 1 ? "contact" : "contacts"} will receive it. Sending starts at once; you
             can pause or cancel it while it runs, but what is sent stays sent.
           </p>
-        </Confirm>
+        </ConfirmDialog>
       )}
     </section>
   );

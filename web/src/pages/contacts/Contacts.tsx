@@ -2,6 +2,7 @@ import { useEffect, useState, type FormEvent } from "react";
 import { Link, useLocation, useSearchParams } from "react-router";
 import { api, errorMessage, type Schemas } from "../../api/client";
 import { useSession } from "../../session";
+import { Pager, useCursorPages } from "../paging";
 import { Alert } from "../parts";
 import { BulkActions } from "./Bulk";
 import { ImportContacts } from "./Import";
@@ -17,13 +18,12 @@ export function Contacts() {
   const location = useLocation();
   const [params, setParams] = useSearchParams();
   const search = params.get("search") ?? "";
-  const cursor = params.get("cursor");
   const [page, setPage] = useState<Schemas["ContactPage"] | null>(null);
   const [total, setTotal] = useState<number | null>(null);
   const [error, setError] = useState<string | null>(null);
-  // The cursors of the pages before this one, for "Previous page".
-  const [trail, setTrail] = useState<(string | null)[]>([]);
   const [selected, setSelected] = useState<string[]>([]);
+  const pages = useCursorPages({ inUrl: true, onMove: () => setSelected([]) });
+  const cursor = pages.cursor;
   const [panel, setPanel] = useState<Panel>(null);
   const [version, setVersion] = useState(0);
   const said = (location.state as { said?: string } | null)?.said ?? "";
@@ -55,18 +55,9 @@ export function Contacts() {
   function find(e: FormEvent<HTMLFormElement>) {
     e.preventDefault();
     const value = String(new FormData(e.currentTarget).get("search")).trim();
-    setTrail([]);
+    pages.reset();
     setSelected([]);
     setParams(value ? { search: value } : {});
-  }
-
-  function go(next: string | null, back: boolean) {
-    const q: Record<string, string> = {};
-    if (search) q.search = search;
-    if (next) q.cursor = next;
-    setTrail(back ? trail.slice(0, -1) : [...trail, cursor]);
-    setSelected([]);
-    setParams(q);
   }
 
   const shown = page?.data ?? [];
@@ -148,14 +139,7 @@ export function Contacts() {
               </div>
             </>
           )}
-          <nav aria-label="Pages of contacts" className="pager">
-            <button type="button" disabled={trail.length === 0} onClick={() => go(trail[trail.length - 1] ?? null, true)}>
-              Previous page
-            </button>
-            <button type="button" disabled={!page.hasMore} onClick={() => go(page.cursor ?? null, false)}>
-              Next page
-            </button>
-          </nav>
+          <Pager label="Pages of contacts" previous={pages.previous} next={pages.after(page)} />
         </>
       )}
     </section>

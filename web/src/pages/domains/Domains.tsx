@@ -89,7 +89,7 @@ export function Domains() {
           Add domain
         </button>
       </form>
-      <SendingHealth />
+      {project && <SendingHealth projectId={project.id} />}
     </section>
   );
 }

@@ -1,19 +1,19 @@
-import { useEffect, useState } from "react";
+import { useEffect, useId, useState } from "react";
 import { api, errorMessage, type Schemas } from "../../api/client";
-import { useSession } from "../../session";
 import { Alert } from "../parts";
 import { percent } from "./words";
 
-/** Bounce and complaint rates against the thresholds that suspend sending, and the suspensions. */
-export function SendingHealth() {
-  const { project } = useSession();
+/** A project's sending health (`GET /users/@me/projects/{id}/security`): bounce and complaint
+ * rates against the thresholds that suspend sending, and the suspensions. Shown on the domains
+ * and the settings pages. */
+export function SendingHealth({ projectId }: { projectId: string }) {
+  const titleId = useId();
   const [health, setHealth] = useState<Schemas["SecurityBody"] | null>(null);
   const [error, setError] = useState<string | null>(null);
 
   useEffect(() => {
-    if (!project) return;
     let live = true;
-    void api.GET("/users/@me/projects/{id}/security", { params: { path: { id: project.id } } }).then(({ data, error }) => {
+    void api.GET("/users/@me/projects/{id}/security", { params: { path: { id: projectId } } }).then(({ data, error }) => {
       if (!live) return;
       setHealth(data ?? null);
       setError(error ? errorMessage(error) : null);
@@ -21,11 +21,11 @@ export function SendingHealth() {
     return () => {
       live = false;
     };
-  }, [project]);
+  }, [projectId]);
 
   return (
-    <section aria-labelledby="health-title">
-      <h2 id="health-title">Sending health</h2>
+    <section aria-labelledby={titleId}>
+      <h2 id={titleId}>Sending health</h2>
       <Alert message={error} />
       {health && (
         <>

@@ -4,8 +4,9 @@ import { useCallback, useEffect, useState, type FormEvent } from "react";
 import { useNavigate } from "react-router";
 import { api, errorMessage, type Schemas } from "../../api/client";
 import { useSession } from "../../session";
+import { ConfirmDialog } from "../Confirm";
 import { Alert } from "../parts";
-import { ConfirmDialog, SelectField, TextField } from "../settings/controls";
+import { SelectField, TextField } from "../settings/controls";
 import { placeErrors } from "../settings/fieldErrors";
 
 type Member = Schemas["MemberBody"];
@@ -211,11 +212,12 @@ export function Members() {
         </>
       )}
       <ConfirmDialog
+        danger
         open={removing !== null}
         title={removing?.userId === me?.id ? "Leave the project?" : `Remove ${removing?.email ?? ""}?`}
         confirmLabel={removing?.userId === me?.id ? "Leave the project" : "Remove from the project"}
         onConfirm={() => void remove()}
-        onClose={() => setRemoving(null)}
+        onCancel={() => setRemoving(null)}
       >
         <p>
           {removing?.userId === me?.id

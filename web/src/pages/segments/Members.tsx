@@ -1,6 +1,7 @@
 import { useEffect, useId, useState, type FormEvent } from "react";
 import { Link } from "react-router";
 import { api, errorMessage, type Schemas } from "../../api/client";
+import { Pager } from "../paging";
 import { Alert } from "../parts";
 import { addresses } from "./addresses";
 
@@ -135,14 +136,11 @@ export function Members({ segment, version, onChange }: { segment: Schemas["Segm
               </table>
             </div>
           )}
-          <nav aria-label="Pages of members" className="pager">
-            <button type="button" disabled={page <= 1} onClick={() => setPage(page - 1)}>
-              Previous page
-            </button>
-            <button type="button" disabled={page >= members.totalPages} onClick={() => setPage(page + 1)}>
-              Next page
-            </button>
-          </nav>
+          <Pager
+            label="Pages of members"
+            previous={page > 1 ? () => setPage(page - 1) : null}
+            next={page < members.totalPages ? () => setPage(page + 1) : null}
+          />
         </>
       )}
     </>

@@ -4,8 +4,9 @@ import { useState } from "react";
 import { useNavigate } from "react-router";
 import { api, errorMessage, type Schemas } from "../../api/client";
 import { useSession } from "../../session";
+import { ConfirmDialog } from "../Confirm";
 import { Alert } from "../parts";
-import { ConfirmDialog, TextField } from "./controls";
+import { TextField } from "./controls";
 
 type Action = "reset" | "delete";
 
@@ -71,12 +72,13 @@ export function Danger({ project }: { project: Schemas["ProjectBody"] }) {
       {done && <p role="status">{done}</p>}
       <Alert message={error} />
       <ConfirmDialog
+        danger
         open={asking !== null}
         title={asking === "reset" ? `Reset ${project.name}?` : `Delete ${project.name}?`}
         confirmLabel={asking === "reset" ? "Reset the project" : "Delete the project"}
         confirmDisabled={typed !== project.name}
         onConfirm={() => void act()}
-        onClose={() => setAsking(null)}
+        onCancel={() => setAsking(null)}
       >
         <p>{what} This cannot be undone.</p>
         <TextField

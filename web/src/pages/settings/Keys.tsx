@@ -3,8 +3,9 @@
 import { useState } from "react";
 import { api, errorMessage, type Schemas } from "../../api/client";
 import { useSession } from "../../session";
+import { ConfirmDialog } from "../Confirm";
 import { Alert } from "../parts";
-import { ConfirmDialog, CopyButton } from "./controls";
+import { CopyButton } from "./controls";
 
 export function Keys({ project }: { project: Schemas["ProjectBody"] }) {
   const { reload } = useSession();
@@ -67,11 +68,12 @@ export function Keys({ project }: { project: Schemas["ProjectBody"] }) {
       )}
       <Alert message={error} />
       <ConfirmDialog
+        danger
         open={asking}
         title="Rotate the API keys?"
         confirmLabel="Rotate keys now"
         onConfirm={() => void rotate()}
-        onClose={() => setAsking(false)}
+        onCancel={() => setAsking(false)}
       >
         <p>
           Both keys are replaced, and <strong>the old public and secret keys stop working at once</strong>: every

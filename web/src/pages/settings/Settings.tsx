@@ -1,8 +1,8 @@
 // /app/settings: the current project's settings, API keys, sending health, reset and deletion.
 import { useSession } from "../../session";
+import { SendingHealth } from "../domains/SendingHealth";
 import { Danger } from "./Danger";
 import { General } from "./General";
-import { Health } from "./Health";
 import { Keys } from "./Keys";
 
 export function Settings() {
@@ -16,7 +16,7 @@ export function Settings() {
       </p>
       <General key={project.id} project={project} />
       <Keys key={`keys-${project.id}`} project={project} />
-      <Health projectId={project.id} />
+      <SendingHealth projectId={project.id} />
       <Danger key={`danger-${project.id}`} project={project} />
     </section>
   );

@@ -1,6 +1,6 @@
 // Form controls of the settings and members pages: fields that show the API's error for them,
-// a confirmation dialog, and a copy button.
-import { useEffect, useId, useRef, useState, type ReactNode, type SelectHTMLAttributes, type InputHTMLAttributes } from "react";
+// and a copy button.
+import { useId, useState, type ReactNode, type SelectHTMLAttributes, type InputHTMLAttributes } from "react";
 
 type Common = { label: string; hint?: ReactNode; error?: string };
 
@@ -63,52 +63,6 @@ export function CheckField({ label, hint, error, ...input }: Common & InputHTMLA
       </span>
       <Notes id={id} hint={hint} error={error} />
     </div>
-  );
-}
-
-/**
- * A modal dialog (the browser's own, so the focus stays inside and Escape closes it) that asks
- * before something that cannot be undone; `confirm` may be disabled until the user has typed
- * what the dialog asks for.
- */
-export function ConfirmDialog({
-  open,
-  title,
-  children,
-  confirmLabel,
-  confirmDisabled,
-  onConfirm,
-  onClose,
-}: {
-  open: boolean;
-  title: string;
-  children: ReactNode;
-  confirmLabel: string;
-  confirmDisabled?: boolean;
-  onConfirm: () => void;
-  onClose: () => void;
-}) {
-  const ref = useRef<HTMLDialogElement>(null);
-  const id = useId();
-  useEffect(() => {
-    const dialog = ref.current;
-    if (!dialog) return;
-    if (open && !dialog.open) dialog.showModal();
-    if (!open && dialog.open) dialog.close();
-  }, [open]);
-  return (
-    <dialog ref={ref} aria-labelledby={`${id}-title`} onClose={onClose} className="confirm">
-      <h2 id={`${id}-title`}>{title}</h2>
-      {children}
-      <div className="actions">
-        <button type="button" className="danger" disabled={confirmDisabled} onClick={onConfirm}>
-          {confirmLabel}
-        </button>
-        <button type="button" className="secondary" onClick={onClose}>
-          Cancel
-        </button>
-      </div>
-    </dialog>
   );
 }
 

@@ -1,6 +1,7 @@
 import { useCallback, useEffect, useState, type FormEvent } from "react";
 import { api, errorMessage, type Schemas } from "../../api/client";
 import { useSession } from "../../session";
+import { Pager, useCursorPages } from "../paging";
 import { Alert } from "../parts";
 import { parseAddresses, reasonWords } from "./words";
 
@@ -11,9 +12,8 @@ export function Suppressions() {
   const { project } = useSession();
   const [page, setPage] = useState<Schemas["SuppressionPage"] | null>(null);
   const [total, setTotal] = useState<number | null>(null);
-  const [cursor, setCursor] = useState<string | null>(null);
-  // The cursors of the pages before this one, for "Previous page".
-  const [trail, setTrail] = useState<(string | null)[]>([]);
+  const pages = useCursorPages();
+  const cursor = pages.cursor;
   const [filter, setFilter] = useState("");
   const [error, setError] = useState<string | null>(null);
   const [done, setDone] = useState<string | null>(null);
@@ -45,8 +45,7 @@ export function Suppressions() {
     setError(null);
     form.reset();
     setDone(`${data.added} added${data.alreadyListed ? `, ${data.alreadyListed} listed already` : ""}.`);
-    setTrail([]);
-    setCursor(null);
+    pages.reset();
     refresh();
   }
 
@@ -56,11 +55,6 @@ export function Suppressions() {
     setError(null);
     setDone(`${email} removed: the project's email may go to it again.`);
     refresh();
-  }
-
-  function go(next: string | null, back: boolean) {
-    setTrail(back ? trail.slice(0, -1) : [...trail, cursor]);
-    setCursor(next);
   }
 
   const needle = filter.trim().toLowerCase();
@@ -130,14 +124,7 @@ export function Suppressions() {
               </table>
             </div>
           )}
-          <nav aria-label="Pages of suppressed addresses" className="pager">
-            <button type="button" disabled={trail.length === 0} onClick={() => go(trail[trail.length - 1] ?? null, true)}>
-              Previous page
-            </button>
-            <button type="button" disabled={!page.hasMore} onClick={() => go(page.cursor ?? null, false)}>
-              Next page
-            </button>
-          </nav>
+          <Pager label="Pages of suppressed addresses" previous={pages.previous} next={pages.after(page)} />
         </>
       )}
     </section>

@@ -1,7 +1,7 @@
 import { useEffect, useId, useState, type FormEvent } from "react";
 import { api, errorMessage, type Schemas } from "../../api/client";
 import { Alert } from "../parts";
-import { fieldErrors, sendErrorMessage, type Draft } from "./logic";
+import { fieldErrors, type Draft } from "./logic";
 
 const DEBOUNCE_MS = 400;
 
@@ -131,7 +131,7 @@ function TestSend({ templateId }: { templateId: string }) {
     const to = String(new FormData(e.currentTarget).get("to")).trim();
     setOutcome(null);
     const { data, error } = await api.POST("/v1/send", { body: { to, template: templateId } });
-    if (error) return setError(sendErrorMessage(error));
+    if (error) return setError(errorMessage(error));
     setError(null);
     const sent = data.data.emails[0];
     setOutcome(`Sent to ${to} (email ${sent?.email ?? "queued"}).`);

@@ -2,6 +2,7 @@ import { useCallback, useEffect, useState, type FormEvent } from "react";
 import { Link, useNavigate, useSearchParams } from "react-router";
 import { api, errorMessage, type Schemas } from "../../api/client";
 import { useSession } from "../../session";
+import { Pager, useCursorPages } from "../paging";
 import { Alert, Field } from "../parts";
 import { fieldErrors } from "./logic";
 
@@ -14,10 +15,10 @@ export function Templates() {
   const navigate = useNavigate();
   const [params, setParams] = useSearchParams();
   const type = (params.get("type") ?? "") as Schemas["TemplateKind"] | "";
-  const cursor = params.get("cursor");
+  const pages = useCursorPages({ inUrl: true });
+  const cursor = pages.cursor;
   const [page, setPage] = useState<Schemas["TemplatePage"] | null>(null);
   const [total, setTotal] = useState<number | null>(null);
-  const [trail, setTrail] = useState<(string | null)[]>([]);
   const [error, setError] = useState<string | null>(null);
   const [notice, setNotice] = useState<string | null>(null);
   const [creating, setCreating] = useState(false);
@@ -74,14 +75,6 @@ export function Templates() {
     await load();
   }
 
-  function go(next: string | null, back: boolean) {
-    const q: Record<string, string> = {};
-    if (type) q.type = type;
-    if (next) q.cursor = next;
-    setTrail(back ? trail.slice(0, -1) : [...trail, cursor]);
-    setParams(q);
-  }
-
   return (
     <section>
       <h1>Templates</h1>
@@ -91,7 +84,7 @@ export function Templates() {
           id="template-type"
           value={type}
           onChange={(e) => {
-            setTrail([]);
+            pages.reset();
             setParams(e.target.value ? { type: e.target.value } : {});
           }}
         >
@@ -171,14 +164,7 @@ export function Templates() {
               </button>
             </div>
           )}
-          <nav aria-label="Pages of templates" className="pager">
-            <button type="button" disabled={trail.length === 0} onClick={() => go(trail[trail.length - 1] ?? null, true)}>
-              Previous page
-            </button>
-            <button type="button" disabled={!page.hasMore} onClick={() => go(page.cursor ?? null, false)}>
-              Next page
-            </button>
-          </nav>
+          <Pager label="Pages of templates" previous={pages.previous} next={pages.after(page)} />
         </>
       )}
     </section>

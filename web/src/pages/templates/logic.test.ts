@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { changes, closingBraces, dataVariables, fieldErrors, sendErrorMessage, tagProblem, variableAt, type Draft } from "./logic";
+import { changes, closingBraces, dataVariables, fieldErrors, tagProblem, variableAt, type Draft } from "./logic";
 
 describe("dataVariables", () => {
   it("keeps the custom fields, without the prefix and escapes, by name", () => {
@@ -85,14 +85,5 @@ describe("tagProblem", () => {
     expect(tagProblem("not a tag", [])).toMatch(/not a language tag/);
     expect(tagProblem("FR", ["fr"])).toMatch(/already/);
     expect(tagProblem("pt_br", ["pt-BR"])).toMatch(/already/);
-  });
-});
-
-describe("sendErrorMessage", () => {
-  it("says /v1/send's message and its fields", () => {
-    const body = { code: 422, error: "VALIDATION_ERROR", message: "the send request has 1 problem(s)", time: 0, requestId: "r",
-      errors: [{ field: "from", code: "required", message: "`from` is required" }] };
-    expect(sendErrorMessage(body)).toBe("the send request has 1 problem(s) (from: `from` is required)");
-    expect(sendErrorMessage(undefined)).toMatch(/Something went wrong/);
   });
 });

@@ -88,11 +88,3 @@ export function tagProblem(tag: string, existing: string[]): string | null {
   if (existing.some((e) => norm(e) === norm(t))) return `There is already a ${t} version.`;
   return null;
 }
-
-/** The message of `/v1/send`'s error shape (`{ code, error, message, errors }`), in plain words. */
-export function sendErrorMessage(error: unknown): string {
-  const body = error as Partial<Schemas["PublicErrorBody"]> | undefined;
-  if (!body?.message) return "Something went wrong; try again.";
-  const fields = (body.errors ?? []).map((f) => `${f.field}: ${f.message}`).join("; ");
-  return fields ? `${body.message} (${fields})` : body.message;
-}

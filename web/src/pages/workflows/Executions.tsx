@@ -2,6 +2,7 @@ import { useCallback, useEffect, useState } from "react";
 import { Link, useParams, useSearchParams } from "react-router";
 import { api, errorMessage, type Schemas } from "../../api/client";
 import { useSession } from "../../session";
+import { Pager, useCursorPages } from "../paging";
 import { Alert } from "../parts";
 import { stepLabel } from "./graph";
 
@@ -24,13 +25,13 @@ export function Executions() {
   const { project } = useSession();
   const [params, setParams] = useSearchParams();
   const status = (params.get("status") ?? "") as Status | "";
-  const [cursors, setCursors] = useState<(string | null)[]>([null]);
+  const pages = useCursorPages();
   const [flow, setFlow] = useState<Schemas["WorkflowDetail"] | null>(null);
   const [page, setPage] = useState<Schemas["ExecutionPage"] | null>(null);
   const [error, setError] = useState<string | null>(null);
   const [said, setSaid] = useState("");
   const [confirming, setConfirming] = useState(false);
-  const cursor = cursors[cursors.length - 1];
+  const cursor = pages.cursor;
 
   const load = useCallback(async () => {
     const [w, e] = await Promise.all([
@@ -81,7 +82,7 @@ export function Executions() {
             id="execution-status"
             value={status}
             onChange={(e) => {
-              setCursors([null]);
+              pages.reset();
               setParams(e.target.value ? { status: e.target.value } : {});
             }}
           >
@@ -114,7 +115,7 @@ export function Executions() {
       {page && (
         <>
           <p>
-            {cursors.length === 1 && `${page.total} ${page.total === 1 ? "execution" : "executions"}${status ? ` ${statusName(status).toLowerCase()}` : ""}.`}
+            {pages.first && `${page.total} ${page.total === 1 ? "execution" : "executions"}${status ? ` ${statusName(status).toLowerCase()}` : ""}.`}
           </p>
           {page.data.length > 0 && (
             <div className="scroll" tabIndex={0} role="region" aria-label="Executions table">
@@ -151,14 +152,7 @@ export function Executions() {
               </table>
             </div>
           )}
-          <nav aria-label="Pages of executions" className="pager">
-            <button type="button" disabled={cursors.length === 1} onClick={() => setCursors(cursors.slice(0, -1))}>
-              Previous page
-            </button>
-            <button type="button" disabled={!page.hasMore} onClick={() => setCursors([...cursors, page.cursor ?? null])}>
-              Next page
-            </button>
-          </nav>
+          <Pager label="Pages of executions" previous={pages.previous} next={pages.after(page)} />
         </>
       )}
     </section>

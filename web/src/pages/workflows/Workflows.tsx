@@ -2,6 +2,7 @@ import { useEffect, useState, type FormEvent } from "react";
 import { Link, useNavigate } from "react-router";
 import { api, errorMessage, type Schemas } from "../../api/client";
 import { useSession } from "../../session";
+import { Pager, useCursorPages } from "../paging";
 import { Alert, Field } from "../parts";
 
 const PAGE = 25;
@@ -11,10 +12,10 @@ export function Workflows() {
   const { project } = useSession();
   const navigate = useNavigate();
   const [page, setPage] = useState<Schemas["WorkflowPage"] | null>(null);
-  const [cursors, setCursors] = useState<(string | null)[]>([null]);
+  const pages = useCursorPages();
   const [error, setError] = useState<string | null>(null);
   const [createError, setCreateError] = useState<string | null>(null);
-  const cursor = cursors[cursors.length - 1];
+  const cursor = pages.cursor;
 
   useEffect(() => {
     if (!project) return;
@@ -54,7 +55,7 @@ export function Workflows() {
       {page && (
         <>
           <p role="status">
-            {cursors.length === 1 && `${page.total} ${page.total === 1 ? "workflow" : "workflows"}.`}
+            {pages.first && `${page.total} ${page.total === 1 ? "workflow" : "workflows"}.`}
           </p>
           {page.data.length > 0 && (
             <div className="scroll" tabIndex={0} role="region" aria-label="Workflows table">
@@ -77,14 +78,7 @@ export function Workflows() {
               </table>
             </div>
           )}
-          <nav aria-label="Pages of workflows" className="pager">
-            <button type="button" disabled={cursors.length === 1} onClick={() => setCursors(cursors.slice(0, -1))}>
-              Previous page
-            </button>
-            <button type="button" disabled={!page.hasMore} onClick={() => setCursors([...cursors, page.cursor ?? null])}>
-              Next page
-            </button>
-          </nav>
+          <Pager label="Pages of workflows" previous={pages.previous} next={pages.after(page)} />
         </>
       )}
       <h2>Create a workflow</h2>
