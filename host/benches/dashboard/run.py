@@ -7,12 +7,13 @@ For each database: `herald init` makes a project; N contacts with data and their
 then about N / 100 suppressions and the event names by SQL. With `herald serve` running (the
 `smtp` transport into a counting sink on loopback), the rest a project has is made through the
 API: a topic, three templates, four dynamic segments and a static one of 500 members, a domain,
-a sent campaign to the segment `data.score` under 10 (a tenth of the contacts, each with its
-email), a draft campaign, an enabled workflow (send, wait 3 days, exit) that 2,000 contacts
+a sent campaign to the segment `data.score` under 10 (the subscribed among a tenth of the
+contacts, each with its email), a draft campaign, an enabled workflow (send, wait 3 days, exit) that 2,000 contacts
 entered through `POST /v1/track` (2,000 more emails, executions waiting) and a disabled one.
 
 Then, signed in as the dashboard is (session cookie and `X-Project-Id`), each call the pages
-make (web/src/pages/**) runs WARM times, then RUNS times one after the other on one kept-alive
+make (web/src/pages/**), with `GET /contacts/{id}/emails`, `GET /contacts/{id}/executions` and
+`POST /segments/preview` (the contact history and the filter builder's count), runs WARM times, then RUNS times one after the other on one kept-alive
 connection: p50 and p99 (nearest rank) in a markdown table, per page, beside the ceiling of the
 same run: a bare `SELECT COUNT(*)` of the project's contacts in the database's own client. The
 contact page is that of `c2@example.com` (`login` events, the campaign's email, the workflow's
