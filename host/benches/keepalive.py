@@ -10,10 +10,11 @@ import threading
 
 class Api:
     """`Api(port)(method, path, key, body)`: one request on this thread's connection; fails loudly
-    on an error status."""
+    on an error status. `headers` go with every request (a dashboard session's cookie and
+    `X-Project-Id`, with `key` None)."""
 
-    def __init__(self, port, timeout=600):
-        self.port, self.timeout = port, timeout
+    def __init__(self, port, timeout=600, headers=None):
+        self.port, self.timeout, self.headers = port, timeout, headers or {}
         self._local = threading.local()
 
     def reset(self):
@@ -26,7 +27,9 @@ class Api:
             conn = self._local.conn = http.client.HTTPConnection(
                 "127.0.0.1", self.port, timeout=self.timeout
             )
-        headers = {"Authorization": f"Bearer {key}"}
+        headers = dict(self.headers)
+        if key is not None:
+            headers["Authorization"] = f"Bearer {key}"
         payload = None
         if body is not None:
             payload, headers["Content-Type"] = json.dumps(body), "application/json"
