@@ -402,3 +402,96 @@ async fn a_step_keeps_its_place_on_the_canvas_even_while_enabled() {
     assert_eq!(r.status, 200, "{}", r.body);
     assert_eq!(r.body["position"], Value::Null);
 }
+
+/// Each custom field's coverage is `contacts having it / contacts`, from counts the database
+/// keeps as contacts are created, imported through `/v1/track`, changed (a key added, a key
+/// removed by `null`, a value changed), stripped of a field by `DELETE /contacts/fields/:f` and
+/// deleted; another project's contacts never count.
+#[tokio::test]
+async fn field_coverage_follows_every_write_to_contacts() {
+    let app = app().await;
+    let p = app.project().await;
+    let other = app.project().await;
+    let key = &p.secret_key;
+    let coverage = |body: &Value, name: &str| {
+        body["fields"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|f| f["field"] == name)
+            .map(|f| f["coverage"].as_f64().unwrap())
+    };
+    async fn fields(app: &TestApp, key: String) -> Value {
+        let r = app.get("/contacts/fields", &key).await;
+        assert_eq!(r.status, 200, "{}", r.body);
+        r.body
+    }
+
+    let a = p
+        .contact(&app, "a@x.test", json!({ "plan": "pro", "age": 30 }))
+        .await;
+    let b = p.contact(&app, "b@x.test", json!({ "plan": "free" })).await;
+    p.contact(&app, "c@x.test", json!({})).await;
+    let r = app
+        .post(
+            "/v1/track",
+            &p.public_key,
+            json!({ "email": "d@x.test", "event": "signup", "data": { "plan": "team" } }),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    other
+        .contact(
+            &app,
+            "a@x.test",
+            json!({ "plan": "x", "age": 1, "city": "y" }),
+        )
+        .await;
+    let f = fields(&app, key.clone()).await;
+    assert_eq!(coverage(&f, "data.plan"), Some(0.75));
+    assert_eq!(coverage(&f, "data.age"), Some(0.25));
+    assert_eq!(coverage(&f, "data.city"), None, "another project's key");
+
+    // b gains `age`, a loses it, a's plan changes value only.
+    let r = app
+        .patch(
+            &format!("/contacts/{b}"),
+            key,
+            json!({ "data": { "age": 5 } }),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    let r = app
+        .patch(
+            &format!("/contacts/{a}"),
+            key,
+            json!({ "data": { "age": null, "plan": "team" } }),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    let f = fields(&app, key.clone()).await;
+    assert_eq!(coverage(&f, "data.plan"), Some(0.75));
+    assert_eq!(coverage(&f, "data.age"), Some(0.25));
+
+    // The field goes from every contact; then a contact goes.
+    let r = app.delete("/contacts/fields/data.plan", key).await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    let r = app.delete(&format!("/contacts/{b}"), key).await;
+    assert_eq!(r.status, 204, "{}", r.body);
+    let f = fields(&app, key.clone()).await;
+    assert_eq!(coverage(&f, "data.plan").unwrap_or(0.0), 0.0);
+    assert_eq!(coverage(&f, "data.age").unwrap_or(0.0), 0.0);
+    // Counted again from zero: one of the three contacts left.
+    let r = app
+        .patch(
+            &format!("/contacts/{a}"),
+            key,
+            json!({ "data": { "plan": "pro" } }),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    let f = fields(&app, key.clone()).await;
+    assert_eq!(coverage(&f, "data.plan"), Some(1.0 / 3.0));
+    let f = fields(&app, other.secret_key.clone()).await;
+    assert_eq!(coverage(&f, "data.age"), Some(1.0));
+}

@@ -7,7 +7,7 @@ use crate::domain::ids::ProjectId;
 use crate::domain::time::now_ms;
 use crate::store::dialect::BeginWrite;
 use crate::store::on_db;
-use crate::store::{Backend, Store, StoreResult};
+use crate::store::{Store, StoreResult};
 
 /// A custom field of a project: its inferred type and how many contacts have it.
 #[derive(Clone, Debug, PartialEq)]
@@ -41,14 +41,13 @@ impl Store {
     /// The project's custom fields with their types and usage, by key.
     #[tracing::instrument(level = "debug", skip(self))]
     pub async fn custom_fields(&self, project: &ProjectId) -> StoreResult<Vec<CustomField>> {
-        let counts_sql = data_key_counts_sql(self.db().backend());
         type Rows = (Vec<(String, String)>, Vec<(String, i64)>);
         let (types, counts): Rows = on_db!(self.db(), pool => {
             let types = sqlx::query_as("SELECT key, type FROM contact_fields WHERE project_id = $1 ORDER BY key")
                 .bind(project.as_str())
                 .fetch_all(pool)
                 .await?;
-            let counts = sqlx::query_as(counts_sql).bind(project.as_str()).fetch_all(pool).await?;
+            let counts = sqlx::query_as(DATA_KEY_COUNTS).bind(project.as_str()).fetch_all(pool).await?;
             (types, counts)
         });
         let counts: std::collections::HashMap<String, i64> = counts.into_iter().collect();
@@ -63,19 +62,10 @@ impl Store {
     }
 }
 
-/// `(key, contacts having it)` for every top-level custom data key of a project.
-fn data_key_counts_sql(backend: Backend) -> &'static str {
-    match backend {
-        Backend::Sqlite => {
-            "SELECT j.key AS key, COUNT(*) AS n FROM contacts c, json_each(c.data) j \
-             WHERE c.project_id = $1 GROUP BY j.key"
-        }
-        Backend::Postgres => {
-            "SELECT k AS key, COUNT(*) AS n FROM contacts c, jsonb_object_keys(c.data) k \
-             WHERE c.project_id = $1 GROUP BY k"
-        }
-    }
-}
+/// `(key, contacts having it)` for every top-level custom data key of a project, as the triggers
+/// of migration `contact_key_counts` keep them (a few rows per key, whatever the contacts).
+const DATA_KEY_COUNTS: &str = "SELECT key, CAST(SUM(n) AS BIGINT) FROM contact_key_counts \
+     WHERE project_id = $1 GROUP BY key";
 
 /// A standard column of contacts whose values [`Store::column_values`] lists.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
