@@ -165,13 +165,20 @@ impl Store {
         Ok(rows.into_iter().map(|d| d.0).collect())
     }
 
-    /// Distinct event names of a project, most used first.
+    /// Distinct event names of a project, most used first: the counts `event_name_counts`
+    /// keeps (a few rows per name), each name's last time read from its newest event (one probe
+    /// of `events_project_name` per name; ids are time-ordered).
     #[tracing::instrument(level = "debug", skip(self))]
     pub async fn event_names(&self, project: &ProjectId) -> StoreResult<Vec<EventNameCount>> {
         let rows: Vec<EventNameCount> = on_db!(self.db(), pool => {
             sqlx::query_as(
-                "SELECT name, COUNT(*) AS count, MAX(created_at) AS last_seen_at FROM events \
-                 WHERE project_id = $1 GROUP BY name ORDER BY COUNT(*) DESC, name",
+                "SELECT k.name, k.count, \
+                        COALESCE((SELECT e.created_at FROM events e \
+                                  WHERE e.project_id = $1 AND e.name = k.name \
+                                  ORDER BY e.id DESC LIMIT 1), 0) AS last_seen_at \
+                 FROM (SELECT name, CAST(SUM(n) AS BIGINT) AS count FROM event_name_counts \
+                       WHERE project_id = $1 GROUP BY name HAVING SUM(n) > 0) k \
+                 ORDER BY k.count DESC, k.name",
             )
             .bind(project.as_str())
             .fetch_all(pool)
@@ -180,15 +187,18 @@ impl Store {
         Ok(rows)
     }
 
-    /// How many events of a project have `name`.
+    /// How many events of a project have `name` (from `event_name_counts`).
     #[tracing::instrument(level = "debug", skip(self))]
     pub async fn count_events_named(&self, project: &ProjectId, name: &str) -> StoreResult<i64> {
         let n: i64 = on_db!(self.db(), pool => {
-            sqlx::query_scalar("SELECT COUNT(*) FROM events WHERE project_id = $1 AND name = $2")
-                .bind(project.as_str())
-                .bind(name)
-                .fetch_one(pool)
-                .await?
+            sqlx::query_scalar(
+                "SELECT CAST(COALESCE(SUM(n), 0) AS BIGINT) FROM event_name_counts \
+                 WHERE project_id = $1 AND name = $2",
+            )
+            .bind(project.as_str())
+            .bind(name)
+            .fetch_one(pool)
+            .await?
         });
         Ok(n)
     }

@@ -411,6 +411,38 @@ async fn event_endpoints() {
     assert_eq!(deleted, 3);
     assert!(events_named(&app, &p, "click").await.is_empty());
     assert_eq!(app.get("/events", &p.secret_key).await.body["total"], 4);
+    // The names' counts follow: a name with no event left is not listed, and a contact's
+    // events leave the counts with it.
+    let names = app.get("/events/names", &p.secret_key).await;
+    assert_eq!(
+        names.body["names"].as_array().unwrap().len(),
+        1,
+        "{}",
+        names.body
+    );
+    assert_eq!(names.body["names"][0]["count"], 4);
+    assert_eq!(
+        app.get("/events/click/usage", &p.secret_key).await.body["count"],
+        0
+    );
+    let r = app
+        .delete(&format!("/contacts/{contact}"), &p.secret_key)
+        .await;
+    assert_eq!(r.status, 204, "{}", r.body);
+    let left = events_named(&app, &p, "page_view").await.len();
+    assert_eq!(left, 2, "u0's two page views went with it");
+    let names = app.get("/events/names", &p.secret_key).await;
+    let page_views = names.body["names"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|n| n["name"] == "page_view")
+        .cloned();
+    assert_eq!(page_views.unwrap()["count"], left, "{}", names.body);
+    assert_eq!(
+        app.get("/events/page_view/usage", &p.secret_key).await.body["count"],
+        left
+    );
 
     // Another project sees none of it.
     let q = app.project().await;
@@ -422,7 +454,7 @@ async fn event_endpoints() {
         app.delete("/events/page_view", &q.secret_key).await.body["deleted"],
         0
     );
-    assert_eq!(app.get("/events", &p.secret_key).await.body["total"], 4);
+    assert_eq!(events_named(&app, &p, "page_view").await.len(), left);
 }
 
 #[tokio::test]
