@@ -73,19 +73,21 @@ impl SegmentPreviewApi {
                 format!("{limit} contacts asked; ask for 0 to {MAX_PREVIEW_CONTACTS}"),
             ));
         }
-        if let Err(violations) = check_condition(&req.condition) {
-            errors.extend(field_errors(violations));
-        }
-        if !errors.is_empty() {
+        let filter = match check_condition(&req.condition) {
+            Ok(filter) => Some(filter),
+            Err(violations) => {
+                errors.extend(field_errors(violations));
+                None
+            }
+        };
+        let Some(filter) = filter.filter(|_| errors.is_empty()) else {
             return Err(ApiError::validation(errors));
-        }
+        };
         let project = auth.0.project_id();
-        // A page of 0 is not a page: with `limit` 0, one contact is read and not listed.
         let (contacts, total) = state
             .store()
-            .filter_preview(project, &req.condition, limit.max(1))
+            .filter_preview(project, &filter, limit)
             .await?;
-        let contacts = contacts.into_iter().take(limit as usize).collect();
         Ok(Json(SegmentPreview {
             total,
             data: super::contacts::bodies(&state, project, contacts).await?,

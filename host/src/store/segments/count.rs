@@ -4,6 +4,7 @@
 use herald_filter::SqlValue;
 
 use super::rows::Segment;
+use crate::domain::ids::ProjectId;
 use crate::domain::segment::SegmentType;
 use crate::domain::time::now_ms;
 use crate::store::contacts::fields::CONTACT_COUNT;
@@ -115,7 +116,9 @@ impl Store {
     #[tracing::instrument(level = "debug", skip(self, segment))]
     pub async fn refresh_segment(&self, segment: &Segment) -> StoreResult<i64> {
         let (from, binds) = self.members_from(segment, now_ms())?;
-        let count = self.count_members(segment, &from, &binds).await?;
+        let count = self
+            .count_members(&segment.project_id, &segment.segment_type, &from, &binds)
+            .await?;
         self.store_member_count(segment, count).await?;
         Ok(count)
     }
@@ -129,19 +132,20 @@ impl Store {
     /// of those moments.
     pub(super) async fn count_members(
         &self,
-        segment: &Segment,
+        project: &ProjectId,
+        segment_type: &SegmentType,
         from: &str,
         binds: &[SqlValue],
     ) -> StoreResult<i64> {
         let count_sql = format!("SELECT COUNT(*) {from}");
         if let Db::Sqlite { pool, .. } = self.db()
-            && matches!(segment.segment_type, SegmentType::Dynamic)
+            && matches!(segment_type, SegmentType::Dynamic)
         {
             let (low, high, contacts): (Option<i64>, Option<i64>, i64) = sqlx::query_as(&format!(
                 "SELECT (SELECT MIN(rowid) FROM contacts), (SELECT MAX(rowid) FROM contacts), \
                      ({CONTACT_COUNT})"
             ))
-            .bind(segment.project_id.as_str())
+            .bind(project.as_str())
             .fetch_one(pool)
             .await?;
             let parts = split_count(low, high, contacts, *COUNT_PARTS);

@@ -101,13 +101,7 @@ impl Store {
         now: i64,
     ) -> StoreResult<(String, Vec<SqlValue>)> {
         match segment.filter()? {
-            Some(filter) => {
-                let (expr, binds) = self.compile(&segment.project_id, None, &filter, now)?;
-                Ok((
-                    format!("FROM contacts c WHERE c.project_id = $1 AND ({expr})"),
-                    binds,
-                ))
-            }
+            Some(filter) => self.matches_from(&segment.project_id, &filter, now),
             None => Ok((
                 "FROM contacts c JOIN segment_members m ON m.contact_id = c.id \
                  WHERE c.project_id = $1 AND m.project_id = $1 AND m.segment_id = $2"
@@ -118,6 +112,45 @@ impl Store {
                 ],
             )),
         }
+    }
+
+    /// The `FROM … WHERE …` of the project's contacts that `filter` selects at `now` (aliased
+    /// `c`) and its binds (`$1` the project, then the filter's values).
+    fn matches_from(
+        &self,
+        project: &ProjectId,
+        filter: &Filter,
+        now: i64,
+    ) -> StoreResult<(String, Vec<SqlValue>)> {
+        let (expr, binds) = self.compile(project, None, filter, now)?;
+        Ok((
+            format!("FROM contacts c WHERE c.project_id = $1 AND ({expr})"),
+            binds,
+        ))
+    }
+
+    /// Page `page` (from 1) of `page_size` contacts of `from` (a [`Store::members_from`]
+    /// answer), newest first. Not kept as a prepared statement: the text is the filter's own,
+    /// and PostgreSQL plans an unnamed statement with its values (a kept one turns generic after
+    /// five runs, blind to the time cutoffs and the filter's values).
+    async fn members_page(
+        &self,
+        from: &str,
+        binds: &[SqlValue],
+        page: u32,
+        page_size: u32,
+    ) -> StoreResult<Vec<Contact>> {
+        let offset = u64::from(page.saturating_sub(1)) * u64::from(page_size);
+        let sql = format!(
+            "SELECT {CONTACT_COLUMNS} {from} ORDER BY c.id DESC LIMIT {page_size} OFFSET {offset}"
+        );
+        let rows: Vec<ContactRow> = on_db!(self.db(), pool => {
+            bind_all!(sqlx::query_as(&sql), binds)
+                .persistent(false)
+                .fetch_all(pool)
+                .await?
+        });
+        Ok(rows.into_iter().map(Into::into).collect())
     }
 
     /// Adds a segment.
@@ -257,62 +290,44 @@ impl Store {
             None => None,
         };
         let (from, binds) = self.members_from(segment, now_ms())?;
-        let offset = u64::from(page.saturating_sub(1)) * u64::from(page_size);
-        let sql = format!(
-            "SELECT {CONTACT_COLUMNS} {from} ORDER BY c.id DESC LIMIT {page_size} OFFSET {offset}"
-        );
         // The page and the count on connections of their own at once: on a large segment the
-        // count is the long part, and the page should not wait for it. Neither is kept as a
-        // prepared statement: the text is the filter's own, and PostgreSQL plans an unnamed
-        // statement with its values (a kept one turns generic after five runs, blind to the
-        // time cutoffs and the filter's values).
-        let rows = async {
-            let rows: Vec<ContactRow> = on_db!(self.db(), pool => {
-                bind_all!(sqlx::query_as(&sql), &binds)
-                    .persistent(false)
-                    .fetch_all(pool)
-                    .await?
-            });
-            Ok::<_, StoreError>(rows)
-        };
+        // count is the long part, and the page should not wait for it.
+        let rows = self.members_page(&from, &binds, page, page_size);
         let total = async {
             if let Some(total) = cached {
                 return Ok(total);
             }
-            let total = self.count_members(segment, &from, &binds).await?;
+            let total = self
+                .count_members(&segment.project_id, &segment.segment_type, &from, &binds)
+                .await?;
             if let Some(hash) = &cache {
                 self.cache_member_count(segment, hash, total, now).await;
             }
             Ok::<_, StoreError>(total)
         };
-        let (rows, total) = tokio::try_join!(rows, total)?;
-        Ok((rows.into_iter().map(Into::into).collect(), total))
+        tokio::try_join!(rows, total)
     }
 
-    /// The newest `size` contacts of the project that `condition` (a valid contacts filter)
-    /// selects now and how many it selects in all: what a dynamic segment with that condition
-    /// would list, counted as [`Store::segment_contacts`] counts one, with nothing stored.
-    #[tracing::instrument(level = "debug", skip(self, condition))]
+    /// The newest `size` contacts of the project that `filter` (a contacts filter) selects now
+    /// and how many it selects in all: what a dynamic segment with that filter would list,
+    /// counted as [`Store::segment_contacts`] counts one, with nothing stored. A `size` of 0
+    /// reads no page, only the count.
+    #[tracing::instrument(level = "debug", skip(self, filter))]
     pub async fn filter_preview(
         &self,
         project: &ProjectId,
-        condition: &serde_json::Value,
+        filter: &Filter,
         size: u32,
     ) -> StoreResult<(Vec<Contact>, i64)> {
-        let now = now_ms();
-        let unsaved = Segment {
-            id: SegmentId::generate(),
-            project_id: project.clone(),
-            name: String::new(),
-            description: None,
-            segment_type: SegmentType::Dynamic,
-            condition: Some(condition.clone()),
-            track_membership: false,
-            member_count: 0,
-            created_at: now,
-            updated_at: now,
+        let (from, binds) = self.matches_from(project, filter, now_ms())?;
+        let rows = async {
+            if size == 0 {
+                return Ok(Vec::new());
+            }
+            self.members_page(&from, &binds, 1, size).await
         };
-        self.segment_contacts(&unsaved, 1, size, 0).await
+        let total = self.count_members(project, &SegmentType::Dynamic, &from, &binds);
+        tokio::try_join!(rows, total)
     }
 
     /// Adds contacts (of the project) to a static segment; answers how many were not members
