@@ -30,6 +30,7 @@ pub mod idempotency;
 pub mod jobs;
 pub mod members;
 pub mod migrations;
+mod paging;
 pub mod projects;
 pub mod rate_limits;
 pub mod rounds;

@@ -190,32 +190,15 @@ impl Store {
         template_type: Option<TemplateType>,
         page: &PageRequest,
     ) -> StoreResult<Page<Template>> {
-        let mut filter = String::from("project_id = $1");
-        if template_type.is_some() {
-            filter.push_str(" AND type = $2");
+        let mut from_where = String::from("FROM templates WHERE project_id = $1");
+        let mut binds = vec![project.as_str()];
+        if let Some(t) = template_type {
+            from_where.push_str(" AND type = $2");
+            binds.push(t.as_str());
         }
-        let mut sql = format!("SELECT {COLUMNS} FROM templates WHERE {filter}");
-        if page.after.is_some() {
-            let n = if template_type.is_some() { 3 } else { 2 };
-            sql.push_str(&format!(" AND id < ${n}"));
-        }
-        sql.push_str(&format!(" ORDER BY id DESC LIMIT {}", page.limit + 1));
-        let count_sql = format!("SELECT COUNT(*) FROM templates WHERE {filter}");
-        let type_name = template_type.map(TemplateType::as_str);
-        let (rows, total): (Vec<TemplateRow>, i64) = on_db!(self.db(), pool => {
-            let mut q = sqlx::query_as(&sql).bind(project.as_str());
-            let mut c = sqlx::query_scalar(&count_sql).bind(project.as_str());
-            if let Some(t) = type_name {
-                q = q.bind(t);
-                c = c.bind(t);
-            }
-            if let Some(after) = &page.after {
-                q = q.bind(after);
-            }
-            let rows = q.fetch_all(pool).await?;
-            let total = if page.is_first() { c.fetch_one(pool).await? } else { 0 };
-            (rows, total)
-        });
+        let (rows, total): (Vec<TemplateRow>, i64) = self
+            .newest_first_rows(COLUMNS, &from_where, &binds, page)
+            .await?;
         let items = rows
             .into_iter()
             .map(Template::try_from)

@@ -436,25 +436,14 @@ impl Store {
         project: &ProjectId,
         page: &PageRequest,
     ) -> StoreResult<Page<Workflow>> {
-        let mut sql = format!("SELECT {WORKFLOW_COLUMNS} FROM workflows WHERE project_id = $1");
-        if page.after.is_some() {
-            sql.push_str(" AND id < $2");
-        }
-        sql.push_str(&format!(" ORDER BY id DESC LIMIT {}", page.limit + 1));
-        let count_sql = "SELECT COUNT(*) FROM workflows WHERE project_id = $1";
-        let (rows, total): (Vec<WorkflowRow>, i64) = on_db!(self.db(), pool => {
-            let mut q = sqlx::query_as(&sql).bind(project.as_str());
-            if let Some(after) = &page.after {
-                q = q.bind(after);
-            }
-            let rows = q.fetch_all(pool).await?;
-            let total = if page.is_first() {
-                sqlx::query_scalar(count_sql).bind(project.as_str()).fetch_one(pool).await?
-            } else {
-                0
-            };
-            (rows, total)
-        });
+        let (rows, total): (Vec<WorkflowRow>, i64) = self
+            .newest_first_rows(
+                WORKFLOW_COLUMNS,
+                "FROM workflows WHERE project_id = $1",
+                &[project.as_str()],
+                page,
+            )
+            .await?;
         let items = rows.into_iter().map(Workflow::from).collect();
         Ok(Page::from_rows(items, page, total, |w| w.id.as_str()))
     }

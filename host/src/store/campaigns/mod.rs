@@ -126,32 +126,15 @@ impl Store {
         status: Option<CampaignStatus>,
         page: &PageRequest,
     ) -> StoreResult<Page<Campaign>> {
-        let mut filter = String::from("project_id = $1");
-        if status.is_some() {
-            filter.push_str(" AND status = $2");
+        let mut from_where = String::from("FROM campaigns WHERE project_id = $1");
+        let mut binds = vec![project.as_str()];
+        if let Some(s) = status {
+            from_where.push_str(" AND status = $2");
+            binds.push(s.as_str());
         }
-        let mut sql = format!("SELECT {COLUMNS} FROM campaigns WHERE {filter}");
-        if page.after.is_some() {
-            let n = if status.is_some() { 3 } else { 2 };
-            sql.push_str(&format!(" AND id < ${n}"));
-        }
-        sql.push_str(&format!(" ORDER BY id DESC LIMIT {}", page.limit + 1));
-        let count_sql = format!("SELECT COUNT(*) FROM campaigns WHERE {filter}");
-        let status = status.map(CampaignStatus::as_str);
-        let (rows, total): (Vec<CampaignRow>, i64) = on_db!(self.db(), pool => {
-            let mut q = sqlx::query_as(&sql).bind(project.as_str());
-            let mut c = sqlx::query_scalar(&count_sql).bind(project.as_str());
-            if let Some(s) = status {
-                q = q.bind(s);
-                c = c.bind(s);
-            }
-            if let Some(after) = &page.after {
-                q = q.bind(after);
-            }
-            let rows = q.fetch_all(pool).await?;
-            let total = if page.is_first() { c.fetch_one(pool).await? } else { 0 };
-            (rows, total)
-        });
+        let (rows, total): (Vec<CampaignRow>, i64) = self
+            .newest_first_rows(COLUMNS, &from_where, &binds, page)
+            .await?;
         let items = rows
             .into_iter()
             .map(Campaign::try_from)

@@ -220,28 +220,17 @@ impl Store {
         contact: &ContactId,
         page: &PageRequest,
     ) -> StoreResult<Page<EmailRecord>> {
-        let mut sql = format!("SELECT {EMAIL_COLUMNS} FROM emails WHERE contact_id = $1");
-        if page.after.is_some() {
-            sql.push_str(" AND id < $2");
-        }
-        sql.push_str(&format!(" ORDER BY id DESC LIMIT {}", page.limit + 1));
-        let (rows, total): (Vec<EmailRecord>, i64) = on_db!(self.db(), pool => {
-            let mut q = sqlx::query_as(&sql).bind(contact.as_str());
-            if let Some(after) = &page.after {
-                q = q.bind(after);
-            }
-            let rows = q.fetch_all(pool).await?;
-            let total = if page.is_first() {
-                sqlx::query_scalar("SELECT COUNT(*) FROM emails WHERE contact_id = $1")
-                    .bind(contact.as_str())
-                    .fetch_one(pool)
-                    .await?
-            } else {
-                0
-            };
-            (rows, total)
-        });
-        Ok(Page::from_rows(rows, page, total, |e| e.id.as_str()))
+        let (rows, total) = self
+            .newest_first_rows(
+                EMAIL_COLUMNS,
+                "FROM emails WHERE contact_id = $1",
+                &[contact.as_str()],
+                page,
+            )
+            .await?;
+        Ok(Page::from_rows(rows, page, total, |e: &EmailRecord| {
+            e.id.as_str()
+        }))
     }
 
     /// Which of `ids` name emails of `project` (an inbound message's `In-Reply-To` and

@@ -211,36 +211,22 @@ impl Store {
         statuses: &[&str],
         page: &PageRequest,
     ) -> StoreResult<Page<ExecutionRecord>> {
-        let mut filter = String::from("project_id = $1 AND workflow_id = $2");
-        let mut next = 3;
+        let mut from_where =
+            String::from("FROM workflow_executions WHERE project_id = $1 AND workflow_id = $2");
         if !statuses.is_empty() {
-            filter.push_str(&format!(
+            from_where.push_str(&format!(
                 " AND status IN ({})",
-                placeholders(next, statuses.len())
+                placeholders(3, statuses.len())
             ));
-            next += statuses.len();
         }
-        let mut sql = format!("SELECT {EXECUTION_COLUMNS} FROM workflow_executions WHERE {filter}");
-        if page.after.is_some() {
-            sql.push_str(&format!(" AND id < ${next}"));
-        }
-        sql.push_str(&format!(" ORDER BY id DESC LIMIT {}", page.limit + 1));
-        let count_sql = format!("SELECT COUNT(*) FROM workflow_executions WHERE {filter}");
-        let (rows, total): (Vec<ExecutionRecord>, i64) = on_db!(self.db(), pool => {
-            let mut q = sqlx::query_as(&sql).bind(project.as_str()).bind(workflow.as_str());
-            let mut c = sqlx::query_scalar(&count_sql).bind(project.as_str()).bind(workflow.as_str());
-            for s in statuses {
-                q = q.bind(*s);
-                c = c.bind(*s);
-            }
-            if let Some(after) = &page.after {
-                q = q.bind(after);
-            }
-            let rows = q.fetch_all(pool).await?;
-            let total = if page.is_first() { c.fetch_one(pool).await? } else { 0 };
-            (rows, total)
-        });
-        Ok(Page::from_rows(rows, page, total, |e| e.id.as_str()))
+        let mut binds = vec![project.as_str(), workflow.as_str()];
+        binds.extend_from_slice(statuses);
+        let (rows, total) = self
+            .newest_first_rows(EXECUTION_COLUMNS, &from_where, &binds, page)
+            .await?;
+        Ok(Page::from_rows(rows, page, total, |e: &ExecutionRecord| {
+            e.id.as_str()
+        }))
     }
 
     /// A page of a contact's executions of every workflow of the project, newest first, with
@@ -252,34 +238,17 @@ impl Store {
         contact: &ContactId,
         page: &PageRequest,
     ) -> StoreResult<Page<ExecutionRecord>> {
-        let mut sql = format!(
-            "SELECT {EXECUTION_COLUMNS} FROM workflow_executions \
-             WHERE project_id = $1 AND contact_id = $2"
-        );
-        if page.after.is_some() {
-            sql.push_str(" AND id < $3");
-        }
-        sql.push_str(&format!(" ORDER BY id DESC LIMIT {}", page.limit + 1));
-        let (rows, total): (Vec<ExecutionRecord>, i64) = on_db!(self.db(), pool => {
-            let mut q = sqlx::query_as(&sql).bind(project.as_str()).bind(contact.as_str());
-            if let Some(after) = &page.after {
-                q = q.bind(after);
-            }
-            let rows = q.fetch_all(pool).await?;
-            let total = if page.is_first() {
-                sqlx::query_scalar(
-                    "SELECT COUNT(*) FROM workflow_executions WHERE project_id = $1 AND contact_id = $2",
-                )
-                .bind(project.as_str())
-                .bind(contact.as_str())
-                .fetch_one(pool)
-                .await?
-            } else {
-                0
-            };
-            (rows, total)
-        });
-        Ok(Page::from_rows(rows, page, total, |e| e.id.as_str()))
+        let (rows, total) = self
+            .newest_first_rows(
+                EXECUTION_COLUMNS,
+                "FROM workflow_executions WHERE project_id = $1 AND contact_id = $2",
+                &[project.as_str(), contact.as_str()],
+                page,
+            )
+            .await?;
+        Ok(Page::from_rows(rows, page, total, |e: &ExecutionRecord| {
+            e.id.as_str()
+        }))
     }
 
     /// Every `PLUGIN` step of every workflow (for `herald plugins check`).
