@@ -14,6 +14,26 @@ const run = Date.now().toString(36);
 const user = { email: `owner-${run}@example.com`, password: "a long enough password" };
 const contact = `ada-${run}@example.com`;
 
+/** On a phone the main navigation folds under "Menu": open it with the keyboard, check it says
+ * so, and that Escape closes it and gives the focus back, then open it again. */
+async function openMenu(page, width) {
+  if (width > 700) return;
+  const menu = page.getByRole("button", { name: "Menu" });
+  const nav = page.getByRole("navigation", { name: "Main" });
+  check((await menu.getAttribute("aria-expanded")) === "false", "the menu is open before it is asked for");
+  await menu.focus();
+  await page.keyboard.press("Enter");
+  await nav.getByRole("link", { name: "Contacts" }).waitFor();
+  check((await menu.getAttribute("aria-expanded")) === "true", "the open menu does not say so");
+  await fitsWidth(page, "the open menu");
+  await page.keyboard.press("Tab");
+  await page.keyboard.press("Escape");
+  await nav.waitFor({ state: "hidden" });
+  check(await menu.evaluate((b) => b === document.activeElement), "Escape did not give the focus back to the menu button");
+  await menu.click();
+  await nav.waitFor();
+}
+
 async function firstSession(browser, width) {
   const context = await browser.newContext({ viewport: { width, height: 900 } });
   const page = await context.newPage();
@@ -50,6 +70,7 @@ async function firstSession(browser, width) {
   await page.getByRole("combobox", { name: "Current project" }).waitFor();
   await accessible(page, "projects (created)");
 
+  await openMenu(page, width);
   await page.getByRole("link", { name: "Get started" }).click();
   await page.getByRole("heading", { name: "Get started with Newsletter" }).waitFor();
   await page.getByText("0 of 7 steps done.").waitFor();
@@ -67,6 +88,7 @@ async function firstSession(browser, width) {
   await call("/contacts", { email: `grace-${run}@example.com` });
   await call("/v1/track", { email: contact, event: "signed_up" });
 
+  await openMenu(page, width);
   await page.getByRole("link", { name: "Contacts" }).click();
   await page.getByRole("heading", { name: "Contacts" }).waitFor();
   await page.getByText("2 contacts.").waitFor();
@@ -83,6 +105,7 @@ async function firstSession(browser, width) {
   await fitsWidth(page, "contact");
 
   // The step is checked off.
+  await openMenu(page, width);
   await page.getByRole("link", { name: "Get started" }).click();
   await page.getByText("Add a contact (done)").waitFor();
   await page.getByText("1 of 7 steps done.").waitFor();

@@ -1,4 +1,4 @@
-import { useEffect, useRef } from "react";
+import { useEffect, useRef, useState, type KeyboardEvent } from "react";
 import { Link, Navigate, NavLink, Outlet, useLocation, useNavigate } from "react-router";
 import { api } from "./api/client";
 import { useSession } from "./session";
@@ -9,11 +9,24 @@ export function Layout() {
   const navigate = useNavigate();
   const location = useLocation();
   const main = useRef<HTMLElement>(null);
+  const toggle = useRef<HTMLButtonElement>(null);
+  // The header: the brand, the project switcher and "Log out" on a first row, the main
+  // navigation under them. On a narrow screen the navigation folds under a "Menu" button after
+  // "Log out" (style.css); it is open for the page it was opened on, Escape closes it.
+  const [menu, setMenu] = useState({ open: false, path: location.pathname });
+  const open = menu.open && menu.path === location.pathname;
 
   // A new page moves the focus to its content, as a full page load would for a screen reader.
   useEffect(() => {
     main.current?.focus();
   }, [location.pathname]);
+
+  function closeOnEscape(e: KeyboardEvent) {
+    if (e.key === "Escape" && open) {
+      setMenu({ open: false, path: location.pathname });
+      toggle.current?.focus();
+    }
+  }
 
   async function logout() {
     await api.GET("/auth/logout");
@@ -30,8 +43,43 @@ export function Layout() {
         <Link to="/" className="brand">
           Herald
         </Link>
+        {me && projects.length > 0 && (
+          <label className="switcher">
+            <span className="switcher-label">Current project</span>
+            <select value={project?.id ?? ""} onChange={(e) => choose(e.target.value)}>
+              {projects.map((p) => (
+                <option key={p.id} value={p.id}>
+                  {p.name}
+                </option>
+              ))}
+            </select>
+          </label>
+        )}
         {me && (
-          <nav aria-label="Main">
+          <button type="button" className="logout" onClick={() => void logout()}>
+            Log out
+          </button>
+        )}
+        {me && (
+          <button
+            type="button"
+            ref={toggle}
+            className="menu-toggle secondary"
+            aria-expanded={open}
+            aria-controls="main-menu"
+            onClick={() => setMenu({ open: !open, path: location.pathname })}
+            onKeyDown={closeOnEscape}
+          >
+            Menu
+          </button>
+        )}
+        {me && (
+          <nav
+            aria-label="Main"
+            id="main-menu"
+            className={open ? "open" : undefined}
+            onKeyDown={closeOnEscape}
+          >
             <NavLink to="/" end>
               Get started
             </NavLink>
@@ -50,23 +98,6 @@ export function Layout() {
             <NavLink to="/members">Members</NavLink>
             <NavLink to="/settings">Settings</NavLink>
           </nav>
-        )}
-        {me && projects.length > 0 && (
-          <label className="switcher">
-            Current project
-            <select value={project?.id ?? ""} onChange={(e) => choose(e.target.value)}>
-              {projects.map((p) => (
-                <option key={p.id} value={p.id}>
-                  {p.name}
-                </option>
-              ))}
-            </select>
-          </label>
-        )}
-        {me && (
-          <button type="button" onClick={() => void logout()}>
-            Log out
-          </button>
         )}
       </header>
       <main id="main" ref={main} tabIndex={-1}>

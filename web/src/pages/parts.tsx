@@ -1,4 +1,5 @@
 import { useId, type InputHTMLAttributes, type ReactNode } from "react";
+import { Link } from "react-router";
 
 type FieldProps = InputHTMLAttributes<HTMLInputElement> & { label: string; hint?: string };
 
@@ -69,5 +70,24 @@ export function ChartWithTable({
         table
       )}
     </figure>
+  );
+}
+
+/** An id drawn short: its start and its last characters (ids share their time-ordered start, the
+ * end tells them apart), "cnt_019a…9c1d"; a short id as it is. */
+export function shortId(id: string): string {
+  return id.length > 14 ? `${id.slice(0, 8)}…${id.slice(-4)}` : id;
+}
+
+/**
+ * A link to a resource named by its id, drawn short (shortId); screen readers hear the whole id
+ * after `what` ("Contact"), and a pointer's title shows it.
+ */
+export function IdLink({ to, id, what }: { to: string; id: string; what?: string }) {
+  return (
+    <Link to={to} title={what ? `${what} ${id}` : id} className="short-id">
+      <span aria-hidden="true">{shortId(id)}</span>
+      <span className="visually-hidden">{what ? `${what} ${id}` : id}</span>
+    </Link>
   );
 }

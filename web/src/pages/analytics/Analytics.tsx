@@ -3,7 +3,7 @@ import { Link, useSearchParams } from "react-router";
 import { api, errorMessage, type Schemas } from "../../api/client";
 import { useSession } from "../../session";
 import { Alert, ChartWithTable } from "../parts";
-import { Bars, SERIES, SeriesTable, TimeseriesChart } from "./charts";
+import { Bars, SERIES, SeriesTable, seriesLabels, TimeseriesChart } from "./charts";
 import { isPeriod, percent, PERIODS, rangeOf, type Period } from "./period";
 
 type Metric = Schemas["CampaignMetric"];
@@ -56,6 +56,7 @@ export function Analytics() {
   const choose = (key: string, value: string) => setParams({ period, metric, [key]: value });
   const { series, campaigns, events } = figures;
   const points = series?.data ?? [];
+  const label = series ? seriesLabels(series) : String;
   const totals = SERIES.map((s) => ({ ...s, total: points.reduce((n, p) => n + p[s.key], 0) }));
   const m = METRICS.find((x) => x.id === metric)!;
   const periodName = PERIODS.find((p) => p.id === period)!.label.toLowerCase();
@@ -80,7 +81,7 @@ export function Analytics() {
         <ChartWithTable
           title={`Emails, ${periodName}, per ${series.interval} (${series.timezone})`}
           summary={totals.map((t) => `${t.label}: ${t.total.toLocaleString()}`).join(", ") + "."}
-          chart={<TimeseriesChart points={points} />}
+          chart={<TimeseriesChart points={points} label={label} />}
           details={`Emails per ${series.interval} as a table`}
           table={
             <SeriesTable
@@ -90,6 +91,7 @@ export function Analytics() {
               interval={series.interval}
               points={points}
               series={SERIES}
+              label={label}
             />
           }
         />

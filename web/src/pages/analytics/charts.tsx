@@ -1,8 +1,9 @@
 // The analytics charts (recharts), and a time series as a table. The drawing is hidden from
 // screen readers; every chart is followed by its figures as a table, its text alternative
-// (ChartWithTable in ../parts).
+// (ChartWithTable in ../parts). Both say a bucket the same way: `label`, from `seriesLabels`.
 import { Bar, BarChart, CartesianGrid, Legend, Line, LineChart, ResponsiveContainer, Tooltip, XAxis, YAxis } from "recharts";
 import type { Schemas } from "../../api/client";
+import { bucketLabels } from "./buckets";
 
 type Point = Schemas["TimeseriesPoint"];
 
@@ -17,6 +18,15 @@ export const SERIES: Series[] = [
 
 export type Series = { key: keyof Omit<Point, "time" | "label">; label: string; color: string };
 
+/** How a series' charts and tables say its buckets: "14:00", "Dec 8, 14:00", "Dec 8". */
+export function seriesLabels(series: Schemas["Timeseries"]): (time: string) => string {
+  return bucketLabels(
+    series.data.map((p) => p.time),
+    series.interval,
+    series.timezone,
+  );
+}
+
 /** A time series as a table, a row per point and a column per series: the text alternative of
  * its chart, scrolling sideways in a named region. */
 export function SeriesTable({
@@ -26,7 +36,7 @@ export function SeriesTable({
   interval,
   points,
   series,
-  label = (p) => p.label,
+  label,
 }: {
   region: string;
   caption: string;
@@ -34,7 +44,7 @@ export function SeriesTable({
   interval: string;
   points: Point[];
   series: readonly Series[];
-  label?: (p: Point) => string;
+  label: (time: string) => string;
 }) {
   return (
     <div className="scroll" tabIndex={0} role="region" aria-label={region}>
@@ -53,7 +63,9 @@ export function SeriesTable({
         <tbody>
           {points.map((p) => (
             <tr key={p.time}>
-              <th scope="row">{label(p)}</th>
+              <th scope="row">
+                <time dateTime={p.time}>{label(p.time)}</time>
+              </th>
               {series.map((s) => (
                 <td key={s.key}>{p[s.key].toLocaleString()}</td>
               ))}
@@ -65,16 +77,27 @@ export function SeriesTable({
   );
 }
 
-export function TimeseriesChart({ points }: { points: Point[] }) {
+/** A time series as lines, one per series, its buckets said by `label`. */
+export function TimeseriesChart({
+  points,
+  label,
+  series = SERIES,
+  height = 300,
+}: {
+  points: Point[];
+  label: (time: string) => string;
+  series?: readonly Series[];
+  height?: number;
+}) {
   return (
-    <ResponsiveContainer width="100%" height={300}>
+    <ResponsiveContainer width="100%" height={height}>
       <LineChart data={points} accessibilityLayer={false} margin={{ top: 8, right: 16, bottom: 8, left: 0 }}>
         <CartesianGrid strokeDasharray="3 3" />
-        <XAxis dataKey="label" minTickGap={24} />
-        <YAxis allowDecimals={false} width={48} />
-        <Tooltip />
+        <XAxis dataKey="time" tickFormatter={label} minTickGap={24} tick={{ fontSize: 12 }} />
+        <YAxis allowDecimals={false} width={48} tick={{ fontSize: 12 }} />
+        <Tooltip labelFormatter={(time) => label(String(time))} />
         <Legend />
-        {SERIES.map((s) => (
+        {series.map((s) => (
           <Line key={s.key} type="linear" dataKey={s.key} name={s.label} stroke={s.color} dot={false} isAnimationActive={false} />
         ))}
       </LineChart>

@@ -1,10 +1,9 @@
 import { useEffect, useState } from "react";
-import { CartesianGrid, Legend, Line, LineChart, ResponsiveContainer, Tooltip, XAxis, YAxis } from "recharts";
 import { api, errorMessage, type Schemas } from "../../api/client";
-import { SeriesTable } from "../analytics/charts";
+import { SeriesTable, seriesLabels, TimeseriesChart } from "../analytics/charts";
 import { Alert, ChartWithTable } from "../parts";
 import { percent, type Campaign } from "./draft";
-import { chartRange } from "./time";
+import { browserTimeZone, chartRange } from "./time";
 
 const SERIES = [
   { key: "sent", label: "Sent", color: "#0550ae" },
@@ -26,7 +25,7 @@ export function Results({ campaign, refresh }: { campaign: Campaign; refresh: nu
     const range = chartRange(campaign.startedAt ?? null, new Date());
     void Promise.all([
       api.GET("/campaigns/{id}/stats", { params: { path: { id: campaign.id } } }),
-      range ? api.GET("/analytics/timeseries", { params: { query: { ...range, timezone: "UTC" } } }) : null,
+      range ? api.GET("/analytics/timeseries", { params: { query: { ...range, timezone: browserTimeZone() } } }) : null,
     ]).then(([s, t]) => {
       if (!live) return;
       setStats(s.data ?? null);
@@ -139,23 +138,11 @@ function Variants({ stats, campaign }: { stats: Schemas["CampaignStats"]; campai
 function Chart({ series }: { series: Schemas["Timeseries"] }) {
   const unit = series.interval === "hour" ? "hour" : "day";
   const rows = series.data.filter((p) => SERIES.some((s) => p[s.key] > 0));
+  const label = seriesLabels(series);
   return (
     <ChartWithTable
-      title={`Emails of the whole project per ${unit} (UTC) since this campaign started: the API's time series counts every email of the project, this campaign's and any other sent meanwhile.`}
-      chart={
-        <ResponsiveContainer width="100%" height={260}>
-          <LineChart data={series.data} accessibilityLayer={false}>
-            <CartesianGrid strokeDasharray="3 3" />
-            <XAxis dataKey="label" tick={{ fontSize: 12 }} tickFormatter={(l: string) => l.replace("T", " ")} />
-            <YAxis allowDecimals={false} tick={{ fontSize: 12 }} width={40} />
-            <Tooltip />
-            <Legend />
-            {SERIES.map((s) => (
-              <Line key={s.key} type="monotone" dataKey={s.key} name={s.label} stroke={s.color} dot={false} isAnimationActive={false} />
-            ))}
-          </LineChart>
-        </ResponsiveContainer>
-      }
+      title={`Emails of the whole project per ${unit} (${series.timezone}) since this campaign started: the API's time series counts every email of the project, this campaign's and any other sent meanwhile.`}
+      chart={<TimeseriesChart points={series.data} label={label} series={SERIES} height={260} />}
       details="The chart as a table"
       table={
         rows.length === 0 ? (
@@ -163,11 +150,11 @@ function Chart({ series }: { series: Schemas["Timeseries"] }) {
         ) : (
           <SeriesTable
             region="Results over time table"
-            caption={`Emails per ${unit} (UTC), the ${unit}s with any`}
+            caption={`Emails per ${unit} (${series.timezone}), the ${unit}s with any`}
             interval={unit}
             points={rows}
             series={SERIES}
-            label={(p) => p.label.replace("T", " ")}
+            label={label}
           />
         )
       }

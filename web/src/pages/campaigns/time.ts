@@ -94,7 +94,9 @@ export function chartRange(startedAt: string | null, now: Date): { from: string;
   if (until - start <= 48 * HOUR) return { from: iso(start), to: iso(until), interval: "hour" };
   const day = 24 * HOUR;
   const to = Math.ceil(until / day) * day;
-  return { from: iso(Math.max(Math.floor(start / day) * day, to - 366 * day)), to: iso(to), interval: "day" };
+  // 365 UTC days at most: in the browser's time zone they touch 366 calendar days, the most
+  // the API's daily series holds.
+  return { from: iso(Math.max(Math.floor(start / day) * day, to - 365 * day)), to: iso(to), interval: "day" };
 }
 
 const iso = (ms: number) => new Date(ms).toISOString();

@@ -145,7 +145,7 @@ export function Activity() {
                   <td>{kindName(e.type)}</td>
                   <td>{e.contactId ? <Link to={`/contacts/${e.contactId}`}>{e.email}</Link> : (e.email ?? "")}</td>
                   <td>{e.subject ?? ""}</td>
-                  <td>{e.detail ?? ""}</td>
+                  <td className="long">{e.detail ?? ""}</td>
                 </tr>
               ))}
             </tbody>

@@ -3,7 +3,7 @@ import { Link, useParams, useSearchParams } from "react-router";
 import { api, errorMessage, type Schemas } from "../../api/client";
 import { useSession } from "../../session";
 import { Pager, useCursorPages } from "../paging";
-import { Alert } from "../parts";
+import { Alert, IdLink } from "../parts";
 import { stepLabel } from "./graph";
 
 type Status = Schemas["ExecutionStatus"];
@@ -135,13 +135,11 @@ export function Executions() {
                   {page.data.map((x) => (
                     <tr key={x.id}>
                       <td>
-                        <Link to={`/workflows/${id}/executions/${x.id}`}>{x.id}</Link>
+                        <IdLink to={`/workflows/${id}/executions/${x.id}`} id={x.id} />
                       </td>
                       <td>{statusName(x.status)}</td>
                       <td>
-                        <Link to={`/contacts/${x.contactId}`} aria-label={`Contact of ${x.id}`}>
-                          {x.contactId}
-                        </Link>
+                        <IdLink to={`/contacts/${x.contactId}`} id={x.contactId} what="Contact" />
                       </td>
                       <td>{x.currentStepId ? (steps.get(x.currentStepId) ?? x.currentStepId) : "–"}</td>
                       <td>{when(x.createdAt)}</td>

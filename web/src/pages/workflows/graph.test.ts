@@ -7,6 +7,8 @@ import {
   fieldErrors,
   freeWays,
   layout,
+  NODE,
+  overlaps,
   placeNew,
   positions,
   ROW,
@@ -107,6 +109,42 @@ describe("positions", () => {
   });
 });
 
+describe("positions of steps without one", () => {
+  const none = (p: Record<string, Point>) =>
+    Object.entries(p).flatMap(([a, pa]) => Object.entries(p).filter(([b, pb]) => a < b && overlaps(pa, pb)).map(([b]) => `${a}/${b}`));
+
+  it("step down below a stored step on their spot", () => {
+    // Unconnected, a and b share the top row; b was dragged onto a's spot.
+    const placed = layout([step("a", "DELAY"), step("b", "DELAY")], []);
+    const p = positions([step("a", "DELAY"), step("b", "DELAY", {}, undefined, { x: placed.a!.x + 30, y: 20 })], []);
+    expect(p.b).toEqual({ x: placed.a!.x + 30, y: 20 });
+    expect(p.a).toEqual({ x: placed.a!.x, y: 20 + ROW });
+    expect(none(p)).toEqual([]);
+  });
+
+  it("step past several stored steps in a column, and the steps after them follow", () => {
+    // The exit was dragged onto the send email's spot, another step just under it (stored
+    // steps take part in the layout as any other, but keep their place).
+    const withX = [...steps, step("x", "EXIT")];
+    const placed = layout(withX, transitions);
+    const s = placed.s!;
+    const crowded = withX.map((x) =>
+      x.id === "e" ? { ...x, position: { x: s.x + 10, y: s.y + 10 } } : x.id === "x" ? { ...x, position: { x: s.x - 10, y: s.y + 10 + ROW - 20 } } : x,
+    );
+    const p = positions(crowded, transitions);
+    expect(p.c).toEqual(placed.c);
+    expect(p.s).toEqual({ x: s.x, y: s.y + 10 + ROW - 20 + ROW });
+    // The delay after the send email moves by as much.
+    expect(p.d).toEqual({ x: placed.d!.x, y: placed.d!.y + p.s!.y - s.y });
+    expect(none(p)).toEqual([]);
+  });
+
+  it("leave stored steps where they are, even on one another", () => {
+    const p = positions([step("a", "DELAY", {}, undefined, { x: 0, y: 0 }), step("b", "DELAY", {}, undefined, { x: 5, y: 5 })], []);
+    expect(p).toEqual({ a: { x: 0, y: 0 }, b: { x: 5, y: 5 } });
+  });
+});
+
 describe("placeNew", () => {
   const placedAt = (id: string, type: StepType, position: Point) => step(id, type, {}, undefined, position);
 
@@ -130,6 +168,11 @@ describe("placeNew", () => {
   it("moves right past a step already in the place", () => {
     const busy = [placedAt("a", "DELAY", { x: 0, y: 0 }), placedAt("b", "EXIT", { x: 10, y: ROW })];
     expect(placeNew(busy, [], { from: "a", way: null })).toEqual({ x: COLUMN, y: ROW });
+    // A step half a node to the side still covers the place.
+    const near = [placedAt("a", "DELAY", { x: 0, y: 0 }), placedAt("b", "EXIT", { x: NODE.width / 2, y: ROW + NODE.height / 2 })];
+    const spot = placeNew(near, [], { from: "a", way: null });
+    expect(overlaps(spot, near[1]!.position!)).toBe(false);
+    expect(spot).toEqual({ x: 2 * COLUMN, y: ROW });
   });
 
   it("follows the layout for steps without a position", () => {

@@ -111,6 +111,13 @@ export function entrySteps(steps: Step[], transitions: Transition[]): Step[] {
 export type Point = { x: number; y: number };
 export const COLUMN = 260;
 export const ROW = 150;
+/** The room a step's node takes on the canvas (13rem wide, three lines high), with a margin. */
+export const NODE = { width: 220, height: 110 };
+
+/** Whether nodes at `a` and `b` (their top-left corners) would overlap. */
+export function overlaps(a: Point, b: Point): boolean {
+  return Math.abs(a.x - b.x) < NODE.width && Math.abs(a.y - b.y) < NODE.height;
+}
 
 /**
  * A top-to-bottom layout (for the steps with no stored position): each step's row is the
@@ -168,11 +175,13 @@ function layoutParent(id: string, transitions: Transition[], placed: Record<stri
 /**
  * Where each step is drawn: its stored position; a step without one takes its place in the
  * automatic layout, moved by as much as the step it follows there was moved from its own (so a
- * step with no position under a dragged one stays under it).
+ * step with no position under a dragged one stays under it), then down, row by row, until it
+ * covers no step drawn before it and none at a stored position (the steps after it follow).
  */
 export function positions(steps: Step[], transitions: Transition[]): Record<string, Point> {
   const placed = layout(steps, transitions);
   const out: Record<string, Point> = {};
+  const taken: Point[] = steps.flatMap((s) => (s.position ? [{ x: s.position.x, y: s.position.y }] : []));
   // Row by row, so that a step's parent is placed before it.
   const byRow = [...steps].sort((a, b) => (placed[a.id]?.y ?? 0) - (placed[b.id]?.y ?? 0));
   for (const s of byRow) {
@@ -184,7 +193,14 @@ export function positions(steps: Step[], transitions: Transition[]): Record<stri
     const parent = layoutParent(s.id, transitions, placed);
     const from = parent ? out[parent] : undefined;
     const home = parent ? placed[parent] : undefined;
-    out[s.id] = from && home ? { x: auto.x + from.x - home.x, y: auto.y + from.y - home.y } : auto;
+    let spot = from && home ? { x: auto.x + from.x - home.x, y: auto.y + from.y - home.y } : auto;
+    // Each move goes below a node in the way (one row under its top, more than a node's
+    // height): y only grows, so this ends once past the lowest.
+    for (let blocker = taken.find((q) => overlaps(spot, q)); blocker; blocker = taken.find((q) => overlaps(spot, q))) {
+      spot = { x: spot.x, y: blocker.y + ROW };
+    }
+    out[s.id] = spot;
+    taken.push(spot);
   }
   return out;
 }
@@ -208,7 +224,7 @@ export function placeNew(steps: Step[], transitions: Transition[], after: { from
   } else {
     spot = { x: Math.max(...all.map((p) => p.x)) + COLUMN, y: Math.min(...all.map((p) => p.y)) };
   }
-  const taken = (p: Point) => all.some((q) => Math.abs(q.x - p.x) < COLUMN / 2 && Math.abs(q.y - p.y) < ROW / 2);
+  const taken = (p: Point) => all.some((q) => overlaps(p, q));
   while (taken(spot)) spot = { x: spot.x + COLUMN, y: spot.y };
   return spot;
 }
