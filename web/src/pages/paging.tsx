@@ -107,6 +107,8 @@ export function usePagedList<P extends CursorPage>(
   const page = list.data?.page ?? null;
   return {
     cursor,
+    /** No page before this one. */
+    first: pages.first,
     page,
     total,
     error: list.error,
