@@ -79,7 +79,8 @@ export function totalAfter(known: number | null, answer: Counted<CursorPage> | n
  * `onMove`), each page with `fetchPage(cursor, signal)` (`null`: nothing to ask yet), again when
  * `deps` change or on `reload()`. `total` is the first page's, kept on the pages after it;
  * `reset()` goes back to the first page and reads it again, counting anew (for a new search,
- * whose parameters the caller sets, or after a change to the list). An answer to an older request is thrown away.
+ * whose parameters the caller sets, or after a change to the list). An answer to an older
+ * request is thrown away.
  */
 export function usePagedList<P extends CursorPage>(
   fetchPage: (cursor: string | null, signal: AbortSignal) => Promise<Answer<P>> | null,
