@@ -11,7 +11,12 @@ export default tseslint.config(
     files: ["src/**/*.{ts,tsx}"],
     languageOptions: { globals: globals.browser },
     plugins: { "react-hooks": reactHooks },
-    rules: reactHooks.configs.recommended.rules,
+    rules: {
+      ...reactHooks.configs.recommended.rules,
+      // The loading hooks (src/pages/loading.ts, paging.tsx) take a request and what it depends
+      // on, as useEffect does: their dependencies are checked the same way.
+      "react-hooks/exhaustive-deps": ["warn", { additionalHooks: "^(useRequest|useDebouncedRequest|usePagedList)$" }],
+    },
   },
   {
     files: ["e2e/**/*.mjs", "vite.config.ts", "eslint.config.js"],

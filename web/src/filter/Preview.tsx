@@ -1,8 +1,8 @@
 // Who an unsaved filter selects now (`POST /segments/preview`): a count said politely to screen
 // readers and a few of the contacts, read again a moment after each change.
-import { useEffect, useState } from "react";
 import { Link } from "react-router";
 import { api, errorMessage, type Schemas } from "../api/client";
+import { useDebouncedRequest } from "../pages/loading";
 import { splitErrors, type ApiFilter, type PathError } from "./model";
 
 /** How long typing pauses before the filter is counted. */
@@ -18,41 +18,36 @@ type Props = {
   onErrors: (errors: PathError[]) => void;
 };
 
-/** The answer about the filter `text` (its JSON). */
-type State = { text: string | null; preview: Schemas["SegmentPreview"] | null; error: string | null };
+/** The API's errors about the filter's conditions in an error body, for the builder's rows. */
+function conditionErrors(error: unknown): PathError[] {
+  const fields = (error as Partial<Schemas["ErrorBody"]> | undefined)?.error?.errors ?? [];
+  return splitErrors(fields, "condition").filter;
+}
+
+/** An error about the filter in words: its conditions' errors are said beside them. */
+const describe = (error: unknown) =>
+  conditionErrors(error).length ? "These conditions cannot be counted: see the messages beside them." : errorMessage(error);
 
 /** The live count of a filter and a few contacts it selects. */
 export function FilterPreview({ filter, complete, onErrors }: Props) {
-  const [state, setState] = useState<State>({ text: null, preview: null, error: null });
   const text = filter && complete ? JSON.stringify(filter) : null;
-
-  useEffect(() => {
-    if (!text) return;
-    let live = true;
-    const timer = window.setTimeout(() => {
-      void api.POST("/segments/preview", { body: { condition: JSON.parse(text) as ApiFilter, limit: SAMPLE } }).then(({ data, error }) => {
-        if (!live) return;
-        if (data) return setState({ text, preview: data, error: null });
-        const fields = (error as Partial<Schemas["ErrorBody"]> | undefined)?.error?.errors ?? [];
-        const placed = splitErrors(fields, "condition").filter;
-        onErrors(placed);
-        setState({
-          text,
-          preview: null,
-          error: placed.length ? "These conditions cannot be counted: see the messages beside them." : errorMessage(error),
-        });
-      });
-    }, PREVIEW_DELAY_MS);
-    return () => {
-      live = false;
-      window.clearTimeout(timer);
-    };
-  }, [text, onErrors]);
+  const answer = useDebouncedRequest(
+    (signal) =>
+      text
+        ? api.POST("/segments/preview", { body: { condition: JSON.parse(text) as ApiFilter, limit: SAMPLE }, signal }).then((answer) => {
+            if (answer.error && !signal.aborted) onErrors(conditionErrors(answer.error));
+            return answer;
+          })
+        : null,
+    [text, onErrors],
+    PREVIEW_DELAY_MS,
+    describe,
+  );
 
   // Until the answer about this filter comes, the last count stays, marked as being redone.
-  const loading = text !== null && state.text !== text;
-  const preview = text ? state.preview : null;
-  const error = text && !loading ? state.error : null;
+  const loading = text !== null && answer.pending;
+  const preview = text ? answer.data : null;
+  const error = text && !loading ? answer.error : null;
   return (
     <div className="filter-preview">
       <div role="status" aria-live="polite" aria-busy={loading}>

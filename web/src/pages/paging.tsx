@@ -1,7 +1,8 @@
 // Paging through the API's lists: the cursor pages ("Previous page" goes back along the cursors
 // of the pages seen before) and the Previous/Next navigation under a list.
-import { useState } from "react";
+import { useState, type DependencyList } from "react";
 import { useSearchParams } from "react-router";
+import { useRequest, type Answer } from "./loading";
 
 /** Where a list stands: the current page's cursor (`null`: the first page) and the cursors of
  * the pages before it, nearest last. */
@@ -55,6 +56,72 @@ export function useCursorPages({ inUrl = false, onMove }: { inUrl?: boolean; onM
     previous: trail.before.length > 0 ? () => move(back(here)) : null,
     after: (page: { hasMore: boolean; cursor?: string | null }) => (page.hasMore ? () => move(forward(here, page.cursor ?? null)) : null),
     reset: () => setTrail(FIRST),
+  };
+}
+
+/** A page of one of the API's lists: its total is counted on the first page only (0 on the others). */
+export interface CursorPage {
+  hasMore: boolean;
+  cursor?: string | null;
+  total: number;
+}
+
+/** A page as it came, and whether it is the first (the one that counts the total). */
+export type Counted<P> = { page: P; first: boolean };
+
+/** The total after `answer`: the first page's, or the one known before (`null`: not known yet). */
+export function totalAfter(known: number | null, answer: Counted<CursorPage> | null): number | null {
+  return answer?.first ? answer.page.total : known;
+}
+
+/**
+ * A list of the API's read a page at a time along its cursors (`useCursorPages`, with `inUrl` and
+ * `onMove`), each page with `fetchPage(cursor, signal)` (`null`: nothing to ask yet), again when
+ * `deps` change or on `reload()`. `total` is the first page's, kept on the pages after it;
+ * `reset()` goes back to the first page and reads it again, counting anew (for a new search,
+ * whose parameters the caller sets, or after a change to the list). An answer to an older
+ * request is thrown away.
+ */
+export function usePagedList<P extends CursorPage>(
+  fetchPage: (cursor: string | null, signal: AbortSignal) => Promise<Answer<P>> | null,
+  deps: DependencyList,
+  options: { inUrl?: boolean; onMove?: () => void } = {},
+) {
+  const pages = useCursorPages(options);
+  const cursor = pages.cursor;
+  const list = useRequest<Counted<P>>(
+    (signal) =>
+      fetchPage(cursor, signal)?.then(({ data, error }) => ({ data: data && { page: data, first: cursor === null }, error })) ??
+      null,
+    // The caller's `deps` are checked where it calls (eslint.config.js).
+    // eslint-disable-next-line react-hooks/exhaustive-deps
+    [...deps, cursor],
+  );
+  // The total follows each answer (during the render that sees it, as React advises for state
+  // kept from earlier renders).
+  const [total, setTotal] = useState<number | null>(null);
+  const [seen, setSeen] = useState(list.data);
+  if (seen !== list.data) {
+    setSeen(list.data);
+    setTotal(totalAfter(total, list.data));
+  }
+  const page = list.data?.page ?? null;
+  return {
+    cursor,
+    /** No page before this one. */
+    first: pages.first,
+    page,
+    total,
+    error: list.error,
+    loading: list.loading,
+    reload: list.reload,
+    previous: pages.previous,
+    next: page ? pages.after(page) : null,
+    reset: () => {
+      pages.reset();
+      setTotal(null);
+      list.reload();
+    },
   };
 }
 

@@ -2,6 +2,7 @@ import { lazy, Suspense, useCallback, useEffect, useRef, useState, type FormEven
 import { Link, useNavigate, useParams } from "react-router";
 import { api, errorMessage, type Schemas } from "../../api/client";
 import { useSession } from "../../session";
+import { useRequest } from "../loading";
 import { Alert } from "../parts";
 import type { Preview } from "./Audience";
 import { Composer } from "./Composer";
@@ -36,7 +37,10 @@ function Campaign({ id }: { id?: string }) {
     segments: Schemas["SegmentBody"][];
     topics: Schemas["TopicBody"][];
   }>({ templates: [], segments: [], topics: [] });
-  const [preview, setPreview] = useState<Preview>({ loading: false, data: null, error: null });
+  // The audience of the draft as saved (`audienceKey`): the count is of it.
+  const [savedAudience, setSavedAudience] = useState<string | null>(null);
+  // The save of an audience change failed: the count shown is of the draft saved before.
+  const [unsaved, setUnsaved] = useState(false);
   const [error, setError] = useState<string | null>(null);
   const [saved, setSaved] = useState<string | null>(null);
   const [ask, setAsk] = useState<"cancel" | "delete" | null>(null);
@@ -60,6 +64,7 @@ function Campaign({ id }: { id?: string }) {
         if (data) {
           current.current = fromCampaign(data);
           setDraft(current.current);
+          setSavedAudience(audienceKey(current.current));
           setDirty(false);
         }
         setError(error ? errorMessage(error) : null);
@@ -70,22 +75,13 @@ function Campaign({ id }: { id?: string }) {
     };
   }, [project, id]);
 
-  // The live count, again after each save (`saves`).
-  const [saves, setSaves] = useState(0);
+  // The live count of the saved draft, again after each save (`recount`).
   const counted = campaign && editable(campaign.status) ? campaign.id : null;
-  useEffect(() => {
-    if (!counted) return;
-    const cid = counted;
-    let live = true;
-    // eslint-disable-next-line react-hooks/set-state-in-effect -- the count is read from the server
-    setPreview((p) => ({ ...p, loading: true, note: undefined }));
-    void api.POST("/campaigns/{id}/audience", { params: { path: { id: cid } } }).then(({ data, error }) => {
-      if (live) setPreview({ loading: false, data: data ?? null, error: error ? errorMessage(error) : null });
-    });
-    return () => {
-      live = false;
-    };
-  }, [counted, saves]);
+  const count = useRequest(
+    (signal) => (counted ? api.POST("/campaigns/{id}/audience", { params: { path: { id: counted } }, signal }) : null),
+    [counted],
+  );
+  const recount = count.reload;
 
   // Read again while sending (and while scheduled, to see it start).
   const poll = campaign ? POLL_MS[campaign.status] : undefined;
@@ -121,12 +117,14 @@ function Campaign({ id }: { id?: string }) {
       }
       setError(null);
       setCampaign(data);
-      setSaves((n) => n + 1);
+      setSavedAudience(audienceKey(d));
+      setUnsaved(false);
+      recount();
       if (current.current === d) setDirty(false);
       setSaved(`Saved at ${new Date().toLocaleTimeString()}.`);
       return true;
     },
-    [campaign, navigate],
+    [campaign, navigate, recount],
   );
 
   const save = useCallback(async () => (dirty ? persist(current.current) : true), [dirty, persist]);
@@ -137,26 +135,16 @@ function Campaign({ id }: { id?: string }) {
     current.current = next;
     setDraft(next);
     setDirty(true);
-    if (!audienceChanged) return;
-    if (!campaign) {
-      setPreview({ loading: false, data: null, error: null, note: "Save the draft to count who will receive it." });
-    } else if (next.audienceType === "SEGMENT" && !next.segmentId) {
-      setPreview({ loading: false, data: null, error: null, note: "Choose a segment to count who will receive it." });
-    } else if (next.audienceType === "FILTERED" && !next.filterComplete) {
-      setPreview({ loading: false, data: null, error: null, note: "Fill in every condition of the filter to count who will receive it." });
-    } else {
-      // The draft is saved as the audience changes (a filter once typing pauses), so the count is
-      // of what would be sent.
-      if (pending.current) clearTimeout(pending.current);
-      const wait = next.audienceType === "FILTERED" ? 600 : 0;
-      pending.current = setTimeout(() => {
-        void persist(current.current).then((ok) => {
-          if (!ok) {
-            setPreview((p) => ({ ...p, note: "The count is of the saved draft: correct what is said above and save to count again." }));
-          }
-        });
-      }, wait);
-    }
+    // The draft is saved as the audience changes (a filter once typing pauses), so the count is
+    // of what would be sent; a new campaign is counted once saved, an incomplete audience not at all.
+    if (!audienceChanged || !campaign || incomplete(next)) return;
+    if (pending.current) clearTimeout(pending.current);
+    const wait = next.audienceType === "FILTERED" ? 600 : 0;
+    pending.current = setTimeout(() => {
+      void persist(current.current).then((ok) => {
+        if (!ok) setUnsaved(true);
+      });
+    }, wait);
   }
 
   async function act(action: "pause" | "resume" | "cancel") {
@@ -203,7 +191,18 @@ function Campaign({ id }: { id?: string }) {
 
   const status = campaign?.status ?? "DRAFT";
   const canEdit = editable(status);
-  const shownPreview: Preview = campaign ? preview : { ...preview, note: "Save the draft to count who will receive it." };
+  const missing = incomplete(draft);
+  const shownPreview: Preview = !campaign
+    ? { loading: false, data: null, error: null, note: "Save the draft to count who will receive it." }
+    : missing
+      ? { loading: false, data: null, error: null, note: missing }
+      : {
+          // A changed audience is being saved, then counted: the count shown is of the one before.
+          loading: count.loading || (audienceKey(draft) !== savedAudience && !unsaved),
+          data: count.data,
+          error: count.error,
+          note: unsaved ? "The count is of the saved draft: correct what is said above and save to count again." : undefined,
+        };
   return (
     <section>
       <p>
@@ -288,6 +287,13 @@ function Campaign({ id }: { id?: string }) {
       )}
     </section>
   );
+}
+
+/** Why the form's audience cannot be counted yet, in words; `null` when it can. */
+function incomplete(d: Draft): string | null {
+  if (d.audienceType === "SEGMENT" && !d.segmentId) return "Choose a segment to count who will receive it.";
+  if (d.audienceType === "FILTERED" && !d.filterComplete) return "Fill in every condition of the filter to count who will receive it.";
+  return null;
 }
 
 /** What a campaign that can no longer change sends, and to whom. */

@@ -3,43 +3,19 @@
 import { useEffect, useId, useRef, useState, type ReactNode } from "react";
 import { Link } from "react-router";
 import { api, errorMessage, type Schemas } from "../../api/client";
-import { Pager, useCursorPages } from "../paging";
+import type { Answer } from "../loading";
+import { Pager, usePagedList } from "../paging";
 import { Alert } from "../parts";
 import { statusName, when } from "../workflows/Executions";
 
 const PAGE = 20;
 
 type Page<T> = { data: T[]; cursor?: string | null; hasMore: boolean; total: number };
-type Answer<T> = { data?: Page<T>; error?: unknown };
+type FetchPage<T> = (id: string, cursor: string | null, signal: AbortSignal) => Promise<Answer<Page<T>>>;
 
 /** A list of the contact's, a page at a time (the total comes with the first page). */
-function usePages<T>(contactId: string, fetchPage: (id: string, cursor: string | null) => Promise<Answer<T>>) {
-  const pages = useCursorPages();
-  const [page, setPage] = useState<Page<T> | null>(null);
-  const [total, setTotal] = useState<number | null>(null);
-  const [error, setError] = useState<string | null>(null);
-  const cursor = pages.cursor;
-
-  useEffect(() => {
-    let live = true;
-    void fetchPage(contactId, cursor).then(({ data, error }) => {
-      if (!live) return;
-      setPage(data ?? null);
-      if (data && !cursor) setTotal(data.total);
-      setError(error ? errorMessage(error) : null);
-    });
-    return () => {
-      live = false;
-    };
-  }, [contactId, cursor, fetchPage]);
-
-  return {
-    page,
-    total,
-    error,
-    previous: pages.previous,
-    next: page ? pages.after(page) : null,
-  };
+function usePages<T>(contactId: string, fetchPage: FetchPage<T>) {
+  return usePagedList((cursor, signal) => fetchPage(contactId, cursor, signal), [contactId, fetchPage]);
 }
 
 type Pages<T> = ReturnType<typeof usePages<T>>;
@@ -93,10 +69,10 @@ function useNames(ids: string[], fetchName: (id: string) => Promise<string | nul
   return names;
 }
 
-const emailsPage = (id: string, cursor: string | null) =>
-  api.GET("/contacts/{id}/emails", { params: { path: { id }, query: { limit: PAGE, cursor: cursor ?? undefined } } });
-const executionsPage = (id: string, cursor: string | null) =>
-  api.GET("/contacts/{id}/executions", { params: { path: { id }, query: { limit: PAGE, cursor: cursor ?? undefined } } });
+const emailsPage = (id: string, cursor: string | null, signal: AbortSignal) =>
+  api.GET("/contacts/{id}/emails", { params: { path: { id }, query: { limit: PAGE, cursor: cursor ?? undefined } }, signal });
+const executionsPage = (id: string, cursor: string | null, signal: AbortSignal) =>
+  api.GET("/contacts/{id}/executions", { params: { path: { id }, query: { limit: PAGE, cursor: cursor ?? undefined } }, signal });
 const campaignName = async (id: string) => (await api.GET("/campaigns/{id}", { params: { path: { id } } })).data?.name ?? null;
 const workflowName = async (id: string) => (await api.GET("/workflows/{id}", { params: { path: { id } } })).data?.name ?? null;
 

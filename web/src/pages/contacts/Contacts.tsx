@@ -1,8 +1,8 @@
-import { useEffect, useState, type FormEvent } from "react";
+import { useState, type FormEvent } from "react";
 import { Link, useLocation, useSearchParams } from "react-router";
-import { api, errorMessage, type Schemas } from "../../api/client";
+import { api } from "../../api/client";
 import { useSession } from "../../session";
-import { Pager, useCursorPages } from "../paging";
+import { Pager, usePagedList } from "../paging";
 import { Alert } from "../parts";
 import { BulkActions } from "./Bulk";
 import { ImportContacts } from "./Import";
@@ -18,44 +18,28 @@ export function Contacts() {
   const location = useLocation();
   const [params, setParams] = useSearchParams();
   const search = params.get("search") ?? "";
-  const [page, setPage] = useState<Schemas["ContactPage"] | null>(null);
-  const [total, setTotal] = useState<number | null>(null);
-  const [error, setError] = useState<string | null>(null);
   const [selected, setSelected] = useState<string[]>([]);
-  const pages = useCursorPages({ inUrl: true, onMove: () => setSelected([]) });
-  const cursor = pages.cursor;
+  const list = usePagedList(
+    (cursor, signal) =>
+      project
+        ? api.GET("/contacts", { params: { query: { limit: PAGE, search: search || undefined, cursor: cursor ?? undefined } }, signal })
+        : null,
+    [project, search],
+    { inUrl: true, onMove: () => setSelected([]) },
+  );
+  const { page, total, error } = list;
   const [panel, setPanel] = useState<Panel>(null);
-  const [version, setVersion] = useState(0);
   const said = (location.state as { said?: string } | null)?.said ?? "";
-
-  useEffect(() => {
-    if (!project) return;
-    let live = true;
-    void api
-      .GET("/contacts", {
-        params: { query: { limit: PAGE, search: search || undefined, cursor: cursor ?? undefined } },
-      })
-      .then(({ data, error }) => {
-        if (!live) return;
-        setPage(data ?? null);
-        // The total is counted on the first page only.
-        if (data && !cursor) setTotal(data.total);
-        setError(error ? errorMessage(error) : null);
-      });
-    return () => {
-      live = false;
-    };
-  }, [project, search, cursor, version]);
 
   function reload() {
     setSelected([]);
-    setVersion((v) => v + 1);
+    list.reload();
   }
 
   function find(e: FormEvent<HTMLFormElement>) {
     e.preventDefault();
     const value = String(new FormData(e.currentTarget).get("search")).trim();
-    pages.reset();
+    list.reset();
     setSelected([]);
     setParams(value ? { search: value } : {});
   }
@@ -139,7 +123,7 @@ export function Contacts() {
               </div>
             </>
           )}
-          <Pager label="Pages of contacts" previous={pages.previous} next={pages.after(page)} />
+          <Pager label="Pages of contacts" previous={list.previous} next={list.next} />
         </>
       )}
     </section>

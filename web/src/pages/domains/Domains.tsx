@@ -1,7 +1,8 @@
-import { useEffect, useState, type FormEvent } from "react";
+import { useState, type FormEvent } from "react";
 import { Link, useNavigate } from "react-router";
-import { api, errorMessage, type Schemas } from "../../api/client";
+import { api, errorMessage } from "../../api/client";
 import { useSession } from "../../session";
+import { useRequest } from "../loading";
 import { Alert, Field } from "../parts";
 import { domainStatus } from "./words";
 import { SendingHealth } from "./SendingHealth";
@@ -10,22 +11,14 @@ import { SendingHealth } from "./SendingHealth";
 export function Domains() {
   const { project } = useSession();
   const navigate = useNavigate();
-  const [domains, setDomains] = useState<Schemas["DomainBody"][] | null>(null);
+  const list = useRequest(
+    (signal) => (project ? api.GET("/domains/project/{projectId}", { params: { path: { projectId: project.id } }, signal }) : null),
+    [project],
+  );
+  const domains = list.data;
+  // Why adding a domain failed (the list's own error shows when there is none).
   const [error, setError] = useState<string | null>(null);
   const [adding, setAdding] = useState(false);
-
-  useEffect(() => {
-    if (!project) return;
-    let live = true;
-    void api.GET("/domains/project/{projectId}", { params: { path: { projectId: project.id } } }).then(({ data, error }) => {
-      if (!live) return;
-      setDomains(data ?? null);
-      setError(error ? errorMessage(error) : null);
-    });
-    return () => {
-      live = false;
-    };
-  }, [project]);
 
   async function add(e: FormEvent<HTMLFormElement>) {
     e.preventDefault();
@@ -47,7 +40,7 @@ export function Domains() {
     <section>
       <h1>Domains</h1>
       <p>Mail is sent from addresses on a domain once its DNS records are published and verified.</p>
-      <Alert message={error} />
+      <Alert message={error ?? list.error} />
       {domains && domains.length === 0 && <p>No domain yet.</p>}
       {domains && domains.length > 0 && (
         <div className="scroll" tabIndex={0} role="region" aria-label="Domains table">

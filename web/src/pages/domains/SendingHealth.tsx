@@ -1,5 +1,6 @@
-import { useEffect, useId, useState } from "react";
-import { api, errorMessage, type Schemas } from "../../api/client";
+import { useId } from "react";
+import { api } from "../../api/client";
+import { useRequest } from "../loading";
 import { Alert } from "../parts";
 import { percent } from "./words";
 
@@ -8,20 +9,10 @@ import { percent } from "./words";
  * and the settings pages. */
 export function SendingHealth({ projectId }: { projectId: string }) {
   const titleId = useId();
-  const [health, setHealth] = useState<Schemas["SecurityBody"] | null>(null);
-  const [error, setError] = useState<string | null>(null);
-
-  useEffect(() => {
-    let live = true;
-    void api.GET("/users/@me/projects/{id}/security", { params: { path: { id: projectId } } }).then(({ data, error }) => {
-      if (!live) return;
-      setHealth(data ?? null);
-      setError(error ? errorMessage(error) : null);
-    });
-    return () => {
-      live = false;
-    };
-  }, [projectId]);
+  const { data: health, error } = useRequest(
+    (signal) => api.GET("/users/@me/projects/{id}/security", { params: { path: { id: projectId } }, signal }),
+    [projectId],
+  );
 
   return (
     <section aria-labelledby={titleId}>

@@ -1,27 +1,13 @@
-import { useEffect, useState } from "react";
 import { Link } from "react-router";
-import { api, errorMessage, type Schemas } from "../../api/client";
+import { api } from "../../api/client";
 import { useSession } from "../../session";
+import { useRequest } from "../loading";
 import { Alert } from "../parts";
 
 /** The project's segments with their member counts (the API lists them all, unpaged). */
 export function Segments() {
   const { project } = useSession();
-  const [segments, setSegments] = useState<Schemas["SegmentBody"][] | null>(null);
-  const [error, setError] = useState<string | null>(null);
-
-  useEffect(() => {
-    if (!project) return;
-    let live = true;
-    void api.GET("/segments").then(({ data, error }) => {
-      if (!live) return;
-      setSegments(data ?? null);
-      setError(error ? errorMessage(error) : null);
-    });
-    return () => {
-      live = false;
-    };
-  }, [project]);
+  const { data: segments, error } = useRequest((signal) => (project ? api.GET("/segments", { signal }) : null), [project]);
 
   return (
     <section>

@@ -1,7 +1,7 @@
-import { useCallback, useEffect, useState, type FormEvent } from "react";
-import { api, errorMessage, type Schemas } from "../../api/client";
+import { useState, type FormEvent } from "react";
+import { api, errorMessage } from "../../api/client";
 import { useSession } from "../../session";
-import { Pager, useCursorPages } from "../paging";
+import { Pager, usePagedList } from "../paging";
 import { Alert } from "../parts";
 import { parseAddresses, reasonWords } from "./words";
 
@@ -10,32 +10,18 @@ const PAGE = 50;
 /** The addresses no email of the project goes to: paged, searched, added by hand and removed. */
 export function Suppressions() {
   const { project } = useSession();
-  const [page, setPage] = useState<Schemas["SuppressionPage"] | null>(null);
-  const [total, setTotal] = useState<number | null>(null);
-  const pages = useCursorPages();
-  const cursor = pages.cursor;
   // The search the list shows (the API's `search`: addresses containing it).
   const [search, setSearch] = useState("");
+  // What adding or removing went wrong with (the list's own error shows when there is none).
   const [error, setError] = useState<string | null>(null);
   const [done, setDone] = useState<string | null>(null);
-  const [version, setVersion] = useState(0);
-
-  const refresh = useCallback(() => setVersion((v) => v + 1), []);
-
-  useEffect(() => {
-    if (!project) return;
-    let live = true;
-    const query = { limit: PAGE, cursor: cursor ?? undefined, search: search || undefined };
-    void api.GET("/suppressions", { params: { query } }).then(({ data, error }) => {
-      if (!live) return;
-      setPage(data ?? null);
-      if (data && !cursor) setTotal(data.total);
-      setError(error ? errorMessage(error) : null);
-    });
-    return () => {
-      live = false;
-    };
-  }, [project, cursor, search, version]);
+  const list = usePagedList(
+    (cursor, signal) =>
+      project ? api.GET("/suppressions", { params: { query: { limit: PAGE, cursor: cursor ?? undefined, search: search || undefined } }, signal }) : null,
+    [project, search],
+    { onMove: () => setError(null) },
+  );
+  const { page, total } = list;
 
   async function add(e: FormEvent<HTMLFormElement>) {
     e.preventDefault();
@@ -47,8 +33,7 @@ export function Suppressions() {
     setError(null);
     form.reset();
     setDone(`${data.added} added${data.alreadyListed ? `, ${data.alreadyListed} listed already` : ""}.`);
-    pages.reset();
-    refresh();
+    list.reset();
   }
 
   async function remove(email: string) {
@@ -56,15 +41,14 @@ export function Suppressions() {
     if (error) return setError(errorMessage(error));
     setError(null);
     setDone(`${email} removed: the project's email may go to it again.`);
-    refresh();
+    list.reload();
   }
 
   function find(e: FormEvent<HTMLFormElement>) {
     e.preventDefault();
     setSearch(String(new FormData(e.currentTarget).get("search")).trim());
-    setTotal(null);
-    pages.reset();
-    refresh();
+    setError(null);
+    list.reset();
   }
 
   const shown = page?.data ?? [];
@@ -87,7 +71,7 @@ export function Suppressions() {
         </div>
         <button type="submit">Suppress</button>
       </form>
-      <Alert message={error} />
+      <Alert message={error ?? list.error} />
       <p role="status">{done}</p>
       <h2>Suppressed addresses</h2>
       {page && (
@@ -138,7 +122,7 @@ export function Suppressions() {
               </table>
             </div>
           )}
-          <Pager label="Pages of suppressed addresses" previous={pages.previous} next={pages.after(page)} />
+          <Pager label="Pages of suppressed addresses" previous={list.previous} next={list.next} />
         </>
       )}
     </section>

@@ -1,5 +1,6 @@
 import { useEffect, useId, useState, type FormEvent } from "react";
 import { api, errorMessage, type Schemas } from "../../api/client";
+import { useDebouncedRequest } from "../loading";
 import { Alert } from "../parts";
 import { fieldErrors, type Draft } from "./logic";
 
@@ -21,8 +22,6 @@ export function Preview({ templateId, draft, onFieldErrors }: Props) {
   const [contacts, setContacts] = useState<Schemas["ContactBody"][]>([]);
   const [email, setEmail] = useState("");
   const [locale, setLocale] = useState("");
-  const [preview, setPreview] = useState<Schemas["TemplatePreview"] | null>(null);
-  const [error, setError] = useState<string | null>(null);
   const listId = useId();
 
   // The first contacts, offered as the address to preview for; the first is chosen.
@@ -38,35 +37,30 @@ export function Preview({ templateId, draft, onFieldErrors }: Props) {
     };
   }, []);
 
-  useEffect(() => {
-    if (!email.includes("@")) return;
-    let live = true;
-    const timer = setTimeout(() => {
-      void api
-        .POST("/templates/{id}/preview", {
-          params: { path: { id: templateId } },
-          body: {
-            email,
-            locale: locale || undefined,
-            subject: draft.subject,
-            body: draft.body,
-            variants: draft.variants,
-          },
-        })
-        .then(({ data, error }) => {
-          if (!live) return;
-          const fields = error ? fieldErrors(error) : {};
-          onFieldErrors(fields);
-          // A broken draft has no preview: an older one would say what is no longer so.
-          setPreview(data ?? null);
-          setError(error ? errorMessage(error) : null);
-        });
-    }, DEBOUNCE_MS);
-    return () => {
-      live = false;
-      clearTimeout(timer);
-    };
-  }, [templateId, draft, email, locale, onFieldErrors]);
+  // A broken draft has no preview: an older one would say what is no longer so.
+  const { data: preview, error } = useDebouncedRequest(
+    (signal) =>
+      email.includes("@")
+        ? api
+            .POST("/templates/{id}/preview", {
+              params: { path: { id: templateId } },
+              body: {
+                email,
+                locale: locale || undefined,
+                subject: draft.subject,
+                body: draft.body,
+                variants: draft.variants,
+              },
+              signal,
+            })
+            .then((answer) => {
+              if (!signal.aborted) onFieldErrors(answer.error ? fieldErrors(answer.error) : {});
+              return answer;
+            })
+        : null,
+    [templateId, draft, email, locale, onFieldErrors],
+    DEBOUNCE_MS,
+  );
 
   const tags = Object.keys(draft.variants);
   return (

@@ -1,6 +1,7 @@
-import { useCallback, useEffect, useId, useState, type FormEvent } from "react";
+import { useId, useState, type FormEvent } from "react";
 import { api, errorMessage, type Schemas } from "../../api/client";
 import { useSession } from "../../session";
+import { useRequest } from "../loading";
 import { Alert, Field } from "../parts";
 import { deleteError, topicDefaultWords } from "./words";
 
@@ -9,26 +10,14 @@ type Topic = Schemas["TopicBody"];
 /** The project's topics (what contacts choose to hear about): list, create, edit, delete. */
 export function Topics() {
   const { project } = useSession();
-  const [topics, setTopics] = useState<Topic[] | null>(null);
+  const list = useRequest((signal) => (project ? api.GET("/topics", { signal }) : null), [project]);
+  const topics = list.data;
+  const refresh = list.reload;
+  // What creating, changing or deleting went wrong with (the list's own error shows when there is none).
   const [error, setError] = useState<string | null>(null);
   const [done, setDone] = useState<string | null>(null);
   const [editing, setEditing] = useState<string | null>(null);
   const [deleting, setDeleting] = useState<string | null>(null);
-  const [version, setVersion] = useState(0);
-  const refresh = useCallback(() => setVersion((v) => v + 1), []);
-
-  useEffect(() => {
-    if (!project) return;
-    let live = true;
-    void api.GET("/topics").then(({ data, error }) => {
-      if (!live) return;
-      setTopics(data ?? null);
-      setError(error ? errorMessage(error) : null);
-    });
-    return () => {
-      live = false;
-    };
-  }, [project, version]);
 
   async function create(e: FormEvent<HTMLFormElement>) {
     e.preventDefault();
@@ -85,7 +74,7 @@ export function Topics() {
         Topics are the kinds of email contacts can choose to receive or not (a newsletter, product news…). Public topics are
         listed on the contacts' preference page.
       </p>
-      <Alert message={error} />
+      <Alert message={error ?? list.error} />
       <p role="status">{done}</p>
       {topics && topics.length === 0 && <p>No topic yet.</p>}
       {topics && topics.length > 0 && (

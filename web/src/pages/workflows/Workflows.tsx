@@ -2,7 +2,7 @@ import { useEffect, useState, type FormEvent } from "react";
 import { Link, useNavigate } from "react-router";
 import { api, errorMessage, type Schemas } from "../../api/client";
 import { useSession } from "../../session";
-import { Pager, useCursorPages } from "../paging";
+import { Pager, usePagedList } from "../paging";
 import { Alert, Field } from "../parts";
 
 const PAGE = 25;
@@ -11,24 +11,12 @@ const PAGE = 25;
 export function Workflows() {
   const { project } = useSession();
   const navigate = useNavigate();
-  const [page, setPage] = useState<Schemas["WorkflowPage"] | null>(null);
-  const pages = useCursorPages();
-  const [error, setError] = useState<string | null>(null);
+  const list = usePagedList(
+    (cursor, signal) => (project ? api.GET("/workflows", { params: { query: { limit: PAGE, cursor: cursor ?? undefined } }, signal }) : null),
+    [project],
+  );
+  const { page, error } = list;
   const [createError, setCreateError] = useState<string | null>(null);
-  const cursor = pages.cursor;
-
-  useEffect(() => {
-    if (!project) return;
-    let live = true;
-    void api.GET("/workflows", { params: { query: { limit: PAGE, cursor: cursor ?? undefined } } }).then(({ data, error }) => {
-      if (!live) return;
-      setPage(data ?? null);
-      setError(error ? errorMessage(error) : null);
-    });
-    return () => {
-      live = false;
-    };
-  }, [project, cursor]);
 
   async function create(e: FormEvent<HTMLFormElement>) {
     e.preventDefault();
@@ -55,7 +43,7 @@ export function Workflows() {
       {page && (
         <>
           <p role="status">
-            {pages.first && `${page.total} ${page.total === 1 ? "workflow" : "workflows"}.`}
+            {list.first && `${page.total} ${page.total === 1 ? "workflow" : "workflows"}.`}
           </p>
           {page.data.length > 0 && (
             <div className="scroll" tabIndex={0} role="region" aria-label="Workflows table">
@@ -78,7 +66,7 @@ export function Workflows() {
               </table>
             </div>
           )}
-          <Pager label="Pages of workflows" previous={pages.previous} next={pages.after(page)} />
+          <Pager label="Pages of workflows" previous={list.previous} next={list.next} />
         </>
       )}
       <h2>Create a workflow</h2>
