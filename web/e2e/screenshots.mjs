@@ -358,6 +358,11 @@ try {
   await page.getByRole("row", { name: /firstName "Ada"/ }).waitFor();
   await page.getByRole("listitem").filter({ hasText: "order_placed" }).first().waitFor();
   await shot(page, "contact");
+  // The same page further down: the emails sent to Ada and her workflow executions.
+  const emailsHeading = page.getByRole("heading", { name: "Emails", exact: true });
+  await page.getByText(/^\d+ emails?, newest first\.$/).waitFor();
+  await page.getByText(/^\d+ executions?, newest first\.$/).waitFor();
+  await shot(page, "contact-history", { top: emailsHeading });
 
   await nav(page, "Contacts");
   await page.getByRole("button", { name: "Import from CSV" }).click();
