@@ -22,8 +22,13 @@ BEGIN
     ON CONFLICT (project_id, key, shard) DO UPDATE SET n = n + 1;
 END;
 
+-- Most changes keep the keys and change values (a tracked event's data on its contact): those
+-- whose keys are listed alike before and after, in order, are passed over without reading the
+-- counts (a change that only reorders them is counted, to no effect).
 CREATE TRIGGER contact_key_counts_contact_changed AFTER UPDATE OF data ON contacts
 WHEN OLD.data IS NOT NEW.data
+ AND (SELECT group_concat(key, char(0)) FROM json_each(OLD.data))
+     IS NOT (SELECT group_concat(key, char(0)) FROM json_each(NEW.data))
 BEGIN
     UPDATE contact_key_counts SET n = n - 1
     WHERE project_id = OLD.project_id AND shard = 0

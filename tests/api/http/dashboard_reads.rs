@@ -472,6 +472,18 @@ async fn field_coverage_follows_every_write_to_contacts() {
     let f = fields(&app, key.clone()).await;
     assert_eq!(coverage(&f, "data.plan"), Some(0.75));
     assert_eq!(coverage(&f, "data.age"), Some(0.25));
+    // A change of values only (the keys as they were) counts nothing.
+    let r = app
+        .patch(
+            &format!("/contacts/{b}"),
+            key,
+            json!({ "data": { "plan": "pro", "age": 6 } }),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    let f = fields(&app, key.clone()).await;
+    assert_eq!(coverage(&f, "data.plan"), Some(0.75));
+    assert_eq!(coverage(&f, "data.age"), Some(0.25));
 
     // The field goes from every contact; then a contact goes.
     let r = app.delete("/contacts/fields/data.plan", key).await;
